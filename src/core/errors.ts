@@ -1,0 +1,72 @@
+/** Typed errors. Every error the library throws on bad input is one of these, with a message naming what was wrong. */
+
+export type Shape = readonly number[];
+
+const fmt = (s: Shape): string => `[${s.join(', ')}]`;
+
+export class RlvrError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+/** Two shapes (or a shape and an argument) do not fit together in an op. */
+export class ShapeError extends RlvrError {
+  constructor(
+    readonly op: string,
+    readonly shapes: readonly Shape[],
+    detail: string,
+  ) {
+    super(`${op}: ${detail} (shapes ${shapes.map(fmt).join(' and ')})`);
+  }
+}
+
+export class DTypeError extends RlvrError {
+  constructor(
+    readonly op: string,
+    detail: string,
+  ) {
+    super(`${op}: ${detail}`);
+  }
+}
+
+/** An argument other than a shape is invalid (an axis out of range, a bad permutation, ...). */
+export class ArgumentError extends RlvrError {
+  constructor(
+    readonly op: string,
+    detail: string,
+  ) {
+    super(`${op}: ${detail}`);
+  }
+}
+
+/** A tensor was used after its last reference was released. */
+export class DisposedTensorError extends RlvrError {
+  constructor(readonly op: string, readonly tensorId: number) {
+    super(`${op}: tensor #${tensorId} was used after it was disposed`);
+  }
+}
+
+/** Tensors from two different backends were mixed in one op. */
+export class BackendMismatchError extends RlvrError {
+  constructor(readonly op: string, readonly backends: readonly string[]) {
+    super(`${op}: inputs live on different backends (${backends.join(', ')}); move them with toBackend()`);
+  }
+}
+
+/** A backend cannot do what was asked (a dtype it lacks, a synchronous read on an async device, ...). */
+export class BackendError extends RlvrError {
+  constructor(readonly backend: string, detail: string) {
+    super(`${backend}: ${detail}`);
+  }
+}
+
+/** A value that must be finite was NaN or infinite. */
+export class NonFiniteError extends RlvrError {
+  constructor(readonly what: string, readonly index: number, readonly value: number) {
+    super(`${what}: non-finite value ${value} at flat index ${index}`);
+  }
+}
+
+export const formatShape = fmt;

@@ -1,0 +1,48 @@
+import type { Tensor } from './tensor.js';
+import { ArgumentError } from './errors.js';
+import { treeLeaves, type PyTree } from './pytree.js';
+
+/**
+ * Memory lifetimes, as in tfjs: `tidy(fn)` disposes every tensor created inside `fn` except the tensors it
+ * returns (which move to the enclosing scope). Outside any scope, the creator owns a tensor and disposes it.
+ * On the CPU an undisposed tensor is only garbage; on WebGPU it is a GPU buffer that stays allocated.
+ */
+const scopes: Set<Tensor>[] = [];
+
+/** @internal Called by every tensor constructor. */
+export function trackInScope(t: Tensor): void {
+  scopes[scopes.length - 1]?.add(t);
+}
+
+export function tidy<T extends PyTree>(fn: () => T): T {
+  const scope = new Set<Tensor>();
+  scopes.push(scope);
+  let result: T;
+  try {
+    result = fn();
+  } catch (e) {
+    scopes.pop();
+    for (const t of scope) t.dispose();
+    throw e;
+  }
+  scopes.pop();
+  if (result instanceof Promise) throw new ArgumentError('tidy', 'the function returned a Promise; tidy scopes are synchronous');
+  const kept = new Set(treeLeaves(result));
+  for (const t of scope) {
+    if (kept.has(t)) trackInScope(t);
+    else t.dispose();
+  }
+  return result;
+}
+
+/** Exempt tensors from the innermost scope's cleanup: the caller takes ownership. */
+export function keep<T extends PyTree>(tree: T): T {
+  const scope = scopes[scopes.length - 1];
+  if (scope) for (const t of treeLeaves(tree)) scope.delete(t);
+  return tree;
+}
+
+/** Dispose every tensor in a pytree. */
+export function dispose(tree: PyTree): void {
+  for (const t of treeLeaves(tree)) t.dispose();
+}

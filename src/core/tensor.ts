@@ -1,0 +1,137 @@
+import type { Backend, Storage } from './backend.js';
+import { allocArray, bytesPerElement, type DType, type TypedArray } from './dtype.js';
+import { BackendError, DisposedTensorError } from './errors.js';
+import { sizeOf, type Shape } from './shape.js';
+import { trackInScope } from './scope.js';
+
+/** Storage shared by several tensor handles (reshape and stopGradient alias it); freed when the last one lets go. */
+class DataRef {
+  private refs = 1;
+  constructor(
+    readonly backend: Backend,
+    readonly storage: Storage,
+  ) {}
+  retain(): void {
+    this.refs++;
+  }
+  release(): void {
+    if (--this.refs === 0) this.backend.free(this.storage);
+  }
+}
+
+let nextTensorId = 1;
+let liveTensorCount = 0;
+
+/** Tensor handles that hold at least one reference. A leak test watches this stay flat. */
+export const liveTensors = (): number => liveTensorCount;
+
+/**
+ * An immutable n-dimensional array on a backend. Ops never change a tensor; they make new ones.
+ *
+ * Lifetime: a handle starts with one reference, owned by whoever made it (and tracked by the innermost `tidy`
+ * scope, which disposes it unless it is returned). Autodiff tapes take extra references to what their vector-
+ * Jacobian rules need, so a user disposing an intermediate inside a differentiated function is safe.
+ */
+export class Tensor {
+  readonly id = nextTensorId++;
+  private refs = 1;
+  private ownerReleased = false;
+
+  /** @internal Use the creation functions (`tensor`, `zeros`, ...) or ops instead. */
+  constructor(
+    private readonly ref: DataRef,
+    readonly shape: Shape,
+    readonly dtype: DType,
+  ) {
+    liveTensorCount++;
+    trackInScope(this);
+  }
+
+  /** @internal Wrap freshly allocated storage (one reference, owned by the new tensor). */
+  static fromStorage(backend: Backend, storage: Storage, shape: Shape, dtype: DType): Tensor {
+    return new Tensor(new DataRef(backend, storage), Object.freeze([...shape]), dtype);
+  }
+
+  /** @internal A new handle over the same storage with another shape of the same size (reshape, aliases). */
+  static view(x: Tensor, shape: Shape): Tensor {
+    x.ref.retain();
+    return new Tensor(x.ref, Object.freeze([...shape]), x.dtype);
+  }
+
+  get backend(): Backend {
+    return this.ref.backend;
+  }
+  get size(): number {
+    return sizeOf(this.shape);
+  }
+  get rank(): number {
+    return this.shape.length;
+  }
+  get bytes(): number {
+    return this.size * bytesPerElement(this.dtype);
+  }
+  get isDisposed(): boolean {
+    return this.refs === 0;
+  }
+
+  /** @internal The backing storage; throws if every reference has been released. */
+  storageFor(op: string): Storage {
+    if (this.refs === 0) throw new DisposedTensorError(op, this.id);
+    return this.ref.storage;
+  }
+
+  /** @internal Take a reference (tapes do, for what their vector-Jacobian rules read). */
+  retain(): void {
+    if (this.refs === 0) throw new DisposedTensorError('retain', this.id);
+    this.refs++;
+  }
+
+  /** @internal Drop a reference taken with `retain`. */
+  release(): void {
+    if (this.refs === 0) return;
+    if (--this.refs === 0) {
+      liveTensorCount--;
+      this.ref.release();
+    }
+  }
+
+  /** Drop the owner's reference. Idempotent. The storage is freed once no tape needs it either. */
+  dispose(): void {
+    if (this.ownerReleased) return;
+    this.ownerReleased = true;
+    this.release();
+  }
+
+  /** Read the values back to the host (awaits the device's queue on WebGPU). */
+  async data(): Promise<TypedArray> {
+    return this.backend.read({ storage: this.storageFor('data'), shape: this.shape, dtype: this.dtype });
+  }
+
+  /** Synchronous read; only backends with `synchronous` (the CPU) support it. */
+  dataSync(): TypedArray {
+    if (!this.backend.synchronous) {
+      throw new BackendError(this.backend.name, 'dataSync() needs a synchronous backend; use `await tensor.data()`');
+    }
+    return this.backend.readSync({ storage: this.storageFor('dataSync'), shape: this.shape, dtype: this.dtype });
+  }
+
+  /** The single value of a size-1 tensor. */
+  async item(): Promise<number> {
+    return firstOf('item', this, await this.data());
+  }
+
+  itemSync(): number {
+    return firstOf('itemSync', this, this.dataSync());
+  }
+
+  toString(): string {
+    return `Tensor#${this.id}(${this.dtype}[${this.shape.join(', ')}] on ${this.backend.name})`;
+  }
+}
+
+function firstOf(op: string, t: Tensor, values: TypedArray): number {
+  if (t.size !== 1) throw new BackendError(t.backend.name, `${op}() needs a tensor of size 1, got shape [${t.shape.join(', ')}]`);
+  return values[0]!;
+}
+
+export const emptyLike = (dtype: DType, size: number): TypedArray => allocArray(dtype, size);

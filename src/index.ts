@@ -1,0 +1,23 @@
+/** Public entry point: tensors, autodiff transformations, ops and backends. */
+export type { Backend, KernelTensor, MemoryInfo, Storage, UnaryOp, BinaryOp, ReduceOp } from './core/backend.js';
+export type { DType, TypedArray } from './core/dtype.js';
+export * from './core/errors.js';
+export { Tensor, liveTensors } from './core/tensor.js';
+export { tidy, keep, dispose } from './core/scope.js';
+export { treeLeaves, treeMap, treeUnflatten, treeZip, type PyTree } from './core/pytree.js';
+export { grad, valueAndGrad, vjp, stopGradient, type VjpFn } from './core/transforms.js';
+export { withoutTapes as noGrad } from './core/tape.js';
+export { Rng, type RngState } from './core/rng.js';
+export { getDefaultBackend, setDefaultBackend } from './core/runtime.js';
+export { broadcastShapes, sizeOf } from './core/shape.js';
+export { CpuBackend } from './backends/cpu/index.js';
+export * from './ops/creation.js';
+export * from './ops/elementwise.js';
+export * from './ops/reduce.js';
+export * from './ops/movement.js';
+export * from './ops/matmul.js';
+export * from './ops/indexing.js';
+export * from './ops/softmax.js';
+export * from './ops/norm.js';
+export * from './ops/attention.js';
+export * from './ops/loss.js';

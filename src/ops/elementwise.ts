@@ -1,0 +1,132 @@
+import type { BinaryOp, UnaryOp } from '../core/backend.js';
+import { isFloat, promote } from '../core/dtype.js';
+import { broadcastShapes, shapesEqual, type Shape } from '../core/shape.js';
+import { setAccumulate } from '../core/tape.js';
+import { Tensor } from '../core/tensor.js';
+import { full } from './creation.js';
+import { kt, runOp } from './op.js';
+import { expand, reshape } from './movement.js';
+import { sum } from './reduce.js';
+
+/** Elementwise ops: forwards and vector-Jacobian rules. Their scalar kernels are in `elementwise-kernels.ts`. */
+export type Operand = Tensor | number;
+
+/** Lift a number to a scalar tensor beside `like`. */
+const lift = (x: Operand, like: Tensor): Tensor => (x instanceof Tensor ? x : full([], x, { dtype: like.dtype, backend: like.backend }));
+
+export function cast(x: Tensor, dtype: Tensor['dtype']): Tensor {
+  if (x.dtype === dtype) return x;
+  return runOp('cast', [x], x.shape, dtype, (b) => b.cast(kt('cast', x), dtype), () => (g) => [isFloat(x.dtype) ? cast(g, x.dtype) : null]);
+}
+
+function unary(op: UnaryOp, x: Tensor, vjp?: (g: Tensor, y: Tensor) => Tensor): Tensor {
+  return runOp(op, [x], x.shape, x.dtype, (b) => b.unary(op, kt(op, x)), vjp && ((y) => (g) => [vjp(g, y)]));
+}
+
+export const neg = (x: Tensor): Tensor => unary('neg', x, (g) => neg(g));
+export const exp = (x: Tensor): Tensor => unary('exp', x, (g, y) => mul(g, y));
+export const log = (x: Tensor): Tensor => unary('log', x, (g) => div(g, x));
+export const sqrt = (x: Tensor): Tensor => unary('sqrt', x, (g, y) => div(mul(g, 0.5), y));
+export const rsqrt = (x: Tensor): Tensor => unary('rsqrt', x, (g, y) => mul(g, mul(-0.5, mul(y, square(y)))));
+export const tanh = (x: Tensor): Tensor => unary('tanh', x, (g, y) => mul(g, sub(1, square(y))));
+export const sigmoid = (x: Tensor): Tensor => unary('sigmoid', x, (g, y) => mul(g, mul(y, sub(1, y))));
+export const gelu = (x: Tensor): Tensor => unary('gelu', x, (g) => mul(g, unary('geluGrad', x)));
+export const silu = (x: Tensor): Tensor => unary('silu', x, (g) => mul(g, unary('siluGrad', x)));
+export const abs = (x: Tensor): Tensor => unary('abs', x, (g) => mul(g, sign(x)));
+export const square = (x: Tensor): Tensor => unary('square', x, (g) => mul(g, mul(x, 2)));
+export const reciprocal = (x: Tensor): Tensor => unary('reciprocal', x, (g, y) => neg(mul(g, square(y))));
+export const relu = (x: Tensor): Tensor => unary('relu', x, (g) => mul(g, unary('step', x)));
+/** -1, 0 or 1; its derivative is zero almost everywhere. */
+export const sign = (x: Tensor): Tensor => unary('sign', x, (g) => mul(g, 0));
+
+/** Sum a broadcast cotangent back down to `shape`. */
+export function unbroadcast(g: Tensor, shape: Shape): Tensor {
+  if (shapesEqual(g.shape, shape)) return g;
+  const lead = g.rank - shape.length;
+  const axes: number[] = [];
+  for (let i = 0; i < g.rank; i++) if (i < lead || (shape[i - lead] === 1 && g.shape[i] !== 1)) axes.push(i);
+  return reshape(sum(g, axes, true), shape);
+}
+
+function binary(op: BinaryOp, a: Operand, b: Operand, vjp?: (g: Tensor, a: Tensor, b: Tensor, y: Tensor) => [Tensor | null, Tensor | null]): Tensor {
+  const ta = a instanceof Tensor ? a : lift(a, b as Tensor);
+  const tb = b instanceof Tensor ? b : lift(b, ta);
+  if (ta.dtype !== tb.dtype) {
+    const d = promote(ta.dtype, tb.dtype);
+    return binary(op, cast(ta, d), cast(tb, d), vjp);
+  }
+  const shape = broadcastShapes(op, ta.shape, tb.shape);
+  return runOp(op, [ta, tb], shape, ta.dtype, (be) => be.binary(op, kt(op, ta), kt(op, tb), shape), vjp && ((y) => (g, needs) => {
+    const [ga, gb] = vjp(g, ta, tb, y);
+    return [needs[0] && ga ? unbroadcast(ga, ta.shape) : null, needs[1] && gb ? unbroadcast(gb, tb.shape) : null];
+  }));
+}
+
+export const add = (a: Operand, b: Operand): Tensor => binary('add', a, b, (g) => [g, g]);
+export const sub = (a: Operand, b: Operand): Tensor => binary('sub', a, b, (g) => [g, neg(g)]);
+export const mul = (a: Operand, b: Operand): Tensor => binary('mul', a, b, (g, x, y) => [mul(g, y), mul(g, x)]);
+export const div = (a: Operand, b: Operand): Tensor =>
+  binary('div', a, b, (g, _x, y, out) => [div(g, y), neg(div(mul(g, out), y))]);
+/** a ** b. The derivative in b uses log(a) where a > 0 and 0 elsewhere (the real power is undefined there). */
+export const pow = (a: Operand, b: Operand): Tensor =>
+  binary('pow', a, b, (g, x, y, out) => [
+    mul(g, mul(y, pow(x, sub(y, 1)))),
+    mul(g, mul(out, where(greater(x, 0), log(where(greater(x, 0), x, 1)), 0))),
+  ]);
+/** Elementwise max; at ties each side gets half the cotangent (as JAX does). */
+export const maximum = (a: Operand, b: Operand): Tensor =>
+  binary('maximum', a, b, (g, x, y) => {
+    const share = add(greater(x, y), mul(equal(x, y), 0.5));
+    return [mul(g, share), mul(g, sub(1, share))];
+  });
+export const minimum = (a: Operand, b: Operand): Tensor =>
+  binary('minimum', a, b, (g, x, y) => {
+    const share = add(less(x, y), mul(equal(x, y), 0.5));
+    return [mul(g, share), mul(g, sub(1, share))];
+  });
+
+/** Comparison masks: 1 where true, 0 where false, in the operands' dtype. Not differentiable (zero gradient). */
+export const equal = (a: Operand, b: Operand): Tensor => binary('eq', a, b);
+export const notEqual = (a: Operand, b: Operand): Tensor => binary('ne', a, b);
+export const less = (a: Operand, b: Operand): Tensor => binary('lt', a, b);
+export const lessEqual = (a: Operand, b: Operand): Tensor => binary('le', a, b);
+export const greater = (a: Operand, b: Operand): Tensor => binary('gt', a, b);
+export const greaterEqual = (a: Operand, b: Operand): Tensor => binary('ge', a, b);
+
+/** cond ? a : b with broadcasting; cond is any dtype, nonzero meaning true. */
+export function where(cond: Tensor, a: Operand, b: Operand): Tensor {
+  let ta = a instanceof Tensor ? a : lift(a, b instanceof Tensor ? b : cond);
+  let tb = b instanceof Tensor ? b : lift(b, ta);
+  if (ta.dtype !== tb.dtype) {
+    const d = promote(ta.dtype, tb.dtype);
+    ta = cast(ta, d);
+    tb = cast(tb, d);
+  }
+  const shape = broadcastShapes('where', cond.shape, ta.shape, tb.shape);
+  return runOp('where', [cond, ta, tb], shape, ta.dtype, (be) => be.where(kt('where', cond), kt('where', ta), kt('where', tb), shape), () => (g, needs) => {
+    const zero = full([], 0, { dtype: g.dtype, backend: g.backend });
+    return [
+      null,
+      needs[1] ? unbroadcast(where(cond, g, zero), ta.shape) : null,
+      needs[2] ? unbroadcast(where(cond, zero, g), tb.shape) : null,
+    ];
+  });
+}
+
+/**
+ * Clamp to [lo, hi]. The gradient passes where lo <= x <= hi (boundaries included, as PyTorch's clamp does),
+ * and flows to tensor bounds where they are the active side.
+ */
+export function clamp(x: Tensor, lo: Operand | null, hi: Operand | null): Tensor {
+  let y = x;
+  if (lo !== null) y = where(less(y, lo), lo, y);
+  if (hi !== null) y = where(greater(y, hi), hi, y);
+  return y;
+}
+
+/** Broadcast both operands to their common shape (materialised). */
+export function broadcastTo(x: Tensor, shape: Shape): Tensor {
+  return expand(x, shape);
+}
+
+setAccumulate((a, b) => add(a, b));

@@ -1,0 +1,48 @@
+import { ShapeError } from '../core/errors.js';
+import { broadcastShapes } from '../core/shape.js';
+import type { Tensor } from '../core/tensor.js';
+import { cast, unbroadcast } from './elementwise.js';
+import { promote } from '../core/dtype.js';
+import { reshape, squeeze } from './movement.js';
+import { kt, runOp } from './op.js';
+
+export interface MatmulOptions {
+  /** Use a's last two axes transposed. */
+  readonly transA?: boolean;
+  readonly transB?: boolean;
+}
+
+/**
+ * Batched matrix product with NumPy semantics: [..., M, K] @ [..., K, N] -> [..., M, N], batch dims broadcast,
+ * a 1-D operand is promoted to a matrix and its axis dropped from the result. Transposes are fused, not copied.
+ */
+export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
+  if (a.rank === 0 || b.rank === 0) throw new ShapeError('matmul', [a.shape, b.shape], 'operands must have rank >= 1');
+  if (a.dtype !== b.dtype) {
+    const d = promote(a.dtype, b.dtype);
+    return matmul(cast(a, d), cast(b, d), opts);
+  }
+  if (a.rank === 1) return squeeze(matmul(reshape(a, [1, a.shape[0]!]), b, { ...opts, transA: false }), [-2]);
+  if (b.rank === 1) return squeeze(matmul(a, reshape(b, [b.shape[0]!, 1]), { ...opts, transB: false }), [-1]);
+  const transA = opts.transA ?? false;
+  const transB = opts.transB ?? false;
+  const [m, ka] = transA ? [a.shape[a.rank - 1]!, a.shape[a.rank - 2]!] : [a.shape[a.rank - 2]!, a.shape[a.rank - 1]!];
+  const [kb, n] = transB ? [b.shape[b.rank - 1]!, b.shape[b.rank - 2]!] : [b.shape[b.rank - 2]!, b.shape[b.rank - 1]!];
+  if (ka !== kb) throw new ShapeError('matmul', [a.shape, b.shape], `inner dimensions differ (${ka} vs ${kb})`);
+  const batch = broadcastShapes('matmul', a.shape.slice(0, -2), b.shape.slice(0, -2));
+  const shape = [...batch, m, n];
+  return runOp('matmul', [a, b], shape, a.dtype, (be) => be.matmul(kt('matmul', a), kt('matmul', b), transA, transB, shape), () => (g, needs) => {
+    // With A' = op(A), B' = op(B): dA' = G B'^T and dB' = A'^T G; transposed operands take the transposed adjoint.
+    const ga = needs[0]
+      ? transA
+        ? matmul(b, g, { transA: transB, transB: true })
+        : matmul(g, b, { transB: !transB })
+      : null;
+    const gb = needs[1]
+      ? transB
+        ? matmul(g, a, { transA: true, transB: transA })
+        : matmul(a, g, { transA: !transA })
+      : null;
+    return [ga && unbroadcast(ga, a.shape), gb && unbroadcast(gb, b.shape)];
+  });
+}
