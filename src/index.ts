@@ -21,3 +21,4 @@ export * from './ops/softmax.js';
 export * from './ops/norm.js';
 export * from './ops/attention.js';
 export * from './ops/loss.js';
+export * from './ops/optim.js';

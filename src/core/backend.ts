@@ -31,6 +31,17 @@ export type BinaryOp =
 
 export type ReduceOp = 'sum' | 'max' | 'min' | 'logsumexp';
 
+/** Hyperparameters of one AdamW step (decoupled weight decay, bias-corrected moments, as PyTorch's AdamW). */
+export interface AdamWHyper {
+  readonly lr: number;
+  readonly beta1: number;
+  readonly beta2: number;
+  readonly eps: number;
+  readonly weightDecay: number;
+  /** 1-based step count, for bias correction. */
+  readonly step: number;
+}
+
 export interface MemoryInfo {
   /** Live allocations (buffers or typed arrays) owned by the backend. */
   readonly buffers: number;
@@ -91,4 +102,6 @@ export interface Backend {
   layerNorm(x: KernelTensor, weight: KernelTensor, bias: KernelTensor, eps: number): Storage;
   /** [dx, dweight, dbias] of layerNorm for cotangent dy. */
   layerNormBackward(x: KernelTensor, weight: KernelTensor, dy: KernelTensor, eps: number): [Storage, Storage, Storage];
+  /** One fused AdamW step: returns [param, m, v] updated (new storages; the inputs are not modified). */
+  adamw(param: KernelTensor, grad: KernelTensor, m: KernelTensor, v: KernelTensor, hyper: AdamWHyper): [Storage, Storage, Storage];
 }

@@ -1,10 +1,10 @@
-import type { Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp } from '../../core/backend.js';
+import type { AdamWHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp } from '../../core/backend.js';
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { sizeOf, stridesOf, type Shape } from '../../core/shape.js';
 import { BINARY_KERNELS, UNARY_KERNELS } from '../../ops/elementwise-kernels.js';
 import { broadcastOffsets, stridedOffsets } from './strided.js';
 import { matmulKernel } from './matmul.js';
-import { layerNormBackwardKernel, layerNormKernel, rmsNormBackwardKernel, rmsNormKernel, softmaxKernel } from './rows.js';
+import { adamwKernel, layerNormBackwardKernel, layerNormKernel, rmsNormBackwardKernel, rmsNormKernel, softmaxKernel } from './rows.js';
 
 /** The reference backend: plain TypeScript loops over typed arrays. Storage is the typed array itself. */
 const arr = (s: Storage): TypedArray => s as unknown as TypedArray;
@@ -299,5 +299,14 @@ export class CpuBackend implements Backend {
     const db = this.alloc(x.dtype, d);
     layerNormBackwardKernel(data(x), data(weight), data(dy), d, eps, dx, dw, db);
     return [store(dx), store(dw), store(db)];
+  }
+
+  adamw(param: KernelTensor, grad: KernelTensor, m: KernelTensor, v: KernelTensor, h: AdamWHyper): [Storage, Storage, Storage] {
+    const n = sizeOf(param.shape);
+    const p1 = this.alloc(param.dtype, n);
+    const m1 = this.alloc(param.dtype, n);
+    const v1 = this.alloc(param.dtype, n);
+    adamwKernel(data(param), data(grad), data(m), data(v), h, p1, m1, v1);
+    return [store(p1), store(m1), store(v1)];
   }
 }

@@ -1,3 +1,4 @@
+import type { AdamWHyper } from '../../core/backend.js';
 import type { TypedArray } from '../../core/dtype.js';
 
 /** Row kernels of the CPU backend: softmax along an axis, RMSNorm and LayerNorm over the last axis. */
@@ -99,4 +100,27 @@ function moments(x: TypedArray, o: number, d: number, eps: number): [number, num
   let v = 0;
   for (let j = 0; j < d; j++) v += (x[o + j]! - mu) ** 2;
   return [mu, 1 / Math.sqrt(v / d + eps)];
+}
+
+/** AdamW: p <- p - lr wd p, then p <- p - lr mhat / (sqrt(vhat) + eps) with bias-corrected moments. */
+export function adamwKernel(
+  p: TypedArray,
+  g: TypedArray,
+  m: TypedArray,
+  v: TypedArray,
+  h: AdamWHyper,
+  pOut: TypedArray,
+  mOut: TypedArray,
+  vOut: TypedArray,
+): void {
+  const c1 = 1 - h.beta1 ** h.step;
+  const c2 = 1 - h.beta2 ** h.step;
+  for (let i = 0; i < p.length; i++) {
+    const gi = g[i]!;
+    const mi = h.beta1 * m[i]! + (1 - h.beta1) * gi;
+    const vi = h.beta2 * v[i]! + (1 - h.beta2) * gi * gi;
+    mOut[i] = mi;
+    vOut[i] = vi;
+    pOut[i] = p[i]! * (1 - h.lr * h.weightDecay) - (h.lr * (mi / c1)) / (Math.sqrt(vi / c2) + h.eps);
+  }
 }
