@@ -11,6 +11,17 @@ export { Rng, type RngState } from './core/rng.js';
 export { getDefaultBackend, setDefaultBackend } from './core/runtime.js';
 export { broadcastShapes, sizeOf } from './core/shape.js';
 export { CpuBackend } from './backends/cpu/index.js';
+export {
+  WebGpuBackend,
+  createWebGpuBackend,
+  NoAdapterError,
+  GpuValidationError,
+  DeviceLostError,
+  type WebGpuBackendOptions,
+  type AdapterDescription,
+  type AdapterPath,
+  type PoolStats,
+} from './backends/webgpu/index.js';
 export * from './ops/creation.js';
 export * from './ops/elementwise.js';
 export * from './ops/reduce.js';

@@ -1,0 +1,84 @@
+// The backward of LayerNorm (layer_norm.wgsl), in two dispatches:
+//   layer_norm_backward_rows:  one workgroup per row: dx = r (g - mean(g) - xhat mean(g xhat)), g = dy w;
+//                              stores (mu, r) per row.
+//   layer_norm_backward_cols:  one thread per column j: dw[j] = sum dy xhat, db[j] = sum dy.
+// Needs row_reduce.wgsl (prepended). Both entry points use the same bindings.
+
+struct Params {
+  rows: u32,
+  d: u32,
+  eps: f32,
+  grid_x: u32,
+};
+
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read> w: array<f32>;
+@group(0) @binding(2) var<storage, read> dy: array<f32>;
+@group(0) @binding(3) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dw: array<f32>;
+@group(0) @binding(5) var<storage, read_write> db: array<f32>;
+@group(0) @binding(6) var<storage, read_write> stats: array<f32>; // (mu, r) per row
+@group(0) @binding(7) var<uniform> params: Params;
+
+// (mean, 1 / sqrt(var + eps)) of one row.
+fn moments(lid: u32, base: u32) -> vec2<f32> {
+  let n = f32(params.d);
+  var s = 0.0;
+  for (var j = lid; j < params.d; j += WG) {
+    s += x[base + j];
+  }
+  let mu = wg_sum(lid, s) / n;
+  var v = 0.0;
+  for (var j = lid; j < params.d; j += WG) {
+    let c = x[base + j] - mu;
+    v += c * c;
+  }
+  let variance = wg_sum(lid, v) / n;
+  return vec2<f32>(mu, 1.0 / sqrt(variance + params.eps));
+}
+
+@compute @workgroup_size(64)
+fn layer_norm_backward_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = wg.x + wg.y * params.grid_x;
+  if (row >= params.rows) {
+    return;
+  }
+  let base = row * params.d;
+  let m = moments(lid, base);
+  var sg = 0.0;
+  var sgx = 0.0;
+  for (var j = lid; j < params.d; j += WG) {
+    let g = dy[base + j] * w[j];
+    sg += g;
+    sgx += g * (x[base + j] - m.x) * m.y;
+  }
+  let n = f32(params.d);
+  let mean_g = wg_sum(lid, sg) / n;
+  let mean_gx = wg_sum(lid, sgx) / n;
+  for (var j = lid; j < params.d; j += WG) {
+    let xhat = (x[base + j] - m.x) * m.y;
+    dx[base + j] = m.y * (dy[base + j] * w[j] - mean_g - xhat * mean_gx);
+  }
+  if (lid == 0u) {
+    stats[2u * row] = m.x;
+    stats[2u * row + 1u] = m.y;
+  }
+}
+
+@compute @workgroup_size(64)
+fn layer_norm_backward_cols(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let j = gid.x;
+  if (j >= params.d) {
+    return;
+  }
+  var aw = 0.0;
+  var ab = 0.0;
+  for (var row = 0u; row < params.rows; row++) {
+    let p = row * params.d + j;
+    let g = dy[p];
+    aw += g * (x[p] - stats[2u * row]) * stats[2u * row + 1u];
+    ab += g;
+  }
+  dw[j] = aw;
+  db[j] = ab;
+}

@@ -1,0 +1,39 @@
+// Workgroup-shared tree reductions for row kernels (softmax, RMSNorm, LayerNorm): 64 threads per workgroup,
+// one row per workgroup. Call from uniform control flow; the result is returned to every thread.
+
+const WG: u32 = 64u;
+
+var<workgroup> red: array<f32, 64>;
+
+fn wg_sum(lid: u32, v: f32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var w = WG / 2u; w > 0u; w = w >> 1u) {
+    if (lid < w) {
+      red[lid] = red[lid] + red[lid + w];
+    }
+    workgroupBarrier();
+  }
+  let total = red[0];
+  workgroupBarrier();
+  return total;
+}
+
+fn wg_max(lid: u32, v: f32) -> f32 {
+  red[lid] = v;
+  workgroupBarrier();
+  for (var w = WG / 2u; w > 0u; w = w >> 1u) {
+    if (lid < w) {
+      red[lid] = max(red[lid], red[lid + w]);
+    }
+    workgroupBarrier();
+  }
+  let total = red[0];
+  workgroupBarrier();
+  return total;
+}
+
+fn neg_inf() -> f32 {
+  var bits = 0xff800000u;
+  return bitcast<f32>(bits);
+}

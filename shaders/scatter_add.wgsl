@@ -1,0 +1,63 @@
+// The adjoints of gather and take_along_axis, out viewed as [outer, len, inner]. WGSL has no float atomics, so
+// each thread owns one output element and sums the updates whose index hits it, in index order: duplicates
+// sum deterministically, in the CPU kernel's order.
+//   scatter_add:         out[o, r, k] = sum over j with idx[j] == r of upd[o, j, k]
+//   put_along_axis_add:  out[o, r, k] = sum over j with idx[o, j, k] == r of upd[o, j, k]
+// T is f32 or i32.
+
+alias T = {{T}};
+
+struct Params {
+  outer: u32,
+  len: u32,
+  inner: u32,
+  n: u32,
+  total: u32,
+  grid_x: u32,
+  _pad0: u32,
+  _pad1: u32,
+};
+
+@group(0) @binding(0) var<storage, read> upd: array<T>;
+@group(0) @binding(1) var<storage, read> idx: array<i32>;
+@group(0) @binding(2) var<storage, read_write> out: array<T>;
+@group(0) @binding(3) var<uniform> params: Params;
+
+@compute @workgroup_size(256)
+fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let i = gid.x + gid.y * params.grid_x;
+  if (i >= params.total) {
+    return;
+  }
+  let k = i % params.inner;
+  let t = i / params.inner;
+  let r = i32(t % params.len);
+  let o = t / params.len;
+  var acc = T(0);
+  for (var j = 0u; j < params.n; j++) {
+    if (idx[j] == r) {
+      acc += upd[(o * params.n + j) * params.inner + k];
+    }
+  }
+  out[i] = acc;
+}
+
+@compute @workgroup_size(256)
+fn put_along_axis_add(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let i = gid.x + gid.y * params.grid_x;
+  if (i >= params.total) {
+    return;
+  }
+  let k = i % params.inner;
+  let t = i / params.inner;
+  let r = i32(t % params.len);
+  let o = t / params.len;
+  var acc = T(0);
+  for (var j = 0u; j < params.n; j++) {
+    let p = (o * params.n + j) * params.inner + k;
+    if (idx[p] == r) {
+      acc += upd[p];
+    }
+  }
+  out[i] = acc;
+}

@@ -1,0 +1,5 @@
+/** The WebGPU backend's public surface. */
+export { WebGpuBackend, createWebGpuBackend, type WebGpuBackendOptions } from './backend.js';
+export { NoAdapterError, GpuValidationError, DeviceLostError } from './errors.js';
+export type { AdapterDescription, AdapterPath, AcquireOptions } from './device.js';
+export type { PoolStats } from './buffer-pool.js';

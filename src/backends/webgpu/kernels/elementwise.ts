@@ -1,0 +1,123 @@
+import type { BinaryOp, KernelTensor, UnaryOp } from '../../../core/backend.js';
+import type { DType } from '../../../core/dtype.js';
+import { DTypeError } from '../../../core/errors.js';
+import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
+import { BINARY_KERNELS, UNARY_KERNELS } from '../../../ops/elementwise-kernels.js';
+import prelude from '../../../../shaders/prelude.wgsl';
+import template from '../../../../shaders/elementwise.wgsl';
+import type { GpuRuntime } from '../runtime.js';
+import { bufferOf } from '../storage.js';
+import { fillTemplate, grid, wgslType } from '../wgsl.js';
+import { checkRank, collapse, isContiguous, Words } from './layout.js';
+
+/**
+ * Launcher of the generic elementwise kernel (shaders/elementwise.wgsl): any WGSL expression over named inputs
+ * with NumPy broadcasting. unary, binary, where and cast are all instances. f32 expressions come from
+ * `elementwise-kernels.ts`; i32 has its own table here (integer semantics of the CPU kernels, which compute in
+ * doubles and store into an Int32Array), and an op without an i32 form throws a DTypeError naming it.
+ */
+export interface EwInput {
+  readonly name: string;
+  readonly x: KernelTensor;
+}
+
+const I32_UNARY: Partial<Record<UnaryOp, string>> = {
+  neg: '-x',
+  abs: 'abs(x)',
+  square: 'x * x',
+  sign: 'sign(x)',
+  relu: 'max(x, 0)',
+  step: 'select(0, 1, x > 0)',
+};
+
+const I32_BINARY: Partial<Record<BinaryOp, string>> = {
+  add: 'a + b',
+  sub: 'a - b',
+  mul: 'a * b',
+  // The CPU stores trunc(a / b) and 0 for a / 0 (ToInt32 of +-inf and NaN); WGSL's a / 0 is a.
+  div: 'select(a / b, 0, b == 0)',
+  maximum: 'select(b, a, a >= b)',
+  minimum: 'select(b, a, a <= b)',
+  eq: 'select(0, 1, a == b)',
+  ne: 'select(0, 1, a != b)',
+  lt: 'select(0, 1, a < b)',
+  le: 'select(0, 1, a <= b)',
+  gt: 'select(0, 1, a > b)',
+  ge: 'select(0, 1, a >= b)',
+};
+
+export function unaryExpr(op: UnaryOp, dtype: DType): string {
+  const t = wgslType(op, dtype);
+  const e = t === 'f32' ? UNARY_KERNELS[op].wgsl : I32_UNARY[op];
+  if (e === undefined) throw new DTypeError(op, `the WebGPU kernel ${op} is not defined for ${dtype}`);
+  return e;
+}
+
+export function binaryExpr(op: BinaryOp, dtype: DType): string {
+  const t = wgslType(op, dtype);
+  const e = t === 'f32' ? BINARY_KERNELS[op].wgsl : I32_BINARY[op];
+  if (e === undefined) throw new DTypeError(op, `the WebGPU kernel ${op} is not defined for ${dtype}`);
+  return e;
+}
+
+type Mode = 'c' | 's' | 'b';
+
+export function elementwise(rt: GpuRuntime, kernel: string, inputs: readonly EwInput[], expr: string, outShape: Shape, outDtype: DType): GPUBuffer {
+  const outT = wgslType(kernel, outDtype);
+  const n = sizeOf(outShape);
+  const out = rt.alloc(n * 4);
+  if (n === 0) return out;
+  const { shape, strides } = collapse(outShape, inputs.map((i) => broadcastStrides(i.x.shape, outShape)));
+  checkRank(kernel, shape.length);
+  const modes: Mode[] = strides.map((s) => (s.every((v) => v === 0) ? 's' : isContiguous(shape, s) ? 'c' : 'b'));
+  const rank = modes.includes('b') ? shape.length : 0;
+  const types = inputs.map((i) => wgslType(kernel, i.x.dtype));
+  const key = `ew:${outT}:${inputs.map((i, k) => `${i.name}/${types[k]}/${modes[k]}`).join(',')}:r${rank}:${expr}`;
+  const words = new Words(12 + 12 * inputs.length);
+  const [gx, gy, gz] = grid(Math.ceil(n / 256), rt.maxWorkgroupsPerDim);
+  words.u(0, n).u(1, gx * 256).list(4, shape);
+  strides.forEach((s, k) => words.list(16 + 12 * k, s));
+  rt.dispatch({
+    kernel,
+    key,
+    bindings: [...inputs.map(() => 'read' as const), 'write', 'uniform'],
+    source: () => source(inputs, types, modes, rank, outT, expr),
+    buffers: [...inputs.map((i) => bufferOf(i.x.storage)), out],
+    uniforms: words.u32,
+    workgroups: [gx, gy, gz],
+  });
+  return out;
+}
+
+function source(inputs: readonly EwInput[], types: readonly string[], modes: readonly Mode[], rank: number, outT: string, expr: string): string {
+  const bindings = inputs.map((inp, k) => `@group(0) @binding(${k}) var<storage, read> in${k}: array<${types[k]}>;`).join('\n');
+  const strided = modes.flatMap((m, k) => (m === 'b' ? [k] : []));
+  const offsets =
+    strided.length === 0
+      ? ''
+      : [
+          '  var rem = i;',
+          ...strided.map((k) => `  var o${k} = in_offset(${k}u);`),
+          '  for (var d = RANK; d > 0u; d--) {',
+          '    let s = dim(d - 1u);',
+          '    let c = rem % s;',
+          '    rem = rem / s;',
+          ...strided.map((k) => `    o${k} += c * in_stride(${k}u, d - 1u);`),
+          '  }',
+        ].join('\n');
+  const loads = inputs
+    .map((inp, k) => `  let ${inp.name} = in${k}[${modes[k] === 'c' ? 'i' : modes[k] === 's' ? `in_offset(${k}u)` : `o${k}`}];`)
+    .join('\n');
+  const body = fillTemplate('elementwise.wgsl', template, {
+    NV: 3 + 3 * inputs.length,
+    BINDINGS: bindings,
+    OUT_BINDING: inputs.length,
+    PARAMS_BINDING: inputs.length + 1,
+    OUT_T: outT,
+    RANK: rank,
+    OFFSETS: offsets,
+    LOADS: loads,
+    EXPR: expr,
+  });
+  return `${prelude}\n${body}`;
+}

@@ -1,0 +1,79 @@
+import { BackendError } from '../../../core/errors.js';
+import { sizeOf, stridesOf, type Shape } from '../../../core/shape.js';
+
+/** Shape bookkeeping shared by the launchers: merging contiguous dims, and uniform word packing. */
+
+export const MAX_RANK = 8;
+
+export interface Collapsed {
+  readonly shape: number[];
+  /** Per operand, its strides over `shape`. */
+  readonly strides: number[][];
+}
+
+/**
+ * Drop size-1 dims and merge neighbours over which every operand stays contiguous (stride[d] equals
+ * stride[d+1] * shape[d+1]). A [2, 3, 4] broadcast add with a [4] bias becomes [6, 4]; an unbroadcast copy
+ * becomes rank 1. Kernels then run with the fewest index divisions.
+ */
+export function collapse(shape: Shape, strides: readonly (readonly number[])[]): Collapsed {
+  const outShape: number[] = [];
+  const outStrides: number[][] = strides.map(() => []);
+  for (let d = 0; d < shape.length; d++) {
+    const n = shape[d]!;
+    if (n === 1) continue;
+    const last = outShape.length - 1;
+    if (last >= 0 && strides.every((s, k) => outStrides[k]![last] === s[d]! * n)) {
+      outShape[last]! *= n;
+      strides.forEach((s, k) => (outStrides[k]![last] = s[d]!));
+    } else {
+      outShape.push(n);
+      strides.forEach((s, k) => outStrides[k]!.push(s[d]!));
+    }
+  }
+  return { shape: outShape, strides: outStrides };
+}
+
+export function checkRank(kernel: string, rank: number): void {
+  if (rank > MAX_RANK) throw new BackendError('webgpu', `${kernel}: rank ${rank} after merging contiguous dims exceeds ${MAX_RANK}`);
+}
+
+/** Is `strides` the row-major layout of `shape`? */
+export const isContiguous = (shape: Shape, strides: readonly number[]): boolean => {
+  const c = stridesOf(shape);
+  return shape.every((d, i) => d === 1 || strides[i] === c[i]);
+};
+
+export { sizeOf, stridesOf };
+
+/** A uniform block of `words` 32-bit words (rounded up to whole vec4s). */
+export class Words {
+  readonly u32: Uint32Array;
+  private readonly f32: Float32Array;
+  private readonly i32: Int32Array;
+  constructor(words: number) {
+    const buf = new ArrayBuffer(Math.ceil(words / 4) * 16);
+    this.u32 = new Uint32Array(buf);
+    this.f32 = new Float32Array(buf);
+    this.i32 = new Int32Array(buf);
+  }
+  u(i: number, v: number): this {
+    this.u32[i] = v;
+    return this;
+  }
+  f(i: number, v: number): this {
+    this.f32[i] = v;
+    return this;
+  }
+  i(i: number, v: number): this {
+    this.i32[i] = v;
+    return this;
+  }
+  /** Write a list of u32 values starting at word i. */
+  list(i: number, vs: readonly number[]): this {
+    vs.forEach((v, k) => (this.u32[i + k] = v));
+    return this;
+  }
+}
+
+export { sizeOf as elementCount };

@@ -1,0 +1,235 @@
+import type { KernelTensor } from '../../../core/backend.js';
+import { BackendError, DTypeError } from '../../../core/errors.js';
+import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
+import matmulSrc from '../../../../shaders/matmul.wgsl';
+import type { GpuRuntime } from '../runtime.js';
+import { bufferOf } from '../storage.js';
+import { fillTemplate } from '../wgsl.js';
+import { fillInto } from './movement.js';
+import { collapse, Words } from './layout.js';
+
+/**
+ * Launcher of the tiled matmul (shaders/matmul.wgsl). A pipeline variant is generated per tile configuration,
+ * transposes, which operands are read as vec4 (their contiguous dimension a multiple of 4), and whether bounds
+ * checks are needed (compiled out when M, N, K divide the tile).
+ */
+export interface TileConfig {
+  readonly name: string;
+  /** Threads per workgroup along N (x) and M (y). */
+  readonly wx: number;
+  readonly wy: number;
+  /** Outputs per thread along M (multiple of 4) and N (multiple of 4). */
+  readonly rm: number;
+  readonly rn: number;
+  /** Depth of a K tile. */
+  readonly tk: number;
+}
+
+/** 64x64 tiles: 16x16 threads, 4x4 outputs each. */
+export const LARGE: TileConfig = { name: 'L', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16 };
+/** 32x32 tiles: 8x8 threads, 4x4 outputs each (more workgroups for small outputs). */
+export const SMALL: TileConfig = { name: 'S', wx: 8, wy: 8, rm: 4, rn: 4, tk: 16 };
+
+let override: TileConfig | null = null;
+/** Force one tile configuration (benchmarks and tests of each variant); null restores the heuristic. */
+export function setMatmulTileConfig(cfg: TileConfig | null): void {
+  override = cfg;
+}
+
+function chooseConfig(m: number, n: number, batch: number): TileConfig {
+  if (override) return override;
+  // Prefer the large tile unless it would leave too few workgroups to fill the device.
+  const large = Math.ceil(m / 64) * Math.ceil(n / 64) * batch;
+  return large >= 16 ? LARGE : SMALL;
+}
+
+interface Variant {
+  readonly transA: boolean;
+  readonly transB: boolean;
+  readonly vecA: boolean;
+  readonly vecB: boolean;
+  readonly vecC: boolean;
+  readonly full: boolean;
+}
+
+const guard = (full: boolean, cond: string, body: string): string => (full ? `    ${body}` : `    if (${cond}) {\n      ${body}\n    }`);
+
+function loadA(v: Variant): string {
+  if (!v.transA && v.vecA) {
+    return `  for (var v = tid; v < TM * TK / 4u; v += THREADS) {
+    let m = v / (TK / 4u);
+    let kq = v % (TK / 4u);
+    let gm = m0 + m;
+    let gk = k0 + 4u * kq;
+    var val = vec4<f32>(0.0);
+${guard(v.full, 'gm < p.M && gk < p.K', 'val = A[(a_off + gm * p.K + gk) / 4u];')}
+    let s = 4u * kq * TM4 + m / 4u;
+    let c = m % 4u;
+    As[s][c] = val.x;
+    As[s + TM4][c] = val.y;
+    As[s + 2u * TM4][c] = val.z;
+    As[s + 3u * TM4][c] = val.w;
+  }`;
+  }
+  if (!v.transA) {
+    return `  for (var v = tid; v < TM * TK; v += THREADS) {
+    let m = v / TK;
+    let k = v % TK;
+    let gm = m0 + m;
+    let gk = k0 + k;
+    var val = 0.0;
+${guard(v.full, 'gm < p.M && gk < p.K', 'val = A[a_off + gm * p.K + gk];')}
+    As[k * TM4 + m / 4u][m % 4u] = val;
+  }`;
+  }
+  if (v.vecA) {
+    return `  for (var v = tid; v < TK * TM4; v += THREADS) {
+    let k = v / TM4;
+    let mq = v % TM4;
+    let gm = m0 + 4u * mq;
+    let gk = k0 + k;
+    var val = vec4<f32>(0.0);
+${guard(v.full, 'gm < p.M && gk < p.K', 'val = A[(a_off + gk * p.M + gm) / 4u];')}
+    As[k * TM4 + mq] = val;
+  }`;
+  }
+  return `  for (var v = tid; v < TK * TM; v += THREADS) {
+    let k = v / TM;
+    let m = v % TM;
+    let gm = m0 + m;
+    let gk = k0 + k;
+    var val = 0.0;
+${guard(v.full, 'gm < p.M && gk < p.K', 'val = A[a_off + gk * p.M + gm];')}
+    As[k * TM4 + m / 4u][m % 4u] = val;
+  }`;
+}
+
+function loadB(v: Variant): string {
+  if (!v.transB && v.vecB) {
+    return `  for (var v = tid; v < TK * TN4; v += THREADS) {
+    let k = v / TN4;
+    let nq = v % TN4;
+    let gn = n0 + 4u * nq;
+    let gk = k0 + k;
+    var val = vec4<f32>(0.0);
+${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[(b_off + gk * p.N + gn) / 4u];')}
+    Bs[k * TN4 + nq] = val;
+  }`;
+  }
+  if (!v.transB) {
+    return `  for (var v = tid; v < TK * TN; v += THREADS) {
+    let k = v / TN;
+    let n = v % TN;
+    let gn = n0 + n;
+    let gk = k0 + k;
+    var val = 0.0;
+${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[b_off + gk * p.N + gn];')}
+    Bs[k * TN4 + n / 4u][n % 4u] = val;
+  }`;
+  }
+  if (v.vecB) {
+    return `  for (var v = tid; v < TN * TK / 4u; v += THREADS) {
+    let n = v / (TK / 4u);
+    let kq = v % (TK / 4u);
+    let gn = n0 + n;
+    let gk = k0 + 4u * kq;
+    var val = vec4<f32>(0.0);
+${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[(b_off + gn * p.K + gk) / 4u];')}
+    let s = 4u * kq * TN4 + n / 4u;
+    let c = n % 4u;
+    Bs[s][c] = val.x;
+    Bs[s + TN4][c] = val.y;
+    Bs[s + 2u * TN4][c] = val.z;
+    Bs[s + 3u * TN4][c] = val.w;
+  }`;
+  }
+  return `  for (var v = tid; v < TN * TK; v += THREADS) {
+    let n = v / TK;
+    let k = v % TK;
+    let gn = n0 + n;
+    let gk = k0 + k;
+    var val = 0.0;
+${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[b_off + gn * p.K + gk];')}
+    Bs[k * TN4 + n / 4u][n % 4u] = val;
+  }`;
+}
+
+function store(v: Variant): string {
+  const ind = '      ';
+  if (v.vecC) {
+    const body = 'C[(c_off + m * p.N + n) / 4u] = v;';
+    return v.full ? `${ind}${body}` : `${ind}if (m < p.M && n < p.N) {\n${ind}  ${body}\n${ind}}`;
+  }
+  return `${ind}for (var c = 0u; c < 4u; c++) {
+${ind}  if (m < p.M && n + c < p.N) {
+${ind}    C[c_off + m * p.N + n + c] = v[c];
+${ind}  }
+${ind}}`;
+}
+
+export function matmulSource(cfg: TileConfig, v: Variant): string {
+  return fillTemplate('matmul.wgsl', matmulSrc, {
+    TM: cfg.wy * cfg.rm,
+    TN: cfg.wx * cfg.rn,
+    TK: cfg.tk,
+    WX: cfg.wx,
+    WY: cfg.wy,
+    A_T: v.vecA ? 'vec4<f32>' : 'f32',
+    B_T: v.vecB ? 'vec4<f32>' : 'f32',
+    C_T: v.vecC ? 'vec4<f32>' : 'f32',
+    LOAD_A: loadA(v),
+    LOAD_B: loadB(v),
+    STORE: store(v),
+  });
+}
+
+export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA: boolean, transB: boolean, outShape: Shape): GPUBuffer {
+  if (a.dtype !== 'f32' || b.dtype !== 'f32') throw new DTypeError('matmul', `the WebGPU kernel needs f32, got ${a.dtype} and ${b.dtype}`);
+  const r = outShape.length;
+  const m = outShape[r - 2]!;
+  const n = outShape[r - 1]!;
+  const k = transA ? a.shape[a.shape.length - 2]! : a.shape[a.shape.length - 1]!;
+  const batchShape = outShape.slice(0, -2);
+  const batch = sizeOf(batchShape);
+  const out = rt.alloc(sizeOf(outShape) * 4);
+  if (m * n * batch === 0) return out;
+  if (k === 0) {
+    fillInto(rt, out, m * n * batch, 'f32', 0);
+    return out;
+  }
+  const bc = collapse(batchShape, [
+    broadcastStrides(a.shape.slice(0, -2), batchShape).map((s) => s * m * k),
+    broadcastStrides(b.shape.slice(0, -2), batchShape).map((s) => s * k * n),
+  ]);
+  if (bc.shape.length > 4) throw new BackendError('webgpu', `matmul: ${bc.shape.length} batch dims after merging exceed 4`);
+  const pad = 4 - bc.shape.length;
+  const words = new Words(16)
+    .list(0, [m, n, k, 0])
+    .list(4 + pad, bc.shape)
+    .list(8 + pad, bc.strides[0]!)
+    .list(12 + pad, bc.strides[1]!);
+  for (let i = 0; i < pad; i++) words.u(4 + i, 1);
+  const cfg = chooseConfig(m, n, batch);
+  const tm = cfg.wy * cfg.rm;
+  const tn = cfg.wx * cfg.rn;
+  const v: Variant = {
+    transA,
+    transB,
+    vecA: (transA ? m : k) % 4 === 0,
+    vecB: (transB ? k : n) % 4 === 0,
+    vecC: n % 4 === 0,
+    full: m % tm === 0 && n % tn === 0 && k % cfg.tk === 0,
+  };
+  const flags = `${+transA}${+transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}`;
+  if (batch > rt.maxWorkgroupsPerDim) throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
+  rt.dispatch({
+    kernel: 'matmul',
+    key: `matmul:${cfg.name}${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`,
+    bindings: ['read', 'read', 'write', 'uniform'],
+    source: () => matmulSource(cfg, v),
+    buffers: [bufferOf(a.storage), bufferOf(b.storage), out],
+    uniforms: words.u32,
+    workgroups: [Math.ceil(n / tn), Math.ceil(m / tm), batch],
+  });
+  return out;
+}

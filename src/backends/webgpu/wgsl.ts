@@ -1,0 +1,31 @@
+import { BackendError } from '../../core/errors.js';
+import type { DType } from '../../core/dtype.js';
+
+/**
+ * WGSL sources live in `shaders/*.wgsl`. Some are templates with `{{NAME}}` placeholders (the element type,
+ * a rank, a generated expression); `fillTemplate` fills them and refuses to leave one unfilled.
+ */
+export function fillTemplate(name: string, source: string, vars: Readonly<Record<string, string | number | boolean>>): string {
+  return source.replace(/\{\{([A-Z0-9_]+)\}\}/g, (_, key: string) => {
+    const v = vars[key];
+    if (v === undefined) throw new BackendError('webgpu', `shader template ${name}: no value for {{${key}}}`);
+    return String(v);
+  });
+}
+
+/** The WGSL scalar type of a dtype the WebGPU backend stores (f64 is CPU-only). */
+export function wgslType(op: string, dtype: DType): 'f32' | 'i32' {
+  if (dtype === 'f32' || dtype === 'i32') return dtype;
+  throw new BackendError('webgpu', `${op}: dtype ${dtype} is not supported on WebGPU (f64 is CPU-only)`);
+}
+
+/** The most negative / positive finite-or-infinite value of a type, as WGSL source (reduction identities). */
+export const lowest = (t: 'f32' | 'i32'): string => (t === 'f32' ? 'bitcast<f32>(0xff800000u)' : 'i32(-2147483648)');
+export const highest = (t: 'f32' | 'i32'): string => (t === 'f32' ? 'bitcast<f32>(0x7f800000u)' : 'i32(2147483647)');
+
+/** Split `count` workgroups over x and y so neither exceeds the per-dimension limit. */
+export function grid(count: number, maxPerDim: number): [number, number, number] {
+  if (count <= maxPerDim) return [count, 1, 1];
+  const y = Math.ceil(count / maxPerDim);
+  return [Math.ceil(count / y), y, 1];
+}
