@@ -27,6 +27,12 @@ export interface AdapterDescription {
 }
 
 export interface AcquiredDevice {
+  /**
+   * The Dawn instance and adapter the device came from. Whoever holds the device must hold these too: if the
+   * instance is garbage-collected while its device lives, Dawn aborts the process.
+   */
+  readonly gpu: GPU;
+  readonly gpuAdapter: GPUAdapter;
   readonly device: GPUDevice;
   readonly adapter: AdapterDescription;
   /** Dawn's `globals` (GPUBufferUsage, GPUMapMode, ...), which Node does not define globally. */
@@ -69,11 +75,11 @@ function loadDawn(): Promise<DawnModule> {
   return dawn;
 }
 
-async function tryPath(mod: DawnModule, path: AdapterPath, opts: AcquireOptions): Promise<GPUAdapter | null> {
+async function tryPath(mod: DawnModule, path: AdapterPath, opts: AcquireOptions): Promise<[GPU, GPUAdapter | null]> {
   const gpu = mod.create(path === 'native' ? [] : ['backend=opengles']);
   const request: GPURequestAdapterOptions = path === 'native' ? {} : { featureLevel: 'compatibility' };
   if (opts.powerPreference) request.powerPreference = opts.powerPreference;
-  return gpu.requestAdapter(request);
+  return [gpu, await gpu.requestAdapter(request)];
 }
 
 function describe(path: AdapterPath, info: GPUAdapterInfo): AdapterDescription {
@@ -95,9 +101,10 @@ export async function acquireDevice(opts: AcquireOptions = {}): Promise<Acquired
     throw new NoAdapterError([`loading the npm package "webgpu" (${e instanceof Error ? e.message : String(e)})`]);
   }
   for (const path of paths) {
+    let gpu: GPU;
     let adapter: GPUAdapter | null = null;
     try {
-      adapter = await tryPath(mod, path, opts);
+      [gpu, adapter] = await tryPath(mod, path, opts);
     } catch (e) {
       tried.push(`${path} (${e instanceof Error ? e.message : String(e)})`);
       continue;
@@ -113,7 +120,7 @@ export async function acquireDevice(opts: AcquireOptions = {}): Promise<Acquired
       if (typeof v === 'number') requiredLimits[name] = v;
     }
     const device = await adapter.requestDevice({ requiredLimits, label: 'rlvr-webgpu' });
-    return { device, adapter: describe(path, adapter.info), globals: mod.globals as DawnGlobals };
+    return { gpu, gpuAdapter: adapter, device, adapter: describe(path, adapter.info), globals: mod.globals as DawnGlobals };
   }
   throw new NoAdapterError(tried);
 }

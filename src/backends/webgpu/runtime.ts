@@ -36,6 +36,8 @@ const ARENA_BYTES = 64 * 1024;
 export class GpuRuntime {
   readonly device: GPUDevice;
   readonly adapter: AdapterDescription;
+  /** Held for the device's lifetime (Dawn aborts if the instance is collected first); dropped on destroy. */
+  private instance: Pick<AcquiredDevice, 'gpu' | 'gpuAdapter'> | null;
   readonly pool: BufferPool;
   readonly pipelines: PipelineCache;
   private readonly staging: BufferPool;
@@ -63,6 +65,7 @@ export class GpuRuntime {
   constructor(acquired: AcquiredDevice, opts: RuntimeOptions = {}) {
     this.device = acquired.device;
     this.adapter = acquired.adapter;
+    this.instance = { gpu: acquired.gpu, gpuAdapter: acquired.gpuAdapter };
     this.usage = acquired.globals.GPUBufferUsage;
     this.mapRead = acquired.globals.GPUMapMode.READ;
     this.perSubmit = opts.dispatchesPerSubmit ?? 32;
@@ -274,6 +277,7 @@ export class GpuRuntime {
     this.pool.trim();
     this.staging.trim();
     this.device.destroy();
+    this.instance = null;
   }
 }
 
