@@ -1,0 +1,79 @@
+import { afterEach, expect, it } from 'vitest';
+import fc from 'fast-check';
+import * as T from '../../src/index.js';
+import { LARGE, SMALL, setMatmulTileConfig, type TileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
+import { broadcastPairArb, compareForward, describeGpu, RUNS, valuesFor, type Tol } from './helpers.js';
+
+/**
+ * The tiled matmul against the CPU backend: M, N, K odd, not dividing the tiles, dividing them (the pipeline
+ * without bounds checks), size 1; both transposes; broadcast batch dims; vec4 and scalar loads (inner sizes that
+ * are and are not multiples of 4); each tile configuration.
+ * Tolerance: both sides accumulate the K products in f32 in the same order, the GPU with fused multiply-adds:
+ * each step may differ by an f32 rounding of a term up to 4 (inputs in [-2, 2]), so atol = 1e-6 * K, rtol 1e-6.
+ */
+const dim = fc.oneof(fc.integer({ min: 1, max: 70 }), fc.constantFrom(4, 16, 32, 64, 128));
+const tolFor = (k: number): Tol => ({ atol: 1e-6 * k, rtol: 1e-6 });
+
+const caseArb = fc
+  .record({ m: dim, n: dim, k: dim, transA: fc.boolean(), transB: fc.boolean(), batch: broadcastPairArb(2, 3) })
+  .chain((c) => {
+    const aShape = [...c.batch[0], ...(c.transA ? [c.k, c.m] : [c.m, c.k])];
+    const bShape = [...c.batch[1], ...(c.transB ? [c.n, c.k] : [c.k, c.n])];
+    return fc.tuple(fc.constant(c), valuesFor(aShape), valuesFor(bShape));
+  });
+
+describeGpu('webgpu matmul', (gpu) => {
+  afterEach(() => setMatmulTileConfig(null));
+
+  it('random shapes, transposes and broadcast batches (heuristic tile choice)', async () => {
+    await fc.assert(
+      fc.asyncProperty(caseArb, ([c, a, b]) =>
+        compareForward('matmul', [a, b], ([x, y]) => T.matmul(x!, y!, { transA: c.transA, transB: c.transB }), tolFor(c.k), gpu),
+      ),
+      { numRuns: 25 },
+    );
+  });
+
+  for (const cfg of [LARGE, SMALL] as TileConfig[]) {
+    it(`tile configuration ${cfg.name} (${cfg.wx * cfg.rn}x${cfg.wy * cfg.rm}, K tile ${cfg.tk}) on random shapes`, async () => {
+      setMatmulTileConfig(cfg);
+      await fc.assert(
+        fc.asyncProperty(caseArb, ([c, a, b]) =>
+          compareForward('matmul', [a, b], ([x, y]) => T.matmul(x!, y!, { transA: c.transA, transB: c.transB }), tolFor(c.k), gpu),
+        ),
+        RUNS,
+      );
+    });
+
+    it(`tile configuration ${cfg.name}: shapes that divide the tile (bounds checks compiled out), every transpose`, async () => {
+      setMatmulTileConfig(cfg);
+      const tm = cfg.wy * cfg.rm;
+      const tn = cfg.wx * cfg.rn;
+      for (const [m, n, k] of [[tm, tn, cfg.tk], [2 * tm, tn, 2 * cfg.tk], [tm, 2 * tn, 4 * cfg.tk]] as const) {
+        for (const transA of [false, true]) {
+          for (const transB of [false, true]) {
+            const a = await fc.sample(valuesFor(transA ? [k, m] : [m, k]), 1)[0]!;
+            const b = await fc.sample(valuesFor(transB ? [n, k] : [k, n]), 1)[0]!;
+            await compareForward(`matmul ${m}x${n}x${k} ${transA} ${transB}`, [a, b], ([x, y]) => T.matmul(x!, y!, { transA, transB }), tolFor(k), gpu);
+          }
+        }
+      }
+    });
+  }
+
+  it('vectors (1-D operands) and K = 1', async () => {
+    const arb = fc.tuple(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 40 })).chain(([m, k]) => fc.tuple(valuesFor([m, k]), valuesFor([k]), valuesFor([m, 1]), valuesFor([1, k])));
+    await fc.assert(
+      fc.asyncProperty(arb, ([a, v, c, r]) => compareForward('matvec', [a, v, c, r], ([x, y, z, w]) => [T.matmul(x!, y!), T.matmul(y!, T.transpose(x!)), T.matmul(z!, w!)], tolFor(40), gpu)),
+      RUNS,
+    );
+  });
+
+  it('an empty inner dimension gives zeros', async () => {
+    const x = T.zeros([3, 0], { backend: gpu });
+    const y = T.zeros([0, 5], { backend: gpu });
+    const z = T.matmul(x, y);
+    expect([...(await z.data())]).toEqual(new Array(15).fill(0));
+    T.dispose([x, y, z]);
+  });
+});
