@@ -68,6 +68,13 @@ const LIMITS = [
 
 let dawn: Promise<DawnModule> | null = null;
 
+/**
+ * One Dawn instance per path for the whole process, never released: Dawn aborts the process if an instance is
+ * garbage-collected while a device from it lives, and tearing instances down while others run raced inside
+ * Mesa (pthread assertions). Each backend still gets its own adapter and device, destroyed on dispose.
+ */
+const instances = new Map<AdapterPath, GPU>();
+
 /** Load Dawn once, after setting what its EGL (llvmpipe) path reads at load time. */
 function loadDawn(): Promise<DawnModule> {
   if (process.env.EGL_PLATFORM === undefined) process.env.EGL_PLATFORM = 'surfaceless';
@@ -76,7 +83,11 @@ function loadDawn(): Promise<DawnModule> {
 }
 
 async function tryPath(mod: DawnModule, path: AdapterPath, opts: AcquireOptions): Promise<[GPU, GPUAdapter | null]> {
-  const gpu = mod.create(path === 'native' ? [] : ['backend=opengles']);
+  let gpu = instances.get(path);
+  if (!gpu) {
+    gpu = mod.create(path === 'native' ? [] : ['backend=opengles']);
+    instances.set(path, gpu);
+  }
   const request: GPURequestAdapterOptions = path === 'native' ? {} : { featureLevel: 'compatibility' };
   if (opts.powerPreference) request.powerPreference = opts.powerPreference;
   return [gpu, await gpu.requestAdapter(request)];

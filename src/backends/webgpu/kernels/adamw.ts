@@ -23,7 +23,9 @@ export function adamw(rt: GpuRuntime, p: KernelTensor, g: KernelTensor, m: Kerne
     .f(5, h.eps)
     .f(6, 1 - h.lr * h.weightDecay)
     .f(7, 1 - h.beta1 ** h.step)
-    .f(8, 1 - h.beta2 ** h.step);
+    .f(8, 1 - h.beta2 ** h.step)
+    .f(9, 1 - h.beta1)
+    .f(10, 1 - h.beta2);
   rt.dispatch({
     kernel: 'adamw',
     key: 'adamw',
