@@ -1,13 +1,14 @@
 import { afterEach, expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
-import { LARGE, SMALL, setMatmulTileConfig, type TileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
+import { DIRECT_LARGE, DIRECT_SMALL, LARGE, SMALL, setMatmulTileConfig, type TileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
 import { broadcastPairArb, compareForward, describeGpu, RUNS, valuesFor, type Tol } from './helpers.js';
 
 /**
  * The tiled matmul against the CPU backend: M, N, K odd, not dividing the tiles, dividing them (the pipeline
  * without bounds checks), size 1; both transposes; broadcast batch dims; vec4 and scalar loads (inner sizes that
- * are and are not multiples of 4); each tile configuration.
+ * are and are not multiples of 4); each configuration of the tiled kernel (workgroup memory, used on GPUs) and
+ * of the direct kernel (no workgroup memory, used on CPU-emulated adapters such as llvmpipe).
  * Tolerance: both sides accumulate the K products in f32 in the same order, the GPU with fused multiply-adds:
  * each step may differ by an f32 rounding of a term up to 4 (inputs in [-2, 2]), so atol = 1e-6 * K, rtol 1e-6.
  */
@@ -34,8 +35,8 @@ describeGpu('webgpu matmul', (gpu) => {
     );
   });
 
-  for (const cfg of [LARGE, SMALL] as TileConfig[]) {
-    it(`tile configuration ${cfg.name} (${cfg.wx * cfg.rn}x${cfg.wy * cfg.rm}, K tile ${cfg.tk}) on random shapes`, async () => {
+  for (const cfg of [LARGE, SMALL, DIRECT_LARGE, DIRECT_SMALL] as TileConfig[]) {
+    it(`${cfg.kind} configuration ${cfg.name} (${cfg.wx}x${cfg.wy} threads, ${cfg.rm}x${cfg.rn} per thread, K step ${cfg.tk}) on random shapes`, async () => {
       setMatmulTileConfig(cfg);
       await fc.assert(
         fc.asyncProperty(caseArb, ([c, a, b]) =>
@@ -45,7 +46,7 @@ describeGpu('webgpu matmul', (gpu) => {
       );
     });
 
-    it(`tile configuration ${cfg.name}: shapes that divide the tile (bounds checks compiled out), every transpose`, async () => {
+    it(`${cfg.kind} configuration ${cfg.name}: shapes that divide the tile (bounds checks compiled out), every transpose`, async () => {
       setMatmulTileConfig(cfg);
       const tm = cfg.wy * cfg.rm;
       const tn = cfg.wx * cfg.rn;

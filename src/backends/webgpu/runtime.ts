@@ -16,6 +16,11 @@ export interface RuntimeOptions {
   readonly dispatchesPerSubmit?: number;
   /** Idle bytes the buffer pool keeps for reuse (default 512 MiB). */
   readonly maxIdleBytes?: number;
+  /**
+   * Whether the adapter is a CPU rasterizer (llvmpipe, lavapipe, SwiftShader), which picks kernels that do
+   * not stage data in workgroup memory. Default: detected from the adapter's description.
+   */
+  readonly cpuLike?: boolean;
 }
 
 export interface Dispatch extends KernelSpec {
@@ -46,6 +51,7 @@ export class GpuRuntime {
   private readonly perSubmit: number;
   private readonly uniformAlign: number;
   readonly maxWorkgroupsPerDim: number;
+  readonly cpuLike: boolean;
 
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
@@ -71,6 +77,7 @@ export class GpuRuntime {
     this.perSubmit = opts.dispatchesPerSubmit ?? 32;
     this.uniformAlign = Math.max(16, this.device.limits.minUniformBufferOffsetAlignment);
     this.maxWorkgroupsPerDim = this.device.limits.maxComputeWorkgroupsPerDimension;
+    this.cpuLike = opts.cpuLike ?? /llvmpipe|lavapipe|softpipe|swiftshader/i.test(acquired.adapter.summary);
     const u = this.usage;
     this.pool = new BufferPool(this.device, u.STORAGE | u.COPY_SRC | u.COPY_DST, 'rlvr:tensor', opts.maxIdleBytes ?? 512 * 2 ** 20);
     this.staging = new BufferPool(this.device, u.MAP_READ | u.COPY_DST, 'rlvr:staging', 64 * 2 ** 20);

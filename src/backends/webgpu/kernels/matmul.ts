@@ -2,6 +2,7 @@ import type { KernelTensor } from '../../../core/backend.js';
 import { BackendError, DTypeError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import matmulSrc from '../../../../shaders/matmul.wgsl';
+import directSrc from '../../../../shaders/matmul_direct.wgsl';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
@@ -9,35 +10,46 @@ import { fillInto } from './movement.js';
 import { collapse, Words } from './layout.js';
 
 /**
- * Launcher of the tiled matmul (shaders/matmul.wgsl). A pipeline variant is generated per tile configuration,
- * transposes, which operands are read as vec4 (their contiguous dimension a multiple of 4), and whether bounds
- * checks are needed (compiled out when M, N, K divide the tile).
+ * Launcher of the matmul kernels: the tiled kernel with workgroup memory (shaders/matmul.wgsl), used on GPUs,
+ * and the register-blocked kernel without it (shaders/matmul_direct.wgsl), used on CPU-emulated adapters such
+ * as llvmpipe, where workgroup memory is ordinary memory and staging only costs. A pipeline variant is generated
+ * per configuration, transposes, which operands are read as vec4 (their contiguous dimension a multiple of 4),
+ * and whether bounds checks are needed (compiled out when M, N, K divide the tile or block).
  */
 export interface TileConfig {
   readonly name: string;
+  /** `tiled`: workgroup-memory tiles of (wy rm) x (wx rn), tk deep. `direct`: no workgroup memory. */
+  readonly kind: 'tiled' | 'direct';
   /** Threads per workgroup along N (x) and M (y). */
   readonly wx: number;
   readonly wy: number;
   /** Outputs per thread along M (multiple of 4) and N (multiple of 4). */
   readonly rm: number;
   readonly rn: number;
-  /** Depth of a K tile. */
+  /** Depth of a K tile (tiled only). */
   readonly tk: number;
 }
 
-/** 64x64 tiles: 16x16 threads, 4x4 outputs each. */
-export const LARGE: TileConfig = { name: 'L', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16 };
-/** 32x32 tiles: 8x8 threads, 4x4 outputs each (more workgroups for small outputs). */
-export const SMALL: TileConfig = { name: 'S', wx: 8, wy: 8, rm: 4, rn: 4, tk: 16 };
+/** GPU: 64x64 tiles, 16x16 threads with 4x4 outputs each, K tiles of 16. */
+export const LARGE: TileConfig = { name: 'L', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16 };
+/** GPU: 32x32 tiles, 8x8 threads with 4x4 outputs each (more workgroups for small outputs). */
+export const SMALL: TileConfig = { name: 'S', kind: 'tiled', wx: 8, wy: 8, rm: 4, rn: 4, tk: 16 };
+/** CPU-emulated adapters: 8x8 outputs per thread (large outputs). */
+export const DIRECT_LARGE: TileConfig = { name: 'DL', kind: 'direct', wx: 8, wy: 8, rm: 8, rn: 8, tk: 4 };
+/** CPU-emulated adapters: 4x4 outputs per thread (narrow outputs, such as logits over a small vocabulary). */
+export const DIRECT_SMALL: TileConfig = { name: 'DS', kind: 'direct', wx: 8, wy: 8, rm: 4, rn: 4, tk: 4 };
 
 let override: TileConfig | null = null;
-/** Force one tile configuration (benchmarks and tests of each variant); null restores the heuristic. */
+/** Force one configuration (benchmarks and tests of each variant); null restores the heuristic. */
 export function setMatmulTileConfig(cfg: TileConfig | null): void {
   override = cfg;
 }
 
-function chooseConfig(m: number, n: number, batch: number): TileConfig {
+function chooseConfig(cpuLike: boolean, m: number, n: number, batch: number): TileConfig {
   if (override) return override;
+  // Measured on llvmpipe (bench/RESULTS.md): 8x8 outputs per thread wins at every policy shape; 4x4 only
+  // wastes less on matrix-vector shapes.
+  if (cpuLike) return m < 8 || n < 8 ? DIRECT_SMALL : DIRECT_LARGE;
   // Prefer the large tile unless it would leave too few workgroups to fill the device.
   const large = Math.ceil(m / 64) * Math.ceil(n / 64) * batch;
   return large >= 16 ? LARGE : SMALL;
@@ -167,7 +179,74 @@ ${ind}  }
 ${ind}}`;
 }
 
+function directLoadA(v: Variant): string {
+  if (!v.transA && v.vecA) {
+    const load = 'return A[(a_off + m * p.K + k) / 4u];';
+    return v.full ? `  ${load}` : `  if (m < p.M && k < p.K) {\n    ${load}\n  }\n  return vec4<f32>(0.0);`;
+  }
+  const at = v.transA ? 'a_off + (k + i) * p.M + m' : 'a_off + m * p.K + k + i';
+  return `  var a = vec4<f32>(0.0);
+  for (var i = 0u; i < 4u; i++) {
+    if (m < p.M && k + i < p.K) {
+      a[i] = A[${at}];
+    }
+  }
+  return a;`;
+}
+
+function directLoadB(v: Variant): string {
+  if (!v.transB && v.vecB) {
+    const row = (i: number): string => `B[(b_off + (k + ${i}u) * p.N + n) / 4u]`;
+    if (v.full) return `  return array<vec4<f32>, 4>(${[0, 1, 2, 3].map(row).join(', ')});`;
+    return `  var rows: array<vec4<f32>, 4>;
+  for (var i = 0u; i < 4u; i++) {
+    if (k + i < p.K && n < p.N) {
+      rows[i] = B[(b_off + (k + i) * p.N + n) / 4u];
+    }
+  }
+  return rows;`;
+  }
+  if (v.transB && v.vecB) {
+    // Four vec4 columns of op(B) (rows of B along k), transposed into rows.
+    return `  var t: array<vec4<f32>, 4>;
+  for (var c = 0u; c < 4u; c++) {
+    if (${v.full ? 'true' : 'n + c < p.N && k < p.K'}) {
+      t[c] = B[(b_off + (n + c) * p.K + k) / 4u];
+    }
+  }
+  return array<vec4<f32>, 4>(
+    vec4<f32>(t[0].x, t[1].x, t[2].x, t[3].x),
+    vec4<f32>(t[0].y, t[1].y, t[2].y, t[3].y),
+    vec4<f32>(t[0].z, t[1].z, t[2].z, t[3].z),
+    vec4<f32>(t[0].w, t[1].w, t[2].w, t[3].w));`;
+  }
+  const at = v.transB ? 'b_off + (n + c) * p.K + k + i' : 'b_off + (k + i) * p.N + n + c';
+  return `  var rows: array<vec4<f32>, 4>;
+  for (var i = 0u; i < 4u; i++) {
+    for (var c = 0u; c < 4u; c++) {
+      if (k + i < p.K && n + c < p.N) {
+        rows[i][c] = B[${at}];
+      }
+    }
+  }
+  return rows;`;
+}
+
 export function matmulSource(cfg: TileConfig, v: Variant): string {
+  if (cfg.kind === 'direct') {
+    return fillTemplate('matmul_direct.wgsl', directSrc, {
+      RM: cfg.rm,
+      RN: cfg.rn,
+      WX: cfg.wx,
+      WY: cfg.wy,
+      A_T: v.vecA ? 'vec4<f32>' : 'f32',
+      B_T: v.vecB ? 'vec4<f32>' : 'f32',
+      C_T: v.vecC ? 'vec4<f32>' : 'f32',
+      LOAD_A: directLoadA(v),
+      LOAD_B: directLoadB(v),
+      STORE: store(v),
+    });
+  }
   return fillTemplate('matmul.wgsl', matmulSrc, {
     TM: cfg.wy * cfg.rm,
     TN: cfg.wx * cfg.rn,
@@ -209,22 +288,24 @@ export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA:
     .list(8 + pad, bc.strides[0]!)
     .list(12 + pad, bc.strides[1]!);
   for (let i = 0; i < pad; i++) words.u(4 + i, 1);
-  const cfg = chooseConfig(m, n, batch);
+  const cfg = chooseConfig(rt.cpuLike, m, n, batch);
+  const direct = cfg.kind === 'direct';
   const tm = cfg.wy * cfg.rm;
   const tn = cfg.wx * cfg.rn;
   const v: Variant = {
     transA,
     transB,
-    vecA: (transA ? m : k) % 4 === 0,
+    // The direct kernel reads a transposed A one element at a time.
+    vecA: (transA ? m : k) % 4 === 0 && !(direct && transA),
     vecB: (transB ? k : n) % 4 === 0,
     vecC: n % 4 === 0,
-    full: m % tm === 0 && n % tn === 0 && k % cfg.tk === 0,
+    full: direct ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0 : m % tm === 0 && n % tn === 0 && k % cfg.tk === 0,
   };
   const flags = `${+transA}${+transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}`;
   if (batch > rt.maxWorkgroupsPerDim) throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
   rt.dispatch({
     kernel: 'matmul',
-    key: `matmul:${cfg.name}${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`,
+    key: `matmul:${cfg.kind}:${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`,
     bindings: ['read', 'read', 'write', 'uniform'],
     source: () => matmulSource(cfg, v),
     buffers: [bufferOf(a.storage), bufferOf(b.storage), out],
