@@ -1,3 +1,4 @@
+import { ArgumentError } from '../../core/errors.js';
 import { NoAdapterError } from './errors.js';
 
 /**
@@ -11,7 +12,10 @@ import { NoAdapterError } from './errors.js';
 export type AdapterPath = 'native' | 'opengles';
 
 export interface AcquireOptions {
-  /** Paths to try, in order (default: native, then opengles). */
+  /**
+   * Paths to try, in order. Default: the environment variable RLVR_WEBGPU_PATHS (comma-separated, `none` for
+   * no path at all, which makes acquisition fail as on a machine without an adapter), else native, then opengles.
+   */
   readonly paths?: readonly AdapterPath[];
   readonly powerPreference?: GPUPowerPreference;
 }
@@ -102,8 +106,19 @@ function describe(path: AdapterPath, info: GPUAdapterInfo): AdapterDescription {
   return { path, vendor, architecture, device, description, summary };
 }
 
+function pathsFromEnv(): readonly AdapterPath[] | null {
+  const v = process.env.RLVR_WEBGPU_PATHS;
+  if (v === undefined || v.trim() === '') return null;
+  if (v.trim() === 'none') return [];
+  const paths = v.split(',').map((p) => p.trim());
+  for (const p of paths) {
+    if (p !== 'native' && p !== 'opengles') throw new ArgumentError('createWebGpuBackend', `RLVR_WEBGPU_PATHS: unknown path "${p}" (use native, opengles or none)`);
+  }
+  return paths as AdapterPath[];
+}
+
 export async function acquireDevice(opts: AcquireOptions = {}): Promise<AcquiredDevice> {
-  const paths = opts.paths ?? (['native', 'opengles'] as const);
+  const paths = opts.paths ?? pathsFromEnv() ?? (['native', 'opengles'] as const);
   const tried: string[] = [];
   let mod: DawnModule;
   try {
@@ -133,5 +148,5 @@ export async function acquireDevice(opts: AcquireOptions = {}): Promise<Acquired
     const device = await adapter.requestDevice({ requiredLimits, label: 'rlvr-webgpu' });
     return { gpu, gpuAdapter: adapter, device, adapter: describe(path, adapter.info), globals: mod.globals as DawnGlobals };
   }
-  throw new NoAdapterError(tried);
+  throw new NoAdapterError(tried.length > 0 ? tried : ['no path (RLVR_WEBGPU_PATHS=none)']);
 }
