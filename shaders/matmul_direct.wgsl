@@ -1,7 +1,8 @@
 // Batched matmul without workgroup memory: each thread computes an RM x RN block of C (RN a multiple of 4)
 // in registers, reading its operands straight from the storage buffers, four k at a time:
 //   b[i][j] = op(B)[k + i, n + 4j .. n + 4j + 3]   (vec4 rows of op(B))
-//   a       = op(A)[m + r, k .. k + 3]             (a vec4 along k)
+//   a       = op(A)[m + r, k .. k + 3]             (a vec4 along k; loaded four rows at a time, transposed in
+//                                                  registers when A is stored transposed)
 //   acc[r][j] += a.x b[0][j] + a.y b[1][j] + a.z b[2][j] + a.w b[3][j]
 // This is the variant for CPU-emulated adapters (Mesa llvmpipe): there workgroup memory is ordinary memory,
 // so staging tiles in it (matmul.wgsl) only adds copies and barriers; on a GPU the tiled kernel is used.
@@ -27,8 +28,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> C: array<{{C_T}}>;
 @group(0) @binding(3) var<uniform> p: Params;
 
-// op(A)[m, k .. k + 3]
-fn load_a(a_off: u32, m: u32, k: u32) -> vec4<f32> {
+// op(A)[m + c, k .. k + 3] for c = 0..3, as four vec4 rows.
+fn load_a(a_off: u32, m: u32, k: u32) -> array<vec4<f32>, 4> {
 {{LOAD_A}}
 }
 
@@ -64,15 +65,19 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       b[2u * RN4 + j] = rows[2];
       b[3u * RN4 + j] = rows[3];
     }
-    for (var r = 0u; r < RM; r++) {
-      let a = load_a(a_off, m0 + r, k);
-      for (var j = 0u; j < RN4; j++) {
-        var s = acc[r * RN4 + j];
-        s = fma(vec4<f32>(a.x), b[j], s);
-        s = fma(vec4<f32>(a.y), b[RN4 + j], s);
-        s = fma(vec4<f32>(a.z), b[2u * RN4 + j], s);
-        s = fma(vec4<f32>(a.w), b[3u * RN4 + j], s);
-        acc[r * RN4 + j] = s;
+    for (var q = 0u; q < RM / 4u; q++) {
+      let a4 = load_a(a_off, m0 + 4u * q, k);
+      for (var c = 0u; c < 4u; c++) {
+        let a = a4[c];
+        let r = 4u * q + c;
+        for (var j = 0u; j < RN4; j++) {
+          var s = acc[r * RN4 + j];
+          s = fma(vec4<f32>(a.x), b[j], s);
+          s = fma(vec4<f32>(a.y), b[RN4 + j], s);
+          s = fma(vec4<f32>(a.z), b[2u * RN4 + j], s);
+          s = fma(vec4<f32>(a.w), b[3u * RN4 + j], s);
+          acc[r * RN4 + j] = s;
+        }
       }
     }
   }

@@ -179,19 +179,43 @@ ${ind}  }
 ${ind}}`;
 }
 
+const TRANSPOSE4 = `  return array<vec4<f32>, 4>(
+    vec4<f32>(t[0].x, t[1].x, t[2].x, t[3].x),
+    vec4<f32>(t[0].y, t[1].y, t[2].y, t[3].y),
+    vec4<f32>(t[0].z, t[1].z, t[2].z, t[3].z),
+    vec4<f32>(t[0].w, t[1].w, t[2].w, t[3].w));`;
+
 function directLoadA(v: Variant): string {
   if (!v.transA && v.vecA) {
-    const load = 'return A[(a_off + m * p.K + k) / 4u];';
-    return v.full ? `  ${load}` : `  if (m < p.M && k < p.K) {\n    ${load}\n  }\n  return vec4<f32>(0.0);`;
-  }
-  const at = v.transA ? 'a_off + (k + i) * p.M + m' : 'a_off + m * p.K + k + i';
-  return `  var a = vec4<f32>(0.0);
-  for (var i = 0u; i < 4u; i++) {
-    if (m < p.M && k + i < p.K) {
-      a[i] = A[${at}];
+    // Rows m..m+3 of A, each a vec4 along k.
+    return `  var rows: array<vec4<f32>, 4>;
+  for (var c = 0u; c < 4u; c++) {
+    if (${v.full ? 'true' : 'm + c < p.M && k < p.K'}) {
+      rows[c] = A[(a_off + (m + c) * p.K + k) / 4u];
     }
   }
-  return a;`;
+  return rows;`;
+  }
+  if (v.transA && v.vecA) {
+    // A is stored [K, M]: rows k..k+3 of it, each a vec4 over m..m+3, transposed into rows of op(A).
+    return `  var t: array<vec4<f32>, 4>;
+  for (var i = 0u; i < 4u; i++) {
+    if (${v.full ? 'true' : 'k + i < p.K && m < p.M'}) {
+      t[i] = A[(a_off + (k + i) * p.M + m) / 4u];
+    }
+  }
+${TRANSPOSE4}`;
+  }
+  const at = v.transA ? 'a_off + (k + i) * p.M + m + c' : 'a_off + (m + c) * p.K + k + i';
+  return `  var rows: array<vec4<f32>, 4>;
+  for (var c = 0u; c < 4u; c++) {
+    for (var i = 0u; i < 4u; i++) {
+      if (m + c < p.M && k + i < p.K) {
+        rows[c][i] = A[${at}];
+      }
+    }
+  }
+  return rows;`;
 }
 
 function directLoadB(v: Variant): string {
@@ -214,11 +238,7 @@ function directLoadB(v: Variant): string {
       t[c] = B[(b_off + (n + c) * p.K + k) / 4u];
     }
   }
-  return array<vec4<f32>, 4>(
-    vec4<f32>(t[0].x, t[1].x, t[2].x, t[3].x),
-    vec4<f32>(t[0].y, t[1].y, t[2].y, t[3].y),
-    vec4<f32>(t[0].z, t[1].z, t[2].z, t[3].z),
-    vec4<f32>(t[0].w, t[1].w, t[2].w, t[3].w));`;
+${TRANSPOSE4}`;
   }
   const at = v.transB ? 'b_off + (n + c) * p.K + k + i' : 'b_off + (k + i) * p.N + n + c';
   return `  var rows: array<vec4<f32>, 4>;
@@ -295,8 +315,7 @@ export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA:
   const v: Variant = {
     transA,
     transB,
-    // The direct kernel reads a transposed A one element at a time.
-    vecA: (transA ? m : k) % 4 === 0 && !(direct && transA),
+    vecA: (transA ? m : k) % 4 === 0,
     vecB: (transB ? k : n) % 4 === 0,
     vecC: n % 4 === 0,
     full: direct ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0 : m % tm === 0 && n % tn === 0 && k % cfg.tk === 0,
