@@ -9,7 +9,8 @@
  *
  * "ours" is the kernel the backend picks for the adapter (on a CPU rasterizer such as llvmpipe, the direct
  * register-blocked kernel; on a GPU, the tiled workgroup-memory kernel); "ours tiled" forces the tiled kernel
- * (64x64 tiles, 16x16 threads x 4x4), the one a GPU runs, so both are reported. Each shape runs several rounds
+ * with the configuration a GPU would get for the shape (64x64 tiles of 16x16 threads x 4x4, or 32x32 tiles when
+ * that leaves fewer than 16 workgroups), so both are reported. Each shape runs several rounds
  * with the three tasks interleaved (other processes on a shared machine skew one long run), and each task's
  * figure is the median over rounds.
  *
@@ -17,7 +18,7 @@
  */
 import { Bench } from 'tinybench';
 import { createWebGpuBackend, matmul, tensor, type Tensor, type WebGpuBackend } from '../src/index.js';
-import { LARGE, setMatmulTileConfig } from '../src/backends/webgpu/kernels/matmul.js';
+import { setMatmulKernel } from '../src/backends/webgpu/kernels/matmul.js';
 
 interface Shape {
   readonly name: string;
@@ -160,11 +161,11 @@ async function main(): Promise<void> {
     check('tfjs', s, av, bv, await scoped(device, 'tfjs', runTf));
     const flops = 2 * s.m * s.n * s.k;
     const runTiled = async (): Promise<Float32Array> => {
-      setMatmulTileConfig(LARGE);
+      setMatmulKernel('tiled');
       try {
         return await runOurs();
       } finally {
-        setMatmulTileConfig(null);
+        setMatmulKernel(null);
       }
     };
     check('ours tiled', s, av, bv, await scoped(device, 'ours tiled', runTiled));

@@ -40,13 +40,19 @@ export const DIRECT_LARGE: TileConfig = { name: 'DL', kind: 'direct', wx: 8, wy:
 export const DIRECT_SMALL: TileConfig = { name: 'DS', kind: 'direct', wx: 8, wy: 8, rm: 4, rn: 4, tk: 4 };
 
 let override: TileConfig | null = null;
+let kindOverride: TileConfig['kind'] | null = null;
 /** Force one configuration (benchmarks and tests of each variant); null restores the heuristic. */
 export function setMatmulTileConfig(cfg: TileConfig | null): void {
   override = cfg;
 }
+/** Force the kernel family (its configuration still chosen by shape); null restores the adapter's choice. */
+export function setMatmulKernel(kind: TileConfig['kind'] | null): void {
+  kindOverride = kind;
+}
 
-function chooseConfig(cpuLike: boolean, m: number, n: number, batch: number): TileConfig {
+function chooseConfig(cpuLikeAdapter: boolean, m: number, n: number, batch: number): TileConfig {
   if (override) return override;
+  const cpuLike = kindOverride ? kindOverride === 'direct' : cpuLikeAdapter;
   // Measured on llvmpipe (bench/RESULTS.md): 8x8 outputs per thread wins at every policy shape; 4x4 only
   // wastes less on matrix-vector shapes.
   if (cpuLike) return m < 8 || n < 8 ? DIRECT_SMALL : DIRECT_LARGE;
