@@ -17,6 +17,8 @@ import { argArb, broadcastPairArb, compareForward, describeGpu, EXACT, intsFor, 
 const rawUnary = (op: UnaryOp) => (x: T.Tensor): T.Tensor => runOp(op, [x], x.shape, x.dtype, (b) => b.unary(op, kt(op, x)));
 
 const TRANSCENDENTAL: Tol = { atol: 1e-6, rtol: 3e-6 };
+/** 1 + tanh(u) cancels for u << 0: tanh's few-ULP error (~1e-7 near -1) survives as absolute error, times |x| <= 4. */
+const GELU: Tol = { atol: 4e-6, rtol: 3e-6 };
 
 describeGpu('webgpu elementwise: unary f32', (gpu) => {
   const any = argArb(0, 4, -4, 4);
@@ -35,9 +37,9 @@ describeGpu('webgpu elementwise: unary f32', (gpu) => {
     ['log', positive, { atol: 1e-6, rtol: 1e-6 }, 'WGSL log: 3 ULP, 2^-21 absolute near 1'],
     ['tanh', any, TRANSCENDENTAL, 'tanh through exp: a few ULP'],
     ['sigmoid', any, TRANSCENDENTAL, 'exp, add, divide'],
-    ['gelu', any, TRANSCENDENTAL, 'polynomial, tanh, multiplies'],
+    ['gelu', any, GELU, '1 + tanh cancels for x << 0 (absolute error of tanh near -1)'],
     ['silu', any, TRANSCENDENTAL, 'x * sigmoid'],
-    ['geluGrad', any, TRANSCENDENTAL, 'tanh and a polynomial'],
+    ['geluGrad', any, GELU, '1 + tanh and 1 - tanh^2 cancel for |x| >> 0'],
     ['siluGrad', any, TRANSCENDENTAL, 'sigmoid and a polynomial'],
   ];
   for (const [op, arb, tol, why] of cases) {
@@ -48,7 +50,7 @@ describeGpu('webgpu elementwise: unary f32', (gpu) => {
   it('stays finite where a direct formula would overflow (|x| up to 100)', async () => {
     const a: Arg = { shape: [8], values: [-100, -50, -20, -0.5, 0.5, 20, 50, 100] };
     for (const op of ['tanh', 'sigmoid', 'gelu', 'silu', 'geluGrad', 'siluGrad'] as const) {
-      await compareForward(op, [a], ([x]) => rawUnary(op)(x!), TRANSCENDENTAL, gpu);
+      await compareForward(op, [a], ([x]) => rawUnary(op)(x!), GELU, gpu);
     }
   });
 });
