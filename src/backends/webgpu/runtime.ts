@@ -41,7 +41,10 @@ const ARENA_BYTES = 64 * 1024;
 export class GpuRuntime {
   readonly device: GPUDevice;
   readonly adapter: AdapterDescription;
-  /** Held for the device's lifetime (Dawn aborts if the instance is collected first); dropped on destroy. */
+  /**
+   * Held for the device's lifetime: Dawn aborts if the instance is collected while its device lives (device.ts
+   * also keeps one instance per path for the whole process).
+   */
   private instance: Pick<AcquiredDevice, 'gpu' | 'gpuAdapter'> | null;
   readonly pool: BufferPool;
   readonly pipelines: PipelineCache;
