@@ -38,8 +38,8 @@ export function matmulKernel(
     for (let i = 0; i < m; i++) {
       const row = oo + i * n;
       for (let kk = 0; kk < k; kk++) {
+        // No skipping of zero a[i,k]: 0 * NaN must stay NaN.
         const aik = a[ao + i * sai + kk * sak]!;
-        if (aik === 0) continue;
         const bk = bo + kk * n;
         for (let j = 0; j < n; j++) out[row + j] = out[row + j]! + aik * bs[bk + j]!;
       }
