@@ -181,3 +181,17 @@ describe('broadcasting follows NumPy', () => {
       }),
     ));
 });
+
+describe('debugNans', () => {
+  it('names the op that first produced a NaN, forward or backward', () => {
+    T.setDebugNans(true);
+    try {
+      expect(() => T.log(T.tensor([1, -1]))).toThrow(/log output: non-finite value NaN at flat index 1/);
+      expect(() => T.grad((x: T.Tensor) => T.sum(T.sqrt(x)))(T.tensor([0, 1]))).toThrow(/div output: non-finite value Infinity at flat index 0/);
+      expect(T.exp(T.tensor([0])).dataSync()[0]).toBe(1);
+    } finally {
+      T.setDebugNans(false);
+    }
+    expect(Number.isNaN(T.log(T.tensor([-1])).dataSync()[0])).toBe(true);
+  });
+});
