@@ -4,7 +4,7 @@ import * as T from '../../src/index.js';
 import { optimalBaseline, rccAdvantages, rccBaseline, sequenceDeltas } from '../../src/objectives/rcc.js';
 
 const binaryGroup = fc.integer({ min: 2, max: 16 }).chain((g) =>
-  fc.tuple(fc.array(fc.constantFrom(0, 1), { minLength: g, maxLength: g }), fc.array(fc.double({ min: -1, max: 1, noNaN: true }), { minLength: g, maxLength: g })),
+  fc.tuple(fc.array(fc.constantFrom<number>(0, 1), { minLength: g, maxLength: g }), fc.array(fc.double({ min: -1, max: 1, noNaN: true }), { minLength: g, maxLength: g })),
 );
 
 describe('RCC baseline', () => {
