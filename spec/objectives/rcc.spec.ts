@@ -51,7 +51,7 @@ describe('RCC baseline', () => {
     const estimates = { mean: [] as number[], rcc: [] as number[] };
     for (let trial = 0; trial < 20_000; trial++) {
       const delta = Array.from({ length: G }, () => 0.5 * rng.normal());
-      const r = delta.map((d) => (rng.uniform() < 1 / (1 + Math.exp(-3 * d)) ? 1 : 0));
+      const r = delta.map((d): number => (rng.uniform() < 1 / (1 + Math.exp(-3 * d)) ? 1 : 0));
       const s = delta.map(() => rng.normal());
       const est = (b: number): number => delta.reduce((acc, d, i) => acc + Math.exp(d) * s[i]! * (r[i]! - b), 0) / G;
       estimates.mean.push(est(r.reduce((a, x) => a + x, 0) / G));
