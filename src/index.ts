@@ -22,3 +22,4 @@ export * from './ops/norm.js';
 export * from './ops/attention.js';
 export * from './ops/loss.js';
 export * from './ops/optim.js';
+export * as objectives from './objectives/index.js';
