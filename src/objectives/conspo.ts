@@ -27,7 +27,7 @@ import type { ObjectiveResult, TrainingProgress } from './types.js';
 export function scheduledMargin(lambda: number, targetMargin: number, alpha: number): number {
   const l = Math.min(1, Math.max(0, lambda));
   const rho = Math.min(l / alpha, 1);
-  return (targetMargin / 2) * (1 - Math.cos(Math.PI * rho));
+  return Math.min(targetMargin, (targetMargin / 2) * (1 - Math.cos(Math.PI * rho)));
 }
 
 /** The margin at a training step under the config's schedule. The cosine schedule needs `progress`. */
