@@ -74,7 +74,7 @@ describe('Lemma 2 (Eqs. 12-14): InfoNCE score derivatives, with and without the 
         const p1 = contrastiveObjective(f64(s, [g]), f64(s, [g]), groups, { ...opts, margin: 0.3 }).positiveProb.dataSync();
         rewards.forEach((r, i) => {
           if (r === 0) return expect(p0[i]).toBe(0);
-          const z = Math.exp(s[i]! / tau) + rewards.reduce((acc, rk, k) => acc + (rk === 0 ? Math.exp(s[k]! / tau) : 0), 0);
+          const z = Math.exp(s[i]! / tau) + rewards.reduce<number>((acc, rk, k) => acc + (rk === 0 ? Math.exp(s[k]! / tau) : 0), 0);
           expectClose(p0[i]!, Math.exp(s[i]! / tau) / z, 1e-12, 'P+');
           expect(p1[i]!).toBeLessThan(p0[i]!);
         });
