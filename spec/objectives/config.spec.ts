@@ -55,6 +55,7 @@ describe('config records: defaults', () => {
       expect(E.getOrElseW(() => null)(parseGrpoConfig({ lossType: name }))).toMatchObject({ lossType: canonical });
     }
     expect(E.getOrElseW(() => null)(parseGrpoConfig({ scale_rewards: false }))).toMatchObject({ scaleRewards: 'none' });
+    expect(E.getOrElseW(() => null)(parseGrpoConfig({ norm_adv_by_std_in_grpo: false }))).toMatchObject({ scaleRewards: 'none' });
     expect(E.getOrElseW(() => null)(parseDiscoConfig({ score_func: 'Lratio', kl_type: 'low_var_kl' }))).toMatchObject({ score: 'l-ratio', klEstimator: 'k3' });
     expect(E.getOrElseW(() => null)(parseCispoConfig({ epsilon_high: 5 }))).toMatchObject({ epsilonMax: 5 });
   });

@@ -316,7 +316,8 @@ const overlong: Check<OverlongConfig | null> = nullable((v) =>
     : record<OverlongConfig>(overlongSpec, { max_completion_len: 'maxLength', soft_punish_cache: 'cacheLength', len: 'cacheLength' }, { maxLength: 1, cacheLength: 0, penaltyFactor: 1 })(v),
 );
 
-const ADV_ALIASES = { num_generations: 'numGenerations', G: 'numGenerations' } as const;
+/** verl's `norm_adv_by_std_in_grpo: false` is scaleRewards 'none' (booleans map true -> 'group', false -> 'none'). */
+const ADV_ALIASES = { num_generations: 'numGenerations', G: 'numGenerations', norm_adv_by_std_in_grpo: 'scaleRewards' } as const;
 
 const grpoSpec: Spec<GrpoConfig> = {
   ...advantageSpec,
@@ -401,6 +402,8 @@ export const parseSapoConfig = (input: Partial<SapoConfig> | ConfigInput = {}): 
     input,
   );
 
+const GROUP_ALIASES = { num_generations: 'numGenerations', G: 'numGenerations' } as const;
+
 const contrastSpec: Spec<ContrastGroupConfig> = {
   positiveThreshold: finite,
   groupNormalizer: oneOf(['all', 'valid']),
@@ -420,7 +423,7 @@ export const parseDiscoConfig = (input: Partial<DiscoConfig> | ConfigInput = {})
       klEstimator: oneOf(['k1', 'k3'], { kl: 'k1', low_var_kl: 'k3' }),
       negativeAggregate: oneOf(['logsumexp', 'logmeanexp']),
     },
-    { ...ADV_ALIASES, score_func: 'score', kl_type: 'klEstimator' },
+    { ...GROUP_ALIASES, score_func: 'score', kl_type: 'klEstimator' },
     DISCO_DEFAULTS,
     input,
   );
@@ -441,7 +444,7 @@ export const parseConspoConfig = (input: Partial<ConspoConfig> | ConfigInput = {
       epsilonHigh: positive,
       beta: nonNegative,
     },
-    { ...ADV_ALIASES, M: 'margin', target_margin: 'margin', warmup_ratio: 'alpha' },
+    { ...GROUP_ALIASES, M: 'margin', target_margin: 'margin', warmup_ratio: 'alpha' },
     CONSPO_DEFAULTS,
     input,
     (c, given) => E.right(followEpsilon(c, given)),

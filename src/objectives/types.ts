@@ -1,4 +1,5 @@
 import type { Tensor } from '../core/tensor.js';
+import type { RolloutBatch } from './batch.js';
 
 /** Scalar metric tensors, detached from every tape (safe to return as `valueAndGrad`'s aux and read asynchronously). */
 export type Metrics = Readonly<Record<string, Tensor>>;
@@ -13,4 +14,4 @@ export interface TrainingProgress {
 }
 
 /** An objective bound to nothing: batch, config and progress in, loss and metrics out. */
-export type ObjectiveFn<C> = (batch: import('./batch.js').RolloutBatch, config: C, progress?: TrainingProgress) => ObjectiveResult;
+export type ObjectiveFn<C> = (batch: RolloutBatch, config: C, progress?: TrainingProgress) => ObjectiveResult;
