@@ -60,7 +60,7 @@ describe('Lemma 2 (Eqs. 12-14): InfoNCE score derivatives, with and without the 
             expectClose(ratio / Math.exp((s[a]! - s[b]!) / tau), 1, 1e-9, `ratio ${a}/${b}`);
           }
       }),
-      { numRuns: 100 },
+      { numRuns: 200 },
     );
   });
 
@@ -213,14 +213,22 @@ describe('ConSPO loss (Eq. 15) and the Table 6 ablations against plain loops', (
         ),
         ([cfg, raw, step]) => {
           const progress = { step, totalSteps: 1000 };
-          const m = conspoMargin(cfg, progress);
+          // Eq. 16, stated independently of the implementation
+          const lambda = step / 1000;
+          const m =
+            cfg.marginSchedule === 'none'
+              ? 0
+              : cfg.marginSchedule === 'fixed'
+                ? cfg.margin
+                : (cfg.margin / 2) * (1 - Math.cos(Math.PI * Math.min(lambda / cfg.alpha, 1)));
           const [v, g] = valueAndGrad((lp: Tensor) => conspoLoss(toBatch(raw, lp), cfg, progress).loss)(f64(raw.logp, [raw.b, raw.t]));
           const o: RefConspo = { tau: cfg.tau, margin: m, normalizer: cfg.groupNormalizer, contrast: cfg.contrast, score: cfg.score, eps: cfg.epsilon, epsHigh: cfg.epsilonHigh };
+          expectClose(conspoMargin(cfg, progress), m, 1e-15, 'margin');
           expectClose(v.itemSync(), refConspoLoss(raw, raw.logp, o), 1e-10, 'loss');
           expectAllClose(g.dataSync(), finiteDiff((lp) => refConspoLoss(raw, lp, o), raw.logp), 1e-6, 'grad');
         },
       ),
-      { numRuns: 60 },
+      { numRuns: 100 },
     );
   });
 

@@ -102,7 +102,7 @@ describe('Prop. 1: GRPO as a discriminative objective', () => {
         expectClose(-vDisc, refBinaryForm(raw, eps.epsilon, eps.epsilonHigh), TOL, 'Eq. 8 by loops');
         expectAllClose(gGrpo, gDisc, TOL, 'grad w.r.t. log-probs');
       }),
-      { numRuns: 80 },
+      { numRuns: 150 },
     );
   });
 
@@ -122,7 +122,7 @@ describe('Prop. 1: GRPO as a discriminative objective', () => {
         expectClose(-vDisc, refGeneralForm(raw, refAdv, eps.epsilon, eps.epsilonHigh), TOL, 'Eq. 5 by loops');
         expectAllClose(gGrpo, gDisc, TOL, 'grad w.r.t. log-probs');
       }),
-      { numRuns: 60 },
+      { numRuns: 100 },
     );
   });
 
@@ -148,7 +148,7 @@ describe('Prop. 1: GRPO as a discriminative objective', () => {
         // not vacuous: the model does receive a gradient
         expect(Array.from(gA.w.dataSync()).some((x) => Math.abs(x) > 1e-8)).toBe(true);
       }),
-      { numRuns: 30 },
+      { numRuns: 50 },
     );
   });
 });
