@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as E from 'fp-ts/lib/Either.js';
-import { add, grad, liveTensors, tensor, tidy, valueAndGrad, type Tensor } from '../../src/index.js';
+import { add, dispose, grad, liveTensors, tensor, tidy, valueAndGrad, type Tensor } from '../../src/index.js';
 import { dynamicSamplingKeep, grpoLoss, GRPO_DEFAULTS, makeObjective, OBJECTIVE_NAMES, selectRows, type Metrics } from '../../src/objectives/index.js';
 import { arbRaw, arbShape, expectAllClose, f64, toBatch } from './helpers.js';
 
@@ -57,6 +57,19 @@ describe('registry and metrics', () => {
       }),
       { numRuns: 45 },
     );
+  });
+
+  it('a loss keeps only its result: disposing loss and metrics returns to the baseline (no leaked intermediates)', () => {
+    const raw = { b: 3, t: 2, logp: [-1, -2, -0.5, -0.7, -0.2, -0.3], old: [-1, -1.5, -0.5, -1, -0.2, -0.1], ref: [-1, -1, -1, -1, -1, -1], mask: [1, 1, 1, 0, 1, 1], rewards: [1, 0, 1], groupIds: [0, 0, 0] };
+    const batch = toBatch(raw);
+    for (const name of OBJECTIVE_NAMES) {
+      const obj = makeObjective(name);
+      if (E.isLeft(obj)) throw obj.left;
+      const before = liveTensors();
+      const r = obj.right.loss(batch, { step: 1, totalSteps: 2 });
+      dispose([r.loss, r.metrics]);
+      expect(liveTensors(), name).toBe(before);
+    }
   });
 
   it('leaves no tensors behind inside tidy', () => {

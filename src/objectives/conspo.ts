@@ -55,7 +55,7 @@ export interface ContrastiveOptions {
   readonly groupNormalizer: 'all' | 'valid';
 }
 
-export interface ContrastiveResult {
+export type ContrastiveResult = {
   /** J (maximised), a scalar. */
   readonly objective: Tensor;
   /** P_i^+ of Eq. 11 for each positive row of a valid group, 0 elsewhere, [B] (zeros for the linear form). */
@@ -67,7 +67,7 @@ export interface ContrastiveResult {
   /** 1 for positive / negative rows taking part, [B]. */
   readonly positiveRows: Tensor;
   readonly negativeRows: Tensor;
-}
+};
 
 /**
  * The group contrast as a function of the sequence scores: positives are scored by `positiveScores` [B],
@@ -81,6 +81,10 @@ export function contrastiveObjective(
   opts: ContrastiveOptions,
   active?: Tensor,
 ): ContrastiveResult {
+  return tidy(() => contrast(positiveScores, negativeScores, groups, opts, active));
+}
+
+function contrast(positiveScores: Tensor, negativeScores: Tensor, groups: ContrastGroups, opts: ContrastiveOptions, active?: Tensor): ContrastiveResult {
   const ct = contrastTensors(groups, positiveScores, opts.groupNormalizer, active);
   const shifted = sub(positiveScores, opts.margin); // s_i^+ - m_t
   if (opts.contrast === 'linear') {

@@ -129,10 +129,12 @@ export function generalFormCoefficients(advantages: readonly number[], groupIds:
 
 /** J = sum_i plus_i s+_i - sum_i minus_i s-_i, differentiable in the scores (Lemma 1 differentiates this). */
 export function discriminativeFromScores(sPlus: Tensor, sMinus: Tensor, coef: DiscriminativeCoefficients): Tensor {
-  const opts = { dtype: sPlus.dtype, backend: sPlus.backend };
-  const cp = tensor([...coef.plus], [coef.plus.length], opts);
-  const cm = tensor([...coef.minus], [coef.minus.length], opts);
-  return sub(sum(mul(cp, sPlus)), sum(mul(cm, sMinus)));
+  return tidy(() => {
+    const opts = { dtype: sPlus.dtype, backend: sPlus.backend };
+    const cp = tensor([...coef.plus], [coef.plus.length], opts);
+    const cm = tensor([...coef.minus], [coef.minus.length], opts);
+    return sub(sum(mul(cp, sPlus)), sum(mul(cm, sMinus)));
+  });
 }
 
 export interface DiscriminativeOptions extends AdvantageOptions {
