@@ -23,3 +23,4 @@ export * from './ops/attention.js';
 export * from './ops/loss.js';
 export * from './ops/optim.js';
 export { setDebugNans } from './ops/op.js';
+export * as objectives from './objectives/index.js';

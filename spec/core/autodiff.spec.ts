@@ -195,3 +195,14 @@ describe('debugNans', () => {
     expect(Number.isNaN(T.log(T.tensor([-1])).dataSync()[0])).toBe(true);
   });
 });
+
+describe('edge values', () => {
+  it('logsumexp of an all -Infinity row is -Infinity with a zero (not NaN) gradient', () => {
+    const x = f64([-Infinity, -Infinity, 0, 1], [2, 2]);
+    const [v, g] = T.valueAndGrad((p: T.Tensor) => T.sum(T.maximum(T.logsumexp(p, 1), -50)))(x);
+    expect(v.itemSync()).toBeCloseTo(-50 + Math.log(Math.E + 1), 12);
+    const gv = Array.from(g.dataSync());
+    expect(gv.slice(0, 2)).toEqual([0, 0]);
+    close(gv.slice(2), [1 / (1 + Math.E), Math.E / (1 + Math.E)]);
+  });
+});
