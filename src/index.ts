@@ -22,3 +22,6 @@ export * from './ops/norm.js';
 export * from './ops/attention.js';
 export * from './ops/loss.js';
 export * from './ops/optim.js';
+export * from './nn/index.js';
+export * from './rl/index.js';
+export * from './tasks/index.js';
