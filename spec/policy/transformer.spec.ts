@@ -10,7 +10,7 @@ import { concat, reshape, slice } from '../../src/ops/movement.js';
 import { applyRope, ropeAt, ropeTables } from '../../src/nn/rope.js';
 import { forward, forwardWithCache, initParams, validateConfig, type TransformerParams } from '../../src/nn/transformer.js';
 import { expectedShapes, toHfNames } from '../../src/nn/hf.js';
-import { disposeCache } from '../../src/nn/kv-cache.js';
+import { disposeCache, type KvCache } from '../../src/nn/kv-cache.js';
 import { encodeCompletion, encodePrompt, packSequences } from '../../src/rl/batch.js';
 import { scoreLogProbs } from '../../src/rl/score.js';
 import { sftLoss } from '../../src/rl/sft.js';
@@ -82,7 +82,7 @@ describe('transformer', () => {
     ];
     const full = tidy(() => forward(params, config, ids(rows))).dataSync();
     const chunks = [3, 1, 2, 2];
-    let cache = null;
+    let cache: KvCache | null = null;
     let start = 0;
     const got: Tensor[] = [];
     for (const n of chunks) {

@@ -51,13 +51,14 @@ export function globalNorm(tree: PyTree): Tensor {
   return sqrt(total);
 }
 
-export interface AdamWStepResult<P> {
+/** A type alias (not an interface) so that it is a pytree: `tidy(() => adamwStep(...))` keeps its tensors. */
+export type AdamWStepResult<P> = {
   readonly params: P;
   readonly state: OptimizerState<P>;
   /** The global gradient norm before clipping (a scalar tensor: read it only when logging). */
   readonly gradNorm: Tensor;
   readonly lr: number;
-}
+};
 
 /**
  * One AdamW step. Clipping stays on the device: the scale min(1, maxNorm / (norm + 1e-6)) is a tensor that
