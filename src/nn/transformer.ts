@@ -143,45 +143,67 @@ export function hiddenStates(
   if (past + t > config.maxSeqLen) throw new ShapeError('transformer', [tokens.shape], `${past} cached + ${t} new positions exceed maxSeqLen ${config.maxSeqLen}`);
   const dtype = params.embed.weight.dtype;
   const backend = params.embed.weight.backend;
-  const dh = headDim(config);
-  const group = config.nHeads / config.nKvHeads;
   const positions = opts.positions ?? defaultPositions(b, t, past, backend);
-  const rope = ropeAt(ropeTables(dh, config.maxSeqLen, config.ropeTheta, dtype, backend), positions);
-
-  // A view (not the caller's handle) goes into the cache, so disposing the cache leaves the caller's tensor alone.
-  const prevBias = opts.cache?.keyBias ?? null;
-  const keyBias = opts.keyBias ? (prevBias ? concat([prevBias, opts.keyBias], 1) : stopGradient(opts.keyBias)) : prevBias ? concat([prevBias, zerosBias(b, t, dtype, backend)], 1) : null;
-  // Scores are [B, Hkv, group, Tq, Tk]; the key bias broadcasts over heads and queries.
-  const bias = keyBias ? reshape(keyBias, [b, 1, 1, 1, past + t]) : undefined;
+  const rope = ropeAt(ropeTables(headDim(config), config.maxSeqLen, config.ropeTheta, dtype, backend), positions);
+  const keyBias = extendBias(opts.cache?.keyBias ?? null, opts.keyBias ?? null, b, t);
+  const ctx: AttentionContext = { config, b, t, rope, bias: keyBias ? reshape(keyBias, [b, 1, 1, 1, past + t]) : undefined };
 
   let x = gather(params.embed.weight, tokens, 0);
-  const newLayers: { k: Tensor; v: Tensor }[] = [];
+  const layers: { k: Tensor; v: Tensor }[] = [];
   params.layers.forEach((p, l) => {
     const h = reshape(rmsNorm(x, p.attnNorm, config.rmsEps), [b * t, config.dModel]);
-    const q = applyRope(reshape(linear(h, p.wq), [b, t, config.nHeads, dh]), rope.cos, rope.sin);
-    const kNew = applyRope(reshape(linear(h, p.wk), [b, t, config.nKvHeads, dh]), rope.cos, rope.sin);
-    const vNew = reshape(linear(h, p.wv), [b, t, config.nKvHeads, dh]);
-    // Cached keys/values are [B, Hkv, T, dh], already rotated at their own positions.
-    let k = permute(kNew, [0, 2, 1, 3]);
-    let v = permute(vNew, [0, 2, 1, 3]);
-    const cached = opts.cache?.layers[l];
-    if (cached) {
-      k = concat([cached.k, k], 2);
-      v = concat([cached.v, v], 2);
-    }
-    newLayers.push({ k, v });
-    // Query head j*group + g uses key/value head j (Hugging Face's repeat_kv), by broadcasting, not copying.
-    const q5 = permute(reshape(q, [b, t, config.nKvHeads, group, dh]), [0, 2, 3, 1, 4]);
-    const attn = causalAttention(q5, expandDims(k, 2), expandDims(v, 2), bias);
-    const merged = reshape(permute(attn, [0, 3, 1, 2, 4]), [b * t, config.nHeads * dh]);
-    x = add(x, reshape(linear(merged, p.wo), [b, t, config.dModel]));
+    const { out, k, v } = attention(p, h, ctx, opts.cache?.layers[l]);
+    layers.push({ k, v });
+    x = add(x, reshape(out, [b, t, config.dModel]));
     const h2 = reshape(rmsNorm(x, p.mlpNorm, config.rmsEps), [b * t, config.dModel]);
-    const act = mul(silu(linear(h2, p.wGate)), linear(h2, p.wUp));
-    x = add(x, reshape(linear(act, p.wDown), [b, t, config.dModel]));
+    x = add(x, reshape(swiGlu(p, h2), [b, t, config.dModel]));
   });
   const hidden = rmsNorm(x, params.finalNorm, config.rmsEps);
-  const cache: KvCache | null = opts.cache !== undefined ? { layers: newLayers, keyBias, length: past + t } : null;
-  return { hidden, cache };
+  return { hidden, cache: opts.cache !== undefined ? { layers, keyBias, length: past + t } : null };
+}
+
+interface AttentionContext {
+  readonly config: TransformerConfig;
+  readonly b: number;
+  readonly t: number;
+  /** cos/sin [B, T, 1, dh/2] of the new positions. */
+  readonly rope: { readonly cos: Tensor; readonly sin: Tensor };
+  /** The key bias [B, 1, 1, 1, Tk], broadcast over heads and queries; undefined when nothing is masked. */
+  readonly bias: Tensor | undefined;
+}
+
+/** Attention of normed inputs h [B*T, D]: the output [B*T, D] before the residual, and this layer's keys/values. */
+function attention(p: LayerParams, h: Tensor, ctx: AttentionContext, cached: { k: Tensor; v: Tensor } | undefined): { out: Tensor; k: Tensor; v: Tensor } {
+  const { config, b, t, rope } = ctx;
+  const dh = headDim(config);
+  const group = config.nHeads / config.nKvHeads;
+  const q = applyRope(reshape(linear(h, p.wq), [b, t, config.nHeads, dh]), rope.cos, rope.sin);
+  const kNew = applyRope(reshape(linear(h, p.wk), [b, t, config.nKvHeads, dh]), rope.cos, rope.sin);
+  const vNew = reshape(linear(h, p.wv), [b, t, config.nKvHeads, dh]);
+  // Keys/values are kept as [B, Hkv, T, dh]; cached ones were rotated at their own positions.
+  let k = permute(kNew, [0, 2, 1, 3]);
+  let v = permute(vNew, [0, 2, 1, 3]);
+  if (cached) {
+    k = concat([cached.k, k], 2);
+    v = concat([cached.v, v], 2);
+  }
+  // Query head j*group + g uses key/value head j (Hugging Face's repeat_kv), by broadcasting, not copying.
+  const q5 = permute(reshape(q, [b, t, config.nKvHeads, group, dh]), [0, 2, 3, 1, 4]);
+  const attn = causalAttention(q5, expandDims(k, 2), expandDims(v, 2), ctx.bias);
+  const merged = reshape(permute(attn, [0, 3, 1, 2, 4]), [b * t, config.nHeads * dh]);
+  return { out: linear(merged, p.wo), k, v };
+}
+
+/** SwiGLU: down(silu(gate(h)) * up(h)). */
+const swiGlu = (p: LayerParams, h: Tensor): Tensor => linear(mul(silu(linear(h, p.wGate)), linear(h, p.wUp)), p.wDown);
+
+/**
+ * The key bias over all keys: the cached one followed by the new tokens' (zeros when only the cache has one).
+ * A view of the caller's tensor (not its handle) goes into the cache, so disposing the cache leaves it alone.
+ */
+function extendBias(prev: Tensor | null, next: Tensor | null, b: number, t: number): Tensor | null {
+  if (!prev) return next ? stopGradient(next) : null;
+  return concat([prev, next ?? zeros([b, t], { dtype: prev.dtype, backend: prev.backend })], 1);
 }
 
 /** Logits [..., V] of hidden states [..., dModel] under the tied LM head (embed^T). */
@@ -209,12 +231,8 @@ export function forwardWithCache(
   return { logits: lmHead(params, hidden), cache: next! };
 }
 
-
-
 function defaultPositions(b: number, t: number, past: number, backend: Backend): Tensor {
   const values = new Int32Array(b * t);
   for (let i = 0; i < b; i++) for (let j = 0; j < t; j++) values[i * t + j] = past + j;
   return tensor(values, [b, t], { dtype: 'i32', backend });
 }
-
-const zerosBias = (b: number, t: number, dtype: DType, backend: Backend): Tensor => zeros([b, t], { dtype, backend });
