@@ -69,6 +69,7 @@ export async function sampleRollouts(
   if (!(Number.isInteger(g) && g >= 1 && Number.isInteger(maxNew) && maxNew >= 1 && temperature >= 0 && topP > 0 && topP <= 1)) {
     throw new ArgumentError('sampleRollouts', `need groupSize >= 1, maxNewTokens >= 1, temperature >= 0, 0 < topP <= 1; got ${JSON.stringify(opts)}`);
   }
+  if (prompts.length === 0) throw new ArgumentError('sampleRollouts', 'no prompts');
   const promptIds = prompts.map((p) => encodePrompt(tokenizer, p));
   const promptIndex = prompts.flatMap((_, i) => Array.from({ length: g }, () => i));
   const b = promptIndex.length;
