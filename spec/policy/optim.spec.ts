@@ -6,6 +6,8 @@ import { treeLeaves } from '../../src/core/pytree.js';
 import { randn } from '../../src/ops/creation.js';
 import { adamwInit, adamwStep, type AdamWConfig } from '../../src/nn/optim.js';
 import { lrAt, type LrSchedule } from '../../src/nn/schedule.js';
+import { liveTensors } from '../../src/core/tensor.js';
+import { initRun, trainStep } from './helpers/resume-run.js';
 
 /** PyTorch's AdamW (with clip_grad_norm_ first) as plain loops over numbers. */
 function reference(params: number[][], gradsPerStep: number[][][], cfg: Required<Omit<AdamWConfig, 'schedule' | 'decay' | 'maxGradNorm'>> & { maxGradNorm?: number; decayMask: boolean[] }): number[][] {
@@ -93,5 +95,14 @@ describe('warmup + cosine learning-rate schedule', () => {
 
   it('rejects an inconsistent schedule', () => {
     expect(() => lrAt({ peakLr: 1, warmupSteps: 10, totalSteps: 5 }, 0)).toThrow(/warmupSteps/);
+  });
+});
+
+describe('a full training step (sampling, scoring, backward, AdamW)', () => {
+  it('leaves no tensor behind once the old state is disposed', async () => {
+    let state = (await trainStep(initRun(1))).next;
+    const before = liveTensors();
+    for (let i = 0; i < 3; i++) state = (await trainStep(state)).next;
+    expect(liveTensors()).toBe(before);
   });
 });
