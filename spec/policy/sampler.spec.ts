@@ -4,6 +4,7 @@ import { tidy, dispose } from '../../src/core/scope.js';
 import { liveTensors } from '../../src/core/tensor.js';
 import { sampleRollouts, type Rollouts } from '../../src/rl/sampler.js';
 import { scoreLogProbs } from '../../src/rl/score.js';
+import { pickToken } from '../../src/rl/sampling.js';
 import { tokenizer, tinyConfig, peakedParams } from './helpers/fixtures.js';
 
 const PROMPTS = ['12+34=', '7*8=', '3,5,7:22=', '999+1='];
@@ -94,5 +95,39 @@ describe('rollout sampler', () => {
 
   it('rejects prompts that cannot fit maxNewTokens in the context', async () => {
     await expect(sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(1), { maxNewTokens: 30 })).rejects.toThrow(/maxSeqLen/);
+  });
+});
+
+describe('pickToken', () => {
+  const probs = [0.5, 0.25, 0.15, 0.1];
+  const lp = Float32Array.from(probs.map(Math.log));
+
+  it('samples each token with its probability', () => {
+    const rng = new Rng(1);
+    const counts = [0, 0, 0, 0];
+    const n = 40_000;
+    for (let i = 0; i < n; i++) counts[pickToken(lp, 0, 4, rng, false, 1)]!++;
+    // 5 standard deviations of a binomial count.
+    counts.forEach((c, i) => expect(Math.abs(c / n - probs[i]!)).toBeLessThan(5 * Math.sqrt((probs[i]! * (1 - probs[i]!)) / n)));
+  });
+
+  it('keeps the smallest nucleus whose mass reaches top-p, renormalised', () => {
+    const rng = new Rng(2);
+    const counts = [0, 0, 0, 0];
+    const n = 30_000;
+    for (let i = 0; i < n; i++) counts[pickToken(lp, 0, 4, rng, false, 0.7)]!++;
+    expect(counts[2]).toBe(0);
+    expect(counts[3]).toBe(0);
+    expect(Math.abs(counts[0]! / n - 2 / 3)).toBeLessThan(0.015);
+    const once = [0, 0, 0, 0];
+    for (let i = 0; i < 1000; i++) once[pickToken(lp, 0, 4, rng, false, 0.4)]!++;
+    expect(once).toEqual([1000, 0, 0, 0]);
+  });
+
+  it('is greedy without drawing from the generator', () => {
+    const rng = new Rng(3);
+    const before = rng.state();
+    expect(pickToken(Float32Array.from([-3, -0.5, -2, -0.5]), 0, 4, rng, true, 1)).toBe(1);
+    expect(rng.state()).toEqual(before);
   });
 });
