@@ -61,7 +61,8 @@ export function saveCheckpoint(dir: string, ckpt: Checkpoint): TE.TaskEither<Che
       const moments = new Map([...(await hostTensors(toHfNames(ckpt.optimizer.m), 'exp_avg.')), ...(await hostTensors(toHfNames(ckpt.optimizer.v), 'exp_avg_sq.'))]);
       await writeAtomic(join(dir, CHECKPOINT_FILES.optimizer), encodeSafetensors(moments, { step: String(ckpt.optimizer.step), producer: FORMAT }));
     }
-    await writeAtomic(join(dir, CHECKPOINT_FILES.config), JSON.stringify(toHfConfig(ckpt.config), null, 2));
+    const torchDtype = ckpt.params.embed.weight.dtype === 'f64' ? 'float64' : 'float32';
+    await writeAtomic(join(dir, CHECKPOINT_FILES.config), JSON.stringify({ ...toHfConfig(ckpt.config), torch_dtype: torchDtype }, null, 2));
     const state = { format: FORMAT, rngs: ckpt.rngs ?? {}, trainerState: ckpt.trainerState ?? null };
     await writeAtomic(join(dir, CHECKPOINT_FILES.state), JSON.stringify(state, null, 2));
   }, io(dir));

@@ -56,7 +56,7 @@ export function expectedShapes(config: TransformerConfig): Map<string, number[]>
 
 export interface LoadOptions {
   readonly backend?: Backend;
-  /** Convert every float tensor to this dtype (default: f32, or as stored for f64 files when omitted). */
+  /** Convert every tensor to this dtype; default: as stored (F32 -> f32, F64 -> f64, BF16/F16 -> f32). */
   readonly dtype?: DType;
   /** Prefix of the names (`exp_avg.` for optimizer moments); default none. */
   readonly prefix?: string;
