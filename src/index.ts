@@ -24,3 +24,6 @@ export * from './ops/loss.js';
 export * from './ops/optim.js';
 export { setDebugNans } from './ops/op.js';
 export * as objectives from './objectives/index.js';
+export * from './nn/index.js';
+export * from './rl/index.js';
+export * from './tasks/index.js';
