@@ -84,8 +84,8 @@ interface Run {
   warmStartEval: EvalResult | null;
 }
 
-function setup(cfg: TrainConfig): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'rng'>> {
-  const task = taskFor(cfg);
+function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'rng'>> {
+  const task = userTask ?? taskFor(cfg);
   const tokenizer = tokenizerFor(task);
   let config: TransformerConfig;
   try {
@@ -229,6 +229,8 @@ async function rlStep(run: Run, hooks: TrainHooks, scorer: TrainOptions['biccSco
 }
 
 export interface TrainOptions extends TrainHooks {
+  /** A task of the user's (its own prompts and reward function) instead of the built-in `cfg.task`. */
+  readonly task?: Task<Problem>;
   /**
    * BICC: builds, for the rows of a minibatch, the context-conditioned batch the policy is scored on (pi_old and
    * pi_ref stay on the plain context). Supplied by the BICC module when `cfg.bicc` is on.
@@ -239,7 +241,7 @@ export interface TrainOptions extends TrainHooks {
 /** Train from scratch (or resume from `cfg.resume`); returns held-out results after warm-start and after RL. */
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
   const backend = opts.backend ?? getDefaultBackend();
-  const base = setup(cfg);
+  const base = setup(cfg, opts.task);
   if (E.isLeft(base)) throw base.left;
   if (cfg.bicc && !opts.biccScorer) throw new TrainConfigError('bicc', true, 'needs a BICC scorer (use the CLI or pass biccScorer)');
   const run: Run = { ...base.right, rng: new Rng(cfg.seed), params: null as unknown as TransformerParams, opt: null as unknown as OptimizerState<TransformerParams>, reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null };
