@@ -117,7 +117,7 @@ export function conditionBatch(
   const positive = input.rewards.map((r) => r > threshold);
   const prompts = Array.from({ length: b }, (_, r) => rowPrompt(input, r));
   const contents = Array.from({ length: b }, (_, r) => traceContent(rowCompletion(input, r), tokenizer.eos));
-  const newPrompts = prompts.map((pr) => pr);
+  const newPrompts = [...prompts];
   const traces: InsertedTrace[][] = prompts.map(() => []);
   for (const rows of groupsOf(input.groupIds)) {
     for (const r of rows) {
