@@ -4,3 +4,15 @@ export { scoreLogProbs, completionLogits, scaleLogits, type ScoreOptions } from 
 export { sampleRollouts, type SamplerOptions, type Rollouts } from './sampler.js';
 export { pickToken } from './sampling.js';
 export { sftLoss, sftBatch, sftExamples, type SftExample } from './sft.js';
+export {
+  conditionBatch,
+  biccLogProbs,
+  biccInput,
+  parseBiccOptions,
+  BiccError,
+  BICC_DEFAULTS,
+  type BiccOptions,
+  type BiccInput,
+  type ConditionedBatch,
+  type InsertedTrace,
+} from './bicc.js';
