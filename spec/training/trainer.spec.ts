@@ -88,6 +88,18 @@ describe('a tiny training run', () => {
     expect(rl.every((r) => Number.isFinite(r.kl))).toBe(true);
   });
 
+  it('runs with BICC (GRPO and ConSPO) on mixed groups and logs finite metrics', async () => {
+    const task = withReward(additionTask(), (completion) => completion.length % 2);
+    for (const objective of ['grpo', 'conspo'] as const) {
+      const records: MetricRecord[] = [];
+      await train(cfgOf({ objective, bicc: true, model: { ...TINY.model!, maxSeqLen: 40 } }), { task, onRecord: (r) => records.push(r) });
+      const rl = records.filter((r) => r.phase === 'rl');
+      expect(rl).toHaveLength(3);
+      expect(rl.every(allFinite)).toBe(true);
+      expect(rl.some((r) => Number(r.groups_mixed) > 0)).toBe(true);
+    }
+  });
+
   it('killed after a checkpoint and resumed, it continues exactly as the uninterrupted run', async () => {
     const cfg = { objective: 'grpo' as const, steps: 4, checkpointEvery: 1 };
     // A user reward that gives mixed groups even for an untrained policy, so losses depend on what was sampled.

@@ -29,7 +29,7 @@ export interface UpdateInputs {
   readonly groupsPerMinibatch: number;
   readonly maxCompletionLength: number;
   /** Given the rows of a minibatch (in the plain layout), the batch whose completions the policy scores. */
-  readonly scoredBatch?: (rows: readonly number[], plain: SequenceBatch) => SequenceBatch;
+  readonly scoredBatch?: (rows: readonly number[]) => SequenceBatch;
 }
 
 export interface OptimState {
@@ -71,7 +71,7 @@ export function updatePolicy(state: OptimState, config: TransformerConfig, input
     for (let start = 0; start < groups; start += inputs.groupsPerMinibatch) {
       const rows = order.slice(start, start + inputs.groupsPerMinibatch).flatMap((grp) => Array.from({ length: g }, (_, k) => grp * g + k));
       const plain = selectRows(ro, rows);
-      const scored = inputs.scoredBatch ? inputs.scoredBatch(rows, plain) : plain;
+      const scored = inputs.scoredBatch ? inputs.scoredBatch(rows) : plain;
       tokensScored += scored.batchSize * (scored.promptLen + scored.completionLen);
       const settings = lrFor(opt.step);
       dispose(metrics);

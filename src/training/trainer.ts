@@ -13,6 +13,8 @@ import { makeObjective, type BoundObjective } from '../objectives/registry.js';
 import { groupStats } from '../objectives/groups.js';
 import { rccAdvantages } from '../objectives/rcc.js';
 import { sampleRollouts, type Rollouts } from '../rl/sampler.js';
+import { selectRows, type SequenceBatch } from '../rl/batch.js';
+import { biccInput, conditionBatch } from '../rl/bicc.js';
 import { sftBatch, sftExamples, sftLoss } from '../rl/sft.js';
 import { additionTask, multiplicationTask } from '../tasks/arithmetic.js';
 import { countdownTask } from '../tasks/countdown.js';
@@ -170,7 +172,7 @@ function rlSettings(cfg: TrainConfig): (step: number) => AdamWSettings {
   });
 }
 
-async function rlStep(run: Run, hooks: TrainHooks, scorer: TrainOptions['biccScorer']): Promise<void> {
+async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const { cfg } = run;
   const t0 = performance.now();
   const problems = sampleProblems(run.task, cfg.promptsPerStep, run.rng);
@@ -200,7 +202,7 @@ async function rlStep(run: Run, hooks: TrainHooks, scorer: TrainOptions['biccSco
       numIterations: cfg.numIterations,
       groupsPerMinibatch: cfg.groupsPerMinibatch ?? cfg.promptsPerStep,
       maxCompletionLength: cfg.maxCompletionLength,
-      ...(scorer ? { scoredBatch: scorer(rollouts, rewards, run.tokenizer, run.config) } : {}),
+      ...(cfg.bicc ? { scoredBatch: biccScorer(run, rollouts, rewards) } : {}),
     },
     rlSettings(cfg),
     run.rng,
@@ -228,14 +230,18 @@ async function rlStep(run: Run, hooks: TrainHooks, scorer: TrainOptions['biccSco
   hooks.onProgress?.({ phase: 'rl', step: run.at.step, total: cfg.steps, record });
 }
 
+/**
+ * BICC (training only): each rollout is scored under [query; opposite-class rollouts of its group] while pi_old
+ * and pi_ref stay on the plain context. One conditioned batch per step; minibatches take its rows.
+ */
+function biccScorer(run: Run, rollouts: Rollouts, rewards: readonly number[]): (rows: readonly number[]) => SequenceBatch {
+  const cond = conditionBatch(biccInput(rollouts, rewards), run.tokenizer, run.config, { contextShare: run.cfg.biccContextShare, threshold: 0.5 });
+  return (rows) => selectRows(cond.batch, rows);
+}
+
 export interface TrainOptions extends TrainHooks {
   /** A task of the user's (its own prompts and reward function) instead of the built-in `cfg.task`. */
   readonly task?: Task<Problem>;
-  /**
-   * BICC: builds, for the rows of a minibatch, the context-conditioned batch the policy is scored on (pi_old and
-   * pi_ref stay on the plain context). Supplied by the BICC module when `cfg.bicc` is on.
-   */
-  readonly biccScorer?: (rollouts: Rollouts, rewards: readonly number[], tokenizer: Tokenizer, config: TransformerConfig) => (rows: readonly number[], plain: import('../rl/batch.js').SequenceBatch) => import('../rl/batch.js').SequenceBatch;
 }
 
 /** Train from scratch (or resume from `cfg.resume`); returns held-out results after warm-start and after RL. */
@@ -243,7 +249,6 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   const backend = opts.backend ?? getDefaultBackend();
   const base = setup(cfg, opts.task);
   if (E.isLeft(base)) throw base.left;
-  if (cfg.bicc && !opts.biccScorer) throw new TrainConfigError('bicc', true, 'needs a BICC scorer (use the CLI or pass biccScorer)');
   const run: Run = { ...base.right, rng: new Rng(cfg.seed), params: null as unknown as TransformerParams, opt: null as unknown as OptimizerState<TransformerParams>, reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null };
   if (cfg.resume) await resume(run, cfg.resume, backend);
   else {
@@ -272,7 +277,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     run.reference = await loadReference(join(dirname(cfg.resume!), 'reference'), backend);
   }
   while (run.at.step < cfg.steps) {
-    await rlStep(run, opts, cfg.bicc ? opts.biccScorer : undefined);
+    await rlStep(run, opts);
     if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps) await runEval(run, opts, 'during-rl');
     await maybeSave();
   }
