@@ -2,7 +2,7 @@
  * GRPO vs ConSPO on the same seeds: one shared warm-start per seed (so both start from the same policy), then RL
  * with each objective. Writes every metric as JSON lines, a reward-curve plot as SVG (vega-lite) and a summary.
  *
- *   npm run example:compare [-- --seeds 0,1 --steps 60 --output runs/compare]
+ *   npm run example:compare [-- --seeds 0,1 --steps 120 --output runs/compare]
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -16,7 +16,7 @@ import { lineChartSvg, smooth } from './plot.js';
 const { values } = parseArgs({
   options: {
     seeds: { type: 'string', default: '0' },
-    steps: { type: 'string', default: '60' },
+    steps: { type: 'string', default: '120' },
     objectives: { type: 'string', default: 'grpo,conspo' },
     output: { type: 'string', default: 'runs/compare' },
   },

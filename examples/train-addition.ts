@@ -2,7 +2,7 @@
  * The main job: a small transformer learns 2-digit addition with a supervised warm-start on worked solutions,
  * then ConSPO on verifiable rewards. Prints held-out pass@1 after the warm-start and after RL.
  *
- *   npm run example:addition [-- --steps 60 --seed 0 --output runs/addition]
+ *   npm run example:addition [-- --steps 120 --seed 0 --output runs/addition]
  */
 import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';

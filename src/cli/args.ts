@@ -17,7 +17,7 @@ interface NumberFlag {
 const NUMBER_FLAGS: readonly NumberFlag[] = [
   { flag: 'seed', key: 'seed', help: 'random seed (default 0)' },
   { flag: 'digits', key: 'digits', help: 'digits per operand of arithmetic tasks' },
-  { flag: 'steps', key: 'steps', help: 'RL steps (default 60)' },
+  { flag: 'steps', key: 'steps', help: 'RL steps (default 120)' },
   { flag: 'prompts-per-step', key: 'promptsPerStep', help: 'prompts per RL step (default 16)' },
   { flag: 'num-generations', key: 'numGenerations', help: 'G, completions per prompt (default 8)' },
   { flag: 'temperature', key: 'temperature', help: 'sampling temperature (default 1)' },
