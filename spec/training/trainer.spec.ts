@@ -88,6 +88,19 @@ describe('a tiny training run', () => {
     expect(rl.every((r) => Number.isFinite(r.kl))).toBe(true);
   });
 
+  it('RL raises a learnable reward (GRPO and ConSPO): the loop ascends, it does not descend', async () => {
+    // Reward: the completion contains a '7'. Learnable from scratch; a sign error anywhere in sampler, objective,
+    // aggregation or optimizer would push the reward down instead.
+    const task = withReward(additionTask(), (completion) => (completion.includes('7') ? 1 : 0));
+    for (const objective of ['grpo', 'conspo'] as const) {
+      const records: MetricRecord[] = [];
+      await train(cfgOf({ objective, warmStartSteps: 0, steps: 25, promptsPerStep: 4, numGenerations: 8, learningRate: 1e-2, warmupSteps: 0 }), { task, onRecord: (r) => records.push(r) });
+      const rewards = records.filter((r) => r.phase === 'rl').map((r) => Number(r.reward));
+      const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
+      expect(mean(rewards.slice(-5))).toBeGreaterThan(mean(rewards.slice(0, 5)) + 0.2);
+    }
+  });
+
   it('runs with BICC (GRPO and ConSPO) on mixed groups and logs finite metrics', async () => {
     const task = withReward(additionTask(), (completion) => completion.length % 2);
     for (const objective of ['grpo', 'conspo'] as const) {
