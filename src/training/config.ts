@@ -2,6 +2,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { RlvrError } from '../core/errors.js';
 import { isObjectiveName, type ObjectiveName } from '../objectives/registry.js';
 import type { ConfigInput } from '../objectives/config.js';
+import type { TransformerConfig } from '../nn/transformer.js';
 
 /**
  * The trainer's configuration: one typed record with defaults sized for a 2-core CPU (the README's main command
@@ -11,14 +12,8 @@ import type { ConfigInput } from '../objectives/config.js';
 export type TaskName = 'addition' | 'multiplication' | 'countdown';
 export const TASK_NAMES: readonly TaskName[] = ['addition', 'multiplication', 'countdown'];
 
-export interface ModelSize {
-  readonly dModel: number;
-  readonly nLayers: number;
-  readonly nHeads: number;
-  readonly nKvHeads: number;
-  readonly dFf: number;
-  readonly maxSeqLen: number;
-}
+/** The model's size settings (the rest of its config follows from the task's vocabulary). */
+export type ModelSize = Pick<TransformerConfig, 'dModel' | 'nLayers' | 'nHeads' | 'nKvHeads' | 'dFf' | 'maxSeqLen'>;
 
 export interface TrainConfig {
   readonly task: TaskName;
