@@ -1,9 +1,9 @@
 import type { Tensor } from './tensor.js';
 import { ArgumentError } from './errors.js';
-import { treeLeaves, type PyTree } from './pytree.js';
+import { treeLeaves } from './pytree.js';
 
 /**
- * Memory lifetimes, as in tfjs: `tidy(fn)` disposes every tensor created inside `fn` except the tensors it
+ * Memory lifetimes, as in tfjs (any pytree may be returned or disposed; see pytree.ts): `tidy(fn)` disposes every tensor created inside `fn` except the tensors it
  * returns (which move to the enclosing scope). Outside any scope, the creator owns a tensor and disposes it.
  * On the CPU an undisposed tensor is only garbage; on WebGPU it is a GPU buffer that stays allocated.
  */
@@ -14,7 +14,7 @@ export function trackInScope(t: Tensor): void {
   scopes[scopes.length - 1]?.add(t);
 }
 
-export function tidy<T extends PyTree>(fn: () => T): T {
+export function tidy<T>(fn: () => T): T {
   const scope = new Set<Tensor>();
   scopes.push(scope);
   let result: T;
@@ -36,13 +36,13 @@ export function tidy<T extends PyTree>(fn: () => T): T {
 }
 
 /** Exempt tensors from the innermost scope's cleanup: the caller takes ownership. */
-export function keep<T extends PyTree>(tree: T): T {
+export function keep<T>(tree: T): T {
   const scope = scopes[scopes.length - 1];
   if (scope) for (const t of treeLeaves(tree)) scope.delete(t);
   return tree;
 }
 
 /** Dispose every tensor in a pytree. */
-export function dispose(tree: PyTree): void {
+export function dispose(tree: unknown): void {
   for (const t of treeLeaves(tree)) t.dispose();
 }

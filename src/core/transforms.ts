@@ -1,5 +1,5 @@
 import { ArgumentError, ShapeError } from './errors.js';
-import { treeLeaves, treeMap, type PyTree } from './pytree.js';
+import { treeLeaves, treeMap } from './pytree.js';
 import { tidy } from './scope.js';
 import { recordOp, Tape, withTape } from './tape.js';
 import { Tensor } from './tensor.js';
@@ -15,7 +15,7 @@ import { Tensor } from './tensor.js';
  */
 
 /** A new handle over the same storage with no link to any tape: gradients stop here. */
-export function stopGradient<T extends PyTree>(tree: T): T {
+export function stopGradient<T>(tree: T): T {
   return treeMap(tree, (t) => Tensor.view(t, t.shape));
 }
 
@@ -37,7 +37,7 @@ interface Traced<Out> {
   readonly out: Out;
 }
 
-function trace<P extends PyTree, Out>(f: (params: P) => Out, params: P): Traced<Out> {
+function trace<P, Out>(f: (params: P) => Out, params: P): Traced<Out> {
   const tape = new Tape();
   const primals: Tensor[] = [];
   const watched = treeMap(params, (t) => {
@@ -55,7 +55,7 @@ function trace<P extends PyTree, Out>(f: (params: P) => Out, params: P): Traced<
 }
 
 /** The gradient pytree: computed cotangents, zeros for unused leaves, and no handle shared by two leaves. */
-function gradTree<P extends PyTree>(params: P, grads: readonly (Tensor | null)[]): P {
+function gradTree<P>(params: P, grads: readonly (Tensor | null)[]): P {
   const seen = new Set<Tensor>();
   return treeMap(params, (leaf, i) => {
     const g = grads[i];
@@ -79,12 +79,12 @@ export type ValueAndGradAuxFn<P, A extends unknown[], Aux> = (params: P, ...rest
  * Value and gradient of a scalar function with respect to its first argument (a pytree of tensors).
  * With `{ hasAux: true }`, f returns [scalar, aux] and aux (metrics, say) is passed through undifferentiated.
  */
-export function valueAndGrad<P extends PyTree, A extends unknown[]>(f: (params: P, ...rest: A) => Tensor): ValueAndGradFn<P, A>;
-export function valueAndGrad<P extends PyTree, A extends unknown[], Aux extends PyTree>(
+export function valueAndGrad<P, A extends unknown[]>(f: (params: P, ...rest: A) => Tensor): ValueAndGradFn<P, A>;
+export function valueAndGrad<P, A extends unknown[], Aux>(
   f: (params: P, ...rest: A) => [Tensor, Aux],
   opts: { hasAux: true },
 ): ValueAndGradAuxFn<P, A, Aux>;
-export function valueAndGrad<P extends PyTree, A extends unknown[], Aux extends PyTree>(
+export function valueAndGrad<P, A extends unknown[], Aux>(
   f: (params: P, ...rest: A) => Tensor | [Tensor, Aux],
   opts: { hasAux?: boolean } = {},
 ): (params: P, ...rest: A) => [Tensor | [Tensor, Aux], P] {
@@ -106,7 +106,7 @@ export function valueAndGrad<P extends PyTree, A extends unknown[], Aux extends 
 }
 
 /** The gradient of a scalar function with respect to its first argument, as a pytree of the same structure. */
-export function grad<P extends PyTree, A extends unknown[]>(f: (params: P, ...rest: A) => Tensor): (params: P, ...rest: A) => P {
+export function grad<P, A extends unknown[]>(f: (params: P, ...rest: A) => Tensor): (params: P, ...rest: A) => P {
   const vg = valueAndGrad(f);
   return (params, ...rest) => {
     const [value, g] = vg(params, ...rest);
@@ -125,7 +125,7 @@ export interface VjpFn<P, Out> {
  * Evaluate f at `params` and return its output with the pullback: a function taking a cotangent of the output
  * (same structure) to a cotangent of `params`. The pullback may be called many times; `dispose()` it when done.
  */
-export function vjp<P extends PyTree, Out extends PyTree>(f: (params: P) => Out, params: P): [Out, VjpFn<P, Out>] {
+export function vjp<P, Out>(f: (params: P) => Out, params: P): [Out, VjpFn<P, Out>] {
   let traced!: Traced<Out>;
   // Intermediates leave this scope; the tape keeps its own references to what the pullback needs.
   tidy(() => {

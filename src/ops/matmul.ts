@@ -22,8 +22,12 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
     const d = promote(a.dtype, b.dtype);
     return matmul(cast(a, d), cast(b, d), opts);
   }
-  if (a.rank === 1) return squeeze(matmul(reshape(a, [1, a.shape[0]!]), b, { ...opts, transA: false }), [-2]);
-  if (b.rank === 1) return squeeze(matmul(a, reshape(b, [b.shape[0]!, 1]), { ...opts, transB: false }), [-1]);
+  if (a.rank === 1 || b.rank === 1) {
+    const a2 = a.rank === 1 ? reshape(a, [1, a.shape[0]!]) : a;
+    const b2 = b.rank === 1 ? reshape(b, [b.shape[0]!, 1]) : b;
+    const y = matmul(a2, b2, { transA: a.rank === 1 ? false : opts.transA, transB: b.rank === 1 ? false : opts.transB });
+    return squeeze(y, [...(a.rank === 1 ? [-2] : []), ...(b.rank === 1 ? [-1] : [])]);
+  }
   const transA = opts.transA ?? false;
   const transB = opts.transB ?? false;
   const [m, ka] = transA ? [a.shape[a.rank - 1]!, a.shape[a.rank - 2]!] : [a.shape[a.rank - 2]!, a.shape[a.rank - 1]!];

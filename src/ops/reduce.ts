@@ -1,7 +1,7 @@
 import type { ReduceOp } from '../core/backend.js';
 import { normAxes } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
-import { div, equal, exp, mul, sub } from './elementwise.js';
+import { div, equal, exp, mul, sub, where } from './elementwise.js';
 import { expand, reshape } from './movement.js';
 import { kt, runOp } from './op.js';
 
@@ -57,7 +57,8 @@ function extremum(op: 'max' | 'min', x: Tensor, axes: Axes | undefined, keepdims
 export function logsumexp(x: Tensor, axes?: Axes, keepdims = false): Tensor {
   const ax = normAxes('logsumexp', axes, x.rank);
   if (ax.length === 0) return x;
-  const kept = reduceKept('logsumexp', x, ax, (y) => (g) => mul(g, exp(sub(x, y))));
+  // A row of all -Infinity has y = -Infinity; shifting it by 0 instead keeps exp(x - y) at 0, not NaN (as JAX).
+  const kept = reduceKept('logsumexp', x, ax, (y) => (g) => mul(g, exp(sub(x, where(equal(y, -Infinity), 0, y)))));
   return finish(kept, ax, keepdims);
 }
 

@@ -1,0 +1,133 @@
+import { describe, expect, it } from 'vitest';
+import { Rng } from '../../src/core/rng.js';
+import { tidy, dispose } from '../../src/core/scope.js';
+import { liveTensors } from '../../src/core/tensor.js';
+import { sampleRollouts, type Rollouts } from '../../src/rl/sampler.js';
+import { scoreLogProbs } from '../../src/rl/score.js';
+import { pickToken } from '../../src/rl/sampling.js';
+import { tokenizer, tinyConfig, peakedParams } from './helpers/fixtures.js';
+
+const PROMPTS = ['12+34=', '7*8=', '3,5,7:22=', '999+1='];
+const config = tinyConfig();
+const params = peakedParams(config, 1);
+
+async function both(seed: number, opts: { temperature?: number; topP?: number; groupSize?: number }): Promise<[Rollouts, Rollouts]> {
+  const common = { maxNewTokens: 12, groupSize: opts.groupSize ?? 3, ...opts };
+  const kv = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(seed), { ...common, useKvCache: true });
+  const full = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(seed), { ...common, useKvCache: false });
+  return [kv, full];
+}
+
+describe('rollout sampler', () => {
+  it.each([
+    [1, { temperature: 1 }],
+    [2, { temperature: 0.7, topP: 0.9 }],
+    [3, { temperature: 1.3, topP: 0.5 }],
+    [4, { temperature: 0 }],
+  ])('KV-cache sampling gives the same tokens and log-probs as full re-runs (seed %i, %o)', async (seed, opts) => {
+    const [kv, full] = await both(seed, opts);
+    expect(kv.tokens).toEqual(full.tokens);
+    expect(kv.attentionMask).toEqual(full.attentionMask);
+    expect(kv.completionMask).toEqual(full.completionMask);
+    // Bit for bit, not approximately: the cached path computes each position's row with the same ops.
+    expect(Array.from(kv.oldLogProbs)).toEqual(Array.from(full.oldLogProbs));
+  });
+
+  it.each([
+    [5, 1],
+    [6, 0.8],
+    [7, 0],
+  ])('the recorded log-probs equal a fresh scoreLogProbs forward: ratio exactly 1 (seed %i, temperature %f)', async (seed, temperature) => {
+    const ro = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(seed), { groupSize: 4, maxNewTokens: 10, temperature, topP: 0.95 });
+    const fresh = tidy(() => scoreLogProbs(params, config, ro, { temperature: ro.scoringTemperature }));
+    const values = fresh.dataSync();
+    fresh.dispose();
+    for (let i = 0; i < values.length; i++) {
+      expect(values[i]).toBe(ro.oldLogProbs[i]);
+      if (ro.completionMask[i]) expect(Math.exp(values[i]! - ro.oldLogProbs[i]!)).toBe(1);
+      else expect(values[i]).toBe(0);
+    }
+  });
+
+  it('records reference log-probs of a frozen policy, equal to scoring with it', async () => {
+    const ref = peakedParams(config, 99);
+    const ro = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(8), { groupSize: 2, maxNewTokens: 8, temperature: 0.9, refParams: ref });
+    expect(ro.refLogProbs).not.toBeNull();
+    const fresh = tidy(() => scoreLogProbs(ref, config, ro, { temperature: 0.9 }));
+    expect(Array.from(ro.refLogProbs!)).toEqual(Array.from(fresh.dataSync()));
+    expect(Array.from(ro.refLogProbs!)).not.toEqual(Array.from(ro.oldLogProbs));
+    fresh.dispose();
+    dispose(ref);
+  });
+
+  it('is reproducible for a seed, groups G rows per prompt, stops at EOS and pads after it', async () => {
+    const a = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(11), { groupSize: 5, maxNewTokens: 12 });
+    const b = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(11), { groupSize: 5, maxNewTokens: 12 });
+    const c = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(12), { groupSize: 5, maxNewTokens: 12 });
+    expect(a.tokens).toEqual(b.tokens);
+    expect(a.completions).toEqual(b.completions);
+    expect(a.tokens).not.toEqual(c.tokens);
+    expect(a.batchSize).toBe(20);
+    expect(a.promptIndex).toEqual([0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3]);
+    const t = a.promptLen + a.completionLen;
+    for (let r = 0; r < a.batchSize; r++) {
+      const comp = Array.from(a.tokens.subarray(r * t + a.promptLen, (r + 1) * t));
+      const len = a.completionLengths[r]!;
+      expect(a.completionMask.subarray(r * a.completionLen, (r + 1) * a.completionLen).reduce((s, m) => s + m, 0)).toBe(len);
+      const eosAt = comp.indexOf(tokenizer.eos);
+      if (a.finished[r]) expect(eosAt).toBe(len - 1);
+      else expect(len).toBe(12);
+      expect(comp.slice(len).every((id) => id === tokenizer.pad)).toBe(true);
+      expect(a.completions[r]).toBe(tokenizer.decode(comp.slice(0, a.finished[r] ? len - 1 : len)));
+      // The prompt is left-padded and starts with BOS.
+      const prompt = Array.from(a.tokens.subarray(r * t, r * t + a.promptLen)).filter((id) => id !== tokenizer.pad);
+      expect(prompt).toEqual([tokenizer.bos, ...tokenizer.encode(PROMPTS[a.promptIndex[r]!]!)]);
+    }
+  });
+
+  it('frees every tensor it creates', async () => {
+    await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(13), { groupSize: 2, maxNewTokens: 4 });
+    const before = liveTensors();
+    await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(14), { groupSize: 2, maxNewTokens: 8, refParams: params });
+    await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(14), { groupSize: 2, maxNewTokens: 8, useKvCache: false });
+    expect(liveTensors()).toBe(before);
+  });
+
+  it('rejects prompts that cannot fit maxNewTokens in the context', async () => {
+    await expect(sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(1), { maxNewTokens: 30 })).rejects.toThrow(/maxSeqLen/);
+  });
+});
+
+describe('pickToken', () => {
+  const probs = [0.5, 0.25, 0.15, 0.1];
+  const lp = Float32Array.from(probs.map(Math.log));
+
+  it('samples each token with its probability', () => {
+    const rng = new Rng(1);
+    const counts = [0, 0, 0, 0];
+    const n = 40_000;
+    for (let i = 0; i < n; i++) counts[pickToken(lp, 0, 4, rng, false, 1)]!++;
+    // 5 standard deviations of a binomial count.
+    counts.forEach((c, i) => expect(Math.abs(c / n - probs[i]!)).toBeLessThan(5 * Math.sqrt((probs[i]! * (1 - probs[i]!)) / n)));
+  });
+
+  it('keeps the smallest nucleus whose mass reaches top-p, renormalised', () => {
+    const rng = new Rng(2);
+    const counts = [0, 0, 0, 0];
+    const n = 30_000;
+    for (let i = 0; i < n; i++) counts[pickToken(lp, 0, 4, rng, false, 0.7)]!++;
+    expect(counts[2]).toBe(0);
+    expect(counts[3]).toBe(0);
+    expect(Math.abs(counts[0]! / n - 2 / 3)).toBeLessThan(0.015);
+    const once = [0, 0, 0, 0];
+    for (let i = 0; i < 1000; i++) once[pickToken(lp, 0, 4, rng, false, 0.4)]!++;
+    expect(once).toEqual([1000, 0, 0, 0]);
+  });
+
+  it('is greedy without drawing from the generator', () => {
+    const rng = new Rng(3);
+    const before = rng.state();
+    expect(pickToken(Float32Array.from([-3, -0.5, -2, -0.5]), 0, 4, rng, true, 1)).toBe(1);
+    expect(rng.state()).toEqual(before);
+  });
+});

@@ -1,0 +1,64 @@
+import { it } from 'vitest';
+import * as T from '../../src/index.js';
+import { forward, forwardWithCache, initParams, PAD_BIAS, smallConfig, disposeCache, type TransformerParams } from '../../src/nn/index.js';
+import { cpu, describeGpu, expectClose } from './helpers.js';
+
+/**
+ * The transformer policy (grouped-query attention, RoPE, RMSNorm, SwiGLU, tied LM head) on the WebGPU backend
+ * against the CPU backend: the whole valueAndGrad of a padded cross-entropy, and the KV-cache forward.
+ * Tolerance atol 2e-5, rtol 2e-4: two layers of f32 matmuls, softmaxes and norms, each within a few ULP of the
+ * CPU, compounded through the backward pass.
+ */
+const TOL = { atol: 2e-5, rtol: 2e-4 };
+
+const config = smallConfig(24, { dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 48, maxSeqLen: 16 });
+
+function paramsOn(backend: T.Backend): TransformerParams {
+  const host = initParams(config, new T.Rng(5), { backend: cpu, std: 0.2 });
+  const moved = T.treeMap(host, (t) => T.tensor(t.dataSync(), [...t.shape], { dtype: t.dtype, backend }));
+  if (backend !== cpu) T.dispose(host);
+  return moved;
+}
+
+const tokens = [3, 7, 1, 22, 9, 4, 0, 5, 5, 18, 2, 11, 0, 0];
+const targets = [7, 1, 22, 9, 4, 0, 2, 5, 18, 2, 11, 0, 0, 0];
+const bias = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, PAD_BIAS, PAD_BIAS];
+
+describeGpu('webgpu: the transformer policy agrees with the CPU backend', (gpu) => {
+  it('valueAndGrad of a padded next-token cross-entropy (every parameter)', async () => {
+    const run = async (backend: T.Backend): Promise<T.TypedArray[]> => {
+      const params = paramsOn(backend);
+      const tok = T.tensor(tokens, [2, 7], { dtype: 'i32', backend });
+      const tgt = T.tensor(targets, [2, 7], { dtype: 'i32', backend });
+      const keyBias = T.tensor(bias, [2, 7], { backend });
+      const [value, grads] = T.valueAndGrad((p: TransformerParams) => T.crossEntropy(forward(p, config, tok, { keyBias }), tgt))(params);
+      const out = await Promise.all([value, ...T.treeLeaves(grads)].map((t) => t.data()));
+      T.dispose([value, grads, params, tok, tgt, keyBias]);
+      return out;
+    };
+    const want = await run(cpu);
+    const got = await run(gpu);
+    want.forEach((w, i) => expectClose(`policy ${i === 0 ? 'loss' : `grad leaf ${i - 1}`}`, got[i]!, w, TOL));
+  });
+
+  it('the KV-cache forward (prompt, then two single tokens)', async () => {
+    const run = async (backend: T.Backend): Promise<T.TypedArray[]> => {
+      const params = paramsOn(backend);
+      const outs: T.TypedArray[] = [];
+      let cache = null;
+      for (const chunk of [[3, 7, 1, 5, 9, 2], [4, 8], [6, 6]]) {
+        const tok = T.tensor(chunk, [2, chunk.length / 2], { dtype: 'i32', backend });
+        const r = forwardWithCache(params, config, tok, cache);
+        outs.push(await r.logits.data());
+        T.dispose([tok, r.logits]);
+        cache = r.cache;
+      }
+      disposeCache(cache);
+      T.dispose(params);
+      return outs;
+    };
+    const want = await run(cpu);
+    const got = await run(gpu);
+    want.forEach((w, i) => expectClose(`logits step ${i}`, got[i]!, w, TOL));
+  });
+});

@@ -1,0 +1,58 @@
+import cliProgress from 'cli-progress';
+import type { MetricRecord } from '../training/metrics.js';
+
+/**
+ * Training progress on the terminal: a progress bar per phase with reward, pass rate and tokens/s when stdout is
+ * a TTY (cli-progress), plain lines every `every` steps otherwise (logs, CI).
+ */
+export interface Progress {
+  step(p: { phase: 'warmstart' | 'rl'; step: number; total: number; record: MetricRecord }): void;
+  eval(record: MetricRecord): void;
+  stop(): void;
+}
+
+const fmt = (x: unknown, digits = 3): string => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(digits) : '-');
+
+export function createProgress(opts: { tty?: boolean; every?: number } = {}): Progress {
+  const tty = opts.tty ?? Boolean(process.stdout.isTTY);
+  const every = opts.every ?? 10;
+  let bar: cliProgress.SingleBar | null = null;
+  let barPhase: string | null = null;
+  const stopBar = (): void => {
+    bar?.stop();
+    bar = null;
+    barPhase = null;
+  };
+  return {
+    step({ phase, step, total, record }) {
+      const fields = {
+        phase: phase === 'rl' ? 'RL        ' : 'warm-start',
+        reward: fmt(record.reward),
+        loss: fmt(record.loss, 4),
+        tps: fmt(record.tokens_per_s, 0),
+      };
+      if (!tty) {
+        if (step % every === 0 || step === total) {
+          console.log(`${phase} ${step}/${total} loss ${fields.loss}${phase === 'rl' ? ` reward ${fields.reward}` : ''} tokens/s ${fields.tps}`);
+        }
+        return;
+      }
+      if (barPhase !== phase) {
+        stopBar();
+        bar = new cliProgress.SingleBar(
+          { format: '{phase} [{bar}] {value}/{total} | loss {loss} | reward {reward} | {tps} tok/s | eta {eta}s', hideCursor: true },
+          cliProgress.Presets.shades_classic,
+        );
+        bar.start(total, step, fields);
+        barPhase = phase;
+      }
+      bar?.update(step, fields);
+    },
+    eval(record) {
+      stopBar();
+      const k = Object.keys(record).find((key) => key.startsWith('avg_at_'));
+      console.log(`eval (${record.label}): pass@1 ${fmt(record.pass_at_1)}${k ? `, ${k.replace(/_/g, '@').replace('avg@at@', 'avg@')} ${fmt(record[k])}` : ''}`);
+    },
+    stop: stopBar,
+  };
+}

@@ -1,0 +1,24 @@
+/** The transformer policy (Llama/Qwen layout), its optimizer and schedule, and checkpoints in safetensors. */
+export {
+  type TransformerConfig,
+  type TransformerParams,
+  type LayerParams,
+  type ForwardOptions,
+  type InitOptions,
+  smallConfig,
+  validateConfig,
+  headDim,
+  initParams,
+  hiddenStates,
+  lmHead,
+  forward,
+  forwardWithCache,
+  PAD_BIAS,
+} from './transformer.js';
+export { type KvCache, disposeCache } from './kv-cache.js';
+export { type RopeTables, ropeTables, ropeAt, applyRope } from './rope.js';
+export { type AdamWConfig, type OptimizerState, type AdamWStepResult, adamwInit, adamwStep, globalNorm } from './optim.js';
+export { type LrSchedule, lrAt } from './schedule.js';
+export { CheckpointError, type CheckpointErrorKind, type HostTensor, type SafetensorsFile, encodeSafetensors, decodeSafetensors } from './safetensors.js';
+export { toHfNames, fromHfNames, expectedShapes, toHfConfig, fromHfConfig, type LoadOptions } from './hf.js';
+export { type Checkpoint, type Json, CHECKPOINT_FILES, saveCheckpoint, loadCheckpoint } from './checkpoint.js';

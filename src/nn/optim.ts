@@ -1,0 +1,90 @@
+import { ArgumentError } from '../core/errors.js';
+import { treeLeaves, treeMap, type PyTree } from '../core/pytree.js';
+import type { Tensor } from '../core/tensor.js';
+import { zerosLike } from '../ops/creation.js';
+import { add, div, minimum, mul, sqrt } from '../ops/elementwise.js';
+import { adamwUpdate } from '../ops/optim.js';
+import { sum } from '../ops/reduce.js';
+import { lrAt, type LrSchedule } from './schedule.js';
+
+/**
+ * AdamW over a parameter pytree (PyTorch's AdamW: decoupled weight decay, bias-corrected moments), with global
+ * gradient-norm clipping and an optional warmup/cosine schedule. Functional: a step returns new parameters and
+ * a new state; the caller disposes the old ones (on WebGPU each is a live buffer). The state is a pytree of
+ * tensors plus a step count, so it goes into a checkpoint as it is.
+ */
+export interface AdamWConfig {
+  /** The learning rate when there is no schedule. */
+  readonly lr: number;
+  readonly beta1?: number;
+  readonly beta2?: number;
+  readonly eps?: number;
+  readonly weightDecay?: number;
+  /** Clip the global L2 norm of the gradients to this (torch.nn.utils.clip_grad_norm_); none if absent. */
+  readonly maxGradNorm?: number;
+  /** If given, the learning rate of step s is lrAt(schedule, s) and `lr` is ignored. */
+  readonly schedule?: LrSchedule;
+  /**
+   * Which leaves get weight decay (by leaf, in treeLeaves order). Default: matrices only (rank >= 2), so norm
+   * weights are not decayed, as Hugging Face's trainer excludes LayerNorm weights and biases.
+   */
+  readonly decay?: (leaf: Tensor, index: number) => boolean;
+}
+
+export type OptimizerState<P> = {
+  /** Optimizer steps taken so far. */
+  readonly step: number;
+  readonly m: P;
+  readonly v: P;
+};
+
+export function adamwInit<P extends PyTree>(params: P): OptimizerState<P> {
+  return { step: 0, m: treeMap(params, (p) => zerosLike(p)), v: treeMap(params, (p) => zerosLike(p)) };
+}
+
+/** sqrt(sum of squares of every leaf), as a scalar tensor (no host read). */
+export function globalNorm(tree: PyTree): Tensor {
+  const leaves = treeLeaves(tree);
+  if (leaves.length === 0) throw new ArgumentError('globalNorm', 'the tree has no tensors');
+  let total = sum(mul(leaves[0]!, leaves[0]!));
+  for (const g of leaves.slice(1)) total = add(total, sum(mul(g, g)));
+  return sqrt(total);
+}
+
+/** A type alias (not an interface) so that it is a pytree: `tidy(() => adamwStep(...))` keeps its tensors. */
+export type AdamWStepResult<P> = {
+  readonly params: P;
+  readonly state: OptimizerState<P>;
+  /** The global gradient norm before clipping (a scalar tensor: read it only when logging). */
+  readonly gradNorm: Tensor;
+  readonly lr: number;
+};
+
+/**
+ * One AdamW step. Clipping stays on the device: the scale min(1, maxNorm / (norm + 1e-6)) is a tensor that
+ * multiplies the gradients, so no value is read back to the host.
+ */
+export function adamwStep<P extends PyTree>(params: P, grads: P, state: OptimizerState<P>, cfg: AdamWConfig): AdamWStepResult<P> {
+  const beta1 = cfg.beta1 ?? 0.9;
+  const beta2 = cfg.beta2 ?? 0.999;
+  const eps = cfg.eps ?? 1e-8;
+  const weightDecay = cfg.weightDecay ?? 0.01;
+  const decay = cfg.decay ?? ((leaf: Tensor) => leaf.rank >= 2);
+  const lr = cfg.schedule ? lrAt(cfg.schedule, state.step) : cfg.lr;
+  const step = state.step + 1;
+  const gradNorm = globalNorm(grads);
+  const scale = cfg.maxGradNorm !== undefined ? minimum(div(cfg.maxGradNorm, add(gradNorm, 1e-6)), 1) : null;
+  const gs = treeLeaves(grads);
+  const ms = treeLeaves(state.m);
+  const vs = treeLeaves(state.v);
+  const updated = treeLeaves(params).map((p, i) => {
+    const g = scale ? mul(gs[i]!, scale) : gs[i]!;
+    return adamwUpdate(p, g, ms[i]!, vs[i]!, { lr, beta1, beta2, eps, weightDecay: decay(p, i) ? weightDecay : 0, step });
+  });
+  return {
+    params: treeMap(params, (_, i) => updated[i]!.param),
+    state: { step, m: treeMap(state.m, (_, i) => updated[i]!.m), v: treeMap(state.v, (_, i) => updated[i]!.v) },
+    gradNorm,
+    lr,
+  };
+}

@@ -1,0 +1,177 @@
+import * as E from 'fp-ts/lib/Either.js';
+import type { DType, TypedArray } from '../core/dtype.js';
+import { RlvrError } from '../core/errors.js';
+
+/**
+ * The safetensors format: an 8-byte little-endian header length N, N bytes of JSON header (padded with spaces
+ * to a multiple of 8), then the raw little-endian tensor bytes. The header maps each name to
+ * { dtype, shape, data_offsets: [begin, end] } (offsets into the byte buffer after the header), plus an
+ * optional "__metadata__" map of strings. Reading validates everything at this boundary and answers with a
+ * typed error naming the bad field or tensor.
+ */
+export type CheckpointErrorKind =
+  | 'io'
+  | 'bad-header'
+  | 'bad-dtype'
+  | 'bad-offsets'
+  | 'missing-tensor'
+  | 'unexpected-tensor'
+  | 'wrong-shape'
+  | 'bad-config'
+  | 'bad-state';
+
+export class CheckpointError extends RlvrError {
+  constructor(
+    readonly kind: CheckpointErrorKind,
+    /** The tensor name, header field or file the error is about. */
+    readonly field: string,
+    detail: string,
+  ) {
+    super(`checkpoint (${kind}) ${field}: ${detail}`);
+  }
+}
+
+/** A host-side tensor: what is written and read. */
+export interface HostTensor {
+  readonly dtype: DType;
+  readonly shape: readonly number[];
+  readonly data: TypedArray;
+}
+
+export interface SafetensorsFile {
+  readonly tensors: ReadonlyMap<string, HostTensor>;
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+const CODE: Record<DType, string> = { f32: 'F32', f64: 'F64', i32: 'I32' };
+/** Readable dtypes: ours, plus the half precisions real checkpoints use (widened to f32 on read). */
+const READ: Record<string, { dtype: DType; bytes: number }> = {
+  F32: { dtype: 'f32', bytes: 4 },
+  F64: { dtype: 'f64', bytes: 8 },
+  I32: { dtype: 'i32', bytes: 4 },
+  BF16: { dtype: 'f32', bytes: 2 },
+  F16: { dtype: 'f32', bytes: 2 },
+};
+const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
+const MAX_HEADER = 100 * 1024 * 1024;
+
+export function encodeSafetensors(tensors: ReadonlyMap<string, HostTensor>, metadata: Readonly<Record<string, string>> = {}): Uint8Array {
+  const names = [...tensors.keys()].sort();
+  const header: Record<string, unknown> = {};
+  if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
+  let offset = 0;
+  for (const name of names) {
+    const t = tensors.get(name)!;
+    const bytes = t.data.length * t.data.BYTES_PER_ELEMENT;
+    header[name] = { dtype: CODE[t.dtype], shape: [...t.shape], data_offsets: [offset, offset + bytes] };
+    offset += bytes;
+  }
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - (new TextEncoder().encode(json).length % 8)) % 8);
+  const headerBytes = new TextEncoder().encode(json);
+  const out = new Uint8Array(8 + headerBytes.length + offset);
+  new DataView(out.buffer).setBigUint64(0, BigInt(headerBytes.length), true);
+  out.set(headerBytes, 8);
+  let at = 8 + headerBytes.length;
+  for (const name of names) {
+    const t = tensors.get(name)!;
+    out.set(toLittleEndian(t.data), at);
+    at += t.data.length * t.data.BYTES_PER_ELEMENT;
+  }
+  return out;
+}
+
+function toLittleEndian(a: TypedArray): Uint8Array {
+  if (LITTLE_ENDIAN) return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
+  const out = new Uint8Array(a.byteLength);
+  const view = new DataView(out.buffer);
+  for (let i = 0; i < a.length; i++) {
+    if (a instanceof Float64Array) view.setFloat64(i * 8, a[i]!, true);
+    else if (a instanceof Float32Array) view.setFloat32(i * 4, a[i]!, true);
+    else view.setInt32(i * 4, a[i]!, true);
+  }
+  return out;
+}
+
+const isRecord = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
+const isNatural = (x: unknown): x is number => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
+const fail = (kind: CheckpointErrorKind, field: string, detail: string): E.Either<CheckpointError, never> => E.left(new CheckpointError(kind, field, detail));
+
+export function decodeSafetensors(bytes: Uint8Array): E.Either<CheckpointError, SafetensorsFile> {
+  if (bytes.length < 8) return fail('bad-header', 'header length', `the file has ${bytes.length} bytes, fewer than 8`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const n = view.getBigUint64(0, true);
+  if (n > BigInt(Math.min(MAX_HEADER, bytes.length - 8))) return fail('bad-header', 'header length', `${n} bytes does not fit in a file of ${bytes.length}`);
+  let header: unknown;
+  try {
+    header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(8, 8 + Number(n))));
+  } catch (e) {
+    return fail('bad-header', 'header', `not valid UTF-8 JSON (${(e as Error).message})`);
+  }
+  if (!isRecord(header)) return fail('bad-header', 'header', 'is not a JSON object');
+  const body = bytes.subarray(8 + Number(n));
+  const metadata: Record<string, string> = {};
+  const tensors = new Map<string, HostTensor>();
+  for (const [name, entry] of Object.entries(header)) {
+    if (name === '__metadata__') {
+      if (!isRecord(entry)) return fail('bad-header', '__metadata__', 'is not an object');
+      for (const [k, v] of Object.entries(entry)) {
+        if (typeof v !== 'string') return fail('bad-header', `__metadata__.${k}`, 'is not a string');
+        metadata[k] = v;
+      }
+      continue;
+    }
+    const t = decodeEntry(name, entry, body);
+    if (E.isLeft(t)) return t;
+    tensors.set(name, t.right);
+  }
+  return E.right({ tensors, metadata });
+}
+
+function decodeEntry(name: string, entry: unknown, body: Uint8Array): E.Either<CheckpointError, HostTensor> {
+  if (!isRecord(entry)) return fail('bad-header', name, 'entry is not an object');
+  const { dtype, shape, data_offsets: offsets } = entry;
+  const spec = typeof dtype === 'string' ? READ[dtype] : undefined;
+  if (!spec) return fail('bad-dtype', name, `unsupported dtype ${JSON.stringify(dtype)} (readable: ${Object.keys(READ).join(', ')})`);
+  if (!Array.isArray(shape) || !shape.every(isNatural)) return fail('bad-header', name, `shape ${JSON.stringify(shape)} is not a list of natural numbers`);
+  if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isNatural)) return fail('bad-offsets', name, `data_offsets ${JSON.stringify(offsets)} is not [begin, end]`);
+  const [begin, end] = offsets as [number, number];
+  const count = (shape as number[]).reduce((a, d) => a * d, 1);
+  if (begin > end || end > body.length) return fail('bad-offsets', name, `[${begin}, ${end}) is outside the ${body.length}-byte buffer`);
+  if (end - begin !== count * spec.bytes) return fail('bad-offsets', name, `${end - begin} bytes for ${count} elements of ${String(dtype)}`);
+  const raw = new DataView(body.buffer, body.byteOffset + begin, end - begin);
+  const data = spec.dtype === 'f64' ? new Float64Array(count) : spec.dtype === 'i32' ? new Int32Array(count) : new Float32Array(count);
+  if (LITTLE_ENDIAN && spec.bytes === data.BYTES_PER_ELEMENT) new Uint8Array(data.buffer).set(body.subarray(begin, end));
+  else for (let i = 0; i < count; i++) data[i] = readElement(raw, i, dtype as string);
+  return E.right({ dtype: spec.dtype, shape: shape as number[], data });
+}
+
+function readElement(view: DataView, i: number, dtype: string): number {
+  switch (dtype) {
+    case 'F64':
+      return view.getFloat64(i * 8, true);
+    case 'I32':
+      return view.getInt32(i * 4, true);
+    case 'BF16':
+      return bf16ToF32(view.getUint16(i * 2, true));
+    case 'F16':
+      return f16ToF32(view.getUint16(i * 2, true));
+    default:
+      return view.getFloat32(i * 4, true);
+  }
+}
+
+const scratch = new DataView(new ArrayBuffer(4));
+function bf16ToF32(bits: number): number {
+  scratch.setUint32(0, bits << 16);
+  return scratch.getFloat32(0);
+}
+
+function f16ToF32(bits: number): number {
+  const sign = bits & 0x8000 ? -1 : 1;
+  const exp = (bits >> 10) & 0x1f;
+  const frac = bits & 0x3ff;
+  if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
+  if (exp === 31) return frac ? NaN : sign * Infinity;
+  return sign * 2 ** (exp - 15) * (1 + frac / 1024);
+}

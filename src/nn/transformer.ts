@@ -1,0 +1,238 @@
+import type { DType } from '../core/dtype.js';
+import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
+import type { Rng } from '../core/rng.js';
+import { getDefaultBackend } from '../core/runtime.js';
+import type { Backend } from '../core/backend.js';
+import type { Tensor } from '../core/tensor.js';
+import { stopGradient } from '../core/transforms.js';
+import { causalAttention } from '../ops/attention.js';
+import { ones, randn, tensor, zeros } from '../ops/creation.js';
+import { add, mul, silu } from '../ops/elementwise.js';
+import { gather } from '../ops/indexing.js';
+import { matmul } from '../ops/matmul.js';
+import { concat, expandDims, permute, reshape } from '../ops/movement.js';
+import { rmsNorm } from '../ops/norm.js';
+import { applyRope, ropeAt, ropeTables } from './rope.js';
+import type { KvCache } from './kv-cache.js';
+
+/**
+ * A decoder-only transformer in the Llama/Qwen layout: token embeddings, pre-norm blocks of RMSNorm -> causal
+ * multi-head attention with RoPE (grouped-query when nKvHeads < nHeads) -> residual, RMSNorm -> SwiGLU MLP ->
+ * residual, a final RMSNorm and an LM head tied to the embeddings. Linear weights are stored as Hugging Face
+ * stores them, [out, in], so checkpoints map one to one (`hf.ts`); products use `matmul(x, W, { transB })`.
+ */
+export interface TransformerConfig {
+  readonly vocabSize: number;
+  readonly dModel: number;
+  readonly nLayers: number;
+  readonly nHeads: number;
+  /** Key/value heads; nHeads must be a multiple (grouped-query attention). Equal to nHeads for plain MHA. */
+  readonly nKvHeads: number;
+  /** Hidden size of the SwiGLU MLP. */
+  readonly dFf: number;
+  /** Longest sequence (prompt + completion) the RoPE tables cover. */
+  readonly maxSeqLen: number;
+  readonly ropeTheta: number;
+  readonly rmsEps: number;
+}
+
+/** A small default for the built-in tasks: fast enough to train on a 2-core CPU in minutes. */
+export function smallConfig(vocabSize: number, overrides: Partial<TransformerConfig> = {}): TransformerConfig {
+  return { vocabSize, dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 192, maxSeqLen: 48, ropeTheta: 10_000, rmsEps: 1e-6, ...overrides };
+}
+
+export function validateConfig(c: TransformerConfig): TransformerConfig {
+  const ints: (keyof TransformerConfig)[] = ['vocabSize', 'dModel', 'nLayers', 'nHeads', 'nKvHeads', 'dFf', 'maxSeqLen'];
+  for (const k of ints) if (!Number.isInteger(c[k]) || c[k] < 1) throw new ArgumentError('TransformerConfig', `${k} must be a positive integer, got ${c[k]}`);
+  if (c.dModel % c.nHeads !== 0) throw new ArgumentError('TransformerConfig', `dModel ${c.dModel} is not a multiple of nHeads ${c.nHeads}`);
+  if ((c.dModel / c.nHeads) % 2 !== 0) throw new ArgumentError('TransformerConfig', `the head dimension ${c.dModel / c.nHeads} must be even for RoPE`);
+  if (c.nHeads % c.nKvHeads !== 0) throw new ArgumentError('TransformerConfig', `nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}`);
+  if (!(c.ropeTheta > 0) || !(c.rmsEps > 0)) throw new ArgumentError('TransformerConfig', 'ropeTheta and rmsEps must be positive');
+  return c;
+}
+
+export const headDim = (c: TransformerConfig): number => c.dModel / c.nHeads;
+
+/** One block's parameters (Hugging Face names in `hf.ts`). Linear weights are [out, in]. */
+export type LayerParams = {
+  readonly attnNorm: Tensor;
+  readonly wq: Tensor;
+  readonly wk: Tensor;
+  readonly wv: Tensor;
+  readonly wo: Tensor;
+  readonly mlpNorm: Tensor;
+  readonly wGate: Tensor;
+  readonly wUp: Tensor;
+  readonly wDown: Tensor;
+};
+
+/** The parameter pytree. The LM head is `embed.weight` transposed (tied), so it has no leaf of its own. */
+export type TransformerParams = {
+  readonly embed: { readonly weight: Tensor };
+  readonly layers: readonly LayerParams[];
+  readonly finalNorm: Tensor;
+};
+
+export interface InitOptions {
+  readonly dtype?: DType;
+  readonly backend?: Backend;
+  /** Standard deviation of the normal init of embeddings and linear weights (Hugging Face's initializer_range). */
+  readonly std?: number;
+}
+
+/**
+ * Seeded init: normal(0, std) for embeddings and projections, with the residual-output projections (wo, wDown)
+ * scaled by 1/sqrt(2 nLayers) as in GPT-2 so the residual stream does not grow with depth; norms start at 1.
+ */
+export function initParams(config: TransformerConfig, rng: Rng, opts: InitOptions = {}): TransformerParams {
+  const c = validateConfig(config);
+  const o = { dtype: opts.dtype ?? 'f32', backend: opts.backend ?? getDefaultBackend() };
+  const std = opts.std ?? 0.02;
+  const residStd = std / Math.sqrt(2 * c.nLayers);
+  const dh = headDim(c);
+  const w = (out: number, inp: number, s = std): Tensor => randn([out, inp], rng, { ...o, std: s });
+  const embed = { weight: randn([c.vocabSize, c.dModel], rng, { ...o, std }) };
+  const layers: LayerParams[] = [];
+  for (let l = 0; l < c.nLayers; l++) {
+    layers.push({
+      attnNorm: ones([c.dModel], o),
+      wq: w(c.nHeads * dh, c.dModel),
+      wk: w(c.nKvHeads * dh, c.dModel),
+      wv: w(c.nKvHeads * dh, c.dModel),
+      wo: w(c.dModel, c.nHeads * dh, residStd),
+      mlpNorm: ones([c.dModel], o),
+      wGate: w(c.dFf, c.dModel),
+      wUp: w(c.dFf, c.dModel),
+      wDown: w(c.dModel, c.dFf, residStd),
+    });
+  }
+  return { embed, layers, finalNorm: ones([c.dModel], o) };
+}
+
+export interface ForwardOptions {
+  /** Position of each new token [B, T] (i32), for RoPE; default 0..T-1 after the cache's length. */
+  readonly positions?: Tensor;
+  /**
+   * Additive attention bias for the new tokens as keys, [B, T] in the parameters' dtype: 0 for real tokens and a
+   * large negative number (PAD_BIAS) for padding. The cache remembers it for later steps.
+   */
+  readonly keyBias?: Tensor;
+}
+
+/** The bias that masks a padding key: exp of it underflows to exactly 0, and it stays finite (no 0 * inf). */
+export const PAD_BIAS = -1e9;
+
+/** x [N, in] times a Hugging Face weight [out, in]. */
+const linear = (x: Tensor, w: Tensor): Tensor => matmul(x, w, { transB: true });
+
+/**
+ * The final hidden states [B, T, dModel] (after the last RMSNorm) for tokens [B, T] (i32), and the updated cache
+ * when one is given (`null` starts a new one). Every op is row-wise in the positions, so a position's hidden
+ * state does not depend on how many later positions are in the batch: the KV-cache path and the full forward
+ * agree exactly on the CPU backend.
+ */
+export function hiddenStates(
+  params: TransformerParams,
+  config: TransformerConfig,
+  tokens: Tensor,
+  opts: ForwardOptions & { cache?: KvCache | null } = {},
+): { hidden: Tensor; cache: KvCache | null } {
+  if (tokens.dtype !== 'i32' || tokens.rank !== 2) throw new DTypeError('transformer', `tokens must be i32 [B, T], got ${tokens.dtype} [${tokens.shape.join(', ')}]`);
+  const [b, t] = tokens.shape as [number, number];
+  const past = opts.cache?.length ?? 0;
+  if (past + t > config.maxSeqLen) throw new ShapeError('transformer', [tokens.shape], `${past} cached + ${t} new positions exceed maxSeqLen ${config.maxSeqLen}`);
+  const dtype = params.embed.weight.dtype;
+  const backend = params.embed.weight.backend;
+  const positions = opts.positions ?? defaultPositions(b, t, past, backend);
+  const rope = ropeAt(ropeTables(headDim(config), config.maxSeqLen, config.ropeTheta, dtype, backend), positions);
+  const keyBias = extendBias(opts.cache?.keyBias ?? null, opts.keyBias ?? null, b, t);
+  const ctx: AttentionContext = { config, b, t, rope, bias: keyBias ? reshape(keyBias, [b, 1, 1, 1, past + t]) : undefined };
+
+  let x = gather(params.embed.weight, tokens, 0);
+  const layers: { k: Tensor; v: Tensor }[] = [];
+  params.layers.forEach((p, l) => {
+    const h = reshape(rmsNorm(x, p.attnNorm, config.rmsEps), [b * t, config.dModel]);
+    const { out, k, v } = attention(p, h, ctx, opts.cache?.layers[l]);
+    layers.push({ k, v });
+    x = add(x, reshape(out, [b, t, config.dModel]));
+    const h2 = reshape(rmsNorm(x, p.mlpNorm, config.rmsEps), [b * t, config.dModel]);
+    x = add(x, reshape(swiGlu(p, h2), [b, t, config.dModel]));
+  });
+  const hidden = rmsNorm(x, params.finalNorm, config.rmsEps);
+  return { hidden, cache: opts.cache !== undefined ? { layers, keyBias, length: past + t } : null };
+}
+
+interface AttentionContext {
+  readonly config: TransformerConfig;
+  readonly b: number;
+  readonly t: number;
+  /** cos/sin [B, T, 1, dh/2] of the new positions. */
+  readonly rope: { readonly cos: Tensor; readonly sin: Tensor };
+  /** The key bias [B, 1, 1, 1, Tk], broadcast over heads and queries; undefined when nothing is masked. */
+  readonly bias: Tensor | undefined;
+}
+
+/** Attention of normed inputs h [B*T, D]: the output [B*T, D] before the residual, and this layer's keys/values. */
+function attention(p: LayerParams, h: Tensor, ctx: AttentionContext, cached: { k: Tensor; v: Tensor } | undefined): { out: Tensor; k: Tensor; v: Tensor } {
+  const { config, b, t, rope } = ctx;
+  const dh = headDim(config);
+  const group = config.nHeads / config.nKvHeads;
+  const q = applyRope(reshape(linear(h, p.wq), [b, t, config.nHeads, dh]), rope.cos, rope.sin);
+  const kNew = applyRope(reshape(linear(h, p.wk), [b, t, config.nKvHeads, dh]), rope.cos, rope.sin);
+  const vNew = reshape(linear(h, p.wv), [b, t, config.nKvHeads, dh]);
+  // Keys/values are kept as [B, Hkv, T, dh]; cached ones were rotated at their own positions.
+  let k = permute(kNew, [0, 2, 1, 3]);
+  let v = permute(vNew, [0, 2, 1, 3]);
+  if (cached) {
+    k = concat([cached.k, k], 2);
+    v = concat([cached.v, v], 2);
+  }
+  // Query head j*group + g uses key/value head j (Hugging Face's repeat_kv), by broadcasting, not copying.
+  const q5 = permute(reshape(q, [b, t, config.nKvHeads, group, dh]), [0, 2, 3, 1, 4]);
+  const attn = causalAttention(q5, expandDims(k, 2), expandDims(v, 2), ctx.bias);
+  const merged = reshape(permute(attn, [0, 3, 1, 2, 4]), [b * t, config.nHeads * dh]);
+  return { out: linear(merged, p.wo), k, v };
+}
+
+/** SwiGLU: down(silu(gate(h)) * up(h)). */
+const swiGlu = (p: LayerParams, h: Tensor): Tensor => linear(mul(silu(linear(h, p.wGate)), linear(h, p.wUp)), p.wDown);
+
+/**
+ * The key bias over all keys: the cached one followed by the new tokens' (zeros when only the cache has one).
+ * A view of the caller's tensor (not its handle) goes into the cache, so disposing the cache leaves it alone.
+ */
+function extendBias(prev: Tensor | null, next: Tensor | null, b: number, t: number): Tensor | null {
+  if (!prev) return next ? stopGradient(next) : null;
+  return concat([prev, next ?? zeros([b, t], { dtype: prev.dtype, backend: prev.backend })], 1);
+}
+
+/** Logits [..., V] of hidden states [..., dModel] under the tied LM head (embed^T). */
+export function lmHead(params: TransformerParams, hidden: Tensor): Tensor {
+  const d = hidden.shape[hidden.rank - 1]!;
+  const lead = hidden.shape.slice(0, -1);
+  const flat = reshape(hidden, [lead.reduce((a, n) => a * n, 1), d]);
+  return reshape(linear(flat, params.embed.weight), [...lead, params.embed.weight.shape[0]!]);
+}
+
+/** Logits [B, T, V] of tokens [B, T] (a full forward, no cache). */
+export function forward(params: TransformerParams, config: TransformerConfig, tokens: Tensor, opts: ForwardOptions = {}): Tensor {
+  return lmHead(params, hiddenStates(params, config, tokens, opts).hidden);
+}
+
+/** Logits [B, T, V] of new tokens given a cache of earlier ones (`null` to start), and the extended cache. */
+export function forwardWithCache(
+  params: TransformerParams,
+  config: TransformerConfig,
+  tokens: Tensor,
+  cache: KvCache | null,
+  opts: ForwardOptions = {},
+): { logits: Tensor; cache: KvCache } {
+  const { hidden, cache: next } = hiddenStates(params, config, tokens, { ...opts, cache });
+  return { logits: lmHead(params, hidden), cache: next! };
+}
+
+function defaultPositions(b: number, t: number, past: number, backend: Backend): Tensor {
+  const values = new Int32Array(b * t);
+  for (let i = 0; i < b; i++) for (let j = 0; j < t; j++) values[i * t + j] = past + j;
+  return tensor(values, [b, t], { dtype: 'i32', backend });
+}

@@ -1,0 +1,77 @@
+import type { Tensor } from '../core/tensor.js';
+import { stopGradient } from '../core/transforms.js';
+import { scalar } from '../ops/creation.js';
+import { exp, sub } from '../ops/elementwise.js';
+import { mean } from '../ops/reduce.js';
+import { groupAdvantages } from './advantages.js';
+import type { Prepared, RolloutBatch } from './batch.js';
+import type { AdvantageConfig } from './config.js';
+import { BatchError } from './errors.js';
+import { maskedMean } from './aggregate.js';
+import { groupLayout, groupStats, type GroupLayout } from './groups.js';
+
+/** @internal Helpers shared by the objectives. */
+
+/** Every group must have exactly G rows when the config fixes G (TRL `num_generations`). */
+export function checkGroupSizes(layout: GroupLayout, numGenerations: number | null): void {
+  if (numGenerations === null) return;
+  layout.members.forEach((rows, g) => {
+    if (rows.length !== numGenerations) {
+      throw new BatchError('shape', 'groupIds', `group ${layout.keys[g]} has ${rows.length} rows, numGenerations is ${numGenerations}`, rows[0]);
+    }
+  });
+}
+
+/** The batch's advantages: precomputed ones if given, else group-normalised from `rewards` (host-side). */
+export function hostAdvantages(batch: RolloutBatch, cfg: AdvantageConfig, rewards: readonly number[] = batch.rewards): number[] {
+  checkGroupSizes(groupLayout(batch.groupIds), cfg.numGenerations);
+  return batch.advantages ? [...batch.advantages] : groupAdvantages(rewards, batch.groupIds, cfg);
+}
+
+/** A host number as a scalar tensor beside the batch (for metrics). */
+export const hostScalar = (value: number, prep: Prepared): Tensor => scalar(value, { dtype: prep.dtype, backend: prep.backend });
+
+/** The k3 estimator of KL(pi_theta || pi_ref) per token: exp(ref - l) - (ref - l) - 1 (TRL, DeepSeekMath). */
+export function k3(prep: Prepared): Tensor {
+  if (!prep.ref) throw new BatchError('missing', 'refLogProbs', 'is required when beta > 0');
+  const d = sub(prep.ref, prep.logp);
+  return sub(sub(exp(d), d), 1);
+}
+
+/** Reward metrics computed on the host (TRL's names): reward, reward_std, frac_reward_zero_std, pass_rate. */
+export function rewardMetrics(rewards: readonly number[], groupIds: readonly number[], prep: Prepared, threshold = 0.5): Record<string, Tensor> {
+  const stats = groupStats(rewards, groupIds, threshold);
+  const q = Math.max(1, stats.length);
+  return {
+    reward: hostScalar(rewards.reduce((s, r) => s + r, 0) / Math.max(1, rewards.length), prep),
+    reward_std: hostScalar(stats.reduce((s, g) => s + g.rewardStd, 0) / q, prep),
+    frac_reward_zero_std: hostScalar(stats.filter((g) => g.rewardStd === 0).length / q, prep),
+    pass_rate: hostScalar(stats.reduce((s, g) => s + g.passRate, 0) / q, prep),
+  };
+}
+
+/** Metrics every objective reports from the tensors: mean completion length, mean token ratio, and KL when a reference is given. */
+export function tokenMetrics(prep: Prepared): Record<string, Tensor> {
+  const m = prep.mask;
+  const logp = stopGradient(prep.logp);
+  const out: Record<string, Tensor> = {
+    'completions/mean_length': mean(prep.lengths),
+    'ratio/mean': maskedMean(exp(sub(logp, prep.old)), m),
+  };
+  if (prep.ref) {
+    const d = sub(prep.ref, logp);
+    out['kl'] = maskedMean(sub(sub(exp(d), d), 1), m);
+  }
+  return out;
+}
+
+/** Detach every metric (they must carry no gradient). */
+export function detachAll(metrics: Record<string, Tensor>): Record<string, Tensor> {
+  const out: Record<string, Tensor> = {};
+  for (const [k, v] of Object.entries(metrics)) out[k] = stopGradient(v);
+  return out;
+}
+
+/** The `dr_grpo` normaliser: config, else the batch's, else the width T. */
+export const maxLengthOf = (cfg: { readonly maxCompletionLength: number | null }, batch: RolloutBatch, prep: Prepared): number =>
+  cfg.maxCompletionLength ?? batch.maxCompletionLength ?? prep.t;

@@ -1,0 +1,64 @@
+import { tidy } from '../core/scope.js';
+import type { Tensor } from '../core/tensor.js';
+import { stopGradient } from '../core/transforms.js';
+import { add, div, exp, greater, log, maximum, mul, relu, square, sub, where } from '../ops/elementwise.js';
+import { logsumexp, sum } from '../ops/reduce.js';
+import { maskedMean } from './aggregate.js';
+import { prepare, type Prepared, type RolloutBatch } from './batch.js';
+import { checkGroupSizes, detachAll, rewardMetrics, tokenMetrics } from './common.js';
+import type { DiscoConfig } from './config.js';
+import { contrastGroups, contrastTensors, nonEmptyRows } from './contrast.js';
+import { toGrid } from './groups.js';
+import type { ObjectiveResult, TrainingProgress } from './types.js';
+
+/**
+ * DisCO (binary rewards; groups lacking a class are dropped):
+ *   scores  s_i = (1/L_i) sum_t m l ('log-l')  or  (1/L_i) sum_t m rho ('l-ratio'),
+ *   DisCO-b J_q = mean_+ s - mean_- s,    DisCO J_q = mean_+ s - tau log sum_- exp(s / tau),
+ *   loss = -(sum_q J_q) / Q + (beta/2) [KL - delta]_+^2,   KL = token mean of l_old - l ('k1').
+ * DisCO's code (verl recipe) differs in values but not gradients: it uses log-mean-exp (`negativeAggregate`),
+ * and writes the penalty as sg(beta [KL - delta]_+) * KL, whose gradient is the same as the squared hinge's.
+ */
+export function discoScores(prep: Prepared, score: DiscoConfig['score']): Tensor {
+  const x = score === 'log-l' ? prep.logp : exp(sub(prep.logp, prep.old));
+  return div(sum(mul(x, prep.mask), 1), maximum(prep.lengths, 1));
+}
+
+export function discoLoss(batch: RolloutBatch, cfg: DiscoConfig, _progress?: TrainingProgress): ObjectiveResult {
+  return tidy(() => {
+    const prep = prepare(batch);
+    const groups = contrastGroups(batch.rewards, batch.groupIds, cfg.positiveThreshold);
+    checkGroupSizes(groups.layout, cfg.numGenerations);
+    const s = discoScores(prep, cfg.score);
+    const ct = contrastTensors(groups, prep, cfg.groupNormalizer, nonEmptyRows(prep));
+    const posMean = div(sum(toGrid(mul(ct.pos, s), ct.grid), 1), maximum(ct.nPos, 1)); // [Q]
+    let negTerm: Tensor;
+    if (cfg.variant === 'disco-b') {
+      negTerm = div(sum(toGrid(mul(ct.neg, s), ct.grid), 1), maximum(ct.nNeg, 1));
+    } else {
+      const lse = logsumexp(where(ct.negPool, toGrid(div(s, cfg.tau), ct.grid), -1e30), 1);
+      const agg = cfg.negativeAggregate === 'logsumexp' ? lse : sub(lse, log(maximum(ct.nNeg, 1)));
+      negTerm = mul(agg, cfg.tau);
+    }
+    const j = div(sum(where(ct.valid, sub(posMean, negTerm), 0)), ct.groupDivisor);
+
+    const d = sub(prep.old, prep.logp);
+    const kl = maskedMean(cfg.klEstimator === 'k1' ? d : sub(add(d, exp(sub(prep.logp, prep.old))), 1), prep.mask);
+    const penalty = mul(square(relu(sub(kl, cfg.delta))), cfg.beta / 2);
+    const loss = add(sub(0, j), penalty);
+    const sd = stopGradient(s);
+    return {
+      loss,
+      metrics: detachAll({
+        ...tokenMetrics(prep),
+        ...rewardMetrics(batch.rewards, batch.groupIds, prep, cfg.positiveThreshold),
+        'disco/kl': kl,
+        'disco/constraint_active': greater(kl, cfg.delta),
+        'disco/penalty': penalty,
+        'groups/valid_frac': div(sum(ct.valid), Math.max(1, ct.grid.q)),
+        'score/pos_mean': div(sum(mul(ct.pos, sd)), maximum(sum(ct.pos), 1)),
+        'score/neg_mean': div(sum(mul(ct.neg, sd)), maximum(sum(ct.neg), 1)),
+      }),
+    };
+  });
+}

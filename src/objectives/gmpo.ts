@@ -1,0 +1,41 @@
+import { tidy } from '../core/scope.js';
+import { stopGradient } from '../core/transforms.js';
+import { add, clamp, div, exp, greater, maximum, minimum, mul, neg, notEqual, sub, where } from '../ops/elementwise.js';
+import { sum } from '../ops/reduce.js';
+import { advantageTensor } from './advantages.js';
+import { maskedMean } from './aggregate.js';
+import { prepare, type RolloutBatch } from './batch.js';
+import { detachAll, hostAdvantages, k3, rewardMetrics, tokenMetrics } from './common.js';
+import type { GmpoConfig } from './config.js';
+import type { ObjectiveResult, TrainingProgress } from './types.js';
+
+/**
+ * GMPO: the geometric mean of token ratios, clipped token by token in log space.
+ *   d_t = l - l_old, c_t = clamp(d_t, -eps, eps),  d~_t = min(d_t, c_t) if A > 0 else max(d_t, c_t),
+ *   ratio_i = exp((1/L_i) sum_t m d~_t),  J = (1/B) sum_i [L_i > 0] A_i ratio_i     (eps = 0.4).
+ * A zero-length row contributes 0 (its ratio would be exp(0) = 1). beta > 0 adds beta * token-mean k3.
+ */
+export function gmpoLoss(batch: RolloutBatch, cfg: GmpoConfig, _progress?: TrainingProgress): ObjectiveResult {
+  return tidy(() => {
+    const prep = prepare(batch);
+    const a = advantageTensor(hostAdvantages(batch, cfg), prep); // [B, 1]
+    const d = sub(prep.logp, prep.old);
+    const c = clamp(d, -cfg.epsilon, cfg.epsilon);
+    const dTilde = where(greater(a, 0), minimum(d, c), maximum(d, c));
+    const ratio = exp(div(sum(mul(dTilde, prep.mask), 1, true), prep.safeLengths)); // [B, 1]
+    const nonEmpty = greater(sum(prep.mask, 1, true), 0);
+    const j = div(sum(mul(mul(a, ratio), nonEmpty)), prep.b);
+    let loss = neg(j);
+    if (cfg.beta > 0) loss = add(loss, mul(maskedMean(k3(prep), prep.mask), cfg.beta));
+    const clipped = notEqual(stopGradient(dTilde), stopGradient(d));
+    return {
+      loss,
+      metrics: detachAll({
+        ...tokenMetrics(prep),
+        ...rewardMetrics(batch.rewards, batch.groupIds, prep),
+        'clip_ratio/region_mean': maskedMean(clipped, prep.mask),
+        'seq_ratio/mean': div(sum(mul(stopGradient(ratio), nonEmpty)), maximum(sum(nonEmpty), 1)),
+      }),
+    };
+  });
+}

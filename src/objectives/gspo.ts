@@ -1,0 +1,51 @@
+import { tidy } from '../core/scope.js';
+import type { Tensor } from '../core/tensor.js';
+import { stopGradient } from '../core/transforms.js';
+import { add, clamp, div, exp, greater, less, minimum, mul, neg, sub } from '../ops/elementwise.js';
+import { sum } from '../ops/reduce.js';
+import { advantageTensor } from './advantages.js';
+import { aggregate, maskedMean } from './aggregate.js';
+import { prepare, type RolloutBatch } from './batch.js';
+import { detachAll, hostAdvantages, k3, maxLengthOf, rewardMetrics, tokenMetrics } from './common.js';
+import type { GspoConfig } from './config.js';
+import type { ObjectiveResult, TrainingProgress } from './types.js';
+
+/**
+ * GSPO: one importance ratio per sequence, the geometric mean of its token ratios,
+ *   s_i = exp((1/L_i) sum_t m (l - l_old)),
+ *   J = (1/G) sum_i min(s_i A_i, clip(s_i, 1 - eps_low, 1 + eps_high) A_i)      (eps 3e-4 / 4e-4),
+ * implemented as TRL's `importance_sampling_level="sequence"`: s_i broadcast over the row's tokens, then the
+ * usual aggregation (`grpo` by default gives exactly the formula above; a zero-length row contributes 0).
+ */
+export function gspoLoss(batch: RolloutBatch, cfg: GspoConfig, _progress?: TrainingProgress): ObjectiveResult {
+  return tidy(() => {
+    const prep = prepare(batch);
+    const a = advantageTensor(hostAdvantages(batch, cfg), prep);
+    const seqLogRatio = div(sum(mul(sub(prep.logp, prep.old), prep.mask), 1, true), prep.safeLengths); // [B, 1]
+    const s = exp(seqLogRatio);
+    const objective = minimum(mul(s, a), mul(clamp(s, 1 - cfg.epsilon, 1 + cfg.epsilonHigh), a)); // [B, 1]
+    let perToken: Tensor = neg(objective); // [B, 1], broadcast over the row's tokens
+    if (cfg.beta > 0) perToken = add(perToken, mul(k3(prep), cfg.beta));
+    const loss = aggregate(perToken, prep.mask, cfg.lossType, {
+      rows: prep.b,
+      maxCompletionLength: maxLengthOf(cfg, batch, prep),
+      ...(batch.numItemsInBatch === undefined ? {} : { numItemsInBatch: batch.numItemsInBatch }),
+    });
+    const sd = stopGradient(s);
+    const low = mul(less(sd, 1 - cfg.epsilon), less(a, 0));
+    const high = mul(greater(sd, 1 + cfg.epsilonHigh), greater(a, 0));
+    const nonEmpty = greater(sum(prep.mask, 1, true), 0);
+    return {
+      loss,
+      metrics: detachAll({
+        ...tokenMetrics(prep),
+        ...rewardMetrics(batch.rewards, batch.groupIds, prep),
+        // Per sequence, counted over tokens as TRL does.
+        'clip_ratio/low_mean': maskedMean(low, prep.mask),
+        'clip_ratio/high_mean': maskedMean(high, prep.mask),
+        'clip_ratio/region_mean': maskedMean(add(low, high), prep.mask),
+        'seq_ratio/mean': maskedMean(sd, nonEmpty),
+      }),
+    };
+  });
+}

@@ -1,0 +1,97 @@
+import { ArgumentError, NonFiniteError } from '../core/errors.js';
+import type { Tensor } from '../core/tensor.js';
+import { tidy } from '../core/scope.js';
+import { stopGradient } from '../core/transforms.js';
+import { div, maximum, mul, sub } from '../ops/elementwise.js';
+import { sum } from '../ops/reduce.js';
+
+/**
+ * RCC, Reward-Confidence Correction (objectives.md, section RCC): a per-group baseline for the importance-
+ * weighted policy gradient w * grad log pi * (r - b), w = exp(delta), delta the sequence log-ratio of the rollout
+ * policy against the reference. The variance-minimising constant baseline is b* = E[w^2 r] / E[w^2]; to first
+ * order in delta (w^2 ~ 1 + 2 delta) it is b = mean(r) + 2 Cov(r, delta), which needs no extra sampling and
+ * reduces to GRPO's mean baseline when delta is constant within the group.
+ */
+
+/** How delta is formed from per-token log-ratios: their `sum` over the completion or its length-normalised `mean`. */
+export type RccDeltaMode = 'sum' | 'mean';
+
+export interface RccOptions {
+  /** Divide by the group's reward std (as GRPO's `scale_rewards: 'group'`). Default true. */
+  readonly scaleRewards?: boolean;
+  /** Population (paper, default) or Bessel-corrected std when scaling. */
+  readonly std?: 'population' | 'bessel';
+  /** Added to the std before dividing. Default 1e-6. */
+  readonly epsilon?: number;
+}
+
+const mean = (xs: readonly number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
+
+function checkFinite(what: string, xs: readonly number[]): void {
+  xs.forEach((x, i) => {
+    if (!Number.isFinite(x)) throw new NonFiniteError(what, i, x);
+  });
+}
+
+/** b = mean(r) + 2 * (1/G) sum_j (r_j - mean r)(delta_j - mean delta), for one group. */
+export function rccBaseline(rewards: readonly number[], deltas: readonly number[]): number {
+  if (rewards.length !== deltas.length || rewards.length === 0) {
+    throw new ArgumentError('rccBaseline', `rewards (${rewards.length}) and deltas (${deltas.length}) must be non-empty and of equal length`);
+  }
+  checkFinite('rccBaseline rewards', rewards);
+  checkFinite('rccBaseline deltas', deltas);
+  const mr = mean(rewards);
+  const md = mean(deltas);
+  const cov = rewards.reduce((s, r, j) => s + (r - mr) * (deltas[j]! - md), 0) / rewards.length;
+  return mr + 2 * cov;
+}
+
+/** The exact variance-minimising constant baseline b* = sum w^2 r / sum w^2 with w = exp(delta). */
+export function optimalBaseline(rewards: readonly number[], deltas: readonly number[]): number {
+  const dmax = Math.max(...deltas);
+  // Shifting delta by its max scales every w^2 alike and keeps exp from overflowing.
+  const w2 = deltas.map((d) => Math.exp(2 * (d - dmax)));
+  return w2.reduce((s, w, j) => s + w * rewards[j]!, 0) / w2.reduce((s, w) => s + w, 0);
+}
+
+/** RCC advantages for a batch: per group, A_i = r_i - b_RCC, divided by the group std when scaling is on. */
+export function rccAdvantages(
+  rewards: readonly number[],
+  deltas: readonly number[],
+  groupIds: readonly number[],
+  opts: RccOptions = {},
+): number[] {
+  if (rewards.length !== deltas.length || rewards.length !== groupIds.length) {
+    throw new ArgumentError('rccAdvantages', 'rewards, deltas and groupIds must have one entry per rollout');
+  }
+  const { scaleRewards = true, std = 'population', epsilon = 1e-6 } = opts;
+  const members = new Map<number, number[]>();
+  groupIds.forEach((g, i) => members.set(g, [...(members.get(g) ?? []), i]));
+  const out = new Array<number>(rewards.length);
+  for (const idx of members.values()) {
+    const r = idx.map((i) => rewards[i]!);
+    const b = rccBaseline(r, idx.map((i) => deltas[i]!));
+    const mr = mean(r);
+    const ss = r.reduce((s, x) => s + (x - mr) ** 2, 0);
+    const sigma = Math.sqrt(ss / (std === 'bessel' ? Math.max(1, r.length - 1) : r.length));
+    // A group with all-equal rewards carries no signal: its advantages are exactly zero (never NaN).
+    idx.forEach((i) => (out[i] = ss === 0 ? 0 : scaleRewards ? (rewards[i]! - b) / (sigma + epsilon) : rewards[i]! - b));
+  }
+  return out;
+}
+
+/**
+ * Per-rollout delta = log pi_old(o|q) - log pi_ref(o|q) from per-token log-probs [B, T] and a 0/1 mask: the
+ * masked sum over tokens, or that sum over max(1, L) for `mean`. No gradient flows (it is a baseline). One
+ * readback, so it works on any backend.
+ */
+export async function sequenceDeltas(oldLogProbs: Tensor, refLogProbs: Tensor, mask: Tensor, mode: RccDeltaMode = 'sum'): Promise<number[]> {
+  const d = tidy(() => {
+    const perToken = mul(sub(stopGradient(oldLogProbs), stopGradient(refLogProbs)), mask);
+    const total = sum(perToken, -1);
+    return mode === 'sum' ? total : div(total, maximum(sum(mask, -1), 1));
+  });
+  const values = Array.from(await d.data());
+  d.dispose();
+  return values;
+}

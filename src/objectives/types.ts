@@ -1,0 +1,17 @@
+import type { Tensor } from '../core/tensor.js';
+import type { RolloutBatch } from './batch.js';
+
+/** Scalar metric tensors, detached from every tape (safe to return as `valueAndGrad`'s aux and read asynchronously). */
+export type Metrics = Readonly<Record<string, Tensor>>;
+
+/** What every objective returns: the loss to minimise (a scalar tensor; the objective J is `-loss`) and its metrics. */
+export type ObjectiveResult = { readonly loss: Tensor; readonly metrics: Metrics };
+
+/** Where training is; only schedules (ConSPO's margin, Eq. 16) read it. lambda = step / totalSteps, clamped to [0, 1]. */
+export interface TrainingProgress {
+  readonly step: number;
+  readonly totalSteps: number;
+}
+
+/** An objective bound to nothing: batch, config and progress in, loss and metrics out. */
+export type ObjectiveFn<C> = (batch: RolloutBatch, config: C, progress?: TrainingProgress) => ObjectiveResult;

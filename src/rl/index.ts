@@ -1,0 +1,18 @@
+/** Rollouts with a KV cache, per-token log-prob scoring (the training forward) and the supervised warm-start loss. */
+export { type SequenceBatch, seqLen, encodePrompt, encodeCompletion, packSequences, selectRows, selectRowValues, positionsAndBias } from './batch.js';
+export { scoreLogProbs, completionLogits, scaleLogits, type ScoreOptions } from './score.js';
+export { sampleRollouts, type SamplerOptions, type Rollouts } from './sampler.js';
+export { pickToken } from './sampling.js';
+export { sftLoss, sftBatch, sftExamples, type SftExample } from './sft.js';
+export {
+  conditionBatch,
+  biccLogProbs,
+  biccInput,
+  parseBiccOptions,
+  BiccError,
+  BICC_DEFAULTS,
+  type BiccOptions,
+  type BiccInput,
+  type ConditionedBatch,
+  type InsertedTrace,
+} from './bicc.js';

@@ -1,0 +1,186 @@
+import { ArgumentError } from '../core/errors.js';
+import type { Rng } from '../core/rng.js';
+import { tidy } from '../core/scope.js';
+import type { Tensor } from '../core/tensor.js';
+import { tensor } from '../ops/creation.js';
+import { slice } from '../ops/movement.js';
+import { logSoftmax } from '../ops/softmax.js';
+import { disposeCache, type KvCache } from '../nn/kv-cache.js';
+import { hiddenStates, lmHead, PAD_BIAS, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
+import type { Tokenizer } from '../tasks/tokenizer.js';
+import { encodePrompt, type SequenceBatch } from './batch.js';
+import { pickToken } from './sampling.js';
+import { scaleLogits, scoreLogProbs } from './score.js';
+
+export interface SamplerOptions {
+  /** Completions per prompt, G (default 1). Rows are grouped: row r belongs to prompt floor(r / G). */
+  readonly groupSize?: number;
+  readonly maxNewTokens: number;
+  /** Default 1. 0 means greedy decoding (log-probs are then those of the unscaled policy). */
+  readonly temperature?: number;
+  /** Nucleus sampling mass (default 1: no truncation). */
+  readonly topP?: number;
+  /** Default true. False re-runs the full forward over the prefix for every token (a reference for tests). */
+  readonly useKvCache?: boolean;
+  /** A frozen reference policy; when given, its log-probs of the sampled tokens are recorded too. */
+  readonly refParams?: TransformerParams | null;
+}
+
+/** Sampled completions in the `SequenceBatch` layout, with what the objectives need beside them. */
+export interface Rollouts extends SequenceBatch {
+  readonly groupSize: number;
+  readonly prompts: readonly string[];
+  /** For each row, the index of its prompt. */
+  readonly promptIndex: readonly number[];
+  /** Decoded completion text of each row (EOS and padding removed): what verifiers see. */
+  readonly completions: readonly string[];
+  /** Completion tokens of each row, EOS included (the row's completion-mask sum). */
+  readonly completionLengths: readonly number[];
+  /** Whether each row ended with EOS (false: cut at maxNewTokens). */
+  readonly finished: readonly boolean[];
+  /**
+   * log pi_old of each sampled token [B, C] (0 where masked): the log-softmax of the logits divided by the
+   * temperature, before top-p truncation, i.e. exactly what `scoreLogProbs(params, ..., { temperature })` gives.
+   */
+  readonly oldLogProbs: Float32Array;
+  /** The same under `refParams`, or null. */
+  readonly refLogProbs: Float32Array | null;
+  /** The temperature log-probs are scored at (1 for greedy runs). */
+  readonly scoringTemperature: number;
+}
+
+/**
+ * Sample G completions for each prompt, all rows of a step in one batch. One readback per generated token (the
+ * last position's log-probs, [B, V]); the token choice is on the host with the seeded `rng`. Finished rows are
+ * fed PAD (masked as keys) until every row has stopped or maxNewTokens is reached; C is the number of steps run.
+ */
+export async function sampleRollouts(
+  params: TransformerParams,
+  config: TransformerConfig,
+  tokenizer: Tokenizer,
+  prompts: readonly string[],
+  rng: Rng,
+  opts: SamplerOptions,
+): Promise<Rollouts> {
+  const g = opts.groupSize ?? 1;
+  const temperature = opts.temperature ?? 1;
+  const topP = opts.topP ?? 1;
+  const maxNew = opts.maxNewTokens;
+  if (!(Number.isInteger(g) && g >= 1 && Number.isInteger(maxNew) && maxNew >= 1 && temperature >= 0 && topP > 0 && topP <= 1)) {
+    throw new ArgumentError('sampleRollouts', `need groupSize >= 1, maxNewTokens >= 1, temperature >= 0, 0 < topP <= 1; got ${JSON.stringify(opts)}`);
+  }
+  if (prompts.length === 0) throw new ArgumentError('sampleRollouts', 'no prompts');
+  const promptIds = prompts.map((p) => encodePrompt(tokenizer, p));
+  const promptIndex = prompts.flatMap((_, i) => Array.from({ length: g }, () => i));
+  const b = promptIndex.length;
+  const p = Math.max(...promptIds.map((x) => x.length));
+  if (p + maxNew > config.maxSeqLen) throw new ArgumentError('sampleRollouts', `prompt length ${p} + maxNewTokens ${maxNew} exceeds maxSeqLen ${config.maxSeqLen}`);
+  const width = p + maxNew;
+  const tokens = new Int32Array(b * width).fill(tokenizer.pad);
+  const mask = new Uint8Array(b * width);
+  const pads = promptIndex.map((i) => p - promptIds[i]!.length);
+  promptIndex.forEach((i, r) => {
+    tokens.set(promptIds[i]!, r * width + pads[r]!);
+    mask.fill(1, r * width + pads[r]!, (r + 1) * width);
+  });
+  const logProbs = new Float32Array(b * maxNew);
+  const lengths = new Array<number>(b).fill(0);
+  const finished = new Array<boolean>(b).fill(false);
+  const dtype = params.embed.weight.dtype;
+  const backend = params.embed.weight.backend;
+  const vocab = config.vocabSize;
+
+  // Inputs for columns [from, to): tokens, positions and key bias, uploaded as [B, to - from].
+  const inputs = (from: number, to: number): { tokens: Tensor; positions: Tensor; keyBias: Tensor } => {
+    const n = to - from;
+    const tk = new Int32Array(b * n);
+    const pos = new Int32Array(b * n);
+    const bias = new Float64Array(b * n);
+    for (let r = 0; r < b; r++) {
+      for (let j = 0; j < n; j++) {
+        tk[r * n + j] = tokens[r * width + from + j]!;
+        pos[r * n + j] = Math.max(0, from + j - pads[r]!);
+        bias[r * n + j] = mask[r * width + from + j] ? 0 : PAD_BIAS;
+      }
+    }
+    return { tokens: tensor(tk, [b, n], { dtype: 'i32', backend }), positions: tensor(pos, [b, n], { dtype: 'i32', backend }), keyBias: tensor(bias, [b, n], { dtype, backend }) };
+  };
+  // Log-probs [B, V] at the last of the hidden states [B, n, D].
+  const lastLogProbs = (hidden: Tensor): Tensor => {
+    const n = hidden.shape[1]!;
+    const last = slice(hidden, [0, n - 1, 0], [b, 1, config.dModel]);
+    return logSoftmax(scaleLogits(lmHead(params, last), temperature), -1);
+  };
+
+  const useCache = opts.useKvCache ?? true;
+  const first = tidy(() => {
+    const { tokens: tk, ...rest } = inputs(0, p);
+    const out = hiddenStates(params, config, tk, { ...rest, ...(useCache ? { cache: null } : {}) });
+    return { lp: lastLogProbs(out.hidden), cache: out.cache };
+  });
+  let lp: Tensor | null = first.lp;
+  let cache: KvCache | null = first.cache;
+  let steps = 0;
+  try {
+    for (let s = 0; s < maxNew; s++) {
+      const values: ArrayLike<number> = await lp!.data();
+      lp!.dispose();
+      lp = null;
+      const col = p + s;
+      for (let r = 0; r < b; r++) {
+        if (finished[r]) {
+          mask[r * width + col] = 0;
+          continue;
+        }
+        const id = pickToken(values, r * vocab, vocab, rng, temperature === 0, topP);
+        tokens[r * width + col] = id;
+        logProbs[r * maxNew + s] = values[r * vocab + id]!;
+        lengths[r]!++;
+        if (id === tokenizer.eos) finished[r] = true;
+      }
+      steps = s + 1;
+      if (steps === maxNew || finished.every(Boolean)) break;
+      const prev: KvCache | null = cache;
+      const next = tidy(() => {
+        const input = useCache ? inputs(col, col + 1) : inputs(0, col + 1);
+        const out = hiddenStates(params, config, input.tokens, { positions: input.positions, keyBias: input.keyBias, ...(useCache ? { cache: prev } : {}) });
+        return { lp: lastLogProbs(out.hidden), cache: out.cache };
+      });
+      disposeCache(prev);
+      cache = next.cache;
+      lp = next.lp;
+    }
+  } finally {
+    lp?.dispose();
+    disposeCache(cache);
+  }
+
+  const c = steps;
+  const t = p + c;
+  const batch: SequenceBatch = {
+    batchSize: b,
+    promptLen: p,
+    completionLen: c,
+    tokens: new Int32Array(b * t),
+    attentionMask: new Uint8Array(b * t),
+    completionMask: new Float32Array(b * c),
+  };
+  const oldLogProbs = new Float32Array(b * c);
+  const completions: string[] = [];
+  for (let r = 0; r < b; r++) {
+    (batch.tokens as Int32Array).set(tokens.subarray(r * width, r * width + t), r * t);
+    (batch.attentionMask as Uint8Array).set(mask.subarray(r * width, r * width + t), r * t);
+    for (let j = 0; j < lengths[r]!; j++) (batch.completionMask as Float32Array)[r * c + j] = 1;
+    oldLogProbs.set(logProbs.subarray(r * maxNew, r * maxNew + c), r * c);
+    const ids = Array.from(tokens.subarray(r * width + p, r * width + p + lengths[r]!));
+    completions.push(tokenizer.decode(finished[r] ? ids.slice(0, -1) : ids));
+  }
+  const scoringTemperature = temperature === 0 ? 1 : temperature;
+  let refLogProbs: Float32Array | null = null;
+  if (opts.refParams) {
+    const ref = tidy(() => scoreLogProbs(opts.refParams!, config, batch, { temperature: scoringTemperature }));
+    refLogProbs = new Float32Array(await ref.data());
+    ref.dispose();
+  }
+  return { ...batch, groupSize: g, prompts: [...prompts], promptIndex, completions, completionLengths: lengths, finished, oldLogProbs, refLogProbs, scoringTemperature };
+}

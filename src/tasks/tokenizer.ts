@@ -1,0 +1,90 @@
+import { RlvrError } from '../core/errors.js';
+
+/**
+ * What the policy, sampler and trainer need from a tokenizer. A character-level tokenizer implements it for the
+ * built-in tasks; a BPE tokenizer (for real checkpoints) can implement the same interface later.
+ */
+export interface Tokenizer {
+  readonly vocabSize: number;
+  readonly bos: number;
+  readonly eos: number;
+  readonly pad: number;
+  /** Token ids of `text`, without BOS or EOS. Throws a `TokenizerError` on text it cannot encode. */
+  encode(text: string): number[];
+  /** The text of `ids`; special tokens (BOS, EOS, PAD) are dropped unless `keepSpecial`. */
+  decode(ids: readonly number[], opts?: { keepSpecial?: boolean }): string;
+}
+
+export class TokenizerError extends RlvrError {
+  constructor(
+    readonly text: string,
+    readonly position: number,
+    detail: string,
+  ) {
+    super(`tokenizer: ${detail} at position ${position} of ${JSON.stringify(text)}`);
+  }
+}
+
+/** Ids 0, 1, 2 are PAD, BOS and EOS in every CharTokenizer; symbols follow in the declared order. */
+const SPECIALS = ['<pad>', '<bos>', '<eos>'] as const;
+
+/**
+ * A character-level tokenizer over a declared vocabulary. A symbol may be longer than one character (the
+ * built-in tasks declare `\boxed{` as one symbol so a tiny model need not spell it out); encoding matches the
+ * longest symbol at each position, so the result is unique.
+ */
+export class CharTokenizer implements Tokenizer {
+  readonly pad = 0;
+  readonly bos = 1;
+  readonly eos = 2;
+  readonly symbols: readonly string[];
+  private readonly ids = new Map<string, number>();
+  private readonly maxLen: number;
+
+  constructor(symbols: readonly string[]) {
+    const seen = new Set<string>();
+    for (const s of symbols) {
+      if (s.length === 0) throw new TokenizerError(s, 0, 'an empty symbol cannot be declared');
+      if (seen.has(s)) throw new TokenizerError(s, 0, 'symbol declared twice');
+      seen.add(s);
+    }
+    this.symbols = [...symbols];
+    this.symbols.forEach((s, i) => this.ids.set(s, SPECIALS.length + i));
+    this.maxLen = Math.max(1, ...symbols.map((s) => s.length));
+  }
+
+  get vocabSize(): number {
+    return SPECIALS.length + this.symbols.length;
+  }
+
+  encode(text: string): number[] {
+    const out: number[] = [];
+    let i = 0;
+    while (i < text.length) {
+      let matched = 0;
+      for (let len = Math.min(this.maxLen, text.length - i); len >= 1; len--) {
+        const id = this.ids.get(text.slice(i, i + len));
+        if (id !== undefined) {
+          out.push(id);
+          matched = len;
+          break;
+        }
+      }
+      if (matched === 0) throw new TokenizerError(text, i, `character ${JSON.stringify(text[i])} is not in the vocabulary`);
+      i += matched;
+    }
+    return out;
+  }
+
+  decode(ids: readonly number[], opts: { keepSpecial?: boolean } = {}): string {
+    let s = '';
+    for (const id of ids) {
+      if (id < SPECIALS.length) {
+        if (opts.keepSpecial && id >= 0) s += SPECIALS[id];
+        continue;
+      }
+      s += this.symbols[id - SPECIALS.length] ?? '';
+    }
+    return s;
+  }
+}

@@ -1,0 +1,30 @@
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Tensor } from '../core/tensor.js';
+
+/** One line of metrics.jsonl: the phase, the step and named numbers. */
+export type MetricRecord = { readonly phase: 'warmstart' | 'rl' | 'eval'; readonly step: number } & Readonly<Record<string, number | string>>;
+
+/** Read scalar metric tensors (one small readback each; they are detached) and dispose them. */
+export async function readMetrics(metrics: Readonly<Record<string, Tensor>>): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [name, t] of Object.entries(metrics)) {
+    out[name] = (await t.data())[0]!;
+    t.dispose();
+  }
+  return out;
+}
+
+/** Appends records as JSON lines; created on first write. */
+export class MetricsWriter {
+  private created = false;
+  constructor(readonly path: string | null) {}
+  write(record: MetricRecord): void {
+    if (!this.path) return;
+    if (!this.created) {
+      mkdirSync(dirname(this.path), { recursive: true });
+      this.created = true;
+    }
+    appendFileSync(this.path, JSON.stringify(record) + '\n');
+  }
+}
