@@ -1,11 +1,13 @@
-import { it } from 'vitest';
+import { expect, it } from 'vitest';
+import * as E from 'fp-ts/lib/Either.js';
 import * as T from '../../src/index.js';
 import { forward, forwardWithCache, initParams, PAD_BIAS, smallConfig, disposeCache, type TransformerParams } from '../../src/nn/index.js';
 import { cpu, describeGpu, expectClose } from './helpers.js';
 
 /**
  * The transformer policy (grouped-query attention, RoPE, RMSNorm, SwiGLU, tied LM head) on the WebGPU backend
- * against the CPU backend: the whole valueAndGrad of a padded cross-entropy, and the KV-cache forward.
+ * against the CPU backend: the whole valueAndGrad of a padded cross-entropy, the KV-cache forward, and a tiny
+ * run of the RLVR trainer (warm-start, sampling, RL steps, evaluation) whose metrics agree step by step.
  * Tolerance atol 2e-5, rtol 2e-4: two layers of f32 matmuls, softmaxes and norms, each within a few ULP of the
  * CPU, compounded through the backward pass.
  */
@@ -60,5 +62,33 @@ describeGpu('webgpu: the transformer policy agrees with the CPU backend', (gpu) 
     const want = await run(cpu);
     const got = await run(gpu);
     want.forEach((w, i) => expectClose(`logits step ${i}`, got[i]!, w, TOL));
+  });
+
+  it('a tiny trainer run (warm-start, RL steps, evaluation) gives the same metrics on both backends', async () => {
+    const cfg = T.parseTrainConfig({
+      model: { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, dFf: 32, maxSeqLen: 24 },
+      warmStartSteps: 3,
+      warmStartBatchSize: 8,
+      steps: 2,
+      promptsPerStep: 2,
+      numGenerations: 4,
+      maxCompletionLength: 6,
+      evalPrompts: 4,
+      evalK: 2,
+      seed: 3,
+    });
+    if (E.isLeft(cfg)) throw cfg.left;
+    const onCpu = await T.train(cfg.right, { backend: cpu });
+    const onGpu = await T.train(cfg.right, { backend: gpu });
+    expect(onGpu.records.length).toBe(onCpu.records.length);
+    onCpu.records.forEach((want, i) => {
+      const got = onGpu.records[i]! as unknown as Record<string, unknown>;
+      for (const [k, v] of Object.entries(want as unknown as Record<string, unknown>)) {
+        if (/per_s|_ms|seconds|time/.test(k)) continue; // throughput, not results
+        if (typeof v === 'number') expectClose(`record ${i} ${k}`, [got[k] as number], [v], { atol: 1e-4, rtol: 1e-4 });
+        else expect(got[k], `record ${i} ${k}`).toEqual(v);
+      }
+    });
+    T.dispose([onCpu.params, onGpu.params]);
   });
 });
