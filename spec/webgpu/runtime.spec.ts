@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
 import * as T from '../../src/index.js';
@@ -156,11 +156,12 @@ describeGpu('webgpu runtime: batching and the buffer pool', (gpu) => {
   });
 
   it('dispose() destroys the device: a script that disposes its backend exits by itself', async () => {
-    const dir = mkdtempSync(join(process.cwd(), 'dist-exit-'));
+    mkdirSync(join(process.cwd(), 'dist'), { recursive: true });
+    const dir = mkdtempSync(join(process.cwd(), 'dist', 'exit-check-')); // dist/ is git-ignored
     try {
       writeFileSync(
         join(dir, 'main.ts'),
-        `import { createWebGpuBackend, tensor, matmul } from '../src/index.js';
+        `import { createWebGpuBackend, tensor, matmul } from '../../src/index.js';
 const b = await createWebGpuBackend();
 const x = tensor([1, 2, 3, 4], [2, 2], { backend: b });
 console.log([...(await matmul(x, x).data())].join(','));
