@@ -1,5 +1,5 @@
 import { BackendError } from '../../../core/errors.js';
-import { sizeOf, stridesOf, type Shape } from '../../../core/shape.js';
+import { stridesOf, type Shape } from '../../../core/shape.js';
 
 /** Shape bookkeeping shared by the launchers: merging contiguous dims, and uniform word packing. */
 
@@ -44,7 +44,6 @@ export const isContiguous = (shape: Shape, strides: readonly number[]): boolean 
   return shape.every((d, i) => d === 1 || strides[i] === c[i]);
 };
 
-export { sizeOf, stridesOf };
 
 /** A uniform block of `words` 32-bit words (rounded up to whole vec4s). */
 export class Words {
@@ -76,4 +75,3 @@ export class Words {
   }
 }
 
-export { sizeOf as elementCount };
