@@ -2,11 +2,11 @@
  * The main job: a small transformer learns 2-digit addition with a supervised warm-start on worked solutions,
  * then ConSPO on verifiable rewards. Prints held-out pass@1 after the warm-start and after RL.
  *
- *   npm run example:addition [-- --steps 120 --seed 0 --output runs/addition]
+ *   npm run example:addition [-- --steps 120 --seed 0 --backend cpu|webgpu --output runs/addition]
  */
 import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';
-import { parseTrainConfig, train, type MetricRecord } from '../src/index.js';
+import { openBackend, parseTrainConfig, train, type MetricRecord } from '../src/index.js';
 
 const { values } = parseArgs({
   options: {
@@ -14,11 +14,13 @@ const { values } = parseArgs({
     steps: { type: 'string' },
     objective: { type: 'string', default: 'conspo' },
     output: { type: 'string' },
+    backend: { type: 'string', default: 'cpu' },
   },
 });
 const cfg = parseTrainConfig({
   seed: Number(values.seed),
   objective: values.objective as 'conspo',
+  backend: values.backend as 'cpu',
   ...(values.steps ? { steps: Number(values.steps) } : {}),
   ...(values.output ? { outputDir: values.output } : {}),
 });
@@ -33,7 +35,9 @@ const show = (r: MetricRecord): void => {
   if (r.phase === 'eval') console.log(`eval ${r.label}: pass@1 ${Number(r.pass_at_1).toFixed(3)}`);
 };
 const t0 = performance.now();
-const result = await train(cfg.right, { onRecord: show });
+const backend = await openBackend(cfg.right.backend);
+const result = await train(cfg.right, { onRecord: show, backend });
+if (backend.name !== 'cpu') backend.dispose();
 const before = result.warmStart?.passAt1 ?? NaN;
 const after = result.final.passAt1;
 console.log(`\nheld-out pass@1 (${result.final.prompts} prompts): after warm-start ${before.toFixed(3)}, after RL ${after.toFixed(3)} (${after > before ? 'improved' : 'not improved'}) in ${((performance.now() - t0) / 1000).toFixed(0)} s`);

@@ -39,3 +39,4 @@ export * from './nn/index.js';
 export * from './rl/index.js';
 export * from './tasks/index.js';
 export * from './training/index.js';
+export { openBackend } from './backends/open.js';

@@ -6,6 +6,8 @@ import { createProgress } from './progress.js';
 import { train } from '../training/trainer.js';
 import { OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { RlvrError } from '../core/errors.js';
+import { openBackend } from '../backends/open.js';
+import { WebGpuBackend } from '../backends/webgpu/index.js';
 
 const USAGE = `usage: rlvr <command> [options]
 
@@ -24,14 +26,23 @@ async function runTrain(argv: string[]): Promise<number> {
     console.error(`rlvr train: ${cfg.left.message}`);
     return 2;
   }
+  const backend = await openBackend(cfg.right.backend);
+  if (backend instanceof WebGpuBackend) console.log(`rlvr: WebGPU adapter: ${backend.adapter.summary}`);
   const progress = createProgress();
-  const result = await train(cfg.right, {
-    onProgress: (p) => progress.step(p),
-    onRecord: (r) => {
-      if (r.phase === 'eval') progress.eval(r);
-    },
-  });
-  progress.stop();
+  let result;
+  try {
+    result = await train(cfg.right, {
+      backend,
+      onProgress: (p) => progress.step(p),
+      onRecord: (r) => {
+        if (r.phase === 'eval') progress.eval(r);
+      },
+    });
+  } finally {
+    progress.stop();
+    // Releasing the device lets the process exit (Dawn keeps the event loop alive while a device lives).
+    if (backend.name !== 'cpu') backend.dispose();
+  }
   const before = result.warmStart?.passAt1;
   const after = result.final.passAt1;
   console.log(
