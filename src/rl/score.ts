@@ -1,3 +1,5 @@
+import { tidy } from '../core/scope.js';
+import type { Rollouts } from './sampler.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { mul, where } from '../ops/elementwise.js';
@@ -52,4 +54,17 @@ export function completionLogits(params: TransformerParams, config: TransformerC
     targets: tensor(targets, [b, c], { dtype: 'i32', backend }),
     mask: tensor(batch.completionMask, [b, c], { dtype, backend }),
   };
+}
+
+/**
+ * pi_old recomputed by the training forward itself, as TRL does: the same kernels on the same padded batch that
+ * the first optimisation step will run, so the first iteration's ratio is exactly 1 on any deterministic backend.
+ * (On the CPU backend the sampler's own recording is already bitwise equal; on a GPU the incremental KV-cache
+ * forward runs other shapes, which may select other matmul kernels and round differently.)
+ */
+export async function rescoreOldLogProbs(params: TransformerParams, config: TransformerConfig, rollouts: Rollouts): Promise<Rollouts> {
+  const logProbs = tidy(() => scoreLogProbs(params, config, rollouts, { temperature: rollouts.scoringTemperature }));
+  const values = await logProbs.data();
+  logProbs.dispose();
+  return { ...rollouts, oldLogProbs: Float32Array.from(values) };
 }

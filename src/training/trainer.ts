@@ -13,6 +13,7 @@ import { makeObjective, type BoundObjective } from '../objectives/registry.js';
 import { groupStats } from '../objectives/groups.js';
 import { rccAdvantages } from '../objectives/rcc.js';
 import { sampleRollouts, type Rollouts } from '../rl/sampler.js';
+import { rescoreOldLogProbs } from '../rl/score.js';
 import { selectRows, type SequenceBatch } from '../rl/batch.js';
 import { biccInput, conditionBatch } from '../rl/bicc.js';
 import { sftBatch, sftExamples, sftLoss } from '../rl/sft.js';
@@ -176,13 +177,15 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const { cfg } = run;
   const t0 = performance.now();
   const problems = sampleProblems(run.task, cfg.promptsPerStep, run.rng);
-  const rollouts: Rollouts = await sampleRollouts(run.params, run.config, run.tokenizer, problems.map((p) => p.prompt), run.rng, {
+  const sampled: Rollouts = await sampleRollouts(run.params, run.config, run.tokenizer, problems.map((p) => p.prompt), run.rng, {
     groupSize: cfg.numGenerations,
     maxNewTokens: cfg.maxCompletionLength,
     temperature: cfg.temperature,
     topP: cfg.topP,
     refParams: run.needsReference ? run.reference : null,
   });
+  // Off the CPU reference, pi_old is re-scored by the training forward so the first ratio is exactly 1.
+  const rollouts = run.params.embed.weight.backend.name === 'cpu' ? sampled : await rescoreOldLogProbs(run.params, run.config, sampled);
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
   const advantages =
     cfg.advantage === 'rcc'
