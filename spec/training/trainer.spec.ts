@@ -113,6 +113,16 @@ describe('a tiny training run', () => {
     }
   });
 
+  it('a run resumed into a new directory can itself be resumed (its reference policy travels with it)', async () => {
+    const [a, b] = [mkdtempSync(join(tmpdir(), 'rlvr-a-')), mkdtempSync(join(tmpdir(), 'rlvr-b-'))];
+    const kl = { objective: 'grpo' as const, objectiveOptions: { beta: 0.04 } };
+    await train(cfgOf({ ...kl, steps: 1, outputDir: a }));
+    await train(cfgOf({ ...kl, steps: 2, outputDir: b, resume: join(a, 'checkpoint') }));
+    const records: MetricRecord[] = [];
+    await train(cfgOf({ ...kl, steps: 3, resume: join(b, 'checkpoint') }), { onRecord: (r) => records.push(r) });
+    expect(records.filter((r) => r.phase === 'rl').map((r) => r.step)).toEqual([3]);
+  });
+
   it('killed after a checkpoint and resumed, it continues exactly as the uninterrupted run', async () => {
     const cfg = { objective: 'grpo' as const, steps: 4, checkpointEvery: 1 };
     // A user reward that gives mixed groups even for an untrained policy, so losses depend on what was sampled.

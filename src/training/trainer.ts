@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
 import { getDefaultBackend } from '../core/runtime.js';
@@ -252,12 +252,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   const backend = opts.backend ?? getDefaultBackend();
   const base = setup(cfg, opts.task);
   if (E.isLeft(base)) throw base.left;
-  const run: Run = { ...base.right, rng: new Rng(cfg.seed), params: null as unknown as TransformerParams, opt: null as unknown as OptimizerState<TransformerParams>, reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null };
-  if (cfg.resume) await resume(run, cfg.resume, backend);
-  else {
-    run.params = initParams(run.config, run.rng, { backend });
-    run.opt = adamwInit(run.params);
-  }
+  const run: Run = { ...base.right, ...(cfg.resume ? await resume(cfg.resume, backend) : fresh(base.right.config, cfg.seed, backend)) };
   const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
   const maybeSave = async (): Promise<void> => {
     if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0) await save(run, checkpointDir);
@@ -275,9 +270,13 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     run.opt = adamwInit(run.params);
     run.at = { phase: 'rl', step: 0 };
     if (run.needsReference) run.reference = stopGradient(run.params);
-    if (cfg.outputDir) await saveReference(run, join(cfg.outputDir, 'reference'));
+    if (cfg.outputDir) await saveReference(run.config, run.params, join(cfg.outputDir, 'reference'));
   } else if (run.needsReference) {
-    run.reference = await loadReference(join(dirname(cfg.resume!), 'reference'), backend);
+    const from = join(dirname(cfg.resume!), 'reference');
+    run.reference = await loadReference(from, backend);
+    // A resumed run writing elsewhere keeps its reference beside its own checkpoints, so it can be resumed too.
+    const to = cfg.outputDir ? join(cfg.outputDir, 'reference') : null;
+    if (to && resolve(to) !== resolve(from)) await saveReference(run.config, run.reference, to);
   }
   while (run.at.step < cfg.steps) {
     await rlStep(run, opts);
@@ -291,8 +290,8 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   return { config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
 }
 
-async function saveReference(run: Run, dir: string): Promise<void> {
-  const res = await saveCheckpoint(dir, { config: run.config, params: run.params })();
+async function saveReference(config: TransformerConfig, params: TransformerParams, dir: string): Promise<void> {
+  const res = await saveCheckpoint(dir, { config, params })();
   if (E.isLeft(res)) throw res.left;
 }
 
@@ -302,7 +301,16 @@ async function loadReference(dir: string, backend: Backend): Promise<Transformer
   return res.right.params;
 }
 
-async function resume(run: Run, dir: string, backend: Backend): Promise<void> {
+/** The mutable part of a run at its start. */
+type RunStart = Pick<Run, 'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval'>;
+
+function fresh(config: TransformerConfig, seed: number, backend: Backend): RunStart {
+  const rng = new Rng(seed);
+  const params = initParams(config, rng, { backend });
+  return { rng, params, opt: adamwInit(params), reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null };
+}
+
+async function resume(dir: string, backend: Backend): Promise<RunStart> {
   const res = await loadCheckpoint(dir, { backend })();
   if (E.isLeft(res)) throw res.left;
   const ck = res.right;
@@ -311,9 +319,12 @@ async function resume(run: Run, dir: string, backend: Backend): Promise<void> {
     throw new TrainConfigError('resume', dir, 'has no trainer state (phase, step) to resume from');
   }
   if (!ck.optimizer || !ck.rngs?.train) throw new TrainConfigError('resume', dir, 'lacks the optimizer state or the training RNG state');
-  run.params = ck.params;
-  run.opt = ck.optimizer;
-  run.rng = Rng.fromState(ck.rngs.train);
-  run.at = { phase: state.phase, step: state.step as number };
-  run.warmStartEval = (state.warmStartEval as EvalResult | null) ?? null;
+  return {
+    rng: Rng.fromState(ck.rngs.train),
+    params: ck.params,
+    opt: ck.optimizer,
+    reference: null,
+    at: { phase: state.phase, step: state.step as number },
+    warmStartEval: (state.warmStartEval as EvalResult | null) ?? null,
+  };
 }
