@@ -17,7 +17,7 @@ export async function lineChartSvg(title: string, xTitle: string, yTitle: string
     data: { values },
     mark: { type: 'line', point: false },
     encoding: {
-      x: { field: 'x', type: 'quantitative', title: xTitle },
+      x: { field: 'x', type: 'quantitative', title: xTitle, axis: { format: 'd' } },
       y: { field: 'y', type: 'quantitative', title: yTitle },
       color: { field: 'series', type: 'nominal', title: null },
     },
