@@ -32,7 +32,7 @@ export interface ContrastTensors {
   readonly nNeg: Tensor;
   /** 1 where the group has N+ > 0 and N- > 0, [Q]. Other groups contribute nothing. */
   readonly valid: Tensor;
-  /** Cells over which a group's negatives are pooled ([Q, W], 0/1): its negatives if it has any, else all its rows (so the pool is never empty and every log-sum-exp stays finite). */
+  /** Cells over which a group's negatives are pooled ([Q, W], 0/1): its negatives when N- > 0, else all its rows (so the pool is never empty and every log-sum-exp stays finite). */
   readonly negPool: Tensor;
   /** The divisor of the sum over groups: Q ('all') or max(1, number of valid groups) ('valid'). */
   readonly groupDivisor: Tensor | number;

@@ -11,7 +11,7 @@ import { fillTemplate, grid, wgslType } from '../wgsl.js';
 import { checkRank, collapse, isContiguous, Words } from './layout.js';
 
 /**
- * Launcher of the generic elementwise kernel (shaders/elementwise.wgsl): any WGSL expression over named inputs
+ * Launcher of the generic elementwise kernel (shaders/elementwise.wgsl), for a WGSL expression over named inputs
  * with NumPy broadcasting. unary, binary, where and cast are all instances. f32 expressions come from
  * `elementwise-kernels.ts`; i32 has its own table here (integer semantics of the CPU kernels, which compute in
  * doubles and store into an Int32Array), and an op without an i32 form throws a DTypeError naming it.
