@@ -2,14 +2,7 @@
 //   layer_norm_backward_rows:  one workgroup per row: dx = r (g - mean(g) - xhat mean(g xhat)), g = dy w;
 //                              stores (mu, r) per row.
 //   layer_norm_backward_cols:  one thread per column j: dw[j] = sum dy xhat, db[j] = sum dy.
-// Needs row_reduce.wgsl (prepended). Both entry points use the same bindings.
-
-struct Params {
-  rows: u32,
-  d: u32,
-  eps: f32,
-  grid_x: u32,
-};
+// Needs row_reduce.wgsl and norm_rows.wgsl (prepended). Both entry points use the same bindings.
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> w: array<f32>;
@@ -19,23 +12,6 @@ struct Params {
 @group(0) @binding(5) var<storage, read_write> db: array<f32>;
 @group(0) @binding(6) var<storage, read_write> stats: array<f32>; // (mu, r) per row
 @group(0) @binding(7) var<uniform> params: Params;
-
-// (mean, 1 / sqrt(var + eps)) of one row.
-fn moments(lid: u32, base: u32) -> vec2<f32> {
-  let n = f32(params.d);
-  var s = 0.0;
-  for (var j = lid; j < params.d; j += WG) {
-    s += x[base + j];
-  }
-  let mu = wg_sum(lid, s) / n;
-  var v = 0.0;
-  for (var j = lid; j < params.d; j += WG) {
-    let c = x[base + j] - mu;
-    v += c * c;
-  }
-  let variance = wg_sum(lid, v) / n;
-  return vec2<f32>(mu, 1.0 / sqrt(variance + params.eps));
-}
 
 @compute @workgroup_size(64)
 fn layer_norm_backward_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

@@ -2,14 +2,7 @@
 //   rms_norm_backward_rows:  one workgroup per row: dx = r (dy w - xhat mean(dy w xhat)), xhat = x r;
 //                            stores r per row.
 //   rms_norm_backward_cols:  one thread per column j: dw[j] = sum over rows of dy x r.
-// Needs row_reduce.wgsl (prepended). Both entry points use the same bindings.
-
-struct Params {
-  rows: u32,
-  d: u32,
-  eps: f32,
-  grid_x: u32,
-};
+// Needs row_reduce.wgsl and norm_rows.wgsl (prepended). Both entry points use the same bindings.
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> w: array<f32>;
@@ -18,16 +11,6 @@ struct Params {
 @group(0) @binding(4) var<storage, read_write> dw: array<f32>;
 @group(0) @binding(5) var<storage, read_write> stats: array<f32>; // r per row
 @group(0) @binding(6) var<uniform> params: Params;
-
-fn inv_rms(lid: u32, base: u32) -> f32 {
-  var ss = 0.0;
-  for (var j = lid; j < params.d; j += WG) {
-    let v = x[base + j];
-    ss += v * v;
-  }
-  ss = wg_sum(lid, ss);
-  return 1.0 / sqrt(ss / f32(params.d) + params.eps);
-}
 
 @compute @workgroup_size(64)
 fn rms_norm_backward_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

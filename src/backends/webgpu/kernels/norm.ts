@@ -6,6 +6,7 @@ import layerNormBackwardSrc from '../../../../shaders/layer_norm_backward.wgsl';
 import rmsNormSrc from '../../../../shaders/rms_norm.wgsl';
 import rmsNormBackwardSrc from '../../../../shaders/rms_norm_backward.wgsl';
 import rowReduce from '../../../../shaders/row_reduce.wgsl';
+import normRows from '../../../../shaders/norm_rows.wgsl';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
 import { grid } from '../wgsl.js';
@@ -23,7 +24,7 @@ function rowsOf(kernel: string, x: KernelTensor): [rows: number, d: number] {
 }
 
 const params = (rows: number, d: number, eps: number, gx: number): Uint32Array => new Words(4).u(0, rows).u(1, d).f(2, eps).u(3, gx).u32;
-const withRows = (src: string) => (): string => `${rowReduce}\n${src}`;
+const withRows = (src: string) => (): string => `${rowReduce}\n${normRows}\n${src}`;
 
 export function rmsNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, eps: number): GPUBuffer {
   const [rows, d] = rowsOf('rmsNorm', x);
