@@ -7,7 +7,7 @@ const examples = readdirSync('examples')
   .filter((f) => f.endsWith('.ts'))
   .map((f) => `examples/${f}`)
   // The experiment runner lives in its own folder; its entry points are bundled beside the other examples.
-  .concat(['run', 'report'].map((f) => `examples/experiments/${f}.ts`));
+  .concat(['examples/experiments/run.ts']);
 const benches = readdirSync('bench')
   .filter((f) => f.endsWith('.ts'))
   .map((f) => `bench/${f}`);

@@ -10,7 +10,10 @@
  * Two estimators are measured: the trainer's (on-policy GRPO gradient, sum_i A_i grad log pi(o_i), what a run
  * with `advantage: 'rcc'` computes), and the importance-weighted one RCC's derivation assumes,
  * sum_i w_i A_i grad log pi(o_i) with w = exp(delta) (normalised to mean 1 within each group, which leaves
- * both baselines unchanged), delta = log pi_old(o) - log pi_ref(o).
+ * both baselines unchanged), delta = log pi_old(o) - log pi_ref(o). Beside RCC with the trainer's delta (the
+ * sum over tokens) come two diagnostics: RCC with the length-normalised delta (`mean`, a smaller delta, where
+ * the first-order expansion is more accurate), and, for the weighted estimator, the exact variance-minimising
+ * constant baseline b* = sum w^2 r / sum w^2 that RCC approximates.
  */
 import * as E from 'fp-ts/lib/Either.js';
 import {
@@ -103,8 +106,29 @@ export interface VarianceMeasurement {
   readonly meanBaselineShift: number;
   readonly grpo: EstimatorStats;
   readonly rcc: EstimatorStats;
+  /** RCC with delta = the per-token mean of the log-ratio (`rccDelta: 'mean'`). */
+  readonly rccMean: EstimatorStats;
   readonly weightedGrpo: EstimatorStats;
   readonly weightedRcc: EstimatorStats;
+  /** The weighted estimator with the exact b* = sum w^2 r / sum w^2 per group. */
+  readonly weightedOptimal: EstimatorStats;
+}
+
+/** Advantages (r - b) / (std + 1e-6) with a per-group baseline b, 0 for groups whose rewards are all equal (as RCC's). */
+export function baselineAdvantages(rewards: readonly number[], groupIds: readonly number[], baseline: (rows: readonly number[]) => number): number[] {
+  const out = new Array<number>(rewards.length).fill(0);
+  const members = new Map<number, number[]>();
+  groupIds.forEach((g, i) => members.set(g, [...(members.get(g) ?? []), i]));
+  for (const idx of members.values()) {
+    const r = idx.map((i) => rewards[i]!);
+    const mr = mean(r);
+    const ss = r.reduce((t, x) => t + (x - mr) ** 2, 0);
+    if (ss === 0) continue;
+    const b = baseline(idx);
+    const sigma = Math.sqrt(ss / r.length);
+    idx.forEach((i) => (out[i] = (rewards[i]! - b) / (sigma + 1e-6)));
+  }
+  return out;
 }
 
 export interface VarianceOptions {
@@ -171,15 +195,21 @@ export async function measureGradientVariance(
   const groupIds = ro.promptIndex;
   const deltas = hostSequenceDeltas(ro.oldLogProbs, ro.refLogProbs!, ro.completionMask, ro.completionLen, 'sum');
   const grpoAdv = objectives.groupAdvantages(rewards, groupIds, objectives.PAPER_ADVANTAGES);
+  const meanDeltas = hostSequenceDeltas(ro.oldLogProbs, ro.refLogProbs!, ro.completionMask, ro.completionLen, 'mean');
   const rccAdv = objectives.rccAdvantages(rewards, deltas, groupIds);
   const w = groupNormalisedWeights(deltas, groupIds);
-  const estimators: Record<'grpo' | 'rcc' | 'weightedGrpo' | 'weightedRcc', readonly number[]> = {
+  const optimalAdv = baselineAdvantages(rewards, groupIds, (idx) => objectives.optimalBaseline(idx.map((i) => rewards[i]!), idx.map((i) => deltas[i]!)));
+  const names = ['grpo', 'rcc', 'rccMean', 'weightedGrpo', 'weightedRcc', 'weightedOptimal'] as const;
+  type Name = (typeof names)[number];
+  const estimators: Record<Name, readonly number[]> = {
     grpo: grpoAdv,
     rcc: rccAdv,
+    rccMean: objectives.rccAdvantages(rewards, meanDeltas, groupIds),
     weightedGrpo: grpoAdv.map((a, i) => a * w[i]!),
     weightedRcc: rccAdv.map((a, i) => a * w[i]!),
+    weightedOptimal: optimalAdv.map((a, i) => a * w[i]!),
   };
-  const acc = { grpo: new TraceAccumulator(), rcc: new TraceAccumulator(), weightedGrpo: new TraceAccumulator(), weightedRcc: new TraceAccumulator() };
+  const acc = Object.fromEntries(names.map((k) => [k, new TraceAccumulator()])) as Record<Name, TraceAccumulator>;
 
   const objective = objectives.makeObjective('grpo', {});
   if (E.isLeft(objective)) throw objective.left;
@@ -188,7 +218,8 @@ export async function measureGradientVariance(
   for (let start = 0; start < opts.prompts; start += opts.groupsPerMinibatch) {
     const rows = Array.from({ length: opts.groupsPerMinibatch * g }, (_, k) => start * g + k);
     const batch = selectRows(ro, rows);
-    for (const [name, adv] of Object.entries(estimators) as [keyof typeof acc, readonly number[]][]) {
+    for (const name of names) {
+      const adv = estimators[name];
       const grads = tidy(() => {
         const on = { dtype: params.embed.weight.dtype, backend: params.embed.weight.backend };
         const shape = [rows.length, c];
@@ -221,7 +252,7 @@ export async function measureGradientVariance(
     return Math.abs(b - s.rewardMean);
   });
   const within = groupIds.map((gid, i) => deltas[i]! - mean(groupIds.flatMap((h, j) => (h === gid ? [deltas[j]!] : []))));
-  const out = (name: keyof typeof acc): EstimatorStats => ({ trace: acc[name].traceCovariance(), meanSquaredNorm: acc[name].meanSquaredNorm() });
+  const out = (name: Name): EstimatorStats => ({ trace: acc[name].traceCovariance(), meanSquaredNorm: acc[name].meanSquaredNorm() });
   return {
     minibatches: acc.grpo.count,
     groupsPerMinibatch: opts.groupsPerMinibatch,
@@ -234,7 +265,9 @@ export async function measureGradientVariance(
     meanBaselineShift: mean(shifts),
     grpo: out('grpo'),
     rcc: out('rcc'),
+    rccMean: out('rccMean'),
     weightedGrpo: out('weightedGrpo'),
     weightedRcc: out('weightedRcc'),
+    weightedOptimal: out('weightedOptimal'),
   };
 }
