@@ -332,6 +332,38 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     });
   }
 
+  // Diagnostics from the runs' metrics.jsonl: how large the updates were before clipping, how often the ratio
+  // clip was active, and how sharp ConSPO's contrast was.
+  md.push('### What the objectives did (from each run\'s metrics.jsonl, mean over RL steps and seeds)');
+  md.push('');
+  const diag = (task: string, method: string, key: string): string => {
+    const per = ix.rl(task, method).map((r) => runMetric(o.output, r.id, key)).filter((x): x is number => x !== null);
+    return per.length ? `${mean(per).toFixed(3)}` : '–';
+  };
+  const gap = (task: string, method: string): string => {
+    const per = ix.rl(task, method).flatMap((r) => {
+      const a = runMetric(o.output, r.id, 'score/pos_mean');
+      const b = runMetric(o.output, r.id, 'score/neg_mean');
+      return a === null || b === null ? [] : [a - b];
+    });
+    return per.length ? mean(per).toFixed(3) : '–';
+  };
+  md.push(
+    markdownTable(
+      ['Method', ...s.tasks.flatMap((t) => [`${t.id} grad norm before clip`, `${t.id} clipped tokens`, `${t.id} P⁺ (ConSPO)`, `${t.id} s⁺ − s⁻`])],
+      OBJECTIVE_METHODS.filter((m) => !m.bicc).map((m) => [
+        m.label,
+        ...s.tasks.flatMap((t) => [diag(t.id, m.id, 'grad_norm'), diag(t.id, m.id, 'clip_ratio/region_mean'), diag(t.id, m.id, 'contrastive/pos_prob_mean'), gap(t.id, m.id)]),
+      ]),
+    ),
+  );
+  md.push('');
+  md.push(
+    'The gradient norm is that of the last minibatch of each step, before AdamW\'s clip to norm 1; P⁺ is Eq. 11\'s probability of a positive against its group\'s negatives (1/(1 + N⁻) when all scores are equal); ' +
+      's⁺ − s⁻ is the gap between the mean length-normalised log-likelihood of positives and of negatives.',
+  );
+  md.push('');
+
   // ---------------------------------------------------------------------------------------------------------
   md.push(`## Table 6 analogue: ConSPO's ablations (${study.label})`);
   md.push('');
@@ -642,6 +674,19 @@ interface TimingRecord {
   readonly cpus: number;
   readonly cpuModel: string;
   readonly loadAverage: readonly number[];
+}
+
+/** The mean over RL steps of one metric in a run's metrics.jsonl (null when the run or the metric is absent). */
+export function runMetric(output: string, id: string, key: string): number | null {
+  const p = join(output, id, 'metrics.jsonl');
+  if (!existsSync(p)) return null;
+  const xs = readFileSync(p, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((r) => r['phase'] === 'rl' && typeof r[key] === 'number')
+    .map((r) => r[key] as number);
+  return xs.length ? mean(xs) : null;
 }
 
 function readTiming(output: string): TimingRecord[] {
