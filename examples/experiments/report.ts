@@ -350,16 +350,23 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   };
   md.push(
     markdownTable(
-      ['Method', ...s.tasks.flatMap((t) => [`${t.id} grad norm before clip`, `${t.id} clipped tokens`, `${t.id} P⁺ (ConSPO)`, `${t.id} s⁺ − s⁻`])],
-      OBJECTIVE_METHODS.filter((m) => !m.bicc).map((m) => [
+      ['Method', ...s.tasks.flatMap((t) => [`${t.id} grad norm before clip`, `${t.id} mean ratio`, `${t.id} clipped tokens`, `${t.id} P⁺ (ConSPO)`, `${t.id} s⁺ − s⁻`])],
+      OBJECTIVE_METHODS.map((m) => [
         m.label,
-        ...s.tasks.flatMap((t) => [diag(t.id, m.id, 'grad_norm'), diag(t.id, m.id, 'clip_ratio/region_mean'), diag(t.id, m.id, 'contrastive/pos_prob_mean'), gap(t.id, m.id)]),
+        ...s.tasks.flatMap((t) => [
+          diag(t.id, m.id, 'grad_norm'),
+          diag(t.id, m.id, 'ratio/mean'),
+          diag(t.id, m.id, 'clip_ratio/region_mean'),
+          diag(t.id, m.id, 'contrastive/pos_prob_mean'),
+          gap(t.id, m.id),
+        ]),
       ]),
     ),
   );
   md.push('');
   md.push(
-    'The gradient norm is that of the last minibatch of each step, before AdamW\'s clip to norm 1; P⁺ is Eq. 11\'s probability of a positive against its group\'s negatives (1/(1 + N⁻) when all scores are equal); ' +
+    'The gradient norm is that of the last minibatch of each step, before AdamW\'s clip to norm 1; the mean ratio is π_θ / π_old over its tokens (with BICC, π_θ scores the ' +
+      'rollout after the inserted context while π_old saw the plain prompt); clipped tokens is the fraction outside GRPO\'s clip region (GRPO family only); P⁺ is Eq. 11\'s probability of a positive against its group\'s negatives (1/(1 + N⁻) when all scores are equal); ' +
       's⁺ − s⁻ is the gap between the mean length-normalised log-likelihood of positives and of negatives.',
   );
   md.push('');

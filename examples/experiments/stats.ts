@@ -38,7 +38,9 @@ export function paired(a: readonly number[], b: readonly number[]): PairedCompar
   if (a.length !== b.length) throw new Error(`paired: ${a.length} vs ${b.length} values`);
   const diffs = a.map((x, i) => x - b[i]!);
   const m = mean(diffs);
-  const s = std(diffs);
+  // Differences equal up to rounding (e.g. 0.015 from different pairs of rates) have a zero spread, not 1e-17.
+  const sd = std(diffs);
+  const s = sd <= 1e-12 * Math.max(1, Math.abs(m)) ? 0 : sd;
   const n = diffs.length;
   const t = s > 0 ? m / (s / Math.sqrt(n)) : m === 0 ? 0 : m > 0 ? Infinity : -Infinity;
   return { diffs, meanDiff: m, stdDiff: s, t, wins: diffs.filter((d) => d > 0).length, losses: diffs.filter((d) => d < 0).length };
