@@ -58,9 +58,14 @@ export interface IntervalChartOptions {
 
 /** Lines of means with an interval around them, optionally as panels side by side (vega-lite, rendered to SVG). */
 export async function intervalChartSvg(title: string, xTitle: string, yTitle: string, points: readonly IntervalPoint[], opts: IntervalChartOptions): Promise<string> {
-  const values = points.map((p) => ({ panel: p.panel ?? '', series: p.series, x: typeof p.x === 'number' && opts.xType === 'ordinal' ? String(p.x) : p.x, mean: p.mean, lo: p.lo, hi: p.hi }));
+  const values = points.map((p) => ({ panel: p.panel ?? '', series: p.series, x: p.x, mean: p.mean, lo: p.lo, hi: p.hi }));
+  // Ordinal x: numbers in ascending order, strings in the order given.
+  const allNumbers = values.every((v) => typeof v.x === 'number');
   const xOrder = [...new Set(values.map((v) => v.x))];
-  const x = opts.xType === 'ordinal' ? { field: 'x', type: 'ordinal' as const, title: xTitle, sort: xOrder.map(String) } : { field: 'x', type: 'quantitative' as const, title: xTitle };
+  const x =
+    opts.xType === 'ordinal'
+      ? { field: 'x', type: 'ordinal' as const, title: xTitle, sort: allNumbers ? ('ascending' as const) : xOrder.map(String) }
+      : { field: 'x', type: 'quantitative' as const, title: xTitle };
   const color = { field: 'series', type: 'nominal' as const, title: null };
   const y = { field: 'mean', type: 'quantitative' as const, title: yTitle, scale: { zero: false } };
   const layer =

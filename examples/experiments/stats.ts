@@ -17,9 +17,75 @@ export function std(xs: readonly number[]): number {
 /** Standard error of a proportion p measured on n independent items: sqrt(p (1 - p) / n). */
 export const binomialSe = (p: number, n: number): number => Math.sqrt((p * (1 - p)) / n);
 
-/** One-sided 95% critical values of Student's t by degrees of freedom (1..30; beyond: the normal's 1.645). */
-const T95 = [6.314, 2.92, 2.353, 2.132, 2.015, 1.943, 1.895, 1.86, 1.833, 1.812, 1.796, 1.782, 1.771, 1.761, 1.753, 1.746, 1.74, 1.734, 1.729, 1.725, 1.721, 1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697];
-export const tCritical95 = (df: number): number => (df < 1 ? Infinity : (T95[df - 1] ?? 1.645));
+/** log Gamma (Lanczos, g = 7), accurate to ~1e-13 for x > 0. */
+function logGamma(x: number): number {
+  const c = [0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7];
+  if (x < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * x)) - logGamma(1 - x);
+  const z = x - 1;
+  let a = c[0]!;
+  const t = z + 7.5;
+  for (let i = 1; i < 9; i++) a += c[i]! / (z + i);
+  return 0.5 * Math.log(2 * Math.PI) + (z + 0.5) * Math.log(t) - t + Math.log(a);
+}
+
+/** The continued fraction of the regularised incomplete beta function (modified Lentz). */
+function betaContinuedFraction(a: number, b: number, x: number): number {
+  const tiny = 1e-300;
+  let c = 1;
+  let d = 1 - ((a + b) * x) / (a + 1);
+  d = 1 / (Math.abs(d) < tiny ? tiny : d);
+  let h = d;
+  for (let m = 1; m <= 300; m++) {
+    const m2 = 2 * m;
+    let aa = (m * (b - m) * x) / ((a + m2 - 1) * (a + m2));
+    d = 1 + aa * d;
+    d = 1 / (Math.abs(d) < tiny ? tiny : d);
+    c = 1 + aa / c;
+    if (Math.abs(c) < tiny) c = tiny;
+    h *= d * c;
+    aa = (-(a + m) * (a + b + m) * x) / ((a + m2) * (a + m2 + 1));
+    d = 1 + aa * d;
+    d = 1 / (Math.abs(d) < tiny ? tiny : d);
+    c = 1 + aa / c;
+    if (Math.abs(c) < tiny) c = tiny;
+    const del = d * c;
+    h *= del;
+    if (Math.abs(del - 1) < 1e-15) break;
+  }
+  return h;
+}
+
+/** I_x(a, b), the regularised incomplete beta function. */
+export function incompleteBeta(a: number, b: number, x: number): number {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const front = Math.exp(logGamma(a + b) - logGamma(a) - logGamma(b) + a * Math.log(x) + b * Math.log(1 - x));
+  return x < (a + 1) / (a + b + 2) ? (front * betaContinuedFraction(a, b, x)) / a : 1 - (front * betaContinuedFraction(b, a, 1 - x)) / b;
+}
+
+/** P(T > t) for Student's t with `df` degrees of freedom. */
+export function tUpperTail(t: number, df: number): number {
+  if (t === Infinity) return 0;
+  if (t === -Infinity) return 1;
+  const tail = 0.5 * incompleteBeta(df / 2, 0.5, df / (df + t * t));
+  return t >= 0 ? tail : 1 - tail;
+}
+
+/** The one-sided critical value t with P(T > t) = alpha (bisection on the tail). */
+export function tCritical(df: number, alpha: number): number {
+  if (df < 1) return Infinity;
+  let lo = 0;
+  let hi = 1e4;
+  for (let i = 0; i < 200; i++) {
+    const mid = (lo + hi) / 2;
+    if (tUpperTail(mid, df) > alpha) lo = mid;
+    else hi = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+/** One-sided 95% critical value of Student's t. */
+export const tCritical95 = (df: number): number => tCritical(df, 0.05);
 
 export interface PairedComparison {
   /** Per-seed differences a_s - b_s. */
@@ -50,14 +116,16 @@ export type Verdict = 'holds' | 'contradicted' | 'inconclusive';
 
 /**
  * The rule for "a is better than b": holds when the mean paired difference is positive and significant (one-sided
- * paired t-test at 5%, df = seeds - 1) and larger than `minEffect`; contradicted when it is negative and
- * significant by the same test; inconclusive otherwise. `minEffect` (default: the binomial standard error of one
- * evaluation) keeps a difference smaller than the evaluation noise from counting, however consistent.
+ * paired t-test at level `alpha`, 5% by default, df = seeds - 1) and larger than `minEffect`; contradicted when it
+ * is negative and significant by the same test; inconclusive otherwise. `minEffect` (the report passes the
+ * binomial standard error of one evaluation) keeps a difference smaller than the evaluation noise from counting,
+ * however consistent. A comparison picked after looking at the data (against the strongest of k baselines)
+ * passes alpha / k (Bonferroni).
  */
-export function verdict(c: PairedComparison, minEffect = 0): Verdict {
+export function verdict(c: PairedComparison, minEffect = 0, alpha = 0.05): Verdict {
   const n = c.diffs.length;
   if (n < 2) return 'inconclusive';
-  const crit = tCritical95(n - 1);
+  const crit = tCritical(n - 1, alpha);
   if (c.meanDiff > minEffect && c.t > crit) return 'holds';
   if (c.meanDiff < -minEffect && c.t < -crit) return 'contradicted';
   return 'inconclusive';

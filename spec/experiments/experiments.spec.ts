@@ -127,3 +127,17 @@ describe('the experiment plan', () => {
     for (const m of [...OBJECTIVE_METHODS, ...ABLATION_METHODS]) expect(objectives.makeObjective(m.objective, m.objectiveOptions)._tag).toBe('Right');
   });
 });
+
+describe('Student t tail and critical values', () => {
+  it('match tabulated values', async () => {
+    const { tCritical, tUpperTail } = await import('../../examples/experiments/stats.js');
+    // One-sided 5%: df 1 6.314, df 2 2.920, df 10 1.812; one-sided 0.5%: df 2 9.925.
+    expect(tCritical(1, 0.05)).toBeCloseTo(6.314, 3);
+    expect(tCritical(2, 0.05)).toBeCloseTo(2.92, 3);
+    expect(tCritical(10, 0.05)).toBeCloseTo(1.812, 3);
+    expect(tCritical(2, 0.005)).toBeCloseTo(9.925, 3);
+    // df 2 has a closed form: P(T > t) = (1 - t / sqrt(t^2 + 2)) / 2.
+    for (const t of [-3, -0.5, 0, 0.7, 4.3]) expect(tUpperTail(t, 2)).toBeCloseTo((1 - t / Math.sqrt(t * t + 2)) / 2, 12);
+    expect(tUpperTail(Infinity, 2)).toBe(0);
+  });
+});
