@@ -134,7 +134,8 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push('');
   md.push(
     `**Hardware.** ${cpuCount}-core CPU (${cpuModel}), the project's CPU backend (pure TypeScript, one thread per process). ` +
-      `**No GPU machine was available to this task**, so the \`--scale large\` grid was not run: every number here is from the small scale.`,
+      `**No GPU machine was available to this task**, so the \`--scale large\` grid was not run: every number here is from the small scale. ` +
+      '(The WebGPU backend is being merged separately; in this branch `--scale large` would also run on the CPU backend.)',
   );
   md.push('');
 
@@ -173,7 +174,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     `- **RL** (identical rollout budget for every configuration): ${s.steps} steps × ${s.promptsPerStep} prompts × G = ${s.numGenerations} ` +
       `(${s.steps * s.promptsPerStep * s.numGenerations} rollouts), sampling temperature ${s.temperature}, up to ${s.maxCompletionLength} new tokens, ` +
       `AdamW lr ${s.learningRate} (warmup ${s.warmupSteps} updates, cosine decay), grad-norm clip 1, ${s.numIterations} epoch per batch in ` +
-      `minibatches of ${s.groupsPerMinibatch} groups (${s.promptsPerStep / s.groupsPerMinibatch} updates per step, so all but the first are off-policy and clipping matters). ` +
+      `minibatches of ${s.groupsPerMinibatch} groups (${s.promptsPerStep / s.groupsPerMinibatch} updates per step: all but the first are off-policy, though at this learning rate the ratios stay close to 1; see the diagnostics). ` +
       'Each objective uses its paper defaults (`src/objectives/config.ts`; ConSPO τ = 10, M = 0.01, α = 0.3). RCC: δ = Σ_t (log π_old − log π_ref), the reference being the warm-started policy. ' +
       `BICC: context share 0.4 of ${s.model.maxSeqLen} tokens.`,
   );
@@ -201,7 +202,9 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       `larger than the binomial standard error of one evaluation at B's rate (so a consistent but sub-noise difference does not count), and significant by a one-sided paired t-test at 5% ` +
       `(t > ${tCritical95(o.seeds.length - 1).toFixed(2)} with ${o.seeds.length} seeds); it is **contradicted** when the same holds in the other direction; otherwise it is **inconclusive**. ` +
       'With 3 seeds the test only detects effects that are large relative to their spread: "inconclusive" means "not shown at this scale", not "false". ' +
-      'The rule was written before the grid ran and is applied by the report generator, not by hand.',
+      'The rule was written before the grid ran (`examples/experiments/stats.ts`) and is applied by the report generator, not by hand. One change was made after ' +
+      'seeing the results: the comparison with the *strongest* other objective, which is picked from these same results, is tested at 5% divided by the number of ' +
+      'candidates (Bonferroni) rather than at 5%; this makes that test stricter and did not change its verdict.',
   );
   md.push('');
 

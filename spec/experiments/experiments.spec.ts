@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
-import { objectives } from '../../src/index.js';
+import * as E from 'fp-ts/lib/Either.js';
+import { objectives, parseTrainConfig } from '../../src/index.js';
 import {
   ABLATION_METHODS,
   GRID_NAMES,
@@ -10,7 +11,9 @@ import {
   promptsFor,
   rlConfig,
   sweepMethod,
+  warmStartConfig,
   type RlJob,
+  type Scale,
 } from '../../examples/experiments/grid.js';
 import { binomialSe, markdownTable, mean, paired, pct, std, verdict } from '../../examples/experiments/stats.js';
 import { TraceAccumulator, baselineAdvantages, groupNormalisedWeights, traceCovarianceOf, withinGroupCorrelation } from '../../examples/experiments/variance.js';
@@ -125,6 +128,18 @@ describe('the experiment plan', () => {
     expect(ABLATION_METHODS.map((m) => m.objectiveOptions)).toEqual([{ contrast: 'linear' }, { score: 'clipped-ratio' }, { marginSchedule: 'none' }, { marginSchedule: 'fixed' }]);
     // Every objective config parses.
     for (const m of [...OBJECTIVE_METHODS, ...ABLATION_METHODS]) expect(objectives.makeObjective(m.objective, m.objectiveOptions)._tag).toBe('Right');
+  });
+
+  it('every job of every scale is a valid training config', () => {
+    for (const scale of ['tiny', 'small', 'large'] as Scale[]) {
+      const sc = SCALES[scale];
+      for (const j of plan(sc, GRID_NAMES, [0, 1, 2])) {
+        const input = j.kind === 'rl' ? rlConfig(sc, j.task, j.method, j.seed, { resume: 'w', output: 'o' }) : warmStartConfig(sc, j.task, j.seed, 'o');
+        const cfg = parseTrainConfig(input);
+        if (E.isLeft(cfg)) throw new Error(`${scale} ${j.id}: ${cfg.left.message}`);
+      }
+      expect(sc.variancePrompts % sc.varianceGroupsPerMinibatch).toBe(0);
+    }
   });
 });
 
