@@ -5,7 +5,9 @@ import { readdirSync } from 'node:fs';
 
 const examples = readdirSync('examples')
   .filter((f) => f.endsWith('.ts'))
-  .map((f) => `examples/${f}`);
+  .map((f) => `examples/${f}`)
+  // The experiment runner lives in its own folder; its entry points are bundled beside the other examples.
+  .concat(['examples/experiments/run.ts']);
 const benches = readdirSync('bench')
   .filter((f) => f.endsWith('.ts'))
   .map((f) => `bench/${f}`);

@@ -1,0 +1,364 @@
+/**
+ * The experiment plan: which runs exist, with exactly which settings, and what each depends on. Everything the
+ * report prints comes from runs listed here, so this file (with `settings.ts`) is the whole protocol.
+ *
+ * - One warm-start per (task, seed), shared by every RL configuration of that task and seed: all methods start
+ *   from the same policy with the same RL random stream (the RNG state saved in the warm-start checkpoint), so
+ *   comparisons between methods are paired by seed.
+ * - Every RL configuration has the same rollout budget: `steps` x `promptsPerStep` x `numGenerations` (the BICC
+ *   group-size study changes G and prompts together so that their product stays fixed).
+ */
+import type { ModelSize, TaskName, TrainConfig } from '../../src/index.js';
+
+export type Scale = 'small' | 'large' | 'tiny';
+export type GridName = 'objectives' | 'ablations' | 'sweep' | 'groups' | 'variance';
+export const GRID_NAMES: readonly GridName[] = ['objectives', 'ablations', 'sweep', 'groups', 'variance'];
+
+/** A task of the study: the trainer's task name, its operand digits and its warm-start length. */
+export interface TaskSpec {
+  /** Id used in paths and tables. */
+  readonly id: string;
+  readonly label: string;
+  readonly task: TaskName;
+  readonly digits: number | null;
+  readonly warmStartSteps: number;
+}
+
+/** Settings shared by every run of a scale (recorded verbatim in each result file). */
+export interface ScaleSettings {
+  readonly scale: Scale;
+  readonly model: ModelSize;
+  readonly tasks: readonly TaskSpec[];
+  /** The task the ablations, the sweep and the group-size study run on. */
+  readonly studyTask: string;
+  readonly warmStartBatchSize: number;
+  readonly warmStartLearningRate: number;
+  readonly steps: number;
+  readonly promptsPerStep: number;
+  readonly numGenerations: number;
+  readonly groupsPerMinibatch: number;
+  readonly numIterations: number;
+  readonly learningRate: number;
+  readonly warmupSteps: number;
+  readonly temperature: number;
+  readonly maxCompletionLength: number;
+  readonly evalPrompts: number;
+  readonly evalK: number;
+  /** Group sizes of the BICC study (prompts per step = promptsPerStep * numGenerations / G). */
+  readonly groupSizes: readonly number[];
+  /** Sweep values (Figure 2). */
+  readonly tau: readonly number[];
+  readonly margin: readonly number[];
+  readonly alpha: readonly number[];
+  /** RL steps of GRPO after which the gradient variance is measured (0: the warm-started policy). */
+  readonly variancePoints: readonly number[];
+  /** Prompts of the batch sampled at each variance point, and groups per minibatch. */
+  readonly variancePrompts: number;
+  readonly varianceGroupsPerMinibatch: number;
+}
+
+export const SCALES: { readonly [S in Scale]: ScaleSettings } = {
+  /** A smoke test of the whole pipeline (a minute or two); its numbers mean nothing. */
+  tiny: {
+    scale: 'tiny',
+    model: { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, dFf: 32, maxSeqLen: 40 },
+    tasks: [
+      { id: 'add2', label: 'addition 2+2 digits', task: 'addition', digits: 2, warmStartSteps: 20 },
+      { id: 'mul2', label: 'multiplication 2x1 digits', task: 'multiplication', digits: 2, warmStartSteps: 20 },
+    ],
+    studyTask: 'add2',
+    warmStartBatchSize: 16,
+    warmStartLearningRate: 3e-3,
+    steps: 2,
+    promptsPerStep: 4,
+    numGenerations: 4,
+    groupsPerMinibatch: 2,
+    numIterations: 1,
+    learningRate: 1e-4,
+    warmupSteps: 1,
+    temperature: 1,
+    maxCompletionLength: 8,
+    evalPrompts: 8,
+    evalK: 2,
+    groupSizes: [2],
+    tau: [1, 10],
+    margin: [0, 0.01],
+    alpha: [0.3, 1],
+    variancePoints: [0, 2],
+    variancePrompts: 8,
+    varianceGroupsPerMinibatch: 2,
+  },
+  small: {
+    scale: 'small',
+    model: { dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 192, maxSeqLen: 48 },
+    tasks: [
+      { id: 'add2', label: 'addition 2+2 digits', task: 'addition', digits: 2, warmStartSteps: 450 },
+      { id: 'mul2', label: 'multiplication 2x1 digits', task: 'multiplication', digits: 2, warmStartSteps: 450 },
+    ],
+    studyTask: 'add2',
+    warmStartBatchSize: 64,
+    warmStartLearningRate: 3e-3,
+    steps: 30,
+    promptsPerStep: 16,
+    numGenerations: 8,
+    groupsPerMinibatch: 8,
+    numIterations: 1,
+    learningRate: 1e-4,
+    warmupSteps: 5,
+    temperature: 1,
+    maxCompletionLength: 8,
+    evalPrompts: 200,
+    evalK: 8,
+    groupSizes: [4, 16],
+    tau: [0.1, 1, 10, 100],
+    margin: [0, 0.01, 0.1, 1],
+    alpha: [0.1, 0.3, 0.6, 1],
+    variancePoints: [0, 15, 30],
+    variancePrompts: 128,
+    varianceGroupsPerMinibatch: 4,
+  },
+  large: {
+    scale: 'large',
+    model: { dModel: 128, nLayers: 4, nHeads: 4, nKvHeads: 2, dFf: 384, maxSeqLen: 48 },
+    tasks: [
+      { id: 'add3', label: 'addition 3+3 digits', task: 'addition', digits: 3, warmStartSteps: 2000 },
+      { id: 'mul3', label: 'multiplication 3x1 digits', task: 'multiplication', digits: 3, warmStartSteps: 2000 },
+    ],
+    studyTask: 'mul3',
+    warmStartBatchSize: 128,
+    warmStartLearningRate: 2e-3,
+    steps: 200,
+    promptsPerStep: 32,
+    numGenerations: 8,
+    groupsPerMinibatch: 8,
+    numIterations: 1,
+    learningRate: 1e-4,
+    warmupSteps: 10,
+    temperature: 1,
+    maxCompletionLength: 10,
+    evalPrompts: 500,
+    evalK: 16,
+    groupSizes: [2, 4, 16],
+    tau: [0.1, 1, 10, 100],
+    margin: [0, 0.01, 0.1, 1],
+    alpha: [0.1, 0.3, 0.6, 1],
+    variancePoints: [0, 50, 100, 200],
+    variancePrompts: 256,
+    varianceGroupsPerMinibatch: 8,
+  },
+};
+
+/** One RL configuration: how it differs from the scale's settings. */
+export interface Method {
+  /** Id used in paths. */
+  readonly id: string;
+  /** Name printed in tables. */
+  readonly label: string;
+  readonly objective: TrainConfig['objective'];
+  readonly objectiveOptions: Readonly<Record<string, string | number | boolean>>;
+  readonly advantage: 'group' | 'rcc';
+  readonly bicc: boolean;
+  /** Group size, when it differs from the scale's (the BICC group-size study). */
+  readonly numGenerations?: number;
+  /** RL steps, when they differ from the scale's (GRPO policies for the variance points). */
+  readonly steps?: number;
+}
+
+const m = (id: string, label: string, objective: Method['objective'], extra: Partial<Method> = {}): Method => ({
+  id,
+  label,
+  objective,
+  objectiveOptions: {},
+  advantage: 'group',
+  bicc: false,
+  ...extra,
+});
+
+/** Table 1's methods, and BICC / RCC on top of GRPO and ConSPO (RCC changes advantages, which ConSPO has none of). */
+export const OBJECTIVE_METHODS: readonly Method[] = [
+  m('grpo', 'GRPO', 'grpo'),
+  m('dapo', 'DAPO', 'dapo'),
+  m('dr_grpo', 'Dr. GRPO', 'dr_grpo'),
+  m('disco', 'DisCO', 'disco'),
+  m('gmpo', 'GMPO', 'gmpo'),
+  m('cispo', 'CISPO', 'cispo'),
+  m('sapo', 'SAPO', 'sapo'),
+  m('conspo', 'ConSPO', 'conspo'),
+  m('grpo+rcc', 'GRPO + RCC', 'grpo', { advantage: 'rcc' }),
+  m('grpo+bicc', 'GRPO + BICC', 'grpo', { bicc: true }),
+  m('grpo+bicc+rcc', 'GRPO + BICC + RCC', 'grpo', { bicc: true, advantage: 'rcc' }),
+  m('conspo+bicc', 'ConSPO + BICC', 'conspo', { bicc: true }),
+];
+
+/** Table 6's variants (ConSPO itself is the objectives grid's run). */
+export const ABLATION_METHODS: readonly Method[] = [
+  m('conspo-linear', 'w/o contrastive objective', 'conspo', { objectiveOptions: { contrast: 'linear' } }),
+  m('conspo-clipped', 'w/o log-likelihood scores', 'conspo', { objectiveOptions: { score: 'clipped-ratio' } }),
+  m('conspo-nomargin', 'w/o scheduled margin', 'conspo', { objectiveOptions: { marginSchedule: 'none' } }),
+  m('conspo-fixedmargin', 'w/ fixed margin', 'conspo', { objectiveOptions: { marginSchedule: 'fixed' } }),
+];
+
+/** ConSPO's paper defaults; a sweep point equal to them is the objectives grid's ConSPO run. */
+export const CONSPO_PAPER = { tau: 10, margin: 0.01, alpha: 0.3 } as const;
+export type SweepParam = keyof typeof CONSPO_PAPER;
+
+/** The method of a sweep point: one parameter changed, the others at the paper's values. */
+export function sweepMethod(param: SweepParam, value: number): Method {
+  if (value === CONSPO_PAPER[param]) return OBJECTIVE_METHODS.find((x) => x.id === 'conspo')!;
+  // M = 0 under the cosine schedule is m_t = 0 throughout: the same computation as "w/o scheduled margin".
+  if (param === 'margin' && value === 0) return ABLATION_METHODS.find((x) => x.id === 'conspo-nomargin')!;
+  return m(`conspo-${param}=${value}`, `ConSPO ${param}=${value}`, 'conspo', { objectiveOptions: { [param]: value } });
+}
+
+export function groupSizeMethods(g: number): Method[] {
+  return [m(`grpo-G${g}`, `GRPO G=${g}`, 'grpo', { numGenerations: g }), m(`grpo+bicc-G${g}`, `GRPO + BICC G=${g}`, 'grpo', { bicc: true, numGenerations: g })];
+}
+
+export function varianceTrainingMethod(steps: number, s: ScaleSettings): Method {
+  return steps === s.steps ? OBJECTIVE_METHODS[0]! : m(`grpo-steps${steps}`, `GRPO (${steps} steps)`, 'grpo', { steps });
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Jobs.
+
+export interface WarmStartJob {
+  readonly kind: 'warmstart';
+  readonly id: string;
+  readonly task: TaskSpec;
+  readonly seed: number;
+  readonly deps: readonly string[];
+}
+
+export interface RlJob {
+  readonly kind: 'rl';
+  readonly id: string;
+  readonly task: TaskSpec;
+  readonly seed: number;
+  readonly method: Method;
+  readonly deps: readonly string[];
+}
+
+export interface VarianceJob {
+  readonly kind: 'variance';
+  readonly id: string;
+  readonly task: TaskSpec;
+  readonly seed: number;
+  /** GRPO RL steps before the measurement. */
+  readonly point: number;
+  /** The RL run whose final policy is measured (null: the warm-started policy). */
+  readonly policyRun: string | null;
+  readonly deps: readonly string[];
+}
+
+export type Job = WarmStartJob | RlJob | VarianceJob;
+
+export const warmStartId = (task: TaskSpec, seed: number): string => `warmstart/${task.id}/seed${seed}`;
+export const rlId = (task: TaskSpec, method: Method, seed: number): string => `rl/${task.id}/${method.id}/seed${seed}`;
+export const varianceId = (task: TaskSpec, point: number, seed: number): string => `variance/${task.id}/step${point}/seed${seed}`;
+
+/** The rollout budget of a method: prompts per step follow G so that prompts x G stays the scale's. */
+export function promptsFor(method: Method, s: ScaleSettings): number {
+  const g = method.numGenerations ?? s.numGenerations;
+  const prompts = (s.promptsPerStep * s.numGenerations) / g;
+  if (!Number.isInteger(prompts)) throw new Error(`group size ${g} does not divide the rollout budget ${s.promptsPerStep * s.numGenerations}`);
+  return prompts;
+}
+
+/** The full training config of an RL run (everything explicit: nothing depends on the trainer's defaults). */
+export function rlConfig(s: ScaleSettings, task: TaskSpec, method: Method, seed: number, dirs: { resume: string; output: string }): Partial<TrainConfig> {
+  const g = method.numGenerations ?? s.numGenerations;
+  const prompts = promptsFor(method, s);
+  return {
+    ...commonConfig(s, task, seed),
+    objective: method.objective,
+    objectiveOptions: { ...method.objectiveOptions },
+    advantage: method.advantage,
+    rccDelta: 'sum',
+    bicc: method.bicc,
+    biccContextShare: 0.4,
+    steps: method.steps ?? s.steps,
+    promptsPerStep: prompts,
+    numGenerations: g,
+    // Minibatches hold the same number of rollouts whatever G is.
+    groupsPerMinibatch: Math.max(1, Math.round((s.groupsPerMinibatch * s.numGenerations) / g)),
+    resume: dirs.resume,
+    outputDir: dirs.output,
+  };
+}
+
+export function warmStartConfig(s: ScaleSettings, task: TaskSpec, seed: number, output: string): Partial<TrainConfig> {
+  return { ...commonConfig(s, task, seed), steps: 0, outputDir: output };
+}
+
+function commonConfig(s: ScaleSettings, task: TaskSpec, seed: number): Partial<TrainConfig> {
+  return {
+    task: task.task,
+    digits: task.digits,
+    seed,
+    backend: 'cpu',
+    model: s.model,
+    warmStartSteps: task.warmStartSteps,
+    warmStartBatchSize: s.warmStartBatchSize,
+    warmStartLearningRate: s.warmStartLearningRate,
+    promptsPerStep: s.promptsPerStep,
+    numGenerations: s.numGenerations,
+    temperature: s.temperature,
+    topP: 1,
+    maxCompletionLength: s.maxCompletionLength,
+    learningRate: s.learningRate,
+    numIterations: s.numIterations,
+    groupsPerMinibatch: s.groupsPerMinibatch,
+    warmupSteps: s.warmupSteps,
+    maxGradNorm: 1,
+    weightDecay: 0,
+    evalEvery: 0,
+    evalPrompts: s.evalPrompts,
+    evalK: s.evalK,
+    checkpointEvery: 0,
+  };
+}
+
+/** Every job of the chosen grids and seeds, in dependency order, without duplicates. */
+export function plan(s: ScaleSettings, grids: readonly GridName[], seeds: readonly number[]): Job[] {
+  const jobs = new Map<string, Job>();
+  const add = (job: Job): void => {
+    if (!jobs.has(job.id)) jobs.set(job.id, job);
+  };
+  const warm = (task: TaskSpec, seed: number): string => {
+    const id = warmStartId(task, seed);
+    add({ kind: 'warmstart', id, task, seed, deps: [] });
+    return id;
+  };
+  const rl = (task: TaskSpec, method: Method, seed: number): string => {
+    const id = rlId(task, method, seed);
+    add({ kind: 'rl', id, task, seed, method, deps: [warm(task, seed)] });
+    return id;
+  };
+  const study = s.tasks.find((t) => t.id === s.studyTask);
+  if (!study) throw new Error(`study task ${s.studyTask} is not one of the scale's tasks`);
+  // Warm-starts first, then grid by grid and seed by seed, so that an interrupted run has whole grids done.
+  for (const seed of seeds) for (const task of s.tasks) warm(task, seed);
+  const byId = (id: string): Method => OBJECTIVE_METHODS.find((x) => x.id === id)!;
+  for (const grid of GRID_NAMES) {
+    if (!grids.includes(grid)) continue;
+    for (const seed of seeds) {
+      if (grid === 'objectives') for (const task of s.tasks) for (const method of OBJECTIVE_METHODS) rl(task, method, seed);
+      if (grid === 'ablations') for (const method of [byId('conspo'), ...ABLATION_METHODS]) rl(study, method, seed);
+      if (grid === 'sweep') for (const param of ['tau', 'margin', 'alpha'] as const) for (const value of s[param]) rl(study, sweepMethod(param, value), seed);
+      if (grid === 'groups') {
+        for (const method of [byId('grpo'), byId('grpo+bicc')]) rl(study, method, seed);
+        for (const g of s.groupSizes) for (const method of groupSizeMethods(g)) rl(study, method, seed);
+      }
+      if (grid === 'variance') {
+        for (const task of s.tasks) {
+          for (const point of s.variancePoints) {
+            const policyRun = point === 0 ? null : rl(task, varianceTrainingMethod(point, s), seed);
+            const id = varianceId(task, point, seed);
+            add({ kind: 'variance', id, task, seed, point, policyRun, deps: [warm(task, seed), ...(policyRun ? [policyRun] : [])] });
+          }
+        }
+      }
+    }
+  }
+  return [...jobs.values()];
+}

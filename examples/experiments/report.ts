@@ -1,0 +1,756 @@
+/**
+ * docs/RESULTS.md and its plots, built only from the result files under `<output>/results` (and the runner's
+ * timing log): nothing here trains or samples. Tables follow the papers' layout (methods as rows), every number
+ * is a mean ± sample std over seeds, and every claim gets the verdict of the rule in `stats.ts`.
+ */
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import { heldOutProblems, parseTrainConfig, taskFor } from '../../src/index.js';
+import { intervalChartSvg, type IntervalPoint } from '../plot.js';
+import {
+  ABLATION_METHODS,
+  CONSPO_PAPER,
+  OBJECTIVE_METHODS,
+  groupSizeMethods,
+  promptsFor,
+  sweepMethod,
+  warmStartConfig,
+  type Method,
+  type ScaleSettings,
+  type SweepParam,
+  type TaskSpec,
+} from './grid.js';
+import type { Result, RlResult, VarianceResult, WarmStartResult } from './jobs.js';
+import { binomialSe, markdownTable, mean, paired, pct, signedPts, std, tCritical, tCritical95, verdict, type PairedComparison, type Verdict } from './stats.js';
+
+export interface ReportOptions {
+  readonly output: string;
+  readonly docs: string;
+  readonly settings: ScaleSettings;
+  readonly seeds: readonly number[];
+}
+
+/** All result files under a directory. */
+export function loadResults(dir: string): Result[] {
+  if (!existsSync(dir)) return [];
+  const out: Result[] = [];
+  const walk = (d: string): void => {
+    for (const name of readdirSync(d).sort()) {
+      const p = join(d, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else if (name.endsWith('.json')) out.push(JSON.parse(readFileSync(p, 'utf8')) as Result);
+    }
+  };
+  walk(dir);
+  return out;
+}
+
+type Metric = 'passAt1' | 'avgAtK';
+
+class Index {
+  constructor(
+    readonly results: readonly Result[],
+    readonly seeds: readonly number[],
+  ) {}
+  warm(task: string): WarmStartResult[] {
+    return this.results.filter((r): r is WarmStartResult => r.kind === 'warmstart' && r.task === task && this.seeds.includes(r.seed)).sort((a, b) => a.seed - b.seed);
+  }
+  rl(task: string, method: string): RlResult[] {
+    return this.results.filter((r): r is RlResult => r.kind === 'rl' && r.task === task && r.method.id === method && this.seeds.includes(r.seed)).sort((a, b) => a.seed - b.seed);
+  }
+  variance(task: string, point: number): VarianceResult[] {
+    return this.results.filter((r): r is VarianceResult => r.kind === 'variance' && r.task === task && r.point === point && this.seeds.includes(r.seed)).sort((a, b) => a.seed - b.seed);
+  }
+  values(task: string, method: string, metric: Metric): number[] {
+    return this.rl(task, method).map((r) => r.final[metric]);
+  }
+  /** Paired by seed: only the seeds both have. */
+  compare(task: string, a: string, b: string, f: (r: RlResult) => number): PairedComparison | null {
+    const ra = this.rl(task, a);
+    const rb = this.rl(task, b);
+    const common = ra.map((r) => r.seed).filter((s) => rb.some((x) => x.seed === s));
+    if (common.length < 1) return null;
+    return paired(common.map((s) => f(ra.find((r) => r.seed === s)!)), common.map((s) => f(rb.find((r) => r.seed === s)!)));
+  }
+}
+
+const final = (metric: Metric) => (r: RlResult) => r.final[metric];
+/** Mean training reward over the second half of the RL steps (Figure 1 right compares the curves). */
+const lateReward = (r: RlResult): number => mean(r.curve.slice(Math.floor(r.curve.length / 2)).map((p) => p.reward));
+const allReward = (r: RlResult): number => mean(r.curve.map((p) => p.reward));
+
+const fmtT = (t: number): string => (Number.isFinite(t) ? t.toFixed(2) : t > 0 ? '+inf' : '-inf');
+const VERDICT_TEXT: Record<Verdict, string> = { holds: '**holds**', contradicted: '**contradicted**', inconclusive: 'inconclusive' };
+
+function describe(c: PairedComparison | null): string {
+  if (!c) return 'no runs';
+  return `${signedPts(c.meanDiff)} pts (std ${(100 * c.stdDiff).toFixed(1)}, t = ${fmtT(c.t)}, ${c.wins}/${c.diffs.length} seeds better)`;
+}
+
+/** Minimum effect: the binomial standard error of one evaluation at the baseline's mean rate. */
+const noise = (ix: Index, task: string, baseline: string, metric: Metric, prompts: number): number => {
+  const v = ix.values(task, baseline, metric);
+  return v.length ? binomialSe(mean(v), prompts) : 0;
+};
+
+interface Claim {
+  readonly claim: string;
+  readonly paper: string;
+  readonly here: string;
+  readonly verdict: Verdict | 'n/a';
+}
+
+export async function buildReport(o: ReportOptions): Promise<string[]> {
+  const s = o.settings;
+  const results = loadResults(join(o.output, 'results'));
+  const ix = new Index(results, o.seeds);
+  const suffix = s.scale === 'small' ? '' : `-${s.scale}`;
+  const mdPath = join(o.docs, `RESULTS${suffix}.md`);
+  const figDir = join(o.docs, 'results', s.scale);
+  mkdirSync(figDir, { recursive: true });
+  const fig = (name: string): string => relative(o.docs, join(figDir, name));
+  const written: string[] = [];
+  const writeFig = (name: string, svg: string): void => {
+    writeFileSync(join(figDir, name), svg);
+    written.push(join(figDir, name));
+  };
+  const n = s.evalPrompts;
+  const k = s.evalK;
+  const study = s.tasks.find((t) => t.id === s.studyTask)!;
+  const md: string[] = [];
+  const claims: Claim[] = [];
+  const timing = readTiming(o.output);
+  const cpuModel = timing.at(-1)?.cpuModel ?? 'unknown';
+  const cpuCount = timing.at(-1)?.cpus ?? NaN;
+
+  md.push(`# Results: the papers' claims on this project's tasks (${s.scale} scale)`);
+  md.push('');
+  md.push(
+    `Generated by \`examples/experiments/report.ts\` from the result files of \`examples/experiments/run.ts\`; do not edit by hand ` +
+      `(the hand-written reading is \`docs/results/reading${suffix}.md\`, included below). Seeds: ${o.seeds.join(', ')}. ` +
+      `Every cell is the mean ± sample standard deviation over seeds; "pts" are percentage points.`,
+  );
+  md.push('');
+  md.push(
+    `**Hardware.** ${cpuCount}-core CPU (${cpuModel}), the project's CPU backend (pure TypeScript, one thread per process). ` +
+      `**No GPU machine was available to this task**, so the \`--scale large\` grid was not run: every number here is from the small scale. ` +
+      '(The WebGPU backend is being merged separately; in this branch `--scale large` would also run on the CPU backend.)',
+  );
+  md.push('');
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push('## Regenerate');
+  md.push('');
+  md.push('From a fresh clone (Node 20+):');
+  md.push('');
+  md.push('```sh');
+  md.push('npm ci');
+  md.push(`npm run experiments -- --scale ${s.scale} --seeds ${o.seeds.join(',')} --jobs 2${s.scale === 'small' ? '' : ` --output runs/experiments-${s.scale}`}   # every run, then this file and its plots`);
+  md.push(`npm run experiments -- --scale ${s.scale} --seeds ${o.seeds.join(',')} --report-only                # rebuild this file from ${'`'}runs/experiments-${s.scale}/results${'`'}`);
+  md.push('```');
+  md.push('');
+  md.push(
+    'One grid at a time: `--grid objectives`, `ablations`, `sweep`, `groups` (BICC group sizes) or `variance` (comma-separated), ' +
+      '`--resume-grid` skips jobs whose result file exists. Runs are deterministic (seeded; the CPU backend computes the same ' +
+      'floats on every machine), so the tables are reproduced exactly; only the wall and CPU times differ. ' +
+      `Per-run summaries: [\`results/${s.scale}/summary.json\`](${fig('summary.json')}).`,
+  );
+  md.push('');
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push('## Protocol');
+  md.push('');
+  md.push(
+    `- **Policy**: the project's Llama-layout transformer (d_model ${s.model.dModel}, ${s.model.nLayers} layers, ${s.model.nHeads} heads, ` +
+      `${s.model.nKvHeads} KV heads, d_ff ${s.model.dFf}), character tokenizer, trained from scratch.`,
+  );
+  md.push(
+    `- **Warm-start** (one per task and seed, shared by every method of that task and seed): supervised steps on worked solutions, ` +
+      `batch ${s.warmStartBatchSize}, peak lr ${s.warmStartLearningRate}, cosine decay (${s.tasks.map((t) => `${t.id}: ${t.warmStartSteps} steps`).join(', ')}). ` +
+      'Every method resumes from that checkpoint, including its training RNG state, so comparisons are **paired by seed**.',
+  );
+  md.push(
+    `- **RL** (identical rollout budget for every configuration): ${s.steps} steps × ${s.promptsPerStep} prompts × G = ${s.numGenerations} ` +
+      `(${s.steps * s.promptsPerStep * s.numGenerations} rollouts), sampling temperature ${s.temperature}, up to ${s.maxCompletionLength} new tokens, ` +
+      `AdamW lr ${s.learningRate} (warmup ${s.warmupSteps} updates, cosine decay), grad-norm clip 1, ${s.numIterations} epoch per batch in ` +
+      `minibatches of ${s.groupsPerMinibatch} groups (${s.promptsPerStep / s.groupsPerMinibatch} updates per step: all but the first are off-policy, though at this learning rate the ratios stay close to 1; see the diagnostics). ` +
+      'Each objective uses its paper defaults (`src/objectives/config.ts`; ConSPO τ = 10, M = 0.01, α = 0.3). RCC: δ = Σ_t (log π_old − log π_ref), the reference being the warm-started policy. ' +
+      `BICC: context share 0.4 of ${s.model.maxSeqLen} tokens.`,
+  );
+  const distinct = s.tasks.map((t) => {
+    const cfg = parseTrainConfig(warmStartConfig(s, t, 0, 'unused'));
+    if (E.isLeft(cfg)) throw cfg.left;
+    return `${t.id}: ${new Set(heldOutProblems(taskFor(cfg.right), n, 1234).map((p) => p.prompt)).size} distinct`;
+  });
+  md.push(
+    `- **Evaluation**: ${n} held-out prompts per task (${distinct.join(', ')}: the test split, by prompt hash, is never trained on; the ${n} are drawn from it with replacement and are the same for every run; ` +
+      'a task with few distinct test prompts has a larger standard error than the binomial one below): ' +
+      `pass@1 with greedy decoding, avg@${k} = mean reward of ${k} samples at temperature ${s.temperature}, after the last RL step. ` +
+      `The binomial standard error of one evaluation is at most ${(100 * binomialSe(0.5, n)).toFixed(1)} pts (at 50%).`,
+  );
+  md.push(
+    '- **The RL settings were not tuned per method.** The learning rate and minibatching were set once, from two GRPO/ConSPO pilot runs on addition before the grid ' +
+      '(lr 3e-4 with 4 updates per step degraded both; lr 1e-4 with 2 updates per step did not), and are the same for every configuration.',
+  );
+  md.push('');
+
+  md.push('### How claims are judged');
+  md.push('');
+  md.push(
+    `A claim "A beats B" is judged on the per-seed paired differences d_s = A_s − B_s (same warm-start, same RL seed): it **holds** when their mean is positive, ` +
+      `larger than the binomial standard error of one evaluation at B's rate (so a consistent but sub-noise difference does not count), and significant by a one-sided paired t-test at 5% ` +
+      `(t > ${tCritical95(o.seeds.length - 1).toFixed(2)} with ${o.seeds.length} seeds); it is **contradicted** when the same holds in the other direction; otherwise it is **inconclusive**. ` +
+      'With 3 seeds the test only detects effects that are large relative to their spread: "inconclusive" means "not shown at this scale", not "false". ' +
+      'The rule was written before the grid ran (`examples/experiments/stats.ts`) and is applied by the report generator, not by hand. Two changes were made after ' +
+      'seeing the results, both making tests stricter, neither changing a verdict: the comparison with the *strongest* other objective, which is picked from these ' +
+      'same results, is tested at 5% divided by the number of candidates (Bonferroni) rather than at 5%; and the variance test treats each (task, seed) pair, ' +
+      'averaged over its measurement points, as one unit (6 units instead of 12 correlated values).',
+  );
+  md.push('');
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push('## Warm-started policies');
+  md.push('');
+  md.push(
+    markdownTable(
+      ['Task', 'warm-start steps', 'pass@1', `avg@${k}`, `pass@${k}`, 'CPU s per warm-start'],
+      s.tasks.map((t) => {
+        const w = ix.warm(t.id);
+        return [t.label, String(t.warmStartSteps), pct(w.map((r) => r.eval.passAt1)), pct(w.map((r) => r.eval.avgAtK)), pct(w.map((r) => r.eval.passAtK)), w.length ? mean(w.map((r) => r.cpuSeconds)).toFixed(0) : '–'];
+      }),
+    ),
+  );
+  md.push('');
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push('## Table 1 analogue: every objective from the same warm-start');
+  md.push('');
+  const tableMethods = OBJECTIVE_METHODS;
+  const header = ['Method', ...s.tasks.flatMap((t) => [`${t.id} pass@1`, `${t.id} avg@${k}`]), 'Avg. pass@1', `Avg. avg@${k}`];
+  const avgOver = (method: string, metric: Metric): number[] => {
+    // Per seed, the average over tasks (seeds present in every task).
+    const per = s.tasks.map((t) => ix.rl(t.id, method));
+    const seeds = o.seeds.filter((sd) => per.every((rs) => rs.some((r) => r.seed === sd)));
+    return seeds.map((sd) => mean(per.map((rs) => rs.find((r) => r.seed === sd)!.final[metric])));
+  };
+  const baseRow = ['Warm-start (no RL)', ...s.tasks.flatMap((t) => [pct(ix.warm(t.id).map((r) => r.eval.passAt1)), pct(ix.warm(t.id).map((r) => r.eval.avgAtK))])];
+  const warmAvg = (metric: 'passAt1' | 'avgAtK'): string => {
+    const seeds = o.seeds.filter((sd) => s.tasks.every((t) => ix.warm(t.id).some((r) => r.seed === sd)));
+    return pct(seeds.map((sd) => mean(s.tasks.map((t) => ix.warm(t.id).find((r) => r.seed === sd)!.eval[metric]))));
+  };
+  baseRow.push(warmAvg('passAt1'), warmAvg('avgAtK'));
+  const rows = tableMethods.map((m) => [m.label, ...s.tasks.flatMap((t) => [pct(ix.values(t.id, m.id, 'passAt1')), pct(ix.values(t.id, m.id, 'avgAtK'))]), pct(avgOver(m.id, 'passAt1')), pct(avgOver(m.id, 'avgAtK'))]);
+  // Bold the best mean of each column among the methods.
+  for (let col = 1; col < header.length; col++) {
+    const means = rows.map((r) => Number.parseFloat(r[col]!));
+    const best = Math.max(...means.filter(Number.isFinite));
+    rows.forEach((r, i) => {
+      if (means[i] === best) r[col] = `**${r[col]}**`;
+    });
+  }
+  md.push(markdownTable(header, [baseRow, ...rows]));
+  md.push('');
+  md.push(`Differences from GRPO, paired by seed (mean of d_s in pts, its std, paired t; pass@1 | avg@${k}):`);
+  md.push('');
+  md.push(
+    markdownTable(
+      ['Method', ...s.tasks.flatMap((t) => [`${t.id} Δpass@1`, `${t.id} Δavg@${k}`])],
+      tableMethods
+        .filter((m) => m.id !== 'grpo')
+        .map((m) => [
+          m.label,
+          ...s.tasks.flatMap((t) =>
+            (['passAt1', 'avgAtK'] as const).map((metric) => {
+              const c = ix.compare(t.id, m.id, 'grpo', final(metric));
+              return c ? `${signedPts(c.meanDiff)} ± ${(100 * c.stdDiff).toFixed(1)} (t ${fmtT(c.t)})` : '–';
+            }),
+          ),
+        ]),
+    ),
+  );
+  md.push('');
+
+  // Claims from Table 1.
+  for (const metric of ['passAt1', 'avgAtK'] as const) {
+    const name = metric === 'passAt1' ? 'pass@1' : `avg@${k}`;
+    for (const t of s.tasks) {
+      const c = ix.compare(t.id, 'conspo', 'grpo', final(metric));
+      claims.push({
+        claim: `ConSPO > GRPO, ${name}, ${t.id}`,
+        paper: 'Table 1: 44.4 vs 40.0 avg.',
+        here: describe(c),
+        verdict: c ? verdict(c, noise(ix, t.id, 'grpo', metric, n)) : 'n/a',
+      });
+    }
+    // "Best average": ConSPO's rank on the task-average, and against the strongest baseline by that average.
+    const plain = tableMethods.filter((m) => !m.bicc && m.advantage === 'group');
+    const ranked = plain.map((m) => ({ m, v: mean(avgOver(m.id, metric)) })).filter((x) => Number.isFinite(x.v)).sort((a, b) => b.v - a.v);
+    const rank = ranked.findIndex((x) => x.m.id === 'conspo') + 1;
+    const strongest = ranked.find((x) => x.m.id !== 'conspo');
+    if (rank > 0 && strongest) {
+      const a = avgOver('conspo', metric);
+      const b = avgOver(strongest.m.id, metric);
+      const c = a.length === b.length ? paired(a, b) : null;
+      // The strongest other method is picked from these same results: its test passes 5% / (number of candidates).
+      const v = c ? verdict(c, binomialSe(mean(b), n * s.tasks.length), 0.05 / (ranked.length - 1)) : 'inconclusive';
+      claims.push({
+        claim: `ConSPO has the best task-average ${name} of the ${ranked.length} objectives`,
+        paper: 'Table 1: best average, +1.6 over the strongest baseline',
+        here: `rank ${rank} of ${ranked.length}; vs the strongest other (${strongest.m.label}, picked from these results, so tested at 5%/${ranked.length - 1}, t > ${tCritical(o.seeds.length - 1, 0.05 / (ranked.length - 1)).toFixed(2)}): ${describe(c)}`,
+        verdict: !c ? 'n/a' : rank === 1 && v === 'holds' ? 'holds' : v === 'contradicted' ? 'contradicted' : 'inconclusive',
+      });
+    }
+  }
+
+  // Figure 1 right: reward curves.
+  md.push('## Figure 1 (right) analogue: training reward');
+  md.push('');
+  const curvePoints = (task: string, methods: readonly Method[], window: number): IntervalPoint[] =>
+    methods.flatMap((m) => {
+      const runs = ix.rl(task, m.id);
+      if (runs.length === 0) return [];
+      const steps = runs[0]!.curve.map((p) => p.step);
+      return steps.map((step, i) => {
+        const ys = runs.map((r) => mean(r.curve.slice(Math.max(0, i - window + 1), i + 1).map((p) => p.reward)));
+        return { panel: task, series: m.label, x: step, mean: mean(ys), lo: mean(ys) - std(ys), hi: mean(ys) + std(ys) };
+      });
+    });
+  const grpoConspo = OBJECTIVE_METHODS.filter((m) => m.id === 'grpo' || m.id === 'conspo');
+  const fig1 = s.tasks.flatMap((t) => curvePoints(t.id, grpoConspo, 5));
+  if (fig1.length) {
+    writeFig('reward-curves.svg', await intervalChartSvg('Training reward, GRPO vs ConSPO (5-step trailing mean; band: ± std over seeds)', 'RL step', 'reward', fig1, { style: 'band', xType: 'quantitative' }));
+    md.push(`![Training reward curves](${fig('reward-curves.svg')})`);
+    md.push('');
+  }
+  const diffPts: IntervalPoint[] = s.tasks.flatMap((t) => {
+    const a = ix.rl(t.id, 'conspo');
+    const b = ix.rl(t.id, 'grpo');
+    const seeds = a.map((r) => r.seed).filter((sd) => b.some((r) => r.seed === sd));
+    if (seeds.length === 0) return [];
+    const smoothAt = (r: RlResult, i: number): number => mean(r.curve.slice(Math.max(0, i - 4), i + 1).map((p) => p.reward));
+    return a[0]!.curve.map((p, i) => {
+      const d = seeds.map((sd) => 100 * (smoothAt(a.find((r) => r.seed === sd)!, i) - smoothAt(b.find((r) => r.seed === sd)!, i)));
+      return { panel: t.id, series: 'ConSPO − GRPO', x: p.step, mean: mean(d), lo: mean(d) - std(d), hi: mean(d) + std(d) };
+    });
+  });
+  if (diffPts.length) {
+    writeFig('reward-difference.svg', await intervalChartSvg('Training reward, ConSPO − GRPO, paired by seed (pts; 5-step trailing mean; band: ± std over seeds)', 'RL step', 'Δ reward (pts)', diffPts, { style: 'band', xType: 'quantitative' }));
+    md.push(`![Training reward difference](${fig('reward-difference.svg')})`);
+    md.push('');
+  }
+  const allCurves = s.tasks.flatMap((t) => curvePoints(t.id, OBJECTIVE_METHODS.filter((m) => !m.bicc && m.advantage === 'group'), 5).map((p) => ({ ...p, lo: p.mean, hi: p.mean })));
+  if (allCurves.length) {
+    writeFig('reward-curves-all.svg', await intervalChartSvg('Training reward of every objective (5-step trailing mean over seeds)', 'RL step', 'reward', allCurves, { style: 'band', xType: 'quantitative' }));
+    md.push(`![Training reward of every objective](${fig('reward-curves-all.svg')})`);
+    md.push('');
+  }
+  md.push(
+    markdownTable(
+      ['Method', ...s.tasks.flatMap((t) => [`${t.id} mean reward (all steps)`, `${t.id} mean reward (2nd half)`])],
+      OBJECTIVE_METHODS.map((m) => [m.label, ...s.tasks.flatMap((t) => [pct(ix.rl(t.id, m.id).map(allReward)), pct(ix.rl(t.id, m.id).map(lateReward))])]),
+    ),
+  );
+  md.push('');
+  for (const t of s.tasks) {
+    const c = ix.compare(t.id, 'conspo', 'grpo', lateReward);
+    claims.push({
+      claim: `ConSPO's training reward > GRPO's (2nd half of RL), ${t.id}`,
+      paper: 'Figure 1 right: consistently higher',
+      here: describe(c),
+      verdict: c ? verdict(c, binomialSe(mean(ix.rl(t.id, 'grpo').map(lateReward)), (s.steps / 2) * s.promptsPerStep)) : 'n/a',
+    });
+  }
+
+  // Diagnostics from the runs' metrics.jsonl: how large the updates were before clipping, how often the ratio
+  // clip was active, and how sharp ConSPO's contrast was.
+  md.push('### What the objectives did (from each run\'s metrics.jsonl, mean over RL steps and seeds)');
+  md.push('');
+  const diag = (task: string, method: string, key: string): string => {
+    const per = ix.rl(task, method).map((r) => runMetric(o.output, r.id, key)).filter((x): x is number => x !== null);
+    return per.length ? `${mean(per).toFixed(3)}` : '–';
+  };
+  const gap = (task: string, method: string): string => {
+    const per = ix.rl(task, method).flatMap((r) => {
+      const a = runMetric(o.output, r.id, 'score/pos_mean');
+      const b = runMetric(o.output, r.id, 'score/neg_mean');
+      return a === null || b === null ? [] : [a - b];
+    });
+    return per.length ? mean(per).toFixed(3) : '–';
+  };
+  md.push(
+    markdownTable(
+      ['Method', ...s.tasks.flatMap((t) => [`${t.id} grad norm before clip`, `${t.id} mean ratio`, `${t.id} clipped tokens`, `${t.id} P⁺ (ConSPO)`, `${t.id} s⁺ − s⁻`])],
+      OBJECTIVE_METHODS.map((m) => [
+        m.label,
+        ...s.tasks.flatMap((t) => [
+          diag(t.id, m.id, 'grad_norm'),
+          diag(t.id, m.id, 'ratio/mean'),
+          diag(t.id, m.id, 'clip_ratio/region_mean'),
+          diag(t.id, m.id, 'contrastive/pos_prob_mean'),
+          gap(t.id, m.id),
+        ]),
+      ]),
+    ),
+  );
+  md.push('');
+  md.push(
+    'The gradient norm is that of the last minibatch of each step, before AdamW\'s clip to norm 1; the mean ratio is π_θ / π_old over its tokens (with BICC, π_θ scores the ' +
+      'rollout after the inserted context while π_old saw the plain prompt); clipped tokens is the fraction outside GRPO\'s clip region (GRPO family only); P⁺ is Eq. 11\'s probability of a positive against its group\'s negatives (1/(1 + N⁻) when all scores are equal); ' +
+      's⁺ − s⁻ is the gap between the mean length-normalised log-likelihood of positives and of negatives.',
+  );
+  md.push('');
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push(`## Table 6 analogue: ConSPO's ablations (${study.label})`);
+  md.push('');
+  const ablRows = [OBJECTIVE_METHODS.find((m) => m.id === 'conspo')!, ...ABLATION_METHODS].map((m) => {
+    const row = [m.id === 'conspo' ? 'ConSPO' : m.label, pct(ix.values(study.id, m.id, 'passAt1')), pct(ix.values(study.id, m.id, 'avgAtK'))];
+    if (m.id === 'conspo') return [...row, '', ''];
+    const c1 = ix.compare(study.id, 'conspo', m.id, final('passAt1'));
+    const c2 = ix.compare(study.id, 'conspo', m.id, final('avgAtK'));
+    return [...row, c1 ? `${signedPts(c1.meanDiff)} (t ${fmtT(c1.t)})` : '–', c2 ? `${signedPts(c2.meanDiff)} (t ${fmtT(c2.t)})` : '–'];
+  });
+  md.push(markdownTable(['Variant', 'pass@1', `avg@${k}`, 'ConSPO − variant, pass@1', `ConSPO − variant, avg@${k}`], ablRows));
+  md.push('');
+  md.push('Variants: "w/o contrastive objective" is Eq. 8\'s linear score difference (`contrast: linear`); "w/o log-likelihood scores" uses the clipped-ratio scores of Eq. 7 (`score: clipped-ratio`); "w/o scheduled margin" sets m_t = 0; "w/ fixed margin" uses m_t = M from the first step.');
+  md.push('');
+  const paperAbl: Record<string, string> = { 'conspo-linear': '44.4 vs 42.7', 'conspo-clipped': '44.4 vs 43.4', 'conspo-nomargin': '44.4 vs 44.1', 'conspo-fixedmargin': '44.4 vs 43.9' };
+  for (const m of ABLATION_METHODS) {
+    for (const metric of ['passAt1', 'avgAtK'] as const) {
+      const c = ix.compare(study.id, 'conspo', m.id, final(metric));
+      claims.push({
+        claim: `${m.label} costs accuracy (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`}, ${study.id})`,
+        paper: `Table 6: ${paperAbl[m.id]}`,
+        here: describe(c),
+        verdict: c ? verdict(c, noise(ix, study.id, m.id, metric, n)) : 'n/a',
+      });
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push(`## Figure 2 analogue: ConSPO's sensitivity to τ, M and α (${study.label})`);
+  md.push('');
+  const sweepPts: IntervalPoint[] = [];
+  const sweepRows: string[][] = [];
+  const params: [SweepParam, string][] = [
+    ['tau', 'τ (temperature)'],
+    ['margin', 'M (target margin)'],
+    ['alpha', 'α (margin warmup)'],
+  ];
+  for (const [param, label] of params) {
+    for (const value of s[param]) {
+      const m = sweepMethod(param, value);
+      const deltas: string[] = [];
+      for (const metric of ['passAt1', 'avgAtK'] as const) {
+        const c = ix.compare(study.id, m.id, 'conspo', final(metric));
+        if (c) {
+          sweepPts.push({ panel: label, series: metric === 'passAt1' ? 'pass@1' : `avg@${k}`, x: value, mean: 100 * c.meanDiff, lo: 100 * (c.meanDiff - c.stdDiff), hi: 100 * (c.meanDiff + c.stdDiff) });
+          deltas.push(m.id === 'conspo' ? '' : `${signedPts(c.meanDiff)} ± ${(100 * c.stdDiff).toFixed(1)}`);
+        } else deltas.push('–');
+      }
+      sweepRows.push([label, String(value) + (value === CONSPO_PAPER[param] ? ' (paper)' : ''), pct(ix.values(study.id, m.id, 'passAt1')), pct(ix.values(study.id, m.id, 'avgAtK')), deltas[0]!, deltas[1]!, m.id]);
+    }
+  }
+  if (sweepPts.length) {
+    writeFig(
+      'sweep.svg',
+      await intervalChartSvg(`ConSPO parameter study on ${study.id}: change from τ 10, M 0.01, α 0.3 (paired by seed; mean ± std over seeds)`, 'value', 'Δ accuracy (pts)', sweepPts, {
+        style: 'bars',
+        xType: 'ordinal',
+        width: 220,
+        height: 220,
+      }),
+    );
+    md.push(`![Parameter study](${fig('sweep.svg')})`);
+    md.push('');
+  }
+  md.push(markdownTable(['Parameter', 'value', 'pass@1', `avg@${k}`, 'Δpass@1 vs paper setting', `Δavg@${k} vs paper setting`, 'run id'], sweepRows));
+  md.push('');
+  md.push('M = 0 under the cosine schedule is m_t = 0 at every step, the same computation as the "w/o scheduled margin" ablation, so that run is shared.');
+  md.push('');
+  const sweepClaim = (param: SweepParam, worse: number, label: string, paper: string): void => {
+    const ref = sweepMethod(param, CONSPO_PAPER[param]).id;
+    const alt = sweepMethod(param, worse).id;
+    for (const metric of ['passAt1', 'avgAtK'] as const) {
+      const c = ix.compare(study.id, ref, alt, final(metric));
+      claims.push({ claim: `${label} (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`, paper, here: describe(c), verdict: c ? verdict(c, noise(ix, study.id, alt, metric, n)) : 'n/a' });
+    }
+  };
+  const smallTau = Math.min(...s.tau);
+  const bigM = Math.max(...s.margin);
+  const bigAlpha = Math.max(...s.alpha);
+  sweepClaim('tau', smallTau, `τ = ${smallTau} is worse than τ = 10`, 'Figure 2: small τ less stable');
+  sweepClaim('margin', bigM, `M = ${bigM} is worse than M = 0.01`, 'Figure 2: large M drops');
+  sweepClaim('alpha', bigAlpha, `α = ${bigAlpha} is worse than α = 0.3`, 'Figure 2: large α drops');
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push('## BICC and RCC on top of GRPO and ConSPO');
+  md.push('');
+  const addOns: [string, string, string][] = [
+    ['grpo+bicc', 'grpo', 'GRPO + BICC vs GRPO'],
+    ['grpo+rcc', 'grpo', 'GRPO + RCC vs GRPO'],
+    ['grpo+bicc+rcc', 'grpo', 'GRPO + BICC + RCC vs GRPO'],
+    ['conspo+bicc', 'conspo', 'ConSPO + BICC vs ConSPO'],
+  ];
+  md.push(
+    markdownTable(
+      ['Comparison', ...s.tasks.flatMap((t) => [`${t.id} Δpass@1`, `${t.id} Δavg@${k}`])],
+      addOns.map(([a, b, label]) => [
+        label,
+        ...s.tasks.flatMap((t) =>
+          (['passAt1', 'avgAtK'] as const).map((metric) => {
+            const c = ix.compare(t.id, a, b, final(metric));
+            return c ? `${signedPts(c.meanDiff)} ± ${(100 * c.stdDiff).toFixed(1)} (t ${fmtT(c.t)})` : '–';
+          }),
+        ),
+      ]),
+    ),
+  );
+  md.push('');
+  md.push('RCC is not applied to ConSPO: ConSPO scores rollouts by their likelihood inside the group contrast and has no advantages for RCC to re-baseline (the trainer rejects the combination).');
+  md.push('');
+  for (const t of s.tasks) {
+    for (const metric of ['passAt1', 'avgAtK'] as const) {
+      const c = ix.compare(t.id, 'grpo+bicc', 'grpo', final(metric));
+      claims.push({ claim: `BICC adds accuracy over GRPO (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`}, ${t.id})`, paper: 'BICC: +0.8 (Qwen3-4B), +1.9 (Phi-4-mini) Math500', here: describe(c), verdict: c ? verdict(c, noise(ix, t.id, 'grpo', metric, n)) : 'n/a' });
+    }
+  }
+  // Weaker model: the task where the warm-start is weaker.
+  const byStrength = [...s.tasks].sort((a, b) => mean(ix.warm(a.id).map((r) => r.eval.passAt1)) - mean(ix.warm(b.id).map((r) => r.eval.passAt1)));
+  const weak = byStrength[0]!;
+  const strong = byStrength[byStrength.length - 1]!;
+  if (weak.id !== strong.id) {
+    for (const metric of ['passAt1', 'avgAtK'] as const) {
+      const gw = ix.compare(weak.id, 'grpo+bicc', 'grpo', final(metric));
+      const gs = ix.compare(strong.id, 'grpo+bicc', 'grpo', final(metric));
+      let c: PairedComparison | null = null;
+      if (gw && gs && gw.diffs.length === gs.diffs.length) c = paired(gw.diffs, gs.diffs);
+      claims.push({
+        claim: `BICC's gain is larger where the policy is weaker (${weak.id} vs ${strong.id}, ${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`,
+        paper: 'BICC: +1.9 on the weaker Phi-4-mini vs +0.8 on Qwen3-4B',
+        here: c ? `gain ${signedPts(mean(gw!.diffs))} vs ${signedPts(mean(gs!.diffs))}; difference ${describe(c)}` : 'no runs',
+        verdict: c ? verdict(c, binomialSe(0.5, n)) : 'n/a',
+      });
+    }
+  }
+
+  // Group sizes.
+  md.push(`### BICC and the group size (${study.label}; prompts per step × G fixed at ${s.promptsPerStep * s.numGenerations})`);
+  md.push('');
+  const gs = [...s.groupSizes, s.numGenerations].sort((a, b) => a - b);
+  const gid = (g: number, bicc: boolean): string => (g === s.numGenerations ? (bicc ? 'grpo+bicc' : 'grpo') : groupSizeMethods(g)[bicc ? 1 : 0]!.id);
+  const gRows = gs.map((g) => {
+    const row = [`G = ${g} (${promptsFor({ ...OBJECTIVE_METHODS[0]!, numGenerations: g }, s)} prompts/step)`];
+    for (const metric of ['passAt1', 'avgAtK'] as const) {
+      const c = ix.compare(study.id, gid(g, true), gid(g, false), final(metric));
+      row.push(pct(ix.values(study.id, gid(g, false), metric)), pct(ix.values(study.id, gid(g, true), metric)), c ? `${signedPts(c.meanDiff)} (t ${fmtT(c.t)})` : '–');
+    }
+    return row;
+  });
+  md.push(markdownTable(['Group size', 'GRPO pass@1', 'GRPO + BICC pass@1', 'Δ', `GRPO avg@${k}`, `GRPO + BICC avg@${k}`, 'Δ'], gRows));
+  md.push('');
+  if (gs.length >= 2) {
+    const lo = gs[0]!;
+    const hi = gs[gs.length - 1]!;
+    for (const metric of ['passAt1', 'avgAtK'] as const) {
+      const a = ix.compare(study.id, gid(hi, true), gid(hi, false), final(metric));
+      const b = ix.compare(study.id, gid(lo, true), gid(lo, false), final(metric));
+      const c = a && b && a.diffs.length === b.diffs.length ? paired(a.diffs, b.diffs) : null;
+      claims.push({
+        claim: `BICC's gain grows with G (G=${hi} vs G=${lo}, ${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`,
+        paper: 'BICC: G=2 +0.6, G=8 +1.9',
+        here: c ? `gain ${signedPts(mean(a!.diffs))} vs ${signedPts(mean(b!.diffs))}; difference ${describe(c)}` : 'no runs',
+        verdict: c ? verdict(c, binomialSe(0.5, n)) : 'n/a',
+      });
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push('## Gradient variance with and without RCC');
+  md.push('');
+  md.push(
+    `At each point (the warm-started policy, and GRPO policies after ${s.variancePoints.filter((p) => p > 0).join(' and ')} RL steps trained with the grid's settings), ` +
+      `one batch of ${s.variancePrompts} training prompts × G = ${s.numGenerations} is sampled (the same prompts at every point of a seed), split into ` +
+      `${s.variancePrompts / s.varianceGroupsPerMinibatch} minibatches of ${s.varianceGroupsPerMinibatch} whole groups, and each minibatch's gradient of the GRPO loss ` +
+      'with respect to every parameter (flattened) is computed twice on the same rollouts: with GRPO\'s group-normalised advantages and with RCC\'s. ' +
+      'The spread is tr Cov = (1/(M−1)) Σ_m ‖g_m − ḡ‖². "Weighted" is the importance-weighted estimator RCC\'s derivation assumes, w_i A_i ∇log π(o_i) with ' +
+      'w = exp(δ) normalised to mean 1 in each group. At step 0 π_old = π_ref, so δ = 0 and RCC equals GRPO exactly (ratio 1 up to RCC\'s 1e-6 in the std): a check of the measurement, not a result.',
+  );
+  md.push('');
+  const vRows: string[][] = [];
+  const vPts: IntervalPoint[] = [];
+  // Reductions per (task, seed), averaged over the points after step 0: the points of one seed share its warm-start
+  // and prompts, so the (task, seed) pairs are the independent units of the test.
+  const reductions = new Map<string, number[]>();
+  const wReductions = new Map<string, number[]>();
+  for (const t of s.tasks) {
+    for (const point of s.variancePoints) {
+      const v = ix.variance(t.id, point);
+      if (v.length === 0) continue;
+      const ratioOf = (f: (m: VarianceResult['measurement']) => number): number[] => v.map((r) => f(r.measurement));
+      const ratio = ratioOf((m) => m.rcc.trace / m.grpo.trace);
+      const ratioMean = ratioOf((m) => m.rccMean.trace / m.grpo.trace);
+      const wratio = ratioOf((m) => m.weightedRcc.trace / m.weightedGrpo.trace);
+      const oratio = ratioOf((m) => m.weightedOptimal.trace / m.weightedGrpo.trace);
+      if (point > 0) {
+        v.forEach((r, i) => {
+          const key = `${t.id}/${r.seed}`;
+          reductions.set(key, [...(reductions.get(key) ?? []), 1 - ratio[i]!]);
+          wReductions.set(key, [...(wReductions.get(key) ?? []), 1 - wratio[i]!]);
+        });
+      }
+      const e = (xs: number[]): string => `${mean(xs).toFixed(1)} ± ${std(xs).toFixed(1)}`;
+      const f = (xs: number[], d = 2): string => `${mean(xs).toFixed(d)} ± ${std(xs).toFixed(d)}`;
+      vRows.push([
+        t.id,
+        String(point),
+        e(v.map((r) => r.measurement.grpo.trace)),
+        e(v.map((r) => r.measurement.rcc.trace)),
+        f(ratio),
+        f(ratioMean),
+        f(wratio),
+        f(oratio),
+        f(v.map((r) => r.measurement.meanAbsDelta)),
+        f(v.map((r) => r.measurement.withinGroupDeltaStd)),
+        f(v.map((r) => r.measurement.rewardDeltaCorrelation)),
+        f(v.map((r) => r.measurement.meanBaselineShift), 3),
+        f(v.map((r) => r.measurement.mixedGroups)),
+      ]);
+      const band = (series: string, xs: number[]): IntervalPoint => ({ panel: t.id, series, x: point, mean: mean(xs), lo: mean(xs) - std(xs), hi: mean(xs) + std(xs) });
+      vPts.push(band("RCC (sum δ) / GRPO, trainer's estimator", ratio), band('RCC (mean δ) / GRPO', ratioMean), band('RCC / GRPO, weighted estimator', wratio), band('exact b* / GRPO, weighted estimator', oratio));
+    }
+  }
+  md.push(
+    markdownTable(
+      ['Task', 'GRPO steps', 'tr Cov, GRPO', 'tr Cov, RCC', 'RCC / GRPO', 'RCC (mean δ) / GRPO', 'weighted: RCC / GRPO', 'weighted: b* / GRPO', 'mean |δ|', 'std of δ in groups', 'corr(r, δ) in groups', '|b_RCC − mean r|', 'mixed groups'],
+      vRows,
+    ),
+  );
+  md.push('');
+  md.push('Ratios below 1 mean lower variance than GRPO\'s group-mean baseline; the paper\'s claim is a ratio of about 0.65.');
+  md.push('');
+  if (vPts.length) {
+    writeFig('variance.svg', await intervalChartSvg('Gradient variance relative to GRPO (tr Cov over minibatches; mean ± std over seeds)', 'GRPO steps before the measurement', 'variance ratio', vPts, { style: 'bars', xType: 'ordinal', width: 260, height: 220 }));
+    md.push(`![Gradient variance ratio](${fig('variance.svg')})`);
+    md.push('');
+  }
+  const reductionClaim = (byUnit: Map<string, number[]>, which: string): void => {
+    const xs = [...byUnit.values()].map(mean);
+    if (xs.length < 2) return;
+    const m = mean(xs);
+    const se = std(xs) / Math.sqrt(xs.length);
+    const crit = tCritical95(xs.length - 1);
+    const v: Verdict = m >= 0.2 && m - crit * se > 0 ? 'holds' : m + crit * se < 0.2 ? 'contradicted' : 'inconclusive';
+    claims.push({
+      claim: `RCC cuts gradient variance by about a third (${which}; per task and seed, mean over the points after step 0)`,
+      paper: 'BICC paper: −31% to −37%',
+      here: `reduction ${(100 * m).toFixed(1)}% ± ${(100 * std(xs)).toFixed(1)} (n = ${xs.length} task-seed pairs; one-sided 95% bounds ${(100 * (m - crit * se)).toFixed(1)}% … ${(100 * (m + crit * se)).toFixed(1)}%)`,
+      verdict: v,
+    });
+  };
+  reductionClaim(reductions, "trainer's estimator");
+  reductionClaim(wReductions, 'importance-weighted estimator');
+  md.push(
+    'Variance verdict: **holds** when the mean reduction is at least 20% and its one-sided 95% lower bound is above 0; **contradicted** when the one-sided 95% upper bound is below 20% (a reduction of a third is excluded); inconclusive otherwise.',
+  );
+  md.push('');
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push('## The claims, one by one');
+  md.push('');
+  md.push(markdownTable(['Claim', 'Paper', 'Here', 'Verdict'], claims.map((c) => [c.claim, c.paper, c.here, c.verdict === 'n/a' ? 'not run' : VERDICT_TEXT[c.verdict]])));
+  md.push('');
+
+  const readingPath = join(o.docs, 'results', `reading${suffix}.md`);
+  md.push('## Reading');
+  md.push('');
+  md.push(existsSync(readingPath) ? readFileSync(readingPath, 'utf8').trim() : '_No reading written yet._');
+  md.push('');
+
+  // ---------------------------------------------------------------------------------------------------------
+  md.push('## Cost');
+  md.push('');
+  const rlRuns = results.filter((r): r is RlResult => r.kind === 'rl' && o.seeds.includes(r.seed));
+  const kinds: [string, Result[]][] = [
+    ['warm-starts', results.filter((r) => r.kind === 'warmstart' && o.seeds.includes(r.seed))],
+    ['RL runs without BICC', rlRuns.filter((r) => !r.method.bicc)],
+    ['RL runs with BICC', rlRuns.filter((r) => r.method.bicc)],
+    ['variance measurements', results.filter((r) => r.kind === 'variance' && o.seeds.includes(r.seed))],
+  ];
+  md.push(
+    markdownTable(
+      ['Jobs', 'count', 'CPU s (sum)', 'CPU s (mean)', 'wall s (mean)'],
+      kinds.map(([label, rs]) => [label, String(rs.length), rs.reduce((t, r) => t + r.cpuSeconds, 0).toFixed(0), rs.length ? mean(rs.map((r) => r.cpuSeconds)).toFixed(1) : '–', rs.length ? mean(rs.map((r) => r.wallSeconds)).toFixed(1) : '–']),
+    ),
+  );
+  md.push('');
+  const totalCpu = results.filter((r) => o.seeds.includes(r.seed)).reduce((t, r) => t + r.cpuSeconds, 0);
+  md.push(
+    `Total CPU time of all jobs: ${(totalCpu / 60).toFixed(1)} min. Each job is one single-threaded process, so on an otherwise idle 2-core machine with \`--jobs 2\` ` +
+      `the grid takes about total CPU / 2 = **${(totalCpu / 120).toFixed(0)} min** of wall time (plus the imbalance of the last jobs). Measured invocations of the runner:`,
+  );
+  md.push('');
+  md.push(
+    markdownTable(
+      ['finished at', 'grids', 'jobs run', 'parallel', 'wall min', 'load average (1, 5, 15 min) at the end'],
+      timing.map((t) => [t.at, t.grids.join(', '), String(t.jobs), String(t.jobsAtOnce), (t.wallSeconds / 60).toFixed(1), t.loadAverage.map((x) => x.toFixed(1)).join(', ')]),
+    ),
+  );
+  md.push('');
+  md.push(
+    'The machine these ran on was shared with other work (a load average above 2 on 2 cores means other processes were competing), so the measured wall time is ' +
+      'longer than the grid takes alone; the CPU-time estimate above is what it would take on an idle machine.',
+  );
+  md.push('');
+
+  writeFileSync(mdPath, md.join('\n'));
+  written.unshift(mdPath);
+  const summary = results
+    .filter((r) => o.seeds.includes(r.seed))
+    .map((r) =>
+      r.kind === 'rl'
+        ? { id: r.id, task: r.task, method: r.method.id, seed: r.seed, warmStart: r.warmStart, final: r.final, meanReward: allReward(r), cpuSeconds: r.cpuSeconds }
+        : r.kind === 'warmstart'
+          ? { id: r.id, task: r.task, seed: r.seed, eval: r.eval, cpuSeconds: r.cpuSeconds }
+          : { id: r.id, task: r.task, seed: r.seed, point: r.point, measurement: r.measurement, cpuSeconds: r.cpuSeconds },
+    );
+  writeFileSync(join(figDir, 'summary.json'), JSON.stringify(summary, null, 1));
+  written.push(join(figDir, 'summary.json'));
+  return written;
+}
+
+interface TimingRecord {
+  readonly at: string;
+  readonly grids: readonly string[];
+  readonly jobs: number;
+  readonly jobsAtOnce: number;
+  readonly wallSeconds: number;
+  readonly cpus: number;
+  readonly cpuModel: string;
+  readonly loadAverage: readonly number[];
+}
+
+/** The mean over RL steps of one metric in a run's metrics.jsonl (null when the run or the metric is absent). */
+export function runMetric(output: string, id: string, key: string): number | null {
+  const p = join(output, id, 'metrics.jsonl');
+  if (!existsSync(p)) return null;
+  const xs = readFileSync(p, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as Record<string, unknown>)
+    .filter((r) => r['phase'] === 'rl' && typeof r[key] === 'number')
+    .map((r) => r[key] as number);
+  return xs.length ? mean(xs) : null;
+}
+
+function readTiming(output: string): TimingRecord[] {
+  const p = join(output, 'timing.jsonl');
+  if (!existsSync(p)) return [];
+  return readFileSync(p, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim())
+    .map((l) => JSON.parse(l) as TimingRecord);
+}
+
+export type { TaskSpec };
