@@ -135,7 +135,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push(
     `**Hardware.** ${cpuCount}-core CPU (${cpuModel}), the project's CPU backend (pure TypeScript, one thread per process). ` +
       `**No GPU machine was available to this task**, so the \`--scale large\` grid was not run: every number here is from the small scale. ` +
-      '(The WebGPU backend is being merged separately; in this branch `--scale large` would also run on the CPU backend.)',
+      '(The experiment runner uses the CPU backend at every scale; the WebGPU backend, `--backend webgpu` in `rlvr train`, was checked here only on Mesa llvmpipe.)',
   );
   md.push('');
 
