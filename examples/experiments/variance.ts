@@ -18,7 +18,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import {
   grad,
-  hostSequenceDeltas,
   objectives,
   sampleProblems,
   sampleRollouts,
@@ -193,9 +192,9 @@ export async function measureGradientVariance(
   });
   const rewards = ro.completions.map((c, r) => task.verify(c, problems[ro.promptIndex[r]!]!));
   const groupIds = ro.promptIndex;
-  const deltas = hostSequenceDeltas(ro.oldLogProbs, ro.refLogProbs!, ro.completionMask, ro.completionLen, 'sum');
+  const deltas = objectives.sequenceDeltas(ro.oldLogProbs, ro.refLogProbs!, ro.completionMask, ro.completionLen, 'sum');
   const grpoAdv = objectives.groupAdvantages(rewards, groupIds, objectives.PAPER_ADVANTAGES);
-  const meanDeltas = hostSequenceDeltas(ro.oldLogProbs, ro.refLogProbs!, ro.completionMask, ro.completionLen, 'mean');
+  const meanDeltas = objectives.sequenceDeltas(ro.oldLogProbs, ro.refLogProbs!, ro.completionMask, ro.completionLen, 'mean');
   const rccAdv = objectives.rccAdvantages(rewards, deltas, groupIds);
   const w = groupNormalisedWeights(deltas, groupIds);
   const optimalAdv = baselineAdvantages(rewards, groupIds, (idx) => objectives.optimalBaseline(idx.map((i) => rewards[i]!), idx.map((i) => deltas[i]!)));

@@ -65,11 +65,11 @@ describe('RCC baseline', () => {
     expect(vRcc).toBeLessThan(vMean);
   });
 
-  it('sequence deltas: masked sum and length-normalised mean of old - ref log-probs, no gradient', async () => {
-    const old = T.tensor([[-1, -2, -3], [-0.5, -0.5, 0]], undefined, { dtype: 'f64' });
-    const ref = T.tensor([[-1.5, -2, -2], [-1, -1, -9]], undefined, { dtype: 'f64' });
-    const mask = T.tensor([[1, 1, 1], [1, 1, 0]], undefined, { dtype: 'f64' });
-    expect(await sequenceDeltas(old, ref, mask, 'sum')).toEqual([0.5 + 0 - 1, 0.5 + 0.5]);
-    expect(await sequenceDeltas(old, ref, mask, 'mean')).toEqual([(0.5 + 0 - 1) / 3, 1 / 2]);
+  it('sequence deltas: masked sum and length-normalised mean of old - ref log-probs', () => {
+    const old = [-1, -2, -3, -0.5, -0.5, 0];
+    const ref = [-1.5, -2, -2, -1, -1, -9];
+    const mask = [1, 1, 1, 1, 1, 0];
+    expect(sequenceDeltas(old, ref, mask, 3, 'sum')).toEqual([0.5 + 0 - 1, 0.5 + 0.5]);
+    expect(sequenceDeltas(old, ref, mask, 3, 'mean')).toEqual([(0.5 + 0 - 1) / 3, 1 / 2]);
   });
 });

@@ -1,9 +1,4 @@
 import { ArgumentError, NonFiniteError } from '../core/errors.js';
-import type { Tensor } from '../core/tensor.js';
-import { tidy } from '../core/scope.js';
-import { stopGradient } from '../core/transforms.js';
-import { div, maximum, mul, sub } from '../ops/elementwise.js';
-import { sum } from '../ops/reduce.js';
 
 /**
  * RCC, Reward-Confidence Correction (objectives.md, section RCC): a per-group baseline for the importance-
@@ -81,17 +76,27 @@ export function rccAdvantages(
 }
 
 /**
- * Per-rollout delta = log pi_old(o|q) - log pi_ref(o|q) from per-token log-probs [B, T] and a 0/1 mask: the
- * masked sum over tokens, or that sum over max(1, L) for `mean`. No gradient flows (it is a baseline). One
- * readback, so it works on any backend.
+ * Per-rollout delta = log pi_old(o|q) - log pi_ref(o|q) from the per-token log-probs the sampler records on the host
+ * ([B, C] row-major, with a 0/1 completion mask): the masked sum over tokens, or that sum over max(1, L) for
+ * `mean`. A baseline takes no gradient, so host numbers suffice (tensors: `await t.data()` first).
  */
-export async function sequenceDeltas(oldLogProbs: Tensor, refLogProbs: Tensor, mask: Tensor, mode: RccDeltaMode = 'sum'): Promise<number[]> {
-  const d = tidy(() => {
-    const perToken = mul(sub(stopGradient(oldLogProbs), stopGradient(refLogProbs)), mask);
-    const total = sum(perToken, -1);
-    return mode === 'sum' ? total : div(total, maximum(sum(mask, -1), 1));
+export function sequenceDeltas(
+  oldLogProbs: ArrayLike<number>,
+  refLogProbs: ArrayLike<number>,
+  mask: ArrayLike<number>,
+  completionLen: number,
+  mode: RccDeltaMode = 'sum',
+): number[] {
+  const rows = completionLen === 0 ? 0 : mask.length / completionLen;
+  return Array.from({ length: rows }, (_, r) => {
+    let total = 0;
+    let len = 0;
+    for (let t = 0; t < completionLen; t++) {
+      const i = r * completionLen + t;
+      if (mask[i] === 0) continue;
+      total += oldLogProbs[i]! - refLogProbs[i]!;
+      len++;
+    }
+    return mode === 'sum' ? total : total / Math.max(1, len);
   });
-  const values = Array.from(await d.data());
-  d.dispose();
-  return values;
 }

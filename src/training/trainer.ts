@@ -11,7 +11,7 @@ import { lrAt } from '../nn/schedule.js';
 import { initParams, smallConfig, validateConfig, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import { makeObjective, type BoundObjective } from '../objectives/registry.js';
 import { groupStats } from '../objectives/groups.js';
-import { rccAdvantages } from '../objectives/rcc.js';
+import { rccAdvantages, sequenceDeltas } from '../objectives/rcc.js';
 import { sampleRollouts, type Rollouts } from '../rl/sampler.js';
 import { rescoreOldLogProbs } from '../rl/score.js';
 import { selectRows, type SequenceBatch } from '../rl/batch.js';
@@ -26,7 +26,6 @@ import { TrainConfigError, type TrainConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 import { updatePolicy, type AdamWSettings } from './rl-step.js';
-import { hostSequenceDeltas } from './deltas.js';
 
 /**
  * The RLVR training loop: a supervised warm-start on worked solutions (so the policy starts with a non-trivial
@@ -189,7 +188,7 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
   const advantages =
     cfg.advantage === 'rcc'
-      ? rccAdvantages(rewards, hostSequenceDeltas(rollouts.oldLogProbs, rollouts.refLogProbs!, rollouts.completionMask, rollouts.completionLen, cfg.rccDelta), rollouts.promptIndex)
+      ? rccAdvantages(rewards, sequenceDeltas(rollouts.oldLogProbs, rollouts.refLogProbs!, rollouts.completionMask, rollouts.completionLen, cfg.rccDelta), rollouts.promptIndex)
       : null;
   const sampledAt = performance.now();
   const rlStepIndex = run.at.step;
