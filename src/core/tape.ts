@@ -128,11 +128,6 @@ export function recordOp(op: string, inputs: readonly Tensor[], output: Tensor, 
   for (const tape of activeTapes) tape.maybeRecord(op, inputs, output, vjp);
 }
 
-/** Whether any active tape would record an op over these inputs (lets ops skip building vjp state). */
-export function isRecording(inputs: readonly Tensor[]): boolean {
-  return activeTapes.some((tape) => inputs.some((x) => tape.isTracked(x)));
-}
-
 /** Run `fn` with `tape` active. */
 export function withTape<T>(tape: Tape, fn: () => T): T {
   activeTapes.push(tape);

@@ -1,5 +1,5 @@
 import type { Backend, Storage } from './backend.js';
-import { allocArray, bytesPerElement, type DType, type TypedArray } from './dtype.js';
+import { bytesPerElement, type DType, type TypedArray } from './dtype.js';
 import { BackendError, DisposedTensorError } from './errors.js';
 import { sizeOf, type Shape } from './shape.js';
 import { trackInScope } from './scope.js';
@@ -134,4 +134,3 @@ function firstOf(op: string, t: Tensor, values: TypedArray): number {
   return values[0]!;
 }
 
-export const emptyLike = (dtype: DType, size: number): TypedArray => allocArray(dtype, size);

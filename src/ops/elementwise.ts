@@ -5,7 +5,7 @@ import { setAccumulate } from '../core/tape.js';
 import { Tensor } from '../core/tensor.js';
 import { full } from './creation.js';
 import { kt, runOp } from './op.js';
-import { expand, reshape } from './movement.js';
+import { reshape } from './movement.js';
 import { sum } from './reduce.js';
 
 /** Elementwise ops: forwards and vector-Jacobian rules. Their scalar kernels are in `elementwise-kernels.ts`. */
@@ -122,11 +122,6 @@ export function clamp(x: Tensor, lo: Operand | null, hi: Operand | null): Tensor
   if (lo !== null) y = where(less(y, lo), lo, y);
   if (hi !== null) y = where(greater(y, hi), hi, y);
   return y;
-}
-
-/** Broadcast both operands to their common shape (materialised). */
-export function broadcastTo(x: Tensor, shape: Shape): Tensor {
-  return expand(x, shape);
 }
 
 setAccumulate((a, b) => add(a, b));

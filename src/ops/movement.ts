@@ -51,6 +51,9 @@ export function expand(x: Tensor, shape: Shape): Tensor {
   return runOp('expand', [x], shape, x.dtype, (b) => b.expand(kt('expand', x), shape), () => (g) => [unbroadcast(g, x.shape)]);
 }
 
+/** NumPy's and JAX's name for `expand`. */
+export const broadcastTo = expand;
+
 /** Reorder axes: out.shape[i] = x.shape[perm[i]]. */
 export function permute(x: Tensor, perm: readonly number[]): Tensor {
   const p = perm.map((a) => normAxis('permute', a, x.rank));

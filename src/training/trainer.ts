@@ -38,8 +38,6 @@ export interface TrainHooks {
   readonly onRecord?: (record: MetricRecord) => void;
   /** Called once per step with the phase's progress, for a progress display. */
   readonly onProgress?: (p: { phase: 'warmstart' | 'rl'; step: number; total: number; record: MetricRecord }) => void;
-  /** Where parameters live (default: the default backend). */
-  readonly backend?: Backend;
 }
 
 export interface TrainResult {
@@ -191,6 +189,7 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
       ? rccAdvantages(rewards, sequenceDeltas(rollouts.oldLogProbs, rollouts.refLogProbs!, rollouts.completionMask, rollouts.completionLen, cfg.rccDelta), rollouts.promptIndex)
       : null;
   const sampledAt = performance.now();
+  const settings = rlSettings(cfg);
   const rlStepIndex = run.at.step;
   const result = updatePolicy(
     { params: run.params, opt: run.opt },
@@ -206,7 +205,7 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
       maxCompletionLength: cfg.maxCompletionLength,
       ...(cfg.bicc ? { scoredBatch: biccScorer(run, rollouts, rewards) } : {}),
     },
-    rlSettings(cfg),
+    settings,
     run.rng,
   );
   if (result.params !== run.params) dispose([run.params, run.opt]);
@@ -223,7 +222,7 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
     reward: rewards.reduce((s, x) => s + x, 0) / rewards.length,
     groups_mixed: stats.filter((s) => s.rewardStd > 0).length / stats.length,
     ...metrics,
-    lr: rlSettings(cfg)(run.opt.step - 1).lr,
+    lr: settings(run.opt.step - 1).lr,
     seconds,
     sample_seconds: (sampledAt - t0) / 1000,
     tokens_per_s: (sampledTokens + result.tokensScored) / seconds,
@@ -242,6 +241,8 @@ function biccScorer(run: Run, rollouts: Rollouts, rewards: readonly number[]): (
 }
 
 export interface TrainOptions extends TrainHooks {
+  /** Where parameters live (default: the default backend). */
+  readonly backend?: Backend;
   /** A task of the user's (its own prompts and reward function) instead of the built-in `cfg.task`. */
   readonly task?: Task<Problem>;
 }

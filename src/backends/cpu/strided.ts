@@ -1,4 +1,4 @@
-import { broadcastStrides, sizeOf, stridesOf, type Shape } from '../../core/shape.js';
+import { broadcastStrides, sizeOf, type Shape } from '../../core/shape.js';
 
 /**
  * For each element of `outShape` in row-major order, the flat offset `offset + sum(index[d] * strides[d])`.
@@ -28,5 +28,3 @@ export function broadcastOffsets(shape: Shape, outShape: Shape): Int32Array | nu
   if (shape.length === outShape.length && shape.every((d, i) => d === outShape[i])) return null;
   return stridedOffsets(outShape, broadcastStrides(shape, outShape));
 }
-
-export { stridesOf };
