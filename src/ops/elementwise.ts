@@ -8,7 +8,7 @@ import { kt, runOp } from './op.js';
 import { reshape } from './movement.js';
 import { sum } from './reduce.js';
 
-/** Elementwise ops: forwards and vector-Jacobian rules. Their scalar kernels are in `elementwise-kernels.ts`. */
+/** Elementwise ops: forwards and vector-Jacobian rules. Their scalar kernels are in `core/elementwise-kernels.ts`. */
 export type Operand = Tensor | number;
 
 /** Lift a number to a scalar tensor beside `like`. */

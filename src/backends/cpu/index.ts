@@ -1,7 +1,7 @@
 import type { AdamWHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp } from '../../core/backend.js';
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { sizeOf, stridesOf, type Shape } from '../../core/shape.js';
-import { BINARY_KERNELS, UNARY_KERNELS } from '../../ops/elementwise-kernels.js';
+import { BINARY_KERNELS, UNARY_KERNELS } from '../../core/elementwise-kernels.js';
 import { broadcastOffsets, stridedOffsets } from './strided.js';
 import { matmulKernel } from './matmul.js';
 import { adamwKernel, layerNormBackwardKernel, layerNormKernel, rmsNormBackwardKernel, rmsNormKernel, softmaxKernel } from './rows.js';

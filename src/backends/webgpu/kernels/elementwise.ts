@@ -2,7 +2,7 @@ import type { BinaryOp, KernelTensor, UnaryOp } from '../../../core/backend.js';
 import type { DType } from '../../../core/dtype.js';
 import { DTypeError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
-import { BINARY_KERNELS, UNARY_KERNELS } from '../../../ops/elementwise-kernels.js';
+import { BINARY_KERNELS, UNARY_KERNELS } from '../../../core/elementwise-kernels.js';
 import prelude from '../../../../shaders/prelude.wgsl';
 import template from '../../../../shaders/elementwise.wgsl';
 import type { GpuRuntime } from '../runtime.js';

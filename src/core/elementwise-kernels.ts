@@ -1,4 +1,4 @@
-import type { BinaryOp, UnaryOp } from '../core/backend.js';
+import type { BinaryOp, UnaryOp } from './backend.js';
 
 /**
  * The scalar definition of every elementwise kernel, in one place for both backends: a JS function (the CPU
