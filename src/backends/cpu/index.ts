@@ -87,7 +87,7 @@ export class CpuBackend implements Backend {
   }
 
   unary(op: UnaryOp, x: KernelTensor): Storage {
-    const f = UNARY_KERNELS[op].cpu;
+    const f = UNARY_KERNELS[op].js;
     const src = data(x);
     const out = this.alloc(x.dtype, src.length);
     for (let i = 0; i < src.length; i++) out[i] = f(src[i]!);
@@ -95,7 +95,7 @@ export class CpuBackend implements Backend {
   }
 
   binary(op: BinaryOp, a: KernelTensor, b: KernelTensor, outShape: Shape): Storage {
-    const f = BINARY_KERNELS[op].cpu;
+    const f = BINARY_KERNELS[op].js;
     const da = data(a);
     const db = data(b);
     const out = this.alloc(a.dtype, sizeOf(outShape));
