@@ -12,6 +12,7 @@ export default defineConfig({
   ],
   test: {
     include: ['spec/**/*.spec.ts'],
+    setupFiles: ['spec/setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

@@ -9,6 +9,8 @@ export { grad, valueAndGrad, vjp, stopGradient, type VjpFn } from './core/transf
 export { withoutTapes as noGrad } from './core/tape.js';
 export { Rng, type RngState } from './core/rng.js';
 export { getDefaultBackend, setDefaultBackend } from './core/runtime.js';
+// The backend registry also installs the CPU backend as the default one.
+export { BACKENDS, BACKEND_NAMES, isBackendName, openBackend, type BackendEntry, type BackendName } from './backends/registry.js';
 export { broadcastShapes, sizeOf } from './core/shape.js';
 export { CpuBackend } from './backends/cpu/index.js';
 export {
@@ -39,4 +41,3 @@ export * from './nn/index.js';
 export * from './rl/index.js';
 export * from './tasks/index.js';
 export * from './training/index.js';
-export { openBackend } from './backends/open.js';

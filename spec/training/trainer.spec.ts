@@ -80,12 +80,42 @@ describe('a tiny training run', () => {
     }
   });
 
-  it('runs with RCC advantages and a KL reference, logging the KL', async () => {
+  it('runs with RCC advantages and a KL reference: the baseline moves only once the policy leaves the reference', async () => {
+    const task = withReward(additionTask(), (completion) => completion.length % 2);
     const records: MetricRecord[] = [];
-    await train(cfgOf({ objective: 'grpo', advantage: 'rcc', objectiveOptions: { beta: 0.04 } }), { onRecord: (r) => records.push(r) });
+    const cfg = cfgOf({ objective: 'grpo', advantage: 'rcc', objectiveOptions: { beta: 0.04 }, learningRate: 1e-2, warmupSteps: 0 });
+    await train(cfg, { task, onRecord: (r) => records.push(r) });
     const rl = records.filter((r) => r.phase === 'rl');
     expect(rl).toHaveLength(3);
     expect(rl.every((r) => Number.isFinite(r.kl))).toBe(true);
+    // Step 1 samples from the reference itself: every delta is 0 (the CPU sampler's log-probs equal the reference
+    // forward's bit for bit), so RCC's baseline is GRPO's group mean and the KL is 0.
+    expect(rl[0]!.rcc_baseline_shift).toBe(0);
+    expect(rl[0]!.kl).toBe(0);
+    // After updates the policy differs from the reference: on mixed groups Cov(r, delta) != 0 moves the baseline.
+    const later = rl.slice(1).filter((r) => Number(r.groups_mixed) > 0);
+    expect(later.length).toBeGreaterThan(0);
+    expect(later.every((r) => Number(r.rcc_baseline_shift) > 0)).toBe(true);
+  });
+
+  it("the step's reward is the mean over all its rollouts, not the objective's last minibatch's", async () => {
+    // Reward by prompt: a group's rewards are all 0 or all 1, so one-group minibatches have mean 0 or 1, and a
+    // step with one group of each has mean 0.5.
+    const codeSum = (text: string): number => [...text].reduce((s, ch) => s + ch.charCodeAt(0), 0);
+    const task = withReward(additionTask(), (_completion, problem) => codeSum(problem.prompt) % 2);
+    const records: MetricRecord[] = [];
+    await train(cfgOf({ objective: 'grpo', steps: 6, groupsPerMinibatch: 1 }), { task, onRecord: (r) => records.push(r) });
+    const rewards = records.filter((r) => r.phase === 'rl').map((r) => r.reward);
+    expect(rewards.every((r) => r === 0 || r === 0.5 || r === 1)).toBe(true);
+    expect(rewards).toContain(0.5);
+  });
+
+  it('opens the backend the config names, and refuses one of another name', async () => {
+    const result = await train(cfgOf({ steps: 1, warmStartSteps: 1 }));
+    expect(result.backend.name).toBe('cpu');
+    expect(treeLeaves(result.params).every((t) => t.backend === result.backend)).toBe(true);
+    const other = { ...result.backend, name: 'webgpu' } as typeof result.backend;
+    await expect(train(cfgOf({ steps: 1 }), { backend: other })).rejects.toThrow(TrainConfigError);
   });
 
   it('RL raises a learnable reward (GRPO and ConSPO): the loop ascends, it does not descend', async () => {
@@ -110,6 +140,9 @@ describe('a tiny training run', () => {
       expect(rl).toHaveLength(3);
       expect(rl.every(allFinite)).toBe(true);
       expect(rl.some((r) => Number(r.groups_mixed) > 0)).toBe(true);
+      // Rows are conditioned only in mixed groups (groups are equal in size), and some were.
+      expect(rl.every((r) => Number(r.bicc_conditioned) <= Number(r.groups_mixed))).toBe(true);
+      expect(rl.some((r) => Number(r.bicc_conditioned) > 0)).toBe(true);
     }
   });
 

@@ -79,7 +79,7 @@ describeGpu('webgpu: the transformer policy agrees with the CPU backend', (gpu) 
     });
     if (E.isLeft(cfg)) throw cfg.left;
     const onCpu = await T.train(cfg.right, { backend: cpu });
-    const onGpu = await T.train(cfg.right, { backend: gpu });
+    const onGpu = await T.train({ ...cfg.right, backend: 'webgpu' }, { backend: gpu });
     expect(onGpu.records.length).toBe(onCpu.records.length);
     onCpu.records.forEach((want, i) => {
       const got = onGpu.records[i]! as unknown as Record<string, unknown>;

@@ -1,6 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { parseArgs } from 'node:util';
 import { TrainConfigError, parseTrainConfig, type TrainConfig } from '../training/config.js';
+import { BACKEND_NAMES } from '../backends/registry.js';
 
 /**
  * `rlvr train` options, named as TRL's GRPOConfig names them where it has the setting (--num-generations,
@@ -60,7 +61,7 @@ export const TRAIN_USAGE = `usage: rlvr train [options]
 
   --task addition|multiplication|countdown   (default addition)
   --objective grpo|dapo|dr_grpo|gspo|gmpo|cispo|sapo|disco|conspo   (default conspo)
-  --backend cpu|webgpu          --output DIR (metrics.jsonl, checkpoints)   --resume DIR
+  --backend ${BACKEND_NAMES.join('|')}          --output DIR (metrics.jsonl, checkpoints)   --resume DIR
   --advantage group|rcc         --rcc-delta sum|mean      --bicc
 ${NUMBER_FLAGS.map((f) => `  --${f.flag.padEnd(26)} ${f.help}`).join('\n')}
   objective options: ${[...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS)].map((f) => `--${f}`).join(' ')}`;

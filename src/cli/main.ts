@@ -6,8 +6,7 @@ import { createProgress } from './progress.js';
 import { train } from '../training/trainer.js';
 import { OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { RlvrError } from '../core/errors.js';
-import { openBackend } from '../backends/open.js';
-import { WebGpuBackend } from '../backends/webgpu/index.js';
+import { BACKENDS, openBackend } from '../backends/registry.js';
 
 const USAGE = `usage: rlvr <command> [options]
 
@@ -27,7 +26,7 @@ async function runTrain(argv: string[]): Promise<number> {
     return 2;
   }
   const backend = await openBackend(cfg.right.backend);
-  if (backend instanceof WebGpuBackend) console.log(`rlvr: WebGPU adapter: ${backend.adapter.summary}`);
+  console.log(`rlvr: backend ${backend.describe()}`);
   const progress = createProgress();
   let result;
   try {
@@ -41,7 +40,7 @@ async function runTrain(argv: string[]): Promise<number> {
   } finally {
     progress.stop();
     // Releasing the device lets the process exit (Dawn keeps the event loop alive while a device lives).
-    if (backend.name !== 'cpu') backend.dispose();
+    backend.dispose();
   }
   const before = result.warmStart?.passAt1;
   const after = result.final.passAt1;
@@ -59,7 +58,8 @@ async function main(argv: string[]): Promise<number> {
     case 'train':
       return runTrain(rest);
     case 'info':
-      console.log(`objectives: ${OBJECTIVE_NAMES.join(', ')}\nbackends: cpu, webgpu (needs an adapter)`);
+      console.log(`objectives: ${OBJECTIVE_NAMES.join(', ')}`);
+      console.log(`backends:\n${Object.entries(BACKENDS).map(([name, b]) => `  ${name.padEnd(10)} ${b.help}`).join('\n')}`);
       return 0;
     case 'help':
     case '--help':

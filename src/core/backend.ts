@@ -49,10 +49,18 @@ export interface MemoryInfo {
 }
 
 export interface Backend {
+  /** Its name in the backend registry (`src/backends/registry.ts`). */
   readonly name: string;
   supportsDType(dtype: DType): boolean;
   /** Whether `readSync` works (the CPU backend) or only the async `read` (WebGPU). */
   readonly synchronous: boolean;
+  /**
+   * Whether a row's results are independent of the batch's shape (its width, padding, other rows), so the KV-cache
+   * sampler's log-probs equal a full forward's bit for bit. A GPU picks kernels and tilings by shape: false there.
+   */
+  readonly batchInvariant: boolean;
+  /** One line naming the backend and its device, for logs and reports. */
+  describe(): string;
 
   upload(values: TypedArray, dtype: DType): Storage;
   read(x: KernelTensor): Promise<TypedArray>;

@@ -3,6 +3,7 @@ import { RlvrError } from '../core/errors.js';
 import { isObjectiveName, type ObjectiveName } from '../objectives/registry.js';
 import type { ConfigInput } from '../objectives/config.js';
 import type { TransformerConfig } from '../nn/transformer.js';
+import { BACKEND_NAMES, isBackendName, type BackendName } from '../backends/registry.js';
 
 /**
  * The trainer's configuration: one typed record with defaults sized for a 2-core CPU (the README's main command
@@ -28,7 +29,8 @@ export interface TrainConfig {
   /** Score rollouts under bilateral context conditioning (training only). */
   readonly bicc: boolean;
   readonly biccContextShare: number;
-  readonly backend: 'cpu' | 'webgpu';
+  /** Where the run's tensors live, by registry name; `train` opens it unless given a backend. */
+  readonly backend: BackendName;
   readonly seed: number;
   readonly model: ModelSize;
   readonly warmStartSteps: number;
@@ -126,7 +128,7 @@ const CHECKS: readonly Check[] = [
   need('advantage', (c) => c.advantage === 'group' || c.advantage === 'rcc', (c) => c.advantage, "must be 'group' or 'rcc'"),
   need('rccDelta', (c) => c.rccDelta === 'sum' || c.rccDelta === 'mean', (c) => c.rccDelta, "must be 'sum' or 'mean'"),
   need('biccContextShare', (c) => c.biccContextShare > 0 && c.biccContextShare < 1, (c) => c.biccContextShare, 'must be in (0, 1)'),
-  need('backend', (c) => c.backend === 'cpu' || c.backend === 'webgpu', (c) => c.backend, "must be 'cpu' or 'webgpu'"),
+  need('backend', (c) => isBackendName(c.backend), (c) => c.backend, `must be one of ${BACKEND_NAMES.join(', ')}`),
   need('seed', (c) => Number.isSafeInteger(c.seed), (c) => c.seed, 'must be an integer'),
   ...(['dModel', 'nLayers', 'nHeads', 'nKvHeads', 'dFf', 'maxSeqLen'] as const).map((k) =>
     need(`model.${k}`, (c) => Number.isInteger(c.model[k]) && c.model[k] >= 1, (c) => c.model[k], 'must be an integer >= 1'),

@@ -2,7 +2,6 @@ import * as E from 'fp-ts/lib/Either.js';
 import { dirname, join, resolve } from 'node:path';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
-import { getDefaultBackend } from '../core/runtime.js';
 import { dispose, tidy } from '../core/scope.js';
 import { stopGradient, valueAndGrad } from '../core/transforms.js';
 import { loadCheckpoint, saveCheckpoint, type Json } from '../nn/checkpoint.js';
@@ -10,10 +9,11 @@ import { adamwInit, adamwStep, type OptimizerState } from '../nn/optim.js';
 import { lrAt } from '../nn/schedule.js';
 import { initParams, smallConfig, validateConfig, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import { makeObjective, type BoundObjective } from '../objectives/registry.js';
-import { groupStats } from '../objectives/groups.js';
-import { rccAdvantages, sequenceDeltas } from '../objectives/rcc.js';
+import { groupLayout, groupMean, groupStats } from '../objectives/groups.js';
+import { rccAdvantages, rccBaseline, sequenceDeltas } from '../objectives/rcc.js';
 import { sampleRollouts, type Rollouts } from '../rl/sampler.js';
 import { rescoreOldLogProbs } from '../rl/score.js';
+import { openBackend } from '../backends/registry.js';
 import { selectRows, type SequenceBatch } from '../rl/batch.js';
 import { biccInput, conditionBatch } from '../rl/bicc.js';
 import { sftBatch, sftExamples, sftLoss } from '../rl/sft.js';
@@ -41,6 +41,8 @@ export interface TrainHooks {
 }
 
 export interface TrainResult {
+  /** Where `params` live: `opts.backend`, or the one `train` opened from `cfg.backend` (the caller disposes it). */
+  readonly backend: Backend;
   readonly config: TransformerConfig;
   readonly params: TransformerParams;
   readonly warmStart: EvalResult | null;
@@ -181,13 +183,17 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
     topP: cfg.topP,
     refParams: run.needsReference ? run.reference : null,
   });
-  // Off the CPU reference, pi_old is re-scored by the training forward so the first ratio is exactly 1.
-  const rollouts = run.params.embed.weight.backend.name === 'cpu' ? sampled : await rescoreOldLogProbs(run.params, run.config, sampled);
+  // Where the sampler's numbers may depend on the batch's shape, pi_old is re-scored by the training forward so
+  // that the first ratio is exactly 1.
+  const batchInvariant = run.params.embed.weight.backend.batchInvariant;
+  const rollouts = batchInvariant ? sampled : await rescoreOldLogProbs(run.params, run.config, sampled);
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
-  const advantages =
+  const deltas =
     cfg.advantage === 'rcc'
-      ? rccAdvantages(rewards, sequenceDeltas(rollouts.oldLogProbs, rollouts.refLogProbs!, rollouts.completionMask, rollouts.completionLen, cfg.rccDelta), rollouts.promptIndex)
+      ? sequenceDeltas(rollouts.oldLogProbs, rollouts.refLogProbs!, rollouts.completionMask, rollouts.completionLen, cfg.rccDelta)
       : null;
+  const advantages = deltas && rccAdvantages(rewards, deltas, rollouts.promptIndex);
+  const scorer = cfg.bicc ? biccScorer(run, rollouts, rewards) : null;
   const sampledAt = performance.now();
   const settings = rlSettings(cfg);
   const rlStepIndex = run.at.step;
@@ -203,7 +209,7 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
       numIterations: cfg.numIterations,
       groupsPerMinibatch: cfg.groupsPerMinibatch ?? cfg.promptsPerStep,
       maxCompletionLength: cfg.maxCompletionLength,
-      ...(cfg.bicc ? { scoredBatch: biccScorer(run, rollouts, rewards) } : {}),
+      ...(scorer ? { scoredBatch: scorer.rows } : {}),
     },
     settings,
     run.rng,
@@ -219,9 +225,13 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const record: MetricRecord = {
     phase: 'rl',
     step: run.at.step,
+    // The objective's metrics are its last minibatch's; the step's own reward over all rollouts comes after them.
+    ...metrics,
     reward: rewards.reduce((s, x) => s + x, 0) / rewards.length,
     groups_mixed: stats.filter((s) => s.rewardStd > 0).length / stats.length,
-    ...metrics,
+    // What the two interventions did this step, so a run shows they acted.
+    ...(deltas ? { rcc_baseline_shift: rccBaselineShift(rewards, deltas, rollouts.promptIndex) } : {}),
+    ...(scorer ? { bicc_conditioned: scorer.conditioned } : {}),
     lr: settings(run.opt.step - 1).lr,
     seconds,
     sample_seconds: (sampledAt - t0) / 1000,
@@ -235,13 +245,33 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
  * BICC (training only): each rollout is scored under [query; opposite-class rollouts of its group] while pi_old
  * and pi_ref stay on the plain context. One conditioned batch per step; minibatches take its rows.
  */
-function biccScorer(run: Run, rollouts: Rollouts, rewards: readonly number[]): (rows: readonly number[]) => SequenceBatch {
+function biccScorer(run: Run, rollouts: Rollouts, rewards: readonly number[]): BiccScorer {
   const cond = conditionBatch(biccInput(rollouts, rewards), run.tokenizer, run.config, { contextShare: run.cfg.biccContextShare, threshold: 0.5 });
-  return (rows) => selectRows(cond.batch, rows);
+  return {
+    rows: (rows) => selectRows(cond.batch, rows),
+    conditioned: cond.conditioned.filter(Boolean).length / cond.conditioned.length,
+  };
+}
+
+interface BiccScorer {
+  /** The conditioned batch's rows for a minibatch. */
+  readonly rows: (rows: readonly number[]) => SequenceBatch;
+  /** The share of the step's rows scored under an inserted context (the rest fell back to the plain prompt). */
+  readonly conditioned: number;
+}
+
+/** Mean |b_RCC - mean r| over the step's groups: how far RCC moved the baseline from GRPO's group mean. */
+function rccBaselineShift(rewards: readonly number[], deltas: readonly number[], groupIds: readonly number[]): number {
+  const groups = groupLayout(groupIds).members;
+  const shift = (rows: readonly number[]): number => {
+    const r = rows.map((i) => rewards[i]!);
+    return Math.abs(rccBaseline(r, rows.map((i) => deltas[i]!)) - groupMean(r));
+  };
+  return groups.reduce((s, rows) => s + shift(rows), 0) / groups.length;
 }
 
 export interface TrainOptions extends TrainHooks {
-  /** Where parameters live (default: the default backend). */
+  /** Where parameters live: an open backend named `cfg.backend` (default: `train` opens `cfg.backend`). */
   readonly backend?: Backend;
   /** A task of the user's (its own prompts and reward function) instead of the built-in `cfg.task`. */
   readonly task?: Task<Problem>;
@@ -249,7 +279,21 @@ export interface TrainOptions extends TrainHooks {
 
 /** Train from scratch (or resume from `cfg.resume`); returns held-out results after warm-start and after RL. */
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
-  const backend = opts.backend ?? getDefaultBackend();
+  if (opts.backend) {
+    if (opts.backend.name === cfg.backend) return trainOn(cfg, opts, opts.backend);
+    throw new TrainConfigError('backend', cfg.backend, `differs from the backend passed to train (${opts.backend.name})`);
+  }
+  const backend = await openBackend(cfg.backend);
+  try {
+    return await trainOn(cfg, opts, backend);
+  } catch (e) {
+    // Nobody else holds the backend train opened: release it (a live GPU device keeps the process alive).
+    backend.dispose();
+    throw e;
+  }
+}
+
+async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): Promise<TrainResult> {
   const base = setup(cfg, opts.task);
   if (E.isLeft(base)) throw base.left;
   const run: Run = { ...base.right, ...(cfg.resume ? await resume(cfg.resume, backend) : fresh(base.right.config, cfg.seed, backend)) };
@@ -287,7 +331,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   if (checkpointDir) await save(run, checkpointDir);
   if (run.reference) dispose(run.reference);
   dispose(run.opt);
-  return { config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
+  return { backend, config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
 }
 
 async function saveReference(config: TransformerConfig, params: TransformerParams, dir: string): Promise<void> {

@@ -1,3 +1,5 @@
+// Also run by vite-node (resume-child.ts), outside vitest's setup file: install the default backend.
+import '../../../src/backends/registry.js';
 import { Rng } from '../../../src/core/rng.js';
 import { dispose, tidy } from '../../../src/core/scope.js';
 import type { Tensor } from '../../../src/core/tensor.js';

@@ -21,6 +21,11 @@ export const splitAt = (shape: Shape, axis: number): [number, number, number] =>
 export class CpuBackend implements Backend {
   readonly name = 'cpu';
   readonly synchronous = true;
+  // Every kernel loops rows in a fixed order whatever the batch's shape (see ARCHITECTURE.md, exactness).
+  readonly batchInvariant = true;
+  describe(): string {
+    return 'cpu (TypeScript reference kernels, one thread)';
+  }
   private buffers = 0;
   private bytes = 0;
 

@@ -27,6 +27,10 @@ export interface WebGpuBackendOptions extends AcquireOptions, RuntimeOptions {}
 export class WebGpuBackend implements Backend {
   readonly name = 'webgpu';
   readonly synchronous = false;
+  readonly batchInvariant = false;
+  describe(): string {
+    return `webgpu (${this.adapter.summary})`;
+  }
 
   constructor(readonly runtime: GpuRuntime) {}
 

@@ -1,0 +1,43 @@
+import type { Backend } from '../core/backend.js';
+import { setDefaultBackendFactory } from '../core/runtime.js';
+import { CpuBackend } from './cpu/index.js';
+
+/**
+ * Every backend by name: the one list the CLI (flag values, usage text), the trainer (`TrainConfig.backend`,
+ * validated and opened by `train`) and `openBackend` read. Adding a backend is its folder plus one line here.
+ */
+export interface BackendEntry {
+  /** Shown in usage texts. */
+  readonly help: string;
+  /** A backend ready to use (async: a device may have to be acquired). `dispose()` it when done. */
+  readonly open: () => Promise<Backend>;
+}
+
+// One CPU backend per process: it is also the default backend, so tensors made without naming a backend and
+// parameters opened by name live on the same one.
+let sharedCpu: CpuBackend | null = null;
+const cpu = (): CpuBackend => (sharedCpu ??= new CpuBackend());
+
+export const BACKENDS = {
+  cpu: { help: 'TypeScript reference kernels (f32 and f64)', open: async () => cpu() },
+  // Loaded on demand: a CPU-only run never loads Dawn or the shaders.
+  webgpu: {
+    help: 'WGSL kernels through Dawn (needs a WebGPU adapter)',
+    open: async () => (await import('./webgpu/index.js')).createWebGpuBackend(),
+  },
+} as const satisfies Readonly<Record<string, BackendEntry>>;
+
+export type BackendName = keyof typeof BACKENDS;
+export const BACKEND_NAMES = Object.keys(BACKENDS) as BackendName[];
+export const isBackendName = (name: string): name is BackendName => Object.prototype.hasOwnProperty.call(BACKENDS, name);
+
+setDefaultBackendFactory(cpu);
+
+/**
+ * The backend a run asked for by name. WebGPU without an adapter rejects with a typed `NoAdapterError` that says
+ * what to install; a caller that prefers to go on may catch it and use the CPU backend. Dispose the backend when
+ * done (Dawn keeps the process alive while a device lives; the CPU backend's `dispose` does nothing).
+ */
+export async function openBackend(name: BackendName): Promise<Backend> {
+  return BACKENDS[name].open();
+}
