@@ -1,3 +1,5 @@
+import * as E from 'fp-ts/lib/Either.js';
+import { nonNegative, nullable, intAtLeast, oneOf, type Check, type Spec } from '../core/validate.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import type { Prepared } from './batch.js';
@@ -63,3 +65,38 @@ export function groupAdvantages(rewards: readonly number[], groupIds: readonly n
 export function advantageTensor(values: readonly number[], prep: Prepared): Tensor {
   return tensor([...values], [values.length, 1], { dtype: prep.dtype, backend: prep.backend });
 }
+
+/** Advantage settings shared by the advantage-based objectives. */
+export interface AdvantageConfig extends AdvantageOptions {
+  /**
+   * TRL `num_generations` (G). null: groups are read from `groupIds` and may differ in size; a number (>= 2):
+   * every group must have exactly G rows.
+   */
+  readonly numGenerations: number | null;
+}
+
+export const PAPER_ADVANTAGE_CONFIG: AdvantageConfig = { ...PAPER_ADVANTAGES, numGenerations: null };
+
+/** TRL's legacy booleans map true -> 'group', false -> 'none' (verl's `norm_adv_by_std_in_grpo` too). */
+const scaleRewardsCheck: Check<ScaleRewards> = (v) => {
+  if (v === true) return E.right('group');
+  if (v === false) return E.right('none');
+  return oneOf<ScaleRewards>(['group', 'batch', 'none'])(v);
+};
+
+/** G: a group needs at least two rollouts to compare. */
+export const groupSize = intAtLeast(2, ' (a group needs at least two rollouts)');
+
+export const advantageSpec: Spec<AdvantageConfig> = {
+  scaleRewards: scaleRewardsCheck,
+  stdMode: oneOf<StdMode>(['population', 'bessel'], { unbiased: 'bessel', biased: 'population' }),
+  advantageEpsilon: nonNegative,
+  numGenerations: nullable(groupSize),
+};
+
+/** verl's `norm_adv_by_std_in_grpo: false` is scaleRewards 'none'. */
+export const ADVANTAGE_ALIASES = {
+  num_generations: 'numGenerations',
+  G: 'numGenerations',
+  norm_adv_by_std_in_grpo: 'scaleRewards',
+} as const;

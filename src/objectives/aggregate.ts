@@ -1,3 +1,4 @@
+import { oneOf } from '../core/validate.js';
 import type { Tensor } from '../core/tensor.js';
 import { div, maximum, mul } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
@@ -60,3 +61,6 @@ export function aggregate(x: Tensor, m: Tensor, lossType: LossType, opts: Aggreg
 export function maskedMean(x: Tensor, m: Tensor): Tensor {
   return div(sum(mul(x, m)), maximum(sum(m), 1));
 }
+
+/** A loss type by its name here, in TRL or in verl. */
+export const lossTypeCheck = oneOf<LossType>(['grpo', 'dapo', 'dr_grpo', 'bnpo'], LOSS_TYPE_ALIASES);

@@ -1,13 +1,67 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { add, clamp, exp, greater, mul, neg, sub } from '../ops/elementwise.js';
-import { advantageTensor } from './advantages.js';
-import { aggregate, maskedMean } from './aggregate.js';
+import { nonNegative, nullable, num, openUnit, positiveInt } from '../core/validate.js';
+import {
+  advantageTensor,
+  ADVANTAGE_ALIASES,
+  PAPER_ADVANTAGE_CONFIG,
+  advantageSpec,
+  type AdvantageConfig,
+} from './advantages.js';
+import { aggregate, maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
-import { detachAll, hostAdvantages, k3, maxLengthOf, rewardMetrics, tokenMetrics } from './common.js';
-import type { CispoConfig } from './config.js';
-import type { ObjectiveResult, TrainingProgress } from './types.js';
+import {
+  detachAll,
+  hostAdvantages,
+  k3,
+  maxLengthOf,
+  rewardMetrics,
+  tokenMetrics,
+  parseObjectiveConfig,
+} from './common.js';
+import type { ConfigError } from './errors.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+
+export interface CispoConfig extends AdvantageConfig {
+  /**
+   * The absolute cap on the detached IS weight, min(rho, epsilonMax); >= 1. 5.0 as TRL recommends. TRL calls it
+   * `epsilon_high` (accepted as an alias here): a value below 1, such as the clip default 0.2 or 0.28, would scale
+   * even on-policy tokens down and is rejected.
+   */
+  readonly epsilonMax: number;
+  /** The paper's optional lower clip: weight >= 1 - epsilonLow, in (0, 1); null (off) as in practice. */
+  readonly epsilonLow: number | null;
+  readonly beta: number;
+  /** 'dapo' (token mean over the batch, the paper's 1 / sum L) by default. */
+  readonly lossType: LossType;
+  readonly maxCompletionLength: number | null;
+}
+
+const atLeastOne = num(
+  (x) => x >= 1,
+  'must be >= 1 (an absolute cap on the IS weight; a cap below 1 shrinks even on-policy tokens)',
+);
+
+export const CISPO_DEFAULTS: CispoConfig = { ...PAPER_ADVANTAGE_CONFIG, epsilonMax: 5.0, epsilonLow: null, beta: 0, lossType: 'dapo', maxCompletionLength: null };
+
+export const parseCispoConfig = (input: Partial<CispoConfig> | ConfigInput = {}): E.Either<ConfigError, CispoConfig> =>
+  parseObjectiveConfig(
+    'cispo',
+    {
+      ...advantageSpec,
+      epsilonMax: atLeastOne,
+      epsilonLow: nullable(openUnit),
+      beta: nonNegative,
+      lossType: lossTypeCheck,
+      maxCompletionLength: nullable(positiveInt),
+    },
+    { ...ADVANTAGE_ALIASES, epsilon_high: 'epsilonMax', epsilonHigh: 'epsilonMax', epsilon_max: 'epsilonMax', epsilon_low: 'epsilonLow', loss_agg_mode: 'lossType' },
+    CISPO_DEFAULTS,
+    input,
+  );
 
 /**
  * CISPO: a REINFORCE-style surrogate whose token weight is the clipped, detached IS ratio,

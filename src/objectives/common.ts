@@ -1,12 +1,13 @@
+import * as E from 'fp-ts/lib/Either.js';
+import { parseWith, type Aliases, type Post, type Spec } from '../core/validate.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { scalar } from '../ops/creation.js';
 import { exp, sub } from '../ops/elementwise.js';
 import { mean } from '../ops/reduce.js';
-import { groupAdvantages } from './advantages.js';
+import { groupAdvantages, type AdvantageConfig } from './advantages.js';
 import type { Prepared, RolloutBatch } from './batch.js';
-import type { AdvantageConfig } from './config.js';
-import { BatchError } from './errors.js';
+import { BatchError, ConfigError } from './errors.js';
 import { maskedMean } from './aggregate.js';
 import { groupLayout, groupStats, type GroupLayout } from './groups.js';
 
@@ -75,3 +76,23 @@ export function detachAll(metrics: Record<string, Tensor>): Record<string, Tenso
 /** The `dr_grpo` normaliser: config, else the batch's, else the width T. */
 export const maxLengthOf = (cfg: { readonly maxCompletionLength: number | null }, batch: RolloutBatch, prep: Prepared): number =>
   cfg.maxCompletionLength ?? batch.maxCompletionLength ?? prep.t;
+
+/**
+ * Parse an objective's config record (see `core/validate.ts`): a `ConfigError` names the field as the caller spelled
+ * it and says why.
+ */
+export function parseObjectiveConfig<C extends object>(
+  objective: string,
+  spec: Spec<C>,
+  aliases: Aliases<C>,
+  defaults: C,
+  input: unknown,
+  post?: Post<C>,
+): E.Either<ConfigError, C> {
+  const toError = (field: string, value: unknown, reason: string): ConfigError => new ConfigError(objective, field, value, reason);
+  return parseWith(toError, spec, aliases, defaults, input, post);
+}
+
+/** epsilonHigh follows epsilon when only epsilon is given (TRL: `epsilon_high` defaults to `epsilon`). */
+export const followEpsilon = <C extends { epsilon: number; epsilonHigh: number }>(c: C, given: ReadonlySet<string>): C =>
+  given.has('epsilon') && !given.has('epsilonHigh') ? { ...c, epsilonHigh: c.epsilon } : c;

@@ -1,3 +1,4 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { ArgumentError } from '../core/errors.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
@@ -5,14 +6,90 @@ import { stopGradient } from '../core/transforms.js';
 import { add, div, exp, greater, maximum, mul, sqrt, sub, where } from '../ops/elementwise.js';
 import { stack } from '../ops/movement.js';
 import { logsumexp, sum } from '../ops/reduce.js';
+import { nonNegative, oneOf, openUnit, positive, unitHalfOpen } from '../core/validate.js';
 import { maskedMean } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
-import { checkGroupSizes, detachAll, hostScalar, k3, rewardMetrics, tokenMetrics } from './common.js';
-import type { ConspoConfig } from './config.js';
-import { contrastGroups, contrastTensors, nonEmptyRows, type ContrastGroups } from './contrast.js';
+import {
+  checkGroupSizes,
+  detachAll,
+  hostScalar,
+  k3,
+  rewardMetrics,
+  tokenMetrics,
+  parseObjectiveConfig,
+  followEpsilon,
+} from './common.js';
+import {
+  CONTRAST_DEFAULTS,
+  GROUP_ALIASES,
+  contrastSpec,
+  type ContrastGroupConfig,
+  contrastGroups,
+  contrastTensors,
+  nonEmptyRows,
+  type ContrastGroups,
+} from './contrast.js';
+import type { ConfigError } from './errors.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
 import { clippedScoresOf } from './discriminative.js';
 import { toGrid, toRows } from './groups.js';
-import type { ObjectiveResult, TrainingProgress } from './types.js';
+
+export interface ConspoConfig extends ContrastGroupConfig {
+  /** Contrastive temperature tau > 0 (paper: 10). */
+  readonly tau: number;
+  /** Target margin M >= 0 (paper: 0.01). */
+  readonly margin: number;
+  /** Margin warmup fraction alpha in (0, 1] (paper: 0.3). */
+  readonly alpha: number;
+  /** 'cosine' (Eq. 16, default), 'fixed' (m = M throughout; Table 6 "w/ fixed margin"), 'none' (m = 0; "w/o scheduled margin"). */
+  readonly marginSchedule: 'cosine' | 'fixed' | 'none';
+  /** 'infonce' (Eq. 15, default) or 'linear' (Eq. 8's weighted difference; Table 6 "w/o contrastive objective"). */
+  readonly contrast: 'infonce' | 'linear';
+  /** 'log-likelihood' (default) or 'clipped-ratio' (Eq. 7's s+ and s-; Table 6 "w/o log-likelihood scores"). */
+  readonly score: 'log-likelihood' | 'clipped-ratio';
+  /** The clip epsilon of the 'clipped-ratio' ablation, (0, 1). */
+  readonly epsilon: number;
+  /** Its upper epsilon (defaults to `epsilon`). */
+  readonly epsilonHigh: number;
+  /** Optional k3 KL penalty against `refLogProbs` (token mean), >= 0; 0 as in the paper. */
+  readonly beta: number;
+}
+
+export const CONSPO_DEFAULTS: ConspoConfig = {
+  ...CONTRAST_DEFAULTS,
+  tau: 10,
+  margin: 0.01,
+  alpha: 0.3,
+  marginSchedule: 'cosine',
+  contrast: 'infonce',
+  score: 'log-likelihood',
+  epsilon: 0.2,
+  epsilonHigh: 0.2,
+  beta: 0,
+};
+
+
+/** ConSPO (paper defaults: tau 10, M 0.01, alpha 0.3, cosine margin, InfoNCE, log-likelihood scores). */
+export const parseConspoConfig = (input: Partial<ConspoConfig> | ConfigInput = {}): E.Either<ConfigError, ConspoConfig> =>
+  parseObjectiveConfig(
+    'conspo',
+    {
+      ...contrastSpec,
+      tau: positive,
+      margin: nonNegative,
+      alpha: unitHalfOpen,
+      marginSchedule: oneOf(['cosine', 'fixed', 'none']),
+      contrast: oneOf(['infonce', 'linear']),
+      score: oneOf(['log-likelihood', 'clipped-ratio']),
+      epsilon: openUnit,
+      epsilonHigh: positive,
+      beta: nonNegative,
+    },
+    { ...GROUP_ALIASES, M: 'margin', target_margin: 'margin', warmup_ratio: 'alpha' },
+    CONSPO_DEFAULTS,
+    input,
+    (c, given) => E.right(followEpsilon(c, given)),
+  );
 
 /**
  * ConSPO (Sections 4.2-4.3): a group-wise InfoNCE objective over length-normalised log-likelihood scores,

@@ -2,8 +2,28 @@ import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { greater, maximum, mul, where } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
+import { finite, nullable, oneOf, type Spec } from '../core/validate.js';
 import type { Prepared } from './batch.js';
+import { groupSize } from './advantages.js';
 import { groupGrid, groupLayout, toGrid, type GroupGrid, type GroupLayout } from './groups.js';
+
+/** Settings shared by the group-contrast objectives (DisCO, ConSPO): positives vs negatives inside a group. */
+export interface ContrastGroupConfig {
+  /** A rollout is positive when reward > positiveThreshold (binary rewards: r = 1), negative otherwise. */
+  readonly positiveThreshold: number;
+  /** Divide the sum over valid groups by the number of 'all' groups (DisCO's code) or of 'valid' ones (N+ > 0 and N- > 0). */
+  readonly groupNormalizer: 'all' | 'valid';
+  readonly numGenerations: number | null;
+}
+
+export const CONTRAST_DEFAULTS: ContrastGroupConfig = { positiveThreshold: 0.5, groupNormalizer: 'all', numGenerations: null };
+export const GROUP_ALIASES = { num_generations: 'numGenerations', G: 'numGenerations' } as const;
+
+export const contrastSpec: Spec<ContrastGroupConfig> = {
+  positiveThreshold: finite,
+  groupNormalizer: oneOf(['all', 'valid']),
+  numGenerations: nullable(groupSize),
+};
 
 /**
  * Positives and negatives inside each group, for the objectives that contrast them (DisCO, ConSPO, the

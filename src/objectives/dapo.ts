@@ -1,10 +1,28 @@
+import * as E from 'fp-ts/lib/Either.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { gather } from '../ops/indexing.js';
+import { nonNegative, nonNegativeInt, nullable, positiveInt, record, type Check, type Spec } from '../core/validate.js';
 import type { RolloutBatch } from './batch.js';
-import type { OverlongConfig } from './config.js';
 import { BatchError } from './errors.js';
 import { groupLayout } from './groups.js';
+
+/** DAPO's soft overlong punishment (added to the reward): see `softOverlongPenalty`. */
+export interface OverlongConfig {
+  /** L_max, the maximum completion length (TRL `max_completion_len`). */
+  readonly maxLength: number;
+  /** L_cache, the soft punishment interval (TRL `soft_punish_cache`, verl `overlong_buffer.len`). */
+  readonly cacheLength: number;
+  /** Multiplier of the penalty (verl `overlong_buffer.penalty_factor`), 1 in DAPO. */
+  readonly penaltyFactor: number;
+}
+
+const overlongSpec: Spec<OverlongConfig> = { maxLength: positiveInt, cacheLength: nonNegativeInt, penaltyFactor: nonNegative };
+export const overlongCheck: Check<OverlongConfig | null> = nullable((v) =>
+  typeof v === 'object' && v !== null && !('maxLength' in v) && !('max_length' in v) && !('max_completion_len' in v)
+    ? E.left({ path: ['maxLength'], reason: 'is required' })
+    : record<OverlongConfig>(overlongSpec, { max_completion_len: 'maxLength', soft_punish_cache: 'cacheLength', len: 'cacheLength' }, { maxLength: 1, cacheLength: 0, penaltyFactor: 1 })(v),
+);
 
 /** DAPO's host-side pieces: the soft overlong reward and the dynamic-sampling filter. */
 

@@ -1,15 +1,71 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { add, div, exp, greater, log, maximum, mul, relu, square, sub, where } from '../ops/elementwise.js';
 import { logsumexp, sum } from '../ops/reduce.js';
+import { nonNegative, oneOf, openUnit, positive, unitHalfOpen } from '../core/validate.js';
 import { maskedMean } from './aggregate.js';
 import { prepare, type Prepared, type RolloutBatch } from './batch.js';
-import { checkGroupSizes, detachAll, rewardMetrics, tokenMetrics } from './common.js';
-import type { DiscoConfig } from './config.js';
-import { contrastGroups, contrastTensors, nonEmptyRows } from './contrast.js';
+import { checkGroupSizes, detachAll, rewardMetrics, tokenMetrics, parseObjectiveConfig } from './common.js';
+import {
+  CONTRAST_DEFAULTS,
+  GROUP_ALIASES,
+  contrastSpec,
+  type ContrastGroupConfig,
+  contrastGroups,
+  contrastTensors,
+  nonEmptyRows,
+} from './contrast.js';
+import type { ConfigError } from './errors.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
 import { toGrid } from './groups.js';
-import type { ObjectiveResult, TrainingProgress } from './types.js';
+
+export interface DiscoConfig extends ContrastGroupConfig {
+  /** 'log-l': s = (1/L) sum_t log pi; 'l-ratio': s = (1/L) sum_t rho (verl `score_func` logL / Lratio). */
+  readonly score: 'log-l' | 'l-ratio';
+  /** 'disco': mean_+ s - tau log sum_- exp(s / tau); 'disco-b': mean_+ s - mean_- s. */
+  readonly variant: 'disco' | 'disco-b';
+  /** tau > 0: 10 recommended for 'log-l', 1 for 'l-ratio'. */
+  readonly tau: number;
+  /** Squared-hinge penalty weight, >= 0 (1e3). */
+  readonly beta: number;
+  /** KL budget, >= 0 (1e-4). */
+  readonly delta: number;
+  /** The constrained KL estimate: 'k1' token mean of log pi_old - log pi (default), 'k3' verl's low_var_kl of pi_old from pi. */
+  readonly klEstimator: 'k1' | 'k3';
+  /** tau log sum exp (default, as in the spec) or tau log mean exp (DisCO's code); they differ by the constant tau log N-. */
+  readonly negativeAggregate: 'logsumexp' | 'logmeanexp';
+}
+
+export const DISCO_DEFAULTS: DiscoConfig = {
+  ...CONTRAST_DEFAULTS,
+  score: 'log-l',
+  variant: 'disco',
+  tau: 10,
+  beta: 1e3,
+  delta: 1e-4,
+  klEstimator: 'k1',
+  negativeAggregate: 'logsumexp',
+};
+
+export const parseDiscoConfig = (input: Partial<DiscoConfig> | ConfigInput = {}): E.Either<ConfigError, DiscoConfig> =>
+  parseObjectiveConfig(
+    'disco',
+    {
+      ...contrastSpec,
+      score: oneOf(['log-l', 'l-ratio'], { logL: 'log-l', Lratio: 'l-ratio' }),
+      variant: oneOf(['disco', 'disco-b']),
+      tau: positive,
+      beta: nonNegative,
+      delta: nonNegative,
+      klEstimator: oneOf(['k1', 'k3'], { kl: 'k1', low_var_kl: 'k3' }),
+      negativeAggregate: oneOf(['logsumexp', 'logmeanexp']),
+    },
+    { ...GROUP_ALIASES, score_func: 'score', kl_type: 'klEstimator' },
+    DISCO_DEFAULTS,
+    input,
+  );
 
 /**
  * DisCO (binary rewards; groups lacking a class are dropped):

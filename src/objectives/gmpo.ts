@@ -1,13 +1,32 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
 import { add, clamp, div, exp, greater, maximum, minimum, mul, neg, notEqual, sub, where } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
-import { advantageTensor } from './advantages.js';
+import { nonNegative, openUnit } from '../core/validate.js';
+import {
+  advantageTensor,
+  ADVANTAGE_ALIASES,
+  PAPER_ADVANTAGE_CONFIG,
+  advantageSpec,
+  type AdvantageConfig,
+} from './advantages.js';
 import { maskedMean } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
-import { detachAll, hostAdvantages, k3, rewardMetrics, tokenMetrics } from './common.js';
-import type { GmpoConfig } from './config.js';
-import type { ObjectiveResult, TrainingProgress } from './types.js';
+import { detachAll, hostAdvantages, k3, rewardMetrics, tokenMetrics, parseObjectiveConfig } from './common.js';
+import type { ConfigError } from './errors.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+
+export interface GmpoConfig extends AdvantageConfig {
+  /** Clip range in log space, (0, 1): 0.4 in the GMPO paper (ratio in [e^-0.4, e^0.4]). */
+  readonly epsilon: number;
+  readonly beta: number;
+}
+
+export const GMPO_DEFAULTS: GmpoConfig = { ...PAPER_ADVANTAGE_CONFIG, epsilon: 0.4, beta: 0 };
+
+export const parseGmpoConfig = (input: Partial<GmpoConfig> | ConfigInput = {}): E.Either<ConfigError, GmpoConfig> =>
+  parseObjectiveConfig('gmpo', { ...advantageSpec, epsilon: openUnit, beta: nonNegative }, ADVANTAGE_ALIASES, GMPO_DEFAULTS, input);
 
 /**
  * GMPO: the geometric mean of token ratios, clipped token by token in log space.

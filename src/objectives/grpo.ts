@@ -1,15 +1,124 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
 import { tensor } from '../ops/creation.js';
 import { add, clamp, exp, greater, less, maximum, minimum, mul, neg, sub, where } from '../ops/elementwise.js';
-import { advantageTensor } from './advantages.js';
-import { aggregate, maskedMean } from './aggregate.js';
-import { prepare, type RolloutBatch } from './batch.js';
-import { detachAll, hostAdvantages, hostScalar, k3, maxLengthOf, rewardMetrics, tokenMetrics } from './common.js';
-import type { GrpoConfig } from './config.js';
-import { applySoftOverlong, dynamicSamplingKeep } from './dapo.js';
+import {
+  aboveOne,
+  bool,
+  nonNegative,
+  nullable,
+  openUnit,
+  positive,
+  positiveInt,
+  type Aliases,
+  type Post,
+  type Spec,
+} from '../core/validate.js';
 import type { Tensor } from '../core/tensor.js';
-import type { ObjectiveResult, TrainingProgress } from './types.js';
+import {
+  advantageTensor,
+  ADVANTAGE_ALIASES,
+  PAPER_ADVANTAGE_CONFIG,
+  advantageSpec,
+  type AdvantageConfig,
+} from './advantages.js';
+import { aggregate, maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
+import { prepare, type RolloutBatch } from './batch.js';
+import {
+  detachAll,
+  hostAdvantages,
+  hostScalar,
+  k3,
+  maxLengthOf,
+  rewardMetrics,
+  tokenMetrics,
+  followEpsilon,
+  parseObjectiveConfig,
+} from './common.js';
+import { applySoftOverlong, dynamicSamplingKeep, overlongCheck, type OverlongConfig } from './dapo.js';
+import type { ConfigError } from './errors.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+
+/** GRPO and its token-level relatives (DAPO, Dr. GRPO are this record with other defaults). */
+export interface GrpoConfig extends AdvantageConfig {
+  /** Lower clip epsilon_low, in (0, 1). TRL `epsilon`. */
+  readonly epsilon: number;
+  /** Upper clip epsilon_high > 0. TRL `epsilon_high`; for GRPO and Dr. GRPO it defaults to `epsilon`. */
+  readonly epsilonHigh: number;
+  /** KL coefficient for the k3 estimator against `refLogProbs`. 0 as in TRL (DeepSeekMath used 0.04). */
+  readonly beta: number;
+  /** Aggregation (TRL `loss_type`, verl `loss_agg_mode` names accepted). */
+  readonly lossType: LossType;
+  /** verl's dual-clip constant `clip_ratio_c` (3.0 in verl) for A < 0, > 1; null: off. */
+  readonly dualClip: number | null;
+  /** TRL's two-sided clip `delta`: the unclipped ratio is capped at delta (> 1); null: off. */
+  readonly delta: number | null;
+  /** The `dr_grpo` normaliser (TRL `max_completion_length`); null: the batch's, else its width T. */
+  readonly maxCompletionLength: number | null;
+  /** DAPO's dynamic-sampling filter: drop groups whose rewards are all equal (0 < N+ < G for binary rewards). */
+  readonly dynamicSampling: boolean;
+  /** DAPO's soft overlong reward shaping (needs `batch.lengths`); null: off. */
+  readonly overlong: OverlongConfig | null;
+}
+
+export const GRPO_DEFAULTS: GrpoConfig = {
+  ...PAPER_ADVANTAGE_CONFIG,
+  epsilon: 0.2,
+  epsilonHigh: 0.2,
+  beta: 0,
+  lossType: 'grpo',
+  dualClip: null,
+  delta: null,
+  maxCompletionLength: null,
+  dynamicSampling: false,
+  overlong: null,
+};
+/** DAPO: clip-higher (0.2 / 0.28), token-mean, no KL, dynamic sampling on. Overlong shaping needs lengths limits: off until set. */
+export const DAPO_DEFAULTS: GrpoConfig = { ...GRPO_DEFAULTS, epsilonHigh: 0.28, lossType: 'dapo', dynamicSampling: true };
+/** Dr. GRPO: A = r - mean (no std), `dr_grpo` aggregation. */
+export const DR_GRPO_DEFAULTS: GrpoConfig = { ...GRPO_DEFAULTS, scaleRewards: 'none', lossType: 'dr_grpo' };
+const grpoSpec: Spec<GrpoConfig> = {
+  ...advantageSpec,
+  epsilon: openUnit,
+  epsilonHigh: positive,
+  beta: nonNegative,
+  lossType: lossTypeCheck,
+  dualClip: nullable(aboveOne),
+  delta: nullable(aboveOne),
+  maxCompletionLength: nullable(positiveInt),
+  dynamicSampling: bool,
+  overlong: overlongCheck,
+};
+
+function grpoPost(follow: boolean): Post<GrpoConfig> {
+  return (c0, given) => {
+    const c = follow ? followEpsilon(c0, given) : c0;
+    if (c.overlong && c.overlong.cacheLength >= c.overlong.maxLength) {
+      return E.left({ path: ['overlong', 'cacheLength'], reason: `must be < overlong.maxLength (${c.overlong.maxLength})` });
+    }
+    return E.right(c);
+  };
+}
+
+const GRPO_ALIASES: Aliases<GrpoConfig> = {
+  ...ADVANTAGE_ALIASES,
+  epsilon_low: 'epsilon',
+  clip_ratio_low: 'epsilon',
+  clip_ratio_high: 'epsilonHigh',
+  clip_ratio_c: 'dualClip',
+  loss_agg_mode: 'lossType',
+};
+
+/** GRPO (paper defaults: eps 0.2, beta 0, `grpo` aggregation, population std). */
+export const parseGrpoConfig = (input: Partial<GrpoConfig> | ConfigInput = {}): E.Either<ConfigError, GrpoConfig> =>
+  parseObjectiveConfig('grpo', grpoSpec, GRPO_ALIASES, GRPO_DEFAULTS, input, grpoPost(true));
+/** DAPO (eps 0.2 / 0.28, `dapo` aggregation, dynamic sampling). */
+export const parseDapoConfig = (input: Partial<GrpoConfig> | ConfigInput = {}): E.Either<ConfigError, GrpoConfig> =>
+  parseObjectiveConfig('dapo', grpoSpec, GRPO_ALIASES, DAPO_DEFAULTS, input, grpoPost(false));
+/** Dr. GRPO (no std scaling, `dr_grpo` aggregation). */
+export const parseDrGrpoConfig = (input: Partial<GrpoConfig> | ConfigInput = {}): E.Either<ConfigError, GrpoConfig> =>
+  parseObjectiveConfig('dr_grpo', grpoSpec, GRPO_ALIASES, DR_GRPO_DEFAULTS, input, grpoPost(true));
 
 /**
  * GRPO (Eqs. 3-4) and the variants that share its per-token form: DAPO and Dr. GRPO are this function with

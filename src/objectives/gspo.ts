@@ -1,14 +1,51 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { add, clamp, div, exp, greater, less, minimum, mul, neg, sub } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
-import { advantageTensor } from './advantages.js';
-import { aggregate, maskedMean } from './aggregate.js';
+import { nonNegative, nullable, openUnit, positive, positiveInt } from '../core/validate.js';
+import {
+  advantageTensor,
+  ADVANTAGE_ALIASES,
+  PAPER_ADVANTAGE_CONFIG,
+  advantageSpec,
+  type AdvantageConfig,
+} from './advantages.js';
+import { aggregate, maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
-import { detachAll, hostAdvantages, k3, maxLengthOf, rewardMetrics, tokenMetrics } from './common.js';
-import type { GspoConfig } from './config.js';
-import type { ObjectiveResult, TrainingProgress } from './types.js';
+import {
+  detachAll,
+  hostAdvantages,
+  k3,
+  maxLengthOf,
+  rewardMetrics,
+  tokenMetrics,
+  parseObjectiveConfig,
+} from './common.js';
+import type { ConfigError } from './errors.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+
+export interface GspoConfig extends AdvantageConfig {
+  /** Sequence-ratio clip, in (0, 1): 3e-4 in the GSPO paper. */
+  readonly epsilon: number;
+  /** 4e-4 in the GSPO paper. */
+  readonly epsilonHigh: number;
+  readonly beta: number;
+  readonly lossType: LossType;
+  readonly maxCompletionLength: number | null;
+}
+
+export const GSPO_DEFAULTS: GspoConfig = { ...PAPER_ADVANTAGE_CONFIG, epsilon: 3e-4, epsilonHigh: 4e-4, beta: 0, lossType: 'grpo', maxCompletionLength: null };
+
+export const parseGspoConfig = (input: Partial<GspoConfig> | ConfigInput = {}): E.Either<ConfigError, GspoConfig> =>
+  parseObjectiveConfig(
+    'gspo',
+    { ...advantageSpec, epsilon: openUnit, epsilonHigh: positive, beta: nonNegative, lossType: lossTypeCheck, maxCompletionLength: nullable(positiveInt) },
+    { ...ADVANTAGE_ALIASES, epsilon_low: 'epsilon', loss_agg_mode: 'lossType' },
+    GSPO_DEFAULTS,
+    input,
+  );
 
 /**
  * GSPO: one importance ratio per sequence, the geometric mean of its token ratios,

@@ -1,42 +1,23 @@
 import * as E from 'fp-ts/lib/Either.js';
 import type { RolloutBatch } from './batch.js';
-import {
-  CISPO_DEFAULTS,
-  CONSPO_DEFAULTS,
-  DAPO_DEFAULTS,
-  DISCO_DEFAULTS,
-  DR_GRPO_DEFAULTS,
-  GMPO_DEFAULTS,
-  GRPO_DEFAULTS,
-  GSPO_DEFAULTS,
-  SAPO_DEFAULTS,
-  parseCispoConfig,
-  parseConspoConfig,
-  parseDapoConfig,
-  parseDiscoConfig,
-  parseDrGrpoConfig,
-  parseGmpoConfig,
-  parseGrpoConfig,
-  parseGspoConfig,
-  parseSapoConfig,
-  type CispoConfig,
-  type ConfigInput,
-  type ConspoConfig,
-  type DiscoConfig,
-  type GmpoConfig,
-  type GrpoConfig,
-  type GspoConfig,
-  type SapoConfig,
-} from './config.js';
-import { cispoLoss } from './cispo.js';
-import { conspoLoss } from './conspo.js';
-import { discoLoss } from './disco.js';
+import { cispoLoss, CISPO_DEFAULTS, parseCispoConfig, type CispoConfig } from './cispo.js';
+import { conspoLoss, CONSPO_DEFAULTS, parseConspoConfig, type ConspoConfig } from './conspo.js';
+import { discoLoss, DISCO_DEFAULTS, parseDiscoConfig, type DiscoConfig } from './disco.js';
 import { ConfigError } from './errors.js';
-import { gmpoLoss } from './gmpo.js';
-import { grpoLoss } from './grpo.js';
-import { gspoLoss } from './gspo.js';
-import { sapoLoss } from './sapo.js';
-import type { ObjectiveFn, ObjectiveResult, TrainingProgress } from './types.js';
+import { gmpoLoss, GMPO_DEFAULTS, parseGmpoConfig, type GmpoConfig } from './gmpo.js';
+import {
+  grpoLoss,
+  DAPO_DEFAULTS,
+  DR_GRPO_DEFAULTS,
+  GRPO_DEFAULTS,
+  parseDapoConfig,
+  parseDrGrpoConfig,
+  parseGrpoConfig,
+  type GrpoConfig,
+} from './grpo.js';
+import { gspoLoss, GSPO_DEFAULTS, parseGspoConfig, type GspoConfig } from './gspo.js';
+import { sapoLoss, SAPO_DEFAULTS, parseSapoConfig, type SapoConfig } from './sapo.js';
+import type { ConfigInput, ObjectiveFn, ObjectiveResult, TrainingProgress } from './types.js';
 
 /** Objectives by name, for a trainer or CLI that picks one from a string: its defaults, config parser and loss. */
 export interface ObjectiveDefinition<C> {

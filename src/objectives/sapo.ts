@@ -1,13 +1,50 @@
+import * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { add, div, exp, mul, neg, sigmoid, sub } from '../ops/elementwise.js';
-import { aggregate } from './aggregate.js';
-import { advantageTensor } from './advantages.js';
+import { nonNegative, nullable, positive, positiveInt } from '../core/validate.js';
+import { aggregate, lossTypeCheck, type LossType } from './aggregate.js';
+import {
+  advantageTensor,
+  ADVANTAGE_ALIASES,
+  PAPER_ADVANTAGE_CONFIG,
+  advantageSpec,
+  type AdvantageConfig,
+} from './advantages.js';
 import { prepare, type RolloutBatch } from './batch.js';
-import { detachAll, hostAdvantages, k3, maxLengthOf, rewardMetrics, tokenMetrics } from './common.js';
-import type { SapoConfig } from './config.js';
-import type { ObjectiveResult, TrainingProgress } from './types.js';
+import {
+  detachAll,
+  hostAdvantages,
+  k3,
+  maxLengthOf,
+  rewardMetrics,
+  tokenMetrics,
+  parseObjectiveConfig,
+} from './common.js';
+import type { ConfigError } from './errors.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+
+export interface SapoConfig extends AdvantageConfig {
+  /** tau_pos, the gate temperature where A > 0 (TRL `sapo_temperature_pos`, 1.0). */
+  readonly temperaturePos: number;
+  /** tau_neg, where A <= 0 (TRL `sapo_temperature_neg`, 1.05). */
+  readonly temperatureNeg: number;
+  readonly beta: number;
+  readonly lossType: LossType;
+  readonly maxCompletionLength: number | null;
+}
+
+export const SAPO_DEFAULTS: SapoConfig = { ...PAPER_ADVANTAGE_CONFIG, temperaturePos: 1.0, temperatureNeg: 1.05, beta: 0, lossType: 'grpo', maxCompletionLength: null };
+
+export const parseSapoConfig = (input: Partial<SapoConfig> | ConfigInput = {}): E.Either<ConfigError, SapoConfig> =>
+  parseObjectiveConfig(
+    'sapo',
+    { ...advantageSpec, temperaturePos: positive, temperatureNeg: positive, beta: nonNegative, lossType: lossTypeCheck, maxCompletionLength: nullable(positiveInt) },
+    { ...ADVANTAGE_ALIASES, sapo_temperature_pos: 'temperaturePos', sapo_temperature_neg: 'temperatureNeg', tau_pos: 'temperaturePos', tau_neg: 'temperatureNeg', loss_agg_mode: 'lossType' },
+    SAPO_DEFAULTS,
+    input,
+  );
 
 /**
  * SAPO: a smooth, temperature-controlled gate in place of the hard clip,

@@ -15,3 +15,10 @@ export interface TrainingProgress {
 
 /** An objective bound to nothing: batch, config and progress in, loss and metrics out. */
 export type ObjectiveFn<C> = (batch: RolloutBatch, config: C, progress?: TrainingProgress) => ObjectiveResult;
+
+/**
+ * What an objective's config parser takes: a partial record, keys camelCase (`epsilonHigh`) or TRL/verl snake_case
+ * (`epsilon_high`, `loss_type`, ...); unknown keys are errors (a typo must not silently fall back to a default);
+ * `undefined` means "use the default".
+ */
+export type ConfigInput = Readonly<Record<string, unknown>>;

@@ -1,7 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { RlvrError } from '../core/errors.js';
 import { isObjectiveName, type ObjectiveName } from '../objectives/registry.js';
-import type { ConfigInput } from '../objectives/config.js';
+import type { ConfigInput } from '../objectives/types.js';
 import type { TransformerConfig } from '../nn/transformer.js';
 import { BACKEND_NAMES, isBackendName, type BackendName } from '../backends/registry.js';
 
