@@ -37,6 +37,9 @@ describe('training configuration at the boundary', () => {
       [{ objective: 'ppo' as TrainConfig['objective'] }, 'objective'],
       [{ model: { ...TINY.model!, dModel: 0 } }, 'model.dModel'],
       [{ biccContextShare: 1 }, 'biccContextShare'],
+      [{ backend: 'tpu' as TrainConfig['backend'] }, 'backend'],
+      [{ numGeneration: 4 } as Partial<TrainConfig>, 'numGeneration'],
+      [{ model: { dFf: 0 } } as Partial<TrainConfig>, 'model.dFf'],
     ];
     for (const [input, field] of bad) {
       const r = parseTrainConfig(input);

@@ -133,7 +133,7 @@ export function parseWith<C extends object, Err>(
   post?: Post<C>,
   root = '(config)',
 ): E.Either<Err, C> {
-  const raw = input ?? {};
+  const raw = input === undefined ? {} : input;
   const r = parseRecord(spec, aliases, defaults, raw);
   if (E.isLeft(r)) return E.left(toError(r.left.path.join('.') || root, valueAt(raw, r.left.path), r.left.reason));
   const [c, given] = r.right;

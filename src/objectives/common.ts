@@ -90,7 +90,8 @@ export function parseObjectiveConfig<C extends object>(
   post?: Post<C>,
 ): E.Either<ConfigError, C> {
   const toError = (field: string, value: unknown, reason: string): ConfigError => new ConfigError(objective, field, value, reason);
-  return parseWith(toError, spec, aliases, defaults, input, post);
+  // A null config means the defaults, as an absent one does.
+  return parseWith(toError, spec, aliases, defaults, input ?? {}, post);
 }
 
 /** epsilonHigh follows epsilon when only epsilon is given (TRL: `epsilon_high` defaults to `epsilon`). */

@@ -1,5 +1,15 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { RlvrError } from '../core/errors.js';
+import {
+  finite,
+  nonEmptyArrayOf,
+  nonNegativeInt,
+  openUnit,
+  parseWith,
+  positiveInt,
+  type Aliases,
+  type Spec,
+} from '../core/validate.js';
 
 /** Options of BICC's batch transformation (`conditionBatch`). */
 export interface BiccOptions {
@@ -42,41 +52,21 @@ function fmt(v: unknown): string {
   }
 }
 
-const ALIASES: Readonly<Record<string, keyof BiccOptions>> = {
-  contextShare: 'contextShare',
-  context_share: 'contextShare',
-  contextBudget: 'contextBudget',
-  context_budget: 'contextBudget',
-  separator: 'separator',
-  threshold: 'threshold',
-  reward_threshold: 'threshold',
+const SPEC: Spec<BiccOptions> = {
+  contextShare: openUnit,
+  contextBudget: positiveInt,
+  separator: nonEmptyArrayOf(nonNegativeInt, 'token ids'),
+  threshold: finite,
 };
 
-type Field = (v: unknown) => string | null;
+const ALIASES: Aliases<BiccOptions> = { reward_threshold: 'threshold' };
 
-const isInt = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v);
-const CHECKS: { readonly [K in keyof BiccOptions]-?: Field } = {
-  contextShare: (v) => (typeof v === 'number' && v > 0 && v < 1 ? null : 'must be a number in (0, 1)'),
-  contextBudget: (v) => (v === undefined || (isInt(v) && v >= 1) ? null : 'must be a positive integer'),
-  separator: (v) =>
-    v === undefined || (Array.isArray(v) && v.length > 0 && v.every((x) => isInt(x) && x >= 0)) ? null : 'must be a non-empty array of token ids',
-  threshold: (v) => (typeof v === 'number' && Number.isFinite(v) ? null : 'must be a finite number'),
-};
+const toError = (field: string, value: unknown, reason: string): BiccError => new BiccError(field, value, reason);
 
 /**
  * Parse options at the boundary (camelCase or snake_case keys; unknown keys rejected). Checks that need the
  * model or tokenizer (budget <= maxSeqLen, separator ids in the vocabulary) run in `conditionBatch`.
  */
 export function parseBiccOptions(input: unknown = {}): E.Either<BiccError, BiccOptions> {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) return E.left(new BiccError('(options)', input, 'must be an object'));
-  const out: Record<string, unknown> = { ...BICC_DEFAULTS };
-  for (const [key, value] of Object.entries(input)) {
-    const field = ALIASES[key];
-    if (field === undefined) return E.left(new BiccError(key, value, `unknown option (expected one of ${Object.keys(CHECKS).join(', ')})`));
-    if (value === undefined) continue;
-    const issue = CHECKS[field](value);
-    if (issue !== null) return E.left(new BiccError(field, value, issue));
-    out[field] = field === 'separator' ? [...(value as number[])] : value;
-  }
-  return E.right(out as unknown as BiccOptions);
+  return parseWith(toError, SPEC, ALIASES, BICC_DEFAULTS, input, undefined, '(options)');
 }

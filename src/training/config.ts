@@ -1,9 +1,28 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { RlvrError } from '../core/errors.js';
-import { isObjectiveName, type ObjectiveName } from '../objectives/registry.js';
+import { OBJECTIVE_NAMES, type ObjectiveName } from '../objectives/registry.js';
 import type { ConfigInput } from '../objectives/types.js';
 import type { TransformerConfig } from '../nn/transformer.js';
-import { BACKEND_NAMES, isBackendName, type BackendName } from '../backends/registry.js';
+import { BACKEND_NAMES, type BackendName } from '../backends/registry.js';
+import {
+  anyRecord,
+  bool,
+  intAtLeast,
+  integer,
+  nonNegative,
+  nonNegativeInt,
+  nullable,
+  num,
+  oneOf,
+  openUnit,
+  parseWith,
+  positive,
+  positiveInt,
+  record,
+  str,
+  unitHalfOpen,
+  type Spec,
+} from '../core/validate.js';
 
 /**
  * The trainer's configuration: one typed record with defaults sized for a 2-core CPU (the README's main command
@@ -111,58 +130,54 @@ export class TrainConfigError extends RlvrError {
   }
 }
 
-type Check = (cfg: TrainConfig) => TrainConfigError | null;
-const need = (field: string, ok: (cfg: TrainConfig) => boolean, value: (cfg: TrainConfig) => unknown, reason: string): Check => (cfg) =>
-  ok(cfg) ? null : new TrainConfigError(field, value(cfg), reason);
-const posInt = (field: keyof TrainConfig): Check =>
-  need(field, (c) => Number.isInteger(c[field]) && (c[field] as number) >= 1, (c) => c[field], 'must be an integer >= 1');
-const nonNegInt = (field: keyof TrainConfig): Check =>
-  need(field, (c) => Number.isInteger(c[field]) && (c[field] as number) >= 0, (c) => c[field], 'must be an integer >= 0');
-const positive = (field: keyof TrainConfig): Check =>
-  need(field, (c) => Number.isFinite(c[field]) && (c[field] as number) > 0, (c) => c[field], 'must be a finite number > 0');
+const MODEL_DEFAULTS = TRAIN_DEFAULTS.model;
+const modelSpec: Spec<ModelSize> = {
+  dModel: positiveInt,
+  nLayers: positiveInt,
+  nHeads: positiveInt,
+  nKvHeads: positiveInt,
+  dFf: positiveInt,
+  maxSeqLen: positiveInt,
+};
 
-const CHECKS: readonly Check[] = [
-  need('task', (c) => TASK_NAMES.includes(c.task), (c) => c.task, `must be one of ${TASK_NAMES.join(', ')}`),
-  need('digits', (c) => c.digits === null || (Number.isInteger(c.digits) && c.digits >= 1 && c.digits <= 7), (c) => c.digits, 'must be an integer in 1..7'),
-  need('objective', (c) => isObjectiveName(c.objective), (c) => c.objective, 'is not a known objective'),
-  need('advantage', (c) => c.advantage === 'group' || c.advantage === 'rcc', (c) => c.advantage, "must be 'group' or 'rcc'"),
-  need('rccDelta', (c) => c.rccDelta === 'sum' || c.rccDelta === 'mean', (c) => c.rccDelta, "must be 'sum' or 'mean'"),
-  need('biccContextShare', (c) => c.biccContextShare > 0 && c.biccContextShare < 1, (c) => c.biccContextShare, 'must be in (0, 1)'),
-  need('backend', (c) => isBackendName(c.backend), (c) => c.backend, `must be one of ${BACKEND_NAMES.join(', ')}`),
-  need('seed', (c) => Number.isSafeInteger(c.seed), (c) => c.seed, 'must be an integer'),
-  ...(['dModel', 'nLayers', 'nHeads', 'nKvHeads', 'dFf', 'maxSeqLen'] as const).map((k) =>
-    need(`model.${k}`, (c) => Number.isInteger(c.model[k]) && c.model[k] >= 1, (c) => c.model[k], 'must be an integer >= 1'),
-  ),
-  nonNegInt('warmStartSteps'),
-  posInt('warmStartBatchSize'),
-  positive('warmStartLearningRate'),
-  nonNegInt('steps'),
-  posInt('promptsPerStep'),
-  need('numGenerations', (c) => Number.isInteger(c.numGenerations) && c.numGenerations >= 2, (c) => c.numGenerations, 'must be an integer >= 2 (a group needs two rollouts to compare)'),
-  need('temperature', (c) => Number.isFinite(c.temperature) && c.temperature > 0, (c) => c.temperature, 'must be > 0 for RL sampling'),
-  need('topP', (c) => c.topP > 0 && c.topP <= 1, (c) => c.topP, 'must be in (0, 1]'),
-  posInt('maxCompletionLength'),
-  positive('learningRate'),
-  posInt('numIterations'),
-  need('groupsPerMinibatch', (c) => c.groupsPerMinibatch === null || (Number.isInteger(c.groupsPerMinibatch) && c.groupsPerMinibatch >= 1), (c) => c.groupsPerMinibatch, 'must be an integer >= 1'),
-  nonNegInt('warmupSteps'),
-  positive('maxGradNorm'),
-  need('weightDecay', (c) => Number.isFinite(c.weightDecay) && c.weightDecay >= 0, (c) => c.weightDecay, 'must be >= 0'),
-  nonNegInt('evalEvery'),
-  posInt('evalPrompts'),
-  posInt('evalK'),
-  nonNegInt('checkpointEvery'),
-];
+const SPEC: Spec<TrainConfig> = {
+  task: oneOf(TASK_NAMES),
+  digits: nullable(num((x) => Number.isInteger(x) && x >= 1 && x <= 7, 'must be an integer in 1..7')),
+  objective: oneOf(OBJECTIVE_NAMES),
+  objectiveOptions: anyRecord,
+  advantage: oneOf(['group', 'rcc']),
+  rccDelta: oneOf(['sum', 'mean']),
+  bicc: bool,
+  biccContextShare: openUnit,
+  backend: oneOf(BACKEND_NAMES),
+  seed: integer,
+  model: record(modelSpec, {}, MODEL_DEFAULTS),
+  warmStartSteps: nonNegativeInt,
+  warmStartBatchSize: positiveInt,
+  warmStartLearningRate: positive,
+  steps: nonNegativeInt,
+  promptsPerStep: positiveInt,
+  numGenerations: intAtLeast(2, ' (a group needs two rollouts to compare)'),
+  temperature: num((x) => x > 0, 'must be > 0 for RL sampling'),
+  topP: unitHalfOpen,
+  maxCompletionLength: positiveInt,
+  learningRate: positive,
+  numIterations: positiveInt,
+  groupsPerMinibatch: nullable(positiveInt),
+  warmupSteps: nonNegativeInt,
+  maxGradNorm: positive,
+  weightDecay: nonNegative,
+  evalEvery: nonNegativeInt,
+  evalPrompts: positiveInt,
+  evalK: positiveInt,
+  outputDir: nullable(str),
+  checkpointEvery: nonNegativeInt,
+  resume: nullable(str),
+};
 
-/** Fill defaults and validate; the first bad field is reported. */
+const toError = (field: string, value: unknown, reason: string): TrainConfigError => new TrainConfigError(field, value, reason);
+
+/** Fill defaults and validate (keys camelCase or snake_case, unknown keys rejected); the first bad field is reported. */
 export function parseTrainConfig(input: Partial<TrainConfig> = {}): E.Either<TrainConfigError, TrainConfig> {
-  const known = new Set(Object.keys(TRAIN_DEFAULTS));
-  const unknown = Object.keys(input).find((k) => !known.has(k));
-  if (unknown) return E.left(new TrainConfigError(unknown, (input as Record<string, unknown>)[unknown], 'is not a training option'));
-  const cfg: TrainConfig = { ...TRAIN_DEFAULTS, ...input, model: { ...TRAIN_DEFAULTS.model, ...input.model } };
-  for (const check of CHECKS) {
-    const err = check(cfg);
-    if (err) return E.left(err);
-  }
-  return E.right(cfg);
+  return parseWith(toError, SPEC, {}, TRAIN_DEFAULTS, input);
 }
