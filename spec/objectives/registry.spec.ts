@@ -2,10 +2,44 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as E from 'fp-ts/lib/Either.js';
 import { add, dispose, grad, liveTensors, tensor, tidy, valueAndGrad, type Tensor } from '../../src/index.js';
-import { dynamicSamplingKeep, grpoLoss, GRPO_DEFAULTS, makeObjective, OBJECTIVE_NAMES, selectRows, type Metrics } from '../../src/objectives/index.js';
+import {
+  dynamicSamplingKeep,
+  grpoLoss,
+  GRPO_DEFAULTS,
+  makeObjective,
+  OBJECTIVE_NAMES,
+  selectRolloutRows,
+  type Metrics,
+} from '../../src/objectives/index.js';
 import { arbRaw, arbShape, expectAllClose, f64, toBatch } from './helpers.js';
 
 describe('registry and metrics', () => {
+  it("each objective's capabilities say what its loss reads: precomputed advantages, the reference log-probs", () => {
+    fc.assert(
+      fc.property(arbRaw(arbShape(), { rewards: 'binary' }), fc.constantFrom(...OBJECTIVE_NAMES), (raw, name) => {
+        // Something to learn from: a mixed group with a scored token (else DAPO's filter or the masks leave a loss
+        // that reads nothing).
+        const keep = dynamicSamplingKeep(raw.rewards, raw.groupIds);
+        fc.pre(keep.some((k, r) => k && raw.mask.slice(r * raw.t, (r + 1) * raw.t).some((m) => m > 0)));
+        const progress = { step: 10, totalSteps: 100 };
+        for (const beta of [0, 0.04]) {
+          const obj = makeObjective(name, { beta });
+          if (E.isLeft(obj)) throw obj.left;
+          const lossOf = (extra: Parameters<typeof toBatch>[2]): number =>
+            tidy(() => obj.right.loss(toBatch(raw, undefined, extra), progress).loss.itemSync());
+          const base = lossOf({});
+          // Other advantages (a large, varied set) move the loss exactly when the objective uses advantages.
+          const advantages = raw.rewards.map((_, i) => 3 * Math.sin(i + 1));
+          expect(lossOf({ advantages }) !== base, `${name} advantages`).toBe(obj.right.usesAdvantages);
+          // Shifted reference log-probs move the loss exactly when it has a KL term to the reference.
+          const shifted = f64(raw.ref.map((x) => x - 0.5), [raw.b, raw.t]);
+          expect(lossOf({ refLogProbs: shifted }) !== base, `${name} beta ${beta} reference`).toBe(obj.right.klToReference);
+        }
+      }),
+      { numRuns: 30 },
+    );
+  });
+
   it('every objective, picked by name: a scalar loss and scalar, finite, detached metrics through valueAndGrad(hasAux)', () => {
     fc.assert(
       fc.property(arbRaw(arbShape(), { rewards: 'binary' }), fc.constantFrom(...OBJECTIVE_NAMES), (raw, name) => {
@@ -85,7 +119,7 @@ describe('registry and metrics', () => {
     expect(liveTensors()).toBe(before);
   });
 
-  it('selectRows keeps DAPO-kept rows; the loss on the sub-batch equals DAPO dynamic sampling on the full one', () => {
+  it('selectRolloutRows keeps DAPO-kept rows; the loss on the sub-batch equals DAPO dynamic sampling on the full one', () => {
     fc.assert(
       fc.property(arbRaw(arbShape({ maxGroups: 4 }), { rewards: 'binary-any' }), (raw) => {
         const keep = dynamicSamplingKeep(raw.rewards, raw.groupIds);
@@ -93,7 +127,7 @@ describe('registry and metrics', () => {
         fc.pre(rows.length > 0);
         const cfg = { ...GRPO_DEFAULTS, lossType: 'dapo' as const };
         const full = grpoLoss(toBatch(raw), { ...cfg, dynamicSampling: true }).loss.itemSync();
-        const sub = grpoLoss(selectRows(toBatch(raw), rows), cfg).loss.itemSync();
+        const sub = grpoLoss(selectRolloutRows(toBatch(raw), rows), cfg).loss.itemSync();
         expectAllClose([full], [sub], 1e-12, 'loss');
       }),
       { numRuns: 30 },

@@ -1,6 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { parseArgs } from 'node:util';
-import { TrainConfigError, parseTrainConfig, type TrainConfig } from '../training/config.js';
+import { TASK_NAMES, TRAIN_DEFAULTS, TrainConfigError, parseTrainConfig, type TrainConfig } from '../training/config.js';
+import { OBJECTIVES, OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { BACKEND_NAMES } from '../backends/registry.js';
 
 /**
@@ -57,10 +58,13 @@ const OBJECTIVE_STRING_FLAGS: Readonly<Record<string, string>> = { 'loss-type': 
 
 const STRING_FLAGS = ['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta'] as const;
 
+const objectiveLines = OBJECTIVE_NAMES.map((name) => `      ${name.padEnd(8)} ${OBJECTIVES[name].summary}`).join('\n');
+
 export const TRAIN_USAGE = `usage: rlvr train [options]
 
-  --task addition|multiplication|countdown   (default addition)
-  --objective grpo|dapo|dr_grpo|gspo|gmpo|cispo|sapo|disco|conspo   (default conspo)
+  --task ${TASK_NAMES.join('|')}   (default ${TRAIN_DEFAULTS.task})
+  --objective NAME   (default ${TRAIN_DEFAULTS.objective}), one of:
+${objectiveLines}
   --backend ${BACKEND_NAMES.join('|')}          --output DIR (metrics.jsonl, checkpoints)   --resume DIR
   --advantage group|rcc         --rcc-delta sum|mean      --bicc
 ${NUMBER_FLAGS.map((f) => `  --${f.flag.padEnd(26)} ${f.help}`).join('\n')}

@@ -4,7 +4,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { parseTrainArgs, TRAIN_USAGE } from './args.js';
 import { createProgress } from './progress.js';
 import { train } from '../training/trainer.js';
-import { OBJECTIVE_NAMES } from '../objectives/registry.js';
+import { OBJECTIVES } from '../objectives/registry.js';
 import { RlvrError } from '../core/errors.js';
 import { BACKENDS, openBackend } from '../backends/registry.js';
 
@@ -58,7 +58,7 @@ async function main(argv: string[]): Promise<number> {
     case 'train':
       return runTrain(rest);
     case 'info':
-      console.log(`objectives: ${OBJECTIVE_NAMES.join(', ')}`);
+      console.log(`objectives:\n${Object.entries(OBJECTIVES).map(([name, o]) => `  ${name.padEnd(10)} ${o.summary}`).join('\n')}`);
       console.log(`backends:\n${Object.entries(BACKENDS).map(([name, b]) => `  ${name.padEnd(10)} ${b.help}`).join('\n')}`);
       return 0;
     case 'help':

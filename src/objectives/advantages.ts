@@ -45,13 +45,27 @@ export function stdOf(xs: readonly number[], mode: StdMode): number {
 }
 
 export function groupAdvantages(rewards: readonly number[], groupIds: readonly number[], opts: AdvantageOptions): number[] {
+  return baselineAdvantages(rewards, groupIds, opts, groupMean);
+}
+
+/**
+ * The same with another per-group baseline b in place of the group mean: A_i = (r_i - b) / (std + epsilon), with
+ * the same scaling options and the same exact zeros for all-equal groups (RCC's baseline uses it).
+ * `baseline` gets the group's rewards and their row indices.
+ */
+export function baselineAdvantages(
+  rewards: readonly number[],
+  groupIds: readonly number[],
+  opts: AdvantageOptions,
+  baseline: (groupRewards: readonly number[], rows: readonly number[]) => number,
+): number[] {
   const layout = groupLayout(groupIds);
   const out = new Array<number>(rewards.length).fill(0);
   const batchStd = opts.scaleRewards === 'batch' ? stdOf(rewards, opts.stdMode) : 0;
   for (const rows of layout.members) {
     const rs = rows.map((i) => rewards[i]!);
     if (rs.every((r) => r === rs[0])) continue; // all equal: A = 0
-    const mean = groupMean(rs);
+    const mean = baseline(rs, rows);
     const denom =
       opts.scaleRewards === 'none' ? 1 : (opts.scaleRewards === 'group' ? stdOf(rs, opts.stdMode) : batchStd) + opts.advantageEpsilon;
     rows.forEach((row, k) => {

@@ -23,7 +23,7 @@ import {
   parseObjectiveConfig,
 } from './common.js';
 import type { ConfigError } from './errors.js';
-import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
 export interface CispoConfig extends AdvantageConfig {
   /**
@@ -93,3 +93,14 @@ export function cispoLoss(batch: RolloutBatch, cfg: CispoConfig, _progress?: Tra
     };
   });
 }
+
+export const CISPO: ObjectiveDefinition<CispoConfig> = {
+  name: 'cispo',
+  summary: 'CISPO: capped, detached importance weights',
+  defaults: CISPO_DEFAULTS,
+  parse: parseCispoConfig,
+  loss: cispoLoss,
+  usesAdvantages: true,
+  contrastive: false,
+  klToReference: (c) => c.beta > 0,
+};

@@ -30,7 +30,7 @@ import {
   type ContrastGroups,
 } from './contrast.js';
 import type { ConfigError } from './errors.js';
-import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 import { clippedScoresOf } from './discriminative.js';
 import { toGrid, toRows } from './groups.js';
 
@@ -230,3 +230,14 @@ export function conspoLoss(batch: RolloutBatch, cfg: ConspoConfig, progress?: Tr
     };
   });
 }
+
+export const CONSPO: ObjectiveDefinition<ConspoConfig> = {
+  name: 'conspo',
+  summary: 'ConSPO: InfoNCE over sequence scores with a scheduled margin',
+  defaults: CONSPO_DEFAULTS,
+  parse: parseConspoConfig,
+  loss: conspoLoss,
+  usesAdvantages: false,
+  contrastive: true,
+  klToReference: (c) => c.beta > 0,
+};

@@ -46,8 +46,9 @@ export function applySoftOverlong(rewards: readonly number[], lengths: readonly 
 
 /**
  * DAPO's dynamic-sampling filter: for each row, whether its group is kept, i.e. its rewards are not all equal
- * (0 < N+ < G for binary rewards; verl's `filter_groups` keeps groups with reward std > 0). The trainer resamples
- * until enough groups are kept; the `dapo` objective also drops the other rows from the loss.
+ * (0 < N+ < G for binary rewards; verl's `filter_groups` keeps groups with reward std > 0). The `dapo` objective
+ * drops the other rows from the loss; the trainer does not resample (verl does, until enough groups are kept:
+ * `selectRolloutRows` takes the kept rows for a caller that wants to).
  */
 export function dynamicSamplingKeep(rewards: readonly number[], groupIds: readonly number[]): boolean[] {
   const keep = new Array<boolean>(rewards.length).fill(false);
@@ -60,7 +61,7 @@ export function dynamicSamplingKeep(rewards: readonly number[], groupIds: readon
 }
 
 /** The sub-batch of the given rows (tensors gathered along axis 0, host arrays picked), e.g. the rows DAPO keeps. */
-export function selectRows(batch: RolloutBatch, rows: readonly number[]): RolloutBatch {
+export function selectRolloutRows(batch: RolloutBatch, rows: readonly number[]): RolloutBatch {
   const idx = tensor(Int32Array.from(rows), [rows.length], { dtype: 'i32', backend: batch.logProbs.backend });
   const pick = (t: Tensor | undefined): Tensor | undefined => t && gather(t, idx, 0);
   const host = (xs: readonly number[] | undefined): number[] | undefined => xs && rows.map((i) => xs[i]!);

@@ -18,7 +18,7 @@ import {
   nonEmptyRows,
 } from './contrast.js';
 import type { ConfigError } from './errors.js';
-import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 import { toGrid } from './groups.js';
 
 export interface DiscoConfig extends ContrastGroupConfig {
@@ -118,3 +118,15 @@ export function discoLoss(batch: RolloutBatch, cfg: DiscoConfig, _progress?: Tra
     };
   });
 }
+
+/** DisCO's KL constraint is to pi_old (`oldLogProbs`), not to the reference policy. */
+export const DISCO: ObjectiveDefinition<DiscoConfig> = {
+  name: 'disco',
+  summary: 'DisCO: score contrast with a squared-hinge KL constraint',
+  defaults: DISCO_DEFAULTS,
+  parse: parseDiscoConfig,
+  loss: discoLoss,
+  usesAdvantages: false,
+  contrastive: true,
+  klToReference: () => false,
+};

@@ -15,7 +15,7 @@ import { maskedMean } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
 import { detachAll, hostAdvantages, k3, rewardMetrics, tokenMetrics, parseObjectiveConfig } from './common.js';
 import type { ConfigError } from './errors.js';
-import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
 export interface GmpoConfig extends AdvantageConfig {
   /** Clip range in log space, (0, 1): 0.4 in the GMPO paper (ratio in [e^-0.4, e^0.4]). */
@@ -58,3 +58,14 @@ export function gmpoLoss(batch: RolloutBatch, cfg: GmpoConfig, _progress?: Train
     };
   });
 }
+
+export const GMPO: ObjectiveDefinition<GmpoConfig> = {
+  name: 'gmpo',
+  summary: 'GMPO: geometric mean of clipped token ratios',
+  defaults: GMPO_DEFAULTS,
+  parse: parseGmpoConfig,
+  loss: gmpoLoss,
+  usesAdvantages: true,
+  contrastive: false,
+  klToReference: (c) => c.beta > 0,
+};

@@ -38,7 +38,7 @@ import {
 } from './common.js';
 import { applySoftOverlong, dynamicSamplingKeep, overlongCheck, type OverlongConfig } from './dapo.js';
 import type { ConfigError } from './errors.js';
-import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
 /** GRPO and its token-level relatives (DAPO, Dr. GRPO are this record with other defaults). */
 export interface GrpoConfig extends AdvantageConfig {
@@ -175,3 +175,33 @@ export function grpoLoss(batch: RolloutBatch, cfg: GrpoConfig, _progress?: Train
     return { loss, metrics: detachAll(metrics) };
   });
 }
+
+/** Clipped token-level surrogates that weigh rollouts by advantages; a KL term when beta > 0. */
+const advantageObjective = (
+  name: string,
+  summary: string,
+  defaults: GrpoConfig,
+  parse: ObjectiveDefinition<GrpoConfig>['parse'],
+): ObjectiveDefinition<GrpoConfig> => ({
+  name,
+  summary,
+  defaults,
+  parse,
+  loss: grpoLoss,
+  usesAdvantages: true,
+  contrastive: false,
+  klToReference: (c) => c.beta > 0,
+});
+export const GRPO = advantageObjective('grpo', 'GRPO: clipped ratio x group-normalised advantage', GRPO_DEFAULTS, parseGrpoConfig);
+export const DAPO = advantageObjective(
+  'dapo',
+  'DAPO: clip-higher, token-mean, dynamic-sampling filter',
+  DAPO_DEFAULTS,
+  parseDapoConfig,
+);
+export const DR_GRPO = advantageObjective(
+  'dr_grpo',
+  'Dr. GRPO: no std scaling, constant normaliser',
+  DR_GRPO_DEFAULTS,
+  parseDrGrpoConfig,
+);

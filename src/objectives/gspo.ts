@@ -24,7 +24,7 @@ import {
   parseObjectiveConfig,
 } from './common.js';
 import type { ConfigError } from './errors.js';
-import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
 export interface GspoConfig extends AdvantageConfig {
   /** Sequence-ratio clip, in (0, 1): 3e-4 in the GSPO paper. */
@@ -86,3 +86,14 @@ export function gspoLoss(batch: RolloutBatch, cfg: GspoConfig, _progress?: Train
     };
   });
 }
+
+export const GSPO: ObjectiveDefinition<GspoConfig> = {
+  name: 'gspo',
+  summary: 'GSPO: one clipped ratio per sequence (geometric mean)',
+  defaults: GSPO_DEFAULTS,
+  parse: parseGspoConfig,
+  loss: gspoLoss,
+  usesAdvantages: true,
+  contrastive: false,
+  klToReference: (c) => c.beta > 0,
+};

@@ -5,6 +5,7 @@ export { checkBatch, parseBatch, validateBatch, type RolloutBatch } from './batc
 export { groupLayout, groupStats, groupMean, type GroupLayout, type GroupStats } from './groups.js';
 export {
   groupAdvantages,
+  baselineAdvantages,
   stdOf,
   PAPER_ADVANTAGES,
   TRL_ADVANTAGES,
@@ -26,7 +27,7 @@ export {
   parseDrGrpoConfig,
   type GrpoConfig,
 } from './grpo.js';
-export { softOverlongPenalty, applySoftOverlong, dynamicSamplingKeep, selectRows, type OverlongConfig } from './dapo.js';
+export { softOverlongPenalty, applySoftOverlong, dynamicSamplingKeep, selectRolloutRows, type OverlongConfig } from './dapo.js';
 export { gspoLoss, GSPO_DEFAULTS, parseGspoConfig, type GspoConfig } from './gspo.js';
 export { gmpoLoss, GMPO_DEFAULTS, parseGmpoConfig, type GmpoConfig } from './gmpo.js';
 export { cispoLoss, CISPO_DEFAULTS, parseCispoConfig, type CispoConfig } from './cispo.js';
@@ -66,4 +67,4 @@ export {
   type ObjectiveDefinition,
   type ObjectiveName,
 } from './registry.js';
-export { rccBaseline, optimalBaseline, rccAdvantages, sequenceDeltas, type RccDeltaMode, type RccOptions } from './rcc.js';
+export { rccBaseline, optimalBaseline, rccAdvantages, sequenceDeltas, RCC_ADVANTAGES, type RccDeltaMode } from './rcc.js';

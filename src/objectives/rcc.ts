@@ -1,4 +1,5 @@
 import { ArgumentError, NonFiniteError } from '../core/errors.js';
+import { baselineAdvantages, type AdvantageOptions } from './advantages.js';
 
 /**
  * RCC, Reward-Confidence Correction (objectives.md, section RCC): a per-group baseline for the importance-
@@ -11,14 +12,8 @@ import { ArgumentError, NonFiniteError } from '../core/errors.js';
 /** How delta is formed from per-token log-ratios: their `sum` over the completion or its length-normalised `mean`. */
 export type RccDeltaMode = 'sum' | 'mean';
 
-export interface RccOptions {
-  /** Divide by the group's reward std (as GRPO's `scale_rewards: 'group'`). Default true. */
-  readonly scaleRewards?: boolean;
-  /** Population (paper, default) or Bessel-corrected std when scaling. */
-  readonly std?: 'population' | 'bessel';
-  /** Added to the std before dividing. Default 1e-6. */
-  readonly epsilon?: number;
-}
+/** RCC's default scaling: by the group's population std, plus 1e-6 (so near-constant groups stay finite). */
+export const RCC_ADVANTAGES: AdvantageOptions = { scaleRewards: 'group', stdMode: 'population', advantageEpsilon: 1e-6 };
 
 const mean = (xs: readonly number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
 
@@ -49,30 +44,22 @@ export function optimalBaseline(rewards: readonly number[], deltas: readonly num
   return w2.reduce((s, w, j) => s + w * rewards[j]!, 0) / w2.reduce((s, w) => s + w, 0);
 }
 
-/** RCC advantages for a batch: per group, A_i = r_i - b_RCC, divided by the group std when scaling is on. */
+/**
+ * RCC advantages for a batch: per group, A_i = r_i - b_RCC, scaled as GRPO's advantages are (`advantages.ts`:
+ * `scaleRewards`, `stdMode`, `advantageEpsilon`; default `RCC_ADVANTAGES`).
+ */
 export function rccAdvantages(
   rewards: readonly number[],
   deltas: readonly number[],
   groupIds: readonly number[],
-  opts: RccOptions = {},
+  opts: AdvantageOptions = RCC_ADVANTAGES,
 ): number[] {
   if (rewards.length !== deltas.length || rewards.length !== groupIds.length) {
     throw new ArgumentError('rccAdvantages', 'rewards, deltas and groupIds must have one entry per rollout');
   }
-  const { scaleRewards = true, std = 'population', epsilon = 1e-6 } = opts;
-  const members = new Map<number, number[]>();
-  groupIds.forEach((g, i) => members.set(g, [...(members.get(g) ?? []), i]));
-  const out = new Array<number>(rewards.length);
-  for (const idx of members.values()) {
-    const r = idx.map((i) => rewards[i]!);
-    const b = rccBaseline(r, idx.map((i) => deltas[i]!));
-    const mr = mean(r);
-    const ss = r.reduce((s, x) => s + (x - mr) ** 2, 0);
-    const sigma = Math.sqrt(ss / (std === 'bessel' ? Math.max(1, r.length - 1) : r.length));
-    // A group with all-equal rewards carries no signal: its advantages are exactly zero (never NaN).
-    idx.forEach((i) => (out[i] = ss === 0 ? 0 : scaleRewards ? (rewards[i]! - b) / (sigma + epsilon) : rewards[i]! - b));
-  }
-  return out;
+  checkFinite('rccAdvantages rewards', rewards);
+  checkFinite('rccAdvantages deltas', deltas);
+  return baselineAdvantages(rewards, groupIds, opts, (rs, rows) => rccBaseline(rs, rows.map((i) => deltas[i]!)));
 }
 
 /**

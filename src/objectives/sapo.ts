@@ -23,7 +23,7 @@ import {
   parseObjectiveConfig,
 } from './common.js';
 import type { ConfigError } from './errors.js';
-import type { ConfigInput, ObjectiveResult, TrainingProgress } from './types.js';
+import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
 export interface SapoConfig extends AdvantageConfig {
   /** tau_pos, the gate temperature where A > 0 (TRL `sapo_temperature_pos`, 1.0). */
@@ -70,3 +70,14 @@ export function sapoLoss(batch: RolloutBatch, cfg: SapoConfig, _progress?: Train
     return { loss, metrics: detachAll({ ...tokenMetrics(prep), ...rewardMetrics(batch.rewards, batch.groupIds, prep) }) };
   });
 }
+
+export const SAPO: ObjectiveDefinition<SapoConfig> = {
+  name: 'sapo',
+  summary: 'SAPO: soft sigmoid gate instead of a hard clip',
+  defaults: SAPO_DEFAULTS,
+  parse: parseSapoConfig,
+  loss: sapoLoss,
+  usesAdvantages: true,
+  contrastive: false,
+  klToReference: (c) => c.beta > 0,
+};

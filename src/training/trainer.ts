@@ -98,17 +98,17 @@ function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<
   const objectiveOptions = { ...cfg.objectiveOptions };
   const objective = makeObjective(cfg.objective, objectiveOptions);
   if (E.isLeft(objective)) return E.left(new TrainConfigError(`objective.${objective.left.field}`, objective.left.value, objective.left.message));
-  if (cfg.advantage === 'rcc' && (cfg.objective === 'conspo' || cfg.objective === 'disco')) {
-    return E.left(new TrainConfigError('advantage', cfg.advantage, `does not apply: ${cfg.objective} scores rollouts by likelihood, not by advantages`));
+  if (cfg.advantage === 'rcc' && !objective.right.usesAdvantages) {
+    const why = `does not apply: ${cfg.objective} does not weigh rollouts by advantages`;
+    return E.left(new TrainConfigError('advantage', cfg.advantage, why));
   }
-  const beta = (objective.right.config as { beta?: number }).beta ?? 0;
   return E.right({
     cfg,
     task,
     tokenizer,
     config,
     objective: objective.right,
-    needsReference: beta > 0 || cfg.advantage === 'rcc',
+    needsReference: objective.right.klToReference || cfg.advantage === 'rcc',
     heldOut: heldOutProblems(task, cfg.evalPrompts, 1234),
     writer: new MetricsWriter(cfg.outputDir ? join(cfg.outputDir, 'metrics.jsonl') : null),
     records: [],
