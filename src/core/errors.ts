@@ -68,5 +68,3 @@ export class NonFiniteError extends RlvrError {
     super(`${what}: non-finite value ${value} at flat index ${index}`);
   }
 }
-
-export const formatShape = fmt;

@@ -19,10 +19,6 @@ export function wgslType(op: string, dtype: DType): 'f32' | 'i32' {
   throw new BackendError('webgpu', `${op}: dtype ${dtype} is not supported on WebGPU (f64 is CPU-only)`);
 }
 
-/** The most negative / positive finite-or-infinite value of a type, as WGSL source (reduction identities). */
-export const lowest = (t: 'f32' | 'i32'): string => (t === 'f32' ? 'bitcast<f32>(0xff800000u)' : 'i32(-2147483648)');
-export const highest = (t: 'f32' | 'i32'): string => (t === 'f32' ? 'bitcast<f32>(0x7f800000u)' : 'i32(2147483647)');
-
 /** Split `count` workgroups over x and y so neither exceeds the per-dimension limit. */
 export function grid(count: number, maxPerDim: number): [number, number, number] {
   if (count <= maxPerDim) return [count, 1, 1];
