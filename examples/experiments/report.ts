@@ -1,9 +1,10 @@
 /**
- * docs/RESULTS.md and its plots, built only from the result files under `<output>/results` (and the runner's
- * timing log): nothing here trains or samples. Tables follow the papers' layout (methods as rows), every number
+ * docs/RESULTS.md and its plots, built only from the compact per-run results committed under
+ * `docs/results/<scale>/` (`compact.ts`: the result files, their metric means and the runner's timing log), so a
+ * fresh clone rebuilds the same report: nothing here trains or samples. Tables follow the papers' layout (methods as rows), every number
  * is a mean ± sample std over seeds, and every claim gets the verdict of the rule in `stats.ts`.
  */
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { heldOutProblems, parseTrainConfig, taskFor } from '../../src/index.js';
@@ -22,28 +23,15 @@ import {
   type TaskSpec,
 } from './grid.js';
 import type { Result, RlResult, VarianceResult, WarmStartResult } from './jobs.js';
+import { loadCompact, readTiming, type CompactResult } from './compact.js';
 import { binomialSe, markdownTable, mean, paired, pct, signedPts, std, tCritical, tCritical95, verdict, type PairedComparison, type Verdict } from './stats.js';
 
 export interface ReportOptions {
-  readonly output: string;
+  /** The compact results: `runs/` and `timing.jsonl` (`docs/results/<scale>` in the repository). */
+  readonly results: string;
   readonly docs: string;
   readonly settings: ScaleSettings;
   readonly seeds: readonly number[];
-}
-
-/** All result files under a directory. */
-export function loadResults(dir: string): Result[] {
-  if (!existsSync(dir)) return [];
-  const out: Result[] = [];
-  const walk = (d: string): void => {
-    for (const name of readdirSync(d).sort()) {
-      const p = join(d, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else if (name.endsWith('.json')) out.push(JSON.parse(readFileSync(p, 'utf8')) as Result);
-    }
-  };
-  walk(dir);
-  return out;
 }
 
 type Metric = 'passAt1' | 'avgAtK';
@@ -101,9 +89,14 @@ interface Claim {
   readonly verdict: Verdict | 'n/a';
 }
 
+/** `buildReport` found no results to build from. */
+export class NoResultsError extends Error {}
+
 export async function buildReport(o: ReportOptions): Promise<string[]> {
   const s = o.settings;
-  const results = loadResults(join(o.output, 'results'));
+  const results = loadCompact(o.results);
+  // An empty table is not a report: refuse rather than overwrite the committed one.
+  if (results.length === 0) throw new NoResultsError(`no results under ${join(o.results, 'runs')}: nothing to build the report from`);
   const ix = new Index(results, o.seeds);
   const suffix = s.scale === 'small' ? '' : `-${s.scale}`;
   const mdPath = join(o.docs, `RESULTS${suffix}.md`);
@@ -118,9 +111,13 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   const n = s.evalPrompts;
   const k = s.evalK;
   const study = s.tasks.find((t) => t.id === s.studyTask)!;
+  const evalSet = new Map(s.tasks.map((t) => [t.id, heldOutCounts(s, t, n)]));
+  /** n_eff of an evaluation on these tasks (of their average, for several: T² / Σ 1/n_eff). */
+  const evalN = (tasks: readonly string[]): number =>
+    tasks.length ** 2 / tasks.reduce((acc, id) => acc + 1 / evalSet.get(id)!.effective, 0);
   const md: string[] = [];
   const claims: Claim[] = [];
-  const timing = readTiming(o.output);
+  const timing = readTiming(o.results);
   const cpuModel = timing.at(-1)?.cpuModel ?? 'unknown';
   const cpuCount = timing.at(-1)?.cpus ?? NaN;
 
@@ -133,9 +130,10 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   );
   md.push('');
   md.push(
-    `**Hardware.** ${cpuCount}-core CPU (${cpuModel}), the project's CPU backend (pure TypeScript, one thread per process). ` +
-      `**No GPU machine was available to this task**, so the \`--scale large\` grid was not run: every number here is from the small scale. ` +
-      '(The experiment runner uses the CPU backend at every scale; the WebGPU backend, `--backend webgpu` in `rlvr train`, was checked here only on Mesa llvmpipe.)',
+    `**Hardware.** The last grid ran on a ${cpuCount}-core CPU (${cpuModel}); every run used the ` +
+      `${[...new Set(results.map((r) => ('config' in r ? r.config.backend : 'cpu')))].join(', ')} backend ` +
+      '(as its result file records; the experiment runner trains on the CPU backend, one single-threaded process per job). ' +
+      `This file covers the ${s.scale} scale only.`,
   );
   md.push('');
 
@@ -147,14 +145,18 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push('```sh');
   md.push('npm ci');
   md.push(`npm run experiments -- --scale ${s.scale} --seeds ${o.seeds.join(',')} --jobs 2${s.scale === 'small' ? '' : ` --output runs/experiments-${s.scale}`}   # every run, then this file and its plots`);
-  md.push(`npm run experiments -- --scale ${s.scale} --seeds ${o.seeds.join(',')} --report-only                # rebuild this file from ${'`'}runs/experiments-${s.scale}/results${'`'}`);
+  md.push(
+    `npm run experiments -- --scale ${s.scale} --seeds ${o.seeds.join(',')} --report-only                # rebuild this file from ` +
+      `${'`'}docs/results/${s.scale}/runs${'`'} alone`,
+  );
   md.push('```');
   md.push('');
   md.push(
     'One grid at a time: `--grid objectives`, `ablations`, `sweep`, `groups` (BICC group sizes) or `variance` (comma-separated), ' +
       '`--resume-grid` skips jobs whose result file exists. Runs are deterministic (seeded; the CPU backend computes the same ' +
       'floats on every machine), so the tables are reproduced exactly; only the wall and CPU times differ. ' +
-      `Per-run summaries: [\`results/${s.scale}/summary.json\`](${fig('summary.json')}).`,
+      `Per-run summaries: [\`results/${s.scale}/summary.json\`](${fig('summary.json')}); the compact per-run results this file is built ` +
+      `from: \`results/${s.scale}/runs/\` (a grid run writes them; \`--report-only\` refuses to run without them).`,
   );
   md.push('');
 
@@ -175,19 +177,17 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       `(${s.steps * s.promptsPerStep * s.numGenerations} rollouts), sampling temperature ${s.temperature}, up to ${s.maxCompletionLength} new tokens, ` +
       `AdamW lr ${s.learningRate} (warmup ${s.warmupSteps} updates, cosine decay), grad-norm clip 1, ${s.numIterations} epoch per batch in ` +
       `minibatches of ${s.groupsPerMinibatch} groups (${s.promptsPerStep / s.groupsPerMinibatch} updates per step: all but the first are off-policy, though at this learning rate the ratios stay close to 1; see the diagnostics). ` +
-      'Each objective uses its paper defaults (`src/objectives/config.ts`; ConSPO τ = 10, M = 0.01, α = 0.3). RCC: δ = Σ_t (log π_old − log π_ref), the reference being the warm-started policy. ' +
+      'Each objective uses its paper defaults (defined beside each loss in `src/objectives/`; ConSPO τ = 10, M = 0.01, α = 0.3). RCC: δ = Σ_t (log π_old − log π_ref), the reference being the warm-started policy. ' +
       `BICC: context share 0.4 of ${s.model.maxSeqLen} tokens.`,
   );
-  const distinct = s.tasks.map((t) => {
-    const cfg = parseTrainConfig(warmStartConfig(s, t, 0, 'unused'));
-    if (E.isLeft(cfg)) throw cfg.left;
-    return `${t.id}: ${new Set(heldOutProblems(taskFor(cfg.right), n, 1234).map((p) => p.prompt)).size} distinct`;
-  });
+  const distinct = s.tasks.map((t) => `${t.id}: ${evalSet.get(t.id)!.distinct} distinct`);
   md.push(
-    `- **Evaluation**: ${n} held-out prompts per task (${distinct.join(', ')}: the test split, by prompt hash, is never trained on; the ${n} are drawn from it with replacement and are the same for every run; ` +
-      'a task with few distinct test prompts has a larger standard error than the binomial one below): ' +
+    `- **Evaluation**: ${n} held-out prompts per task (${distinct.join(', ')}: the test split, by prompt hash, is never trained on; the ${n} are drawn from it with replacement and are the same for every run): ` +
       `pass@1 with greedy decoding, avg@${k} = mean reward of ${k} samples at temperature ${s.temperature}, after the last RL step. ` +
-      `The binomial standard error of one evaluation is at most ${(100 * binomialSe(0.5, n)).toFixed(1)} pts (at 50%).`,
+      'Draws of the same prompt are not independent (a greedy answer is the same each time), so the standard errors here count ' +
+      'the effective number of independent prompts n_eff = (Σ c)² / Σ c², c the number of draws of each distinct prompt ' +
+      `(${s.tasks.map((t) => `${t.id}: ${evalSet.get(t.id)!.effective.toFixed(1)}`).join(', ')}). ` +
+      `The binomial standard error of one evaluation is then at most ${s.tasks.map((t) => `${(100 * binomialSe(0.5, evalN([t.id]))).toFixed(1)} pts on ${t.id}`).join(', ')} (at 50%).`,
   );
   md.push(
     '- **The RL settings were not tuned per method.** The learning rate and minibatching were set once, from two GRPO/ConSPO pilot runs on addition before the grid ' +
@@ -280,7 +280,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
         claim: `ConSPO > GRPO, ${name}, ${t.id}`,
         paper: 'Table 1: 44.4 vs 40.0 avg.',
         here: describe(c),
-        verdict: c ? verdict(c, noise(ix, t.id, 'grpo', metric, n)) : 'n/a',
+        verdict: c ? verdict(c, noise(ix, t.id, 'grpo', metric, evalN([t.id]))) : 'n/a',
       });
     }
     // "Best average": ConSPO's rank on the task-average, and against the strongest baseline by that average.
@@ -293,7 +293,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       const b = avgOver(strongest.m.id, metric);
       const c = a.length === b.length ? paired(a, b) : null;
       // The strongest other method is picked from these same results: its test passes 5% / (number of candidates).
-      const v = c ? verdict(c, binomialSe(mean(b), n * s.tasks.length), 0.05 / (ranked.length - 1)) : 'inconclusive';
+      const v = c ? verdict(c, binomialSe(mean(b), evalN(s.tasks.map((t) => t.id))), 0.05 / (ranked.length - 1)) : 'inconclusive';
       claims.push({
         claim: `ConSPO has the best task-average ${name} of the ${ranked.length} objectives`,
         paper: 'Table 1: best average, +1.6 over the strongest baseline',
@@ -367,13 +367,13 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push('### What the objectives did (from each run\'s metrics.jsonl, mean over RL steps and seeds)');
   md.push('');
   const diag = (task: string, method: string, key: string): string => {
-    const per = ix.rl(task, method).map((r) => runMetric(o.output, r.id, key)).filter((x): x is number => x !== null);
+    const per = ix.rl(task, method).map((r) => runMetric(r, key)).filter((x): x is number => x !== null);
     return per.length ? `${mean(per).toFixed(3)}` : '–';
   };
   const gap = (task: string, method: string): string => {
     const per = ix.rl(task, method).flatMap((r) => {
-      const a = runMetric(o.output, r.id, 'score/pos_mean');
-      const b = runMetric(o.output, r.id, 'score/neg_mean');
+      const a = runMetric(r, 'score/pos_mean');
+      const b = runMetric(r, 'score/neg_mean');
       return a === null || b === null ? [] : [a - b];
     });
     return per.length ? mean(per).toFixed(3) : '–';
@@ -423,7 +423,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
         claim: `${m.label} costs accuracy (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`}, ${study.id})`,
         paper: `Table 6: ${paperAbl[m.id]}`,
         here: describe(c),
-        verdict: c ? verdict(c, noise(ix, study.id, m.id, metric, n)) : 'n/a',
+        verdict: c ? verdict(c, noise(ix, study.id, m.id, metric, evalN([study.id]))) : 'n/a',
       });
     }
   }
@@ -474,7 +474,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     const alt = sweepMethod(param, worse).id;
     for (const metric of ['passAt1', 'avgAtK'] as const) {
       const c = ix.compare(study.id, ref, alt, final(metric));
-      claims.push({ claim: `${label} (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`, paper, here: describe(c), verdict: c ? verdict(c, noise(ix, study.id, alt, metric, n)) : 'n/a' });
+      claims.push({ claim: `${label} (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`, paper, here: describe(c), verdict: c ? verdict(c, noise(ix, study.id, alt, metric, evalN([study.id]))) : 'n/a' });
     }
   };
   const smallTau = Math.min(...s.tau);
@@ -513,7 +513,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   for (const t of s.tasks) {
     for (const metric of ['passAt1', 'avgAtK'] as const) {
       const c = ix.compare(t.id, 'grpo+bicc', 'grpo', final(metric));
-      claims.push({ claim: `BICC adds accuracy over GRPO (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`}, ${t.id})`, paper: 'BICC: +0.8 (Qwen3-4B), +1.9 (Phi-4-mini) Math500', here: describe(c), verdict: c ? verdict(c, noise(ix, t.id, 'grpo', metric, n)) : 'n/a' });
+      claims.push({ claim: `BICC adds accuracy over GRPO (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`}, ${t.id})`, paper: 'BICC: +0.8 (Qwen3-4B), +1.9 (Phi-4-mini) Math500', here: describe(c), verdict: c ? verdict(c, noise(ix, t.id, 'grpo', metric, evalN([t.id]))) : 'n/a' });
     }
   }
   // Weaker model: the task where the warm-start is weaker.
@@ -530,7 +530,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
         claim: `BICC's gain is larger where the policy is weaker (${weak.id} vs ${strong.id}, ${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`,
         paper: 'BICC: +1.9 on the weaker Phi-4-mini vs +0.8 on Qwen3-4B',
         here: c ? `gain ${signedPts(mean(gw!.diffs))} vs ${signedPts(mean(gs!.diffs))}; difference ${describe(c)}` : 'no runs',
-        verdict: c ? verdict(c, binomialSe(0.5, n)) : 'n/a',
+        verdict: c ? verdict(c, binomialSe(0.5, evalN([weak.id, strong.id]))) : 'n/a',
       });
     }
   }
@@ -561,7 +561,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
         claim: `BICC's gain grows with G (G=${hi} vs G=${lo}, ${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`,
         paper: 'BICC: G=2 +0.6, G=8 +1.9',
         here: c ? `gain ${signedPts(mean(a!.diffs))} vs ${signedPts(mean(b!.diffs))}; difference ${describe(c)}` : 'no runs',
-        verdict: c ? verdict(c, binomialSe(0.5, n)) : 'n/a',
+        verdict: c ? verdict(c, binomialSe(0.5, evalN([study.id]))) : 'n/a',
       });
     }
   }
@@ -720,37 +720,17 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   return written;
 }
 
-interface TimingRecord {
-  readonly at: string;
-  readonly grids: readonly string[];
-  readonly jobs: number;
-  readonly jobsAtOnce: number;
-  readonly wallSeconds: number;
-  readonly cpus: number;
-  readonly cpuModel: string;
-  readonly loadAverage: readonly number[];
+/** The held-out set of a task: its distinct prompts and n_eff = (Σ c)² / Σ c² over their draw counts c. */
+function heldOutCounts(s: ScaleSettings, t: TaskSpec, n: number): { distinct: number; effective: number } {
+  const cfg = parseTrainConfig(warmStartConfig(s, t, 0, 'unused'));
+  if (E.isLeft(cfg)) throw cfg.left;
+  const counts = new Map<string, number>();
+  for (const p of heldOutProblems(taskFor(cfg.right), n, 1234)) counts.set(p.prompt, (counts.get(p.prompt) ?? 0) + 1);
+  const c = [...counts.values()];
+  return { distinct: c.length, effective: n ** 2 / c.reduce((acc, x) => acc + x * x, 0) };
 }
 
-/** The mean over RL steps of one metric in a run's metrics.jsonl (null when the run or the metric is absent). */
-export function runMetric(output: string, id: string, key: string): number | null {
-  const p = join(output, id, 'metrics.jsonl');
-  if (!existsSync(p)) return null;
-  const xs = readFileSync(p, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim())
-    .map((l) => JSON.parse(l) as Record<string, unknown>)
-    .filter((r) => r['phase'] === 'rl' && typeof r[key] === 'number')
-    .map((r) => r[key] as number);
-  return xs.length ? mean(xs) : null;
-}
-
-function readTiming(output: string): TimingRecord[] {
-  const p = join(output, 'timing.jsonl');
-  if (!existsSync(p)) return [];
-  return readFileSync(p, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim())
-    .map((l) => JSON.parse(l) as TimingRecord);
-}
+/** The mean over RL steps of one metric of a run's metrics.jsonl, as exported (null when absent). */
+const runMetric = (r: RlResult, key: string): number | null => (r as CompactResult).rlMetricMeans?.[key] ?? null;
 
 export type { TaskSpec };

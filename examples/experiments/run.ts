@@ -6,10 +6,13 @@
  *   npm run experiments                                     # the default grid (small scale, seeds 0,1,2, 2 jobs)
  *   npm run experiments -- --grid objectives --seeds 0,1,2 --scale small --output runs/experiments-small
  *   npm run experiments -- --resume-grid                    # skip jobs whose result file exists
- *   npm run experiments -- --report-only                    # rebuild docs/RESULTS.md from the result files
+ *   npm run experiments -- --report-only                    # rebuild docs/RESULTS.md from docs/results/small
  *
  * Every job runs in its own Node process (`--jobs` at a time: the CPU backend is single-threaded), writes
  * `<output>/results/<job id>.json` and its run directory (metrics.jsonl, checkpoints) under `<output>/<job id>`.
+ * Before the report is built, the results under `<output>` (if any) are exported, merged with those already there,
+ * into the compact files committed under `<docs>/results/<scale>/` (`compact.ts`), and the report is built from
+ * those alone: a fresh clone rebuilds the committed report, and `--report-only` with no results refuses to write.
  */
 import { spawn } from 'node:child_process';
 import { appendFileSync, createWriteStream, existsSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
@@ -18,7 +21,8 @@ import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { GRID_NAMES, SCALES, plan, type GridName, type Job, type Scale } from './grid.js';
 import { readResult, resultPath, runJob } from './jobs.js';
-import { buildReport } from './report.js';
+import { buildReport, NoResultsError } from './report.js';
+import { exportCompact, readTiming } from './compact.js';
 
 const { values } = parseArgs({
   options: {
@@ -84,8 +88,18 @@ if (!values['report-only']) {
 }
 
 if (!values['no-report']) {
-  const written = await buildReport({ output, docs: values.docs, settings, seeds });
-  console.log(`wrote ${written.join(', ')}`);
+  const compactDir = join(values.docs, 'results', scale);
+  const fresh = readTiming(output);
+  const kept = readTiming(compactDir).filter((t) => !fresh.some((u) => u.at === t.at));
+  const exported = existsSync(join(output, 'results')) ? exportCompact(output, compactDir, kept) : 0;
+  if (exported > 0) console.log(`exported ${exported} results from ${output} to ${compactDir}`);
+  try {
+    const written = await buildReport({ results: compactDir, docs: values.docs, settings, seeds });
+    console.log(`wrote ${written.join(', ')}`);
+  } catch (e) {
+    if (e instanceof NoResultsError) fail(`no report written: ${e.message}`);
+    throw e;
+  }
 }
 
 /** Run jobs in child processes, at most `jobsAtOnce` at a time, each once its dependencies have results. */
