@@ -10,7 +10,14 @@ export { withoutTapes as noGrad } from './core/tape.js';
 export { Rng, type RngState } from './core/rng.js';
 export { getDefaultBackend, setDefaultBackend } from './core/runtime.js';
 // The backend registry also installs the CPU backend as the default one.
-export { BACKENDS, BACKEND_NAMES, isBackendName, openBackend, type BackendEntry, type BackendName } from './backends/registry.js';
+export {
+  BACKENDS,
+  BACKEND_NAMES,
+  isBackendName,
+  openBackend,
+  type BackendEntry,
+  type BackendName,
+} from './backends/registry.js';
 export { broadcastShapes, sizeOf } from './core/shape.js';
 export { CpuBackend } from './backends/cpu/index.js';
 export {

@@ -81,7 +81,8 @@ export function exportCompact(output: string, dir: string, previous: readonly Ti
     writeFileSync(path, JSON.stringify(compact) + '\n');
   }
   const timing = [...previous, ...readTiming(output)];
-  if (timing.length > 0) writeFileSync(join(dir, 'timing.jsonl'), timing.map((t) => JSON.stringify(t)).join('\n') + '\n');
+  const lines = timing.map((t) => JSON.stringify(t) + '\n').join('');
+  if (timing.length > 0) writeFileSync(join(dir, 'timing.jsonl'), lines);
   return results.length;
 }
 

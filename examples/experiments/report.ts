@@ -1,7 +1,8 @@
 /**
  * docs/RESULTS.md and its plots, built only from the compact per-run results committed under
  * `docs/results/<scale>/` (`compact.ts`: the result files, their metric means and the runner's timing log), so a
- * fresh clone rebuilds the same report: nothing here trains or samples. Tables follow the papers' layout (methods as rows), every number
+ * fresh clone rebuilds the same report: nothing here trains or samples. Tables follow the papers' layout (methods
+ * as rows), every number
  * is a mean ± sample std over seeds, and every claim gets the verdict of the rule in `stats.ts`.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -96,7 +97,9 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   const s = o.settings;
   const results = loadCompact(o.results);
   // An empty table is not a report: refuse rather than overwrite the committed one.
-  if (results.length === 0) throw new NoResultsError(`no results under ${join(o.results, 'runs')}: nothing to build the report from`);
+  if (results.length === 0) {
+    throw new NoResultsError(`no results under ${join(o.results, 'runs')}: nothing to build the report from`);
+  }
   const ix = new Index(results, o.seeds);
   const suffix = s.scale === 'small' ? '' : `-${s.scale}`;
   const mdPath = join(o.docs, `RESULTS${suffix}.md`);

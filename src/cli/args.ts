@@ -1,6 +1,12 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { parseArgs } from 'node:util';
-import { TASK_NAMES, TRAIN_DEFAULTS, TrainConfigError, parseTrainConfig, type TrainConfig } from '../training/config.js';
+import {
+  TASK_NAMES,
+  TRAIN_DEFAULTS,
+  TrainConfigError,
+  parseTrainConfig,
+  type TrainConfig,
+} from '../training/config.js';
 import { OBJECTIVES, OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { BACKEND_NAMES } from '../backends/registry.js';
 

@@ -52,14 +52,16 @@ async function runTrain(argv: string[]): Promise<number> {
   return 0;
 }
 
+const line = (name: string, help: string): string => `  ${name.padEnd(10)} ${help}`;
+
 async function main(argv: string[]): Promise<number> {
   const [command = 'help', ...rest] = argv;
   switch (command) {
     case 'train':
       return runTrain(rest);
     case 'info':
-      console.log(`objectives:\n${Object.entries(OBJECTIVES).map(([name, o]) => `  ${name.padEnd(10)} ${o.summary}`).join('\n')}`);
-      console.log(`backends:\n${Object.entries(BACKENDS).map(([name, b]) => `  ${name.padEnd(10)} ${b.help}`).join('\n')}`);
+      console.log(`objectives:\n${Object.entries(OBJECTIVES).map(([name, o]) => line(name, o.summary)).join('\n')}`);
+      console.log(`backends:\n${Object.entries(BACKENDS).map(([name, b]) => line(name, b.help)).join('\n')}`);
       return 0;
     case 'help':
     case '--help':

@@ -68,7 +68,9 @@ export const nonEmptyArrayOf =
 
 /** Any plain record, unchecked (for options passed through to another parser). */
 export const anyRecord: Check<Readonly<Record<string, unknown>>> = (v) =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) ? E.right(v as Record<string, unknown>) : fail('must be a record');
+  typeof v === 'object' && v !== null && !Array.isArray(v)
+    ? E.right(v as Record<string, unknown>)
+    : fail('must be a record');
 
 const camel = (k: string): string => k.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
 
@@ -95,7 +97,9 @@ export function parseRecord<C extends object>(
   const seen = new Map<string, string>();
   for (const [key, value] of Object.entries(v as Record<string, unknown>)) {
     const field = resolveKey(spec, aliases, key);
-    if (field === undefined) return E.left({ path: [key], reason: `unknown field (known: ${Object.keys(spec).join(', ')})` });
+    if (field === undefined) {
+      return E.left({ path: [key], reason: `unknown field (known: ${Object.keys(spec).join(', ')})` });
+    }
     const previous = seen.get(field);
     if (previous !== undefined) return E.left({ path: [key], reason: `names the same field as ${previous}` });
     seen.set(field, key);
@@ -118,7 +122,10 @@ export type Post<C> = (c: C, given: ReadonlySet<string>) => E.Either<Issue, C>;
 
 /** The value at `path` in `root` (what an issue's path points at, for the error message). */
 export const valueAt = (root: unknown, path: readonly string[]): unknown =>
-  path.reduce<unknown>((o, k) => (typeof o === 'object' && o !== null ? (o as Record<string, unknown>)[k] : undefined), root);
+  path.reduce<unknown>(
+    (o, k) => (typeof o === 'object' && o !== null ? (o as Record<string, unknown>)[k] : undefined),
+    root,
+  );
 
 /**
  * Parse `input` (undefined: all defaults) with `spec`, then `post`; on failure, `toError(path, value, reason)`

@@ -89,7 +89,8 @@ export function parseObjectiveConfig<C extends object>(
   input: unknown,
   post?: Post<C>,
 ): E.Either<ConfigError, C> {
-  const toError = (field: string, value: unknown, reason: string): ConfigError => new ConfigError(objective, field, value, reason);
+  const toError = (field: string, value: unknown, reason: string): ConfigError =>
+    new ConfigError(objective, field, value, reason);
   // A null config means the defaults, as an absent one does.
   return parseWith(toError, spec, aliases, defaults, input ?? {}, post);
 }

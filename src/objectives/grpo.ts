@@ -192,7 +192,12 @@ const advantageObjective = (
   contrastive: false,
   klToReference: (c) => c.beta > 0,
 });
-export const GRPO = advantageObjective('grpo', 'GRPO: clipped ratio x group-normalised advantage', GRPO_DEFAULTS, parseGrpoConfig);
+export const GRPO = advantageObjective(
+  'grpo',
+  'GRPO: clipped ratio x group-normalised advantage',
+  GRPO_DEFAULTS,
+  parseGrpoConfig,
+);
 export const DAPO = advantageObjective(
   'dapo',
   'DAPO: clip-higher, token-mean, dynamic-sampling filter',

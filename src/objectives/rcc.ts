@@ -13,7 +13,11 @@ import { baselineAdvantages, type AdvantageOptions } from './advantages.js';
 export type RccDeltaMode = 'sum' | 'mean';
 
 /** RCC's default scaling: by the group's population std, plus 1e-6 (so near-constant groups stay finite). */
-export const RCC_ADVANTAGES: AdvantageOptions = { scaleRewards: 'group', stdMode: 'population', advantageEpsilon: 1e-6 };
+export const RCC_ADVANTAGES: AdvantageOptions = {
+  scaleRewards: 'group',
+  stdMode: 'population',
+  advantageEpsilon: 1e-6,
+};
 
 const mean = (xs: readonly number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
 

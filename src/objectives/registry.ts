@@ -49,7 +49,11 @@ export interface BoundObjective {
   readonly klToReference: boolean;
 }
 
-function bind<C>(def: ObjectiveDefinition<C>, name: ObjectiveName, input: ConfigInput): E.Either<ConfigError, BoundObjective> {
+function bind<C>(
+  def: ObjectiveDefinition<C>,
+  name: ObjectiveName,
+  input: ConfigInput,
+): E.Either<ConfigError, BoundObjective> {
   return E.map(
     (config: C): BoundObjective => ({
       name,
@@ -67,5 +71,6 @@ export function makeObjective(name: string, input: ConfigInput = {}): E.Either<C
   if (!isObjectiveName(name)) {
     return E.left(new ConfigError('registry', 'objective', name, `must be one of ${OBJECTIVE_NAMES.join(', ')}`));
   }
-  return bind<ObjectiveConfigs[typeof name]>(OBJECTIVES[name] as ObjectiveDefinition<ObjectiveConfigs[typeof name]>, name, input);
+  const def = OBJECTIVES[name] as ObjectiveDefinition<ObjectiveConfigs[typeof name]>;
+  return bind(def, name, input);
 }

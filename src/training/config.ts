@@ -175,9 +175,10 @@ const SPEC: Spec<TrainConfig> = {
   resume: nullable(str),
 };
 
-const toError = (field: string, value: unknown, reason: string): TrainConfigError => new TrainConfigError(field, value, reason);
+const toError = (field: string, value: unknown, reason: string): TrainConfigError =>
+  new TrainConfigError(field, value, reason);
 
-/** Fill defaults and validate (keys camelCase or snake_case, unknown keys rejected); the first bad field is reported. */
+/** Fill defaults and validate (camelCase or snake_case keys, unknown keys rejected); names the first bad field. */
 export function parseTrainConfig(input: Partial<TrainConfig> = {}): E.Either<TrainConfigError, TrainConfig> {
   return parseWith(toError, SPEC, {}, TRAIN_DEFAULTS, input);
 }

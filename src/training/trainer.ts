@@ -190,7 +190,13 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
   const deltas =
     cfg.advantage === 'rcc'
-      ? sequenceDeltas(rollouts.oldLogProbs, rollouts.refLogProbs!, rollouts.completionMask, rollouts.completionLen, cfg.rccDelta)
+      ? sequenceDeltas(
+          rollouts.oldLogProbs,
+          rollouts.refLogProbs!,
+          rollouts.completionMask,
+          rollouts.completionLen,
+          cfg.rccDelta,
+        )
       : null;
   const advantages = deltas && rccAdvantages(rewards, deltas, rollouts.promptIndex);
   const scorer = cfg.bicc ? biccScorer(run, rollouts, rewards) : null;
@@ -281,7 +287,8 @@ export interface TrainOptions extends TrainHooks {
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
   if (opts.backend) {
     if (opts.backend.name === cfg.backend) return trainOn(cfg, opts, opts.backend);
-    throw new TrainConfigError('backend', cfg.backend, `differs from the backend passed to train (${opts.backend.name})`);
+    const why = `differs from the backend passed to train (${opts.backend.name})`;
+    throw new TrainConfigError('backend', cfg.backend, why);
   }
   const backend = await openBackend(cfg.backend);
   try {
