@@ -157,7 +157,8 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push(
     'One grid at a time: `--grid objectives`, `ablations`, `sweep`, `groups` (BICC group sizes) or `variance` (comma-separated), ' +
       '`--resume-grid` skips jobs whose result file exists. Runs are deterministic (seeded; the CPU backend computes the same ' +
-      'floats on every machine), so the tables are reproduced exactly; only the wall and CPU times differ. ' +
+      'floats on every machine), so rerunning the grid with the code that produced these results reproduces the tables exactly; ' +
+      'only the wall and CPU times differ (the reading says where the code has changed since). ' +
       `Per-run summaries: [\`results/${s.scale}/summary.json\`](${fig('summary.json')}); the compact per-run results this file is built ` +
       `from: \`results/${s.scale}/runs/\` (a grid run writes them; \`--report-only\` refuses to run without them).`,
   );
