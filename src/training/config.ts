@@ -61,6 +61,10 @@ export interface TrainConfig {
   readonly checkpointEvery: number;
   /** A checkpoint directory to resume from. */
   readonly resume: string | null;
+  /** Replace a non-empty output directory (refused otherwise, unless resuming in place). */
+  readonly overwrite: boolean;
+  /** A non-finite loss or gradient norm: end the run with an error (`stop`) or drop that update (`skip`). */
+  readonly onNonFinite: 'stop' | 'skip';
 }
 
 export const TRAIN_DEFAULTS: TrainConfig = {
@@ -96,6 +100,8 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   outputDir: null,
   checkpointEvery: 0,
   resume: null,
+  overwrite: false,
+  onNonFinite: 'stop',
 };
 
 /** A bad training setting: the field, the value and why. */
@@ -150,6 +156,8 @@ const CHECKS: readonly Check[] = [
   posInt('evalPrompts'),
   posInt('evalK'),
   nonNegInt('checkpointEvery'),
+  need('overwrite', (c) => typeof c.overwrite === 'boolean', (c) => c.overwrite, 'must be true or false'),
+  need('onNonFinite', (c) => c.onNonFinite === 'stop' || c.onNonFinite === 'skip', (c) => c.onNonFinite, "must be 'stop' or 'skip'"),
 ];
 
 /** Fill defaults and validate; the first bad field is reported. */
