@@ -64,11 +64,11 @@ const crashCounts = new Map<string, number>();
 export function crashPoint(name: string): void {
   const spec = process.env.RLVR_TEST_CRASH_AT;
   if (!spec) return;
-  const [at, nth] = spec.split(':');
-  if (at !== name) return;
+  const cut = spec.lastIndexOf(':');
+  if (spec.slice(0, cut) !== name) return;
   const n = (crashCounts.get(name) ?? 0) + 1;
   crashCounts.set(name, n);
-  if (n === Number(nth ?? 1)) process.kill(process.pid, 'SIGKILL');
+  if (n === Number(spec.slice(cut + 1))) process.kill(process.pid, 'SIGKILL');
 }
 
 async function fsyncPath(path: string): Promise<void> {

@@ -25,7 +25,8 @@ import type { Tokenizer } from '../tasks/tokenizer.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
-import { updatePolicy, type AdamWSettings } from './rl-step.js';
+import { updatePolicy, type AdamWSettings, type UpdateResult } from './rl-step.js';
+import { BatchError } from '../objectives/errors.js';
 import { crashPoint, FileSystemError } from '../nn/atomic-dir.js';
 import { checkBounds } from './bounds.js';
 import { DivergedError, firstNonFinite } from './divergence.js';
@@ -88,9 +89,11 @@ interface Run {
   reference: TransformerParams | null;
   at: Phase;
   warmStartEval: EvalResult | null;
+  /** The held-out result after RL, once the run has finished (a finished run resumed does not evaluate again). */
+  finalEval: EvalResult | null;
 }
 
-function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'rng'>> {
+function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng'>> {
   const task = userTask ?? taskFor(cfg);
   const tokenizer = tokenizerFor(task);
   let config: TransformerConfig;
@@ -156,6 +159,7 @@ async function save(run: Run, dir: string): Promise<void> {
     phase: run.at.phase,
     step: run.at.step,
     warmStartEval: run.warmStartEval ? { ...run.warmStartEval } : null,
+    finalEval: run.finalEval ? { ...run.finalEval } : null,
     identity: { ...run.identity },
     metricsBytes: await metricsBytes(run.cfg.outputDir),
   };
@@ -216,6 +220,20 @@ function adoptOrSkip(
   return `${bad[0]} = ${bad[1]}`;
 }
 
+/**
+ * The objectives reject non-finite log-probs themselves (on the CPU): a policy that has diverged shows up there
+ * first. That is the same verdict as a non-finite loss: stop, or skip the update.
+ */
+function guardUpdate(run: Run, update: () => UpdateResult): UpdateResult & { skipped?: string } {
+  try {
+    return update();
+  } catch (e) {
+    if (!(e instanceof BatchError && e.kind === 'non-finite')) throw e;
+    if (run.cfg.onNonFinite === 'stop') throw new DivergedError('rl', run.at.step + 1, `batch.${e.field}`, Number.NaN);
+    return { params: run.params, opt: run.opt, metrics: {}, tokensScored: 0, skipped: e.message };
+  }
+}
+
 function rlSettings(cfg: TrainConfig): (step: number) => AdamWSettings {
   const totalUpdates = cfg.steps * cfg.numIterations * Math.ceil(cfg.promptsPerStep / (cfg.groupsPerMinibatch ?? cfg.promptsPerStep));
   return (step) => ({
@@ -246,7 +264,7 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const sampledAt = performance.now();
   const settings = rlSettings(cfg);
   const rlStepIndex = run.at.step;
-  const result = updatePolicy(
+  const result = guardUpdate(run, () => updatePolicy(
     { params: run.params, opt: run.opt },
     run.config,
     {
@@ -262,9 +280,9 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
     },
     settings,
     run.rng,
-  );
+  ));
   const metrics = await readMetrics(result.metrics);
-  const skipped = result.params === run.params ? null : adoptOrSkip(run, 'rl', metrics, result);
+  const skipped = result.skipped ?? (result.params === run.params ? null : adoptOrSkip(run, 'rl', metrics, result));
   run.at.step++;
   const seconds = (performance.now() - t0) / 1000;
   const stats = groupStats(rewards, rollouts.promptIndex);
@@ -339,8 +357,10 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps) await runEval(run, opts, 'during-rl');
     await maybeSave();
   }
-  const final = await runEval(run, opts, 'after-rl');
-  if (checkpointDir) await save(run, checkpointDir);
+  const finished = run.finalEval !== null && run.at.phase === 'rl' && run.at.step === cfg.steps;
+  const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
+  run.finalEval = final;
+  if (checkpointDir && !finished) await save(run, checkpointDir);
   if (run.reference) dispose(run.reference);
   dispose(run.opt);
   return { config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
@@ -358,19 +378,19 @@ async function loadReference(dir: string, backend: Backend): Promise<Transformer
 }
 
 /** The mutable part of a run at its start. */
-type RunStart = Pick<Run, 'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval'>;
+type RunStart = Pick<Run, 'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval'>;
 
 function fresh(config: TransformerConfig, seed: number, backend: Backend): RunStart {
   const rng = new Rng(seed);
   const params = initParams(config, rng, { backend });
-  return { rng, params, opt: adamwInit(params), reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null };
+  return { rng, params, opt: adamwInit(params), reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null, finalEval: null };
 }
 
 async function resume(dir: string, backend: Backend, command: Pick<Run, 'cfg' | 'config' | 'identity'>): Promise<RunStart> {
   const res = await loadCheckpoint(dir, { backend })();
   if (E.isLeft(res)) throw res.left;
   const ck = res.right;
-  const state = ck.trainerState as { phase?: unknown; step?: unknown; warmStartEval?: unknown; metricsBytes?: unknown } | null;
+  const state = ck.trainerState as { phase?: unknown; step?: unknown; warmStartEval?: unknown; finalEval?: unknown; metricsBytes?: unknown } | null;
   if (!state || (state.phase !== 'warmstart' && state.phase !== 'rl') || !Number.isInteger(state.step)) {
     dispose([ck.params, ck.optimizer]);
     throw new TrainConfigError('resume', dir, 'has no trainer state (phase, step) to resume from');
@@ -394,5 +414,6 @@ async function resume(dir: string, backend: Backend, command: Pick<Run, 'cfg' | 
     reference: null,
     at: { phase: state.phase, step: state.step as number },
     warmStartEval: (state.warmStartEval as EvalResult | null) ?? null,
+    finalEval: (state.finalEval as EvalResult | null) ?? null,
   };
 }
