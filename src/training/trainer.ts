@@ -245,6 +245,7 @@ function rlSettings(cfg: TrainConfig): (step: number) => AdamWSettings {
 
 async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const { cfg } = run;
+  run.finalEval = null; // a result after RL holds for the step it was taken at only
   const t0 = performance.now();
   const problems = sampleProblems(run.task, cfg.promptsPerStep, run.rng);
   const sampled: Rollouts = await sampleRollouts(run.params, run.config, run.tokenizer, problems.map((p) => p.prompt), run.rng, {
