@@ -16,12 +16,46 @@ import { TRAIN_USAGE } from '../../src/cli/args.js';
  * (documented in --help). Two real processes (the bundled CLI, ~1 s each); the rest through the same
  * mapping in process.
  */
-const TINY = ['--warm-start-steps', '2', '--steps', '1', '--eval-prompts', '4', '--prompts-per-step', '2', '--num-generations', '2', '--warm-start-batch-size', '4', '--d-model', '16', '--n-layers', '1', '--n-heads', '2', '--n-kv-heads', '2', '--max-completion-length', '6'];
+const TINY = [
+  '--warm-start-steps',
+  '2',
+  '--steps',
+  '1',
+  '--eval-prompts',
+  '4',
+  '--prompts-per-step',
+  '2',
+  '--num-generations',
+  '2',
+  '--warm-start-batch-size',
+  '4',
+  '--d-model',
+  '16',
+  '--n-layers',
+  '1',
+  '--n-heads',
+  '2',
+  '--n-kv-heads',
+  '2',
+  '--max-completion-length',
+  '6',
+];
 // The CLI bundled as `npm run rlvr` bundles it (shaders as text), under node_modules so its packages resolve.
 const bundle = join(process.cwd(), 'node_modules', '.cache', 'rlvr-robustness-spec', `main-${process.pid}.mjs`);
 beforeAll(async () => {
   mkdirSync(dirname(bundle), { recursive: true });
-  await build({ entryPoints: ['src/cli/main.ts'], outfile: bundle, bundle: true, platform: 'node', format: 'esm', target: 'node20', loader: { '.wgsl': 'text' }, packages: 'external', logLevel: 'warning', absWorkingDir: process.cwd() });
+  await build({
+    entryPoints: ['src/cli/main.ts'],
+    outfile: bundle,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    loader: { '.wgsl': 'text' },
+    packages: 'external',
+    logLevel: 'warning',
+    absWorkingDir: process.cwd(),
+  });
 });
 afterAll(() => rmSync(bundle, { force: true }));
 const rlvr = (args: string[]): { status: number | null; stderr: string; stdout: string } => {
@@ -54,8 +88,18 @@ describe('the CLI: one line, no stack, documented exit status', () => {
       [new TrainConfigError('model.dModel', 1e6, 'is above the limit of 16384'), EXIT.usage],
       [new DivergedError('rl', 3, 'loss', Number.NaN), EXIT.diverged],
       [new CheckpointError('corrupt', 'model.safetensors', 'differs from the manifest'), EXIT.io],
-      [FileSystemError.from(join(dir, 'f'), Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' })), EXIT.io],
-      [Object.assign(new Error("ENOTDIR: not a directory, mkdir '/x/y'"), { code: 'ENOTDIR', syscall: 'mkdir', path: '/x/y' }), EXIT.io],
+      [
+        FileSystemError.from(join(dir, 'f'), Object.assign(new Error('EACCES: permission denied'), { code: 'EACCES' })),
+        EXIT.io,
+      ],
+      [
+        Object.assign(new Error("ENOTDIR: not a directory, mkdir '/x/y'"), {
+          code: 'ENOTDIR',
+          syscall: 'mkdir',
+          path: '/x/y',
+        }),
+        EXIT.io,
+      ],
       [new TypeError('x is undefined\n    at f (file.ts:1:1)'), EXIT.internal],
     ];
     for (const [e, code] of cases) {

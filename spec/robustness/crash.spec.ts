@@ -14,7 +14,8 @@ import { crashConfig, metricLines, task } from './helpers/crash-run.js';
  * weights and AdamW moments in the final checkpoint.
  */
 const fresh = (name: string): string => mkdtempSync(join(tmpdir(), `rlvr-crash-${name}-`));
-const weights = (dir: string): Buffer[] => ['model.safetensors', 'optimizer.safetensors'].map((f) => readFileSync(join(dir, 'checkpoint', f)));
+const weights = (dir: string): Buffer[] =>
+  ['model.safetensors', 'optimizer.safetensors'].map((f) => readFileSync(join(dir, 'checkpoint', f)));
 
 /** Crash points and how often the run reaches each (6 checkpoints + the reference; 7 metric lines). */
 const POINTS: readonly [string, number][] = [
@@ -25,12 +26,19 @@ const POINTS: readonly [string, number][] = [
   ['metrics:line', 7],
 ];
 
-function runChild(dir: string, crashAt: string): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
+function runChild(
+  dir: string,
+  crashAt: string,
+): Promise<{ code: number | null; signal: NodeJS.Signals | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(join('node_modules', '.bin', 'vite-node'), [join('spec', 'robustness', 'helpers', 'crash-child.ts')], {
-      env: { ...process.env, CRASH_DIR: dir, RLVR_TEST_CRASH_AT: crashAt },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      join('node_modules', '.bin', 'vite-node'),
+      [join('spec', 'robustness', 'helpers', 'crash-child.ts')],
+      {
+        env: { ...process.env, CRASH_DIR: dir, RLVR_TEST_CRASH_AT: crashAt },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('error', reject);
@@ -76,7 +84,9 @@ describe('crash safety: kill the training process anywhere, resume, get the same
       for (const crashAt of all) await check(crashAt);
       return;
     }
-    const arb = fc.constantFrom(...POINTS).chain(([point, count]) => fc.integer({ min: 1, max: count }).map((n) => `${point}:${n}`));
+    const arb = fc
+      .constantFrom(...POINTS)
+      .chain(([point, count]) => fc.integer({ min: 1, max: count }).map((n) => `${point}:${n}`));
     await fc.assert(fc.asyncProperty(arb, check), { numRuns: 3, examples: [['checkpoint:file:14']] });
   }, 600_000);
 });

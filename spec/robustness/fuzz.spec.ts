@@ -20,15 +20,60 @@ import { checkBounds } from '../../src/training/bounds.js';
  * in an Either), never a thrown exception, a crash or a hang.
  */
 const FLAGS = [
-  '--task', '--objective', '--backend', '--output', '--resume', '--seed', '--steps', '--d-model', '--n-layers', '--n-heads',
-  '--n-kv-heads', '--eval-prompts', '--max-completion-length', '--learning-rate', '--num-generations', '--epsilon', '--beta',
-  '--loss-type', '--scale-rewards', '--bicc', '--overwrite', '--on-non-finite', '--advantage', '--top-p', '--temperature',
+  '--task',
+  '--objective',
+  '--backend',
+  '--output',
+  '--resume',
+  '--seed',
+  '--steps',
+  '--d-model',
+  '--n-layers',
+  '--n-heads',
+  '--n-kv-heads',
+  '--eval-prompts',
+  '--max-completion-length',
+  '--learning-rate',
+  '--num-generations',
+  '--epsilon',
+  '--beta',
+  '--loss-type',
+  '--scale-rewards',
+  '--bicc',
+  '--overwrite',
+  '--on-non-finite',
+  '--advantage',
+  '--top-p',
+  '--temperature',
 ];
-const VALUES = ['0', '1', '-1', '1e308', '1e-400', 'NaN', 'Infinity', '', ' ', '2.5', '0x10', 'grpo', 'addition', 'skip', '--', '-h', 'é'];
+const VALUES = [
+  '0',
+  '1',
+  '-1',
+  '1e308',
+  '1e-400',
+  'NaN',
+  'Infinity',
+  '',
+  ' ',
+  '2.5',
+  '0x10',
+  'grpo',
+  'addition',
+  'skip',
+  '--',
+  '-h',
+  'é',
+];
 
 describe('fuzz: the CLI parser', () => {
   it('answers every argument vector with a config or a TrainConfigError naming a field', () => {
-    const token = fc.oneof(fc.constantFrom(...FLAGS), fc.constantFrom(...VALUES), fc.string({ maxLength: 12 }), fc.double().map(String));
+    const token = fc.oneof(
+      fc.constantFrom(...FLAGS),
+      fc.constantFrom(...VALUES),
+      fc.string({ maxLength: 12 }),
+      fc.double().map(String),
+    );
     fc.assert(
       fc.property(fc.array(token, { maxLength: 12 }), (argv) => {
         const r = parseTrainArgs(argv);
@@ -63,12 +108,14 @@ describe('fuzz: the safetensors reader', () => {
   it('answers random byte strings with a typed error', () => {
     fc.assert(fc.property(fc.uint8Array({ maxLength: 256 }), decodes), { numRuns: 300 });
     // a plausible header length followed by junk
-    const withLength = fc.tuple(fc.integer({ min: 0, max: 300 }), fc.uint8Array({ maxLength: 300 })).map(([n, rest]) => {
-      const out = new Uint8Array(8 + rest.length);
-      new DataView(out.buffer).setBigUint64(0, BigInt(n), true);
-      out.set(rest, 8);
-      return out;
-    });
+    const withLength = fc
+      .tuple(fc.integer({ min: 0, max: 300 }), fc.uint8Array({ maxLength: 300 }))
+      .map(([n, rest]) => {
+        const out = new Uint8Array(8 + rest.length);
+        new DataView(out.buffer).setBigUint64(0, BigInt(n), true);
+        out.set(rest, 8);
+        return out;
+      });
     fc.assert(fc.property(withLength, decodes), { numRuns: 300 });
   });
 
@@ -100,7 +147,13 @@ describe('fuzz: the checkpoint loader', () => {
     const config = smallConfig(12, { dModel: 8, nLayers: 1, nHeads: 2, nKvHeads: 1, dFf: 16, maxSeqLen: 8 });
     const params = initParams(config, new Rng(1));
     const source = mkdtempSync(join(tmpdir(), 'rlvr-fuzz-src-'));
-    const saved = await saveCheckpoint(source, { config, params, optimizer: adamwInit(params), rngs: { train: new Rng(2).state() }, trainerState: { step: 1 } })();
+    const saved = await saveCheckpoint(source, {
+      config,
+      params,
+      optimizer: adamwInit(params),
+      rngs: { train: new Rng(2).state() },
+      trainerState: { step: 1 },
+    })();
     expect(E.isRight(saved)).toBe(true);
     const files = Object.values(CHECKPOINT_FILES).map((f) => [f, readFileSync(join(source, f))] as const);
     const manifest = readFileSync(join(source, MANIFEST));

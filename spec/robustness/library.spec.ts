@@ -28,7 +28,8 @@ describe('disposed tensors are rejected by every op and transformation', () => {
     'add (second operand)': (x) => T.add(live(), x),
     matmul: (x) => T.matmul(x, live(), { transB: true }),
     rmsNorm: (x) => T.rmsNorm(x, T.ones([3])),
-    adamwUpdate: (x) => T.adamwUpdate(x, live(), live(), live(), { lr: 1, beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0, step: 1 }),
+    adamwUpdate: (x) =>
+      T.adamwUpdate(x, live(), live(), live(), { lr: 1, beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0, step: 1 }),
     stopGradient: (x) => T.stopGradient({ w: x }),
     'valueAndGrad over it': (x) => T.valueAndGrad((p: { w: T.Tensor }) => T.sum(p.w))({ w: x }),
     'grad over it': (x) => T.grad((p: T.Tensor) => T.sum(p))(x),
@@ -105,14 +106,17 @@ describe('index ops are range-checked on the CPU backend', () => {
     expect(() => T.gather(x, bad)).toThrow(/gather: index 4 at flat position 1 is out of range for an axis of size 4/);
     expect(() => T.scatterAdd(T.tensor([1, 1]), bad, 0, [4])).toThrow(T.IndexRangeError);
     expect(() => T.takeAlongAxis(T.reshape(x, [1, 4]), T.reshape(bad, [1, 2]), 1)).toThrow(T.IndexRangeError);
-    expect(() => T.putAlongAxisAdd(T.tensor([1, 1], [1, 2]), T.reshape(bad, [1, 2]), 1, [1, 4])).toThrow(T.IndexRangeError);
+    expect(() => T.putAlongAxisAdd(T.tensor([1, 1], [1, 2]), T.reshape(bad, [1, 2]), 1, [1, 4])).toThrow(
+      T.IndexRangeError,
+    );
   });
 });
 
 describe('one door: the ops that bypassed runOp get its checks', () => {
   it('an optimizer step inside a differentiated function refuses (its gradient was silently zero)', () => {
     const hyper = { lr: 0.1, beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0, step: 1 };
-    const f = (p: T.Tensor): T.Tensor => T.sum(T.adamwUpdate(p, T.onesLike(p), T.zerosLike(p), T.zerosLike(p), hyper).param);
+    const f = (p: T.Tensor): T.Tensor =>
+      T.sum(T.adamwUpdate(p, T.onesLike(p), T.zerosLike(p), T.zerosLike(p), hyper).param);
     expect(() => T.grad(f)(T.tensor([1, 2]))).toThrow(T.NotDifferentiableError);
   });
 
@@ -134,7 +138,9 @@ describe('one door: the ops that bypassed runOp get its checks', () => {
   });
 
   it('reshape is recorded through the view form: its gradient is the cotangent reshaped back', () => {
-    const g = T.grad((x: T.Tensor) => T.sum(T.mul(T.reshape(x, [3, 2]), T.tensor([1, 2, 3, 4, 5, 6], [3, 2]))))(T.zeros([2, 3]));
+    const g = T.grad((x: T.Tensor) => T.sum(T.mul(T.reshape(x, [3, 2]), T.tensor([1, 2, 3, 4, 5, 6], [3, 2]))))(
+      T.zeros([2, 3]),
+    );
     expect(g.shape).toEqual([2, 3]);
     expect([...g.dataSync()]).toEqual([1, 2, 3, 4, 5, 6]);
   });

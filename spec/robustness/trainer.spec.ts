@@ -38,14 +38,20 @@ const cfgOf = (over: Partial<TrainConfig>): TrainConfig => {
 };
 const tmp = (name: string): string => mkdtempSync(join(tmpdir(), `rlvr-rob-${name}-`));
 const task = withReward(additionTask(), (completion) => completion.length % 2);
-const errorOf = async (p: Promise<unknown>): Promise<unknown> => p.then(() => null, (e: unknown) => e);
+const errorOf = async (p: Promise<unknown>): Promise<unknown> =>
+  p.then(
+    () => null,
+    (e: unknown) => e,
+  );
 
 describe('1. a checkpoint is whole or absent; metrics.jsonl follows it', () => {
   it('a save that fails part-way leaves the previous checkpoint whole (it mixed new weights with old state)', async () => {
     const config = tinyConfig();
     const dir = join(tmp('partial'), 'checkpoint');
     const a = initParams(config, new Rng(1));
-    expect(E.isRight(await saveCheckpoint(dir, { config, params: a, optimizer: adamwInit(a), trainerState: { step: 1 } })())).toBe(true);
+    expect(
+      E.isRight(await saveCheckpoint(dir, { config, params: a, optimizer: adamwInit(a), trainerState: { step: 1 } })()),
+    ).toBe(true);
     const b = initParams(config, new Rng(2));
     const broken = adamwInit(b);
     dispose(broken.v); // reading the moments fails after the weights were encoded
@@ -111,7 +117,10 @@ describe('2. resume compares the model config, the task and the objective with t
     const warm = tmp('warm');
     await train(cfgOf({ ...original, steps: 0, outputDir: warm }), { task });
     const records: MetricRecord[] = [];
-    await train(cfgOf({ objective: 'conspo', steps: 1, resume: join(warm, 'checkpoint') }), { task, onRecord: (r) => records.push(r) });
+    await train(cfgOf({ objective: 'conspo', steps: 1, resume: join(warm, 'checkpoint') }), {
+      task,
+      onRecord: (r) => records.push(r),
+    });
     expect(records.filter((r) => r.phase === 'rl')).toHaveLength(1);
   });
 });
@@ -119,8 +128,16 @@ describe('2. resume compares the model config, the task and the objective with t
 describe('3. a diverged run stops, keeps the last good checkpoint and says where', () => {
   it('a NaN loss ends the run with DivergedError (step, metric); the checkpoint is the last finite one', async () => {
     const dir = tmp('diverge');
-    const e = await errorOf(train(cfgOf({ warmStartSteps: 4, steps: 1, warmStartLearningRate: 1e10, checkpointEvery: 1, outputDir: dir }), { task }));
-    expect(e).toMatchObject({ name: 'DivergedError', phase: 'warmstart', metric: expect.stringMatching(/loss|grad_norm/) });
+    const e = await errorOf(
+      train(cfgOf({ warmStartSteps: 4, steps: 1, warmStartLearningRate: 1e10, checkpointEvery: 1, outputDir: dir }), {
+        task,
+      }),
+    );
+    expect(e).toMatchObject({
+      name: 'DivergedError',
+      phase: 'warmstart',
+      metric: expect.stringMatching(/loss|grad_norm/),
+    });
     const step = (e as { step: number }).step;
     expect(step).toBeGreaterThan(1);
     const ck = await loadCheckpoint(join(dir, 'checkpoint'))();
@@ -131,7 +148,10 @@ describe('3. a diverged run stops, keeps the last good checkpoint and says where
 
   it("with onNonFinite 'skip' the bad updates are dropped and recorded, and the run finishes", async () => {
     const records: MetricRecord[] = [];
-    const result = await train(cfgOf({ warmStartSteps: 4, steps: 1, warmStartLearningRate: 1e10, onNonFinite: 'skip' }), { task, onRecord: (r) => records.push(r) });
+    const result = await train(
+      cfgOf({ warmStartSteps: 4, steps: 1, warmStartLearningRate: 1e10, onNonFinite: 'skip' }),
+      { task, onRecord: (r) => records.push(r) },
+    );
     expect(records.some((r) => typeof r.skipped === 'string')).toBe(true);
     for (const t of treeLeaves(result.params)) expect(t.dataSync().every(Number.isFinite)).toBe(true);
   });
@@ -157,18 +177,26 @@ describe('4. the output directory is checked before the run', () => {
     writeFileSync(file, 'x');
     const started: MetricRecord[] = [];
     const hooks = { task, onRecord: (r: MetricRecord) => started.push(r) };
-    expect(await errorOf(train(cfgOf({ outputDir: file }), hooks))).toMatchObject({ name: 'OutputDirError', path: file });
+    expect(await errorOf(train(cfgOf({ outputDir: file }), hooks))).toMatchObject({
+      name: 'OutputDirError',
+      path: file,
+    });
     const nested = join(file, 'run');
     expect(await errorOf(train(cfgOf({ outputDir: nested }), hooks))).toMatchObject({ name: 'FileSystemError' });
     const used = join(root, 'used');
     mkdirSync(used);
     writeFileSync(join(used, 'metrics.jsonl'), '{"phase":"rl","step":1}\n');
-    expect(await errorOf(train(cfgOf({ outputDir: used }), hooks))).toMatchObject({ name: 'OutputDirError', path: used });
+    expect(await errorOf(train(cfgOf({ outputDir: used }), hooks))).toMatchObject({
+      name: 'OutputDirError',
+      path: used,
+    });
     expect(readFileSync(join(used, 'metrics.jsonl'), 'utf8')).toBe('{"phase":"rl","step":1}\n');
     const ckFile = join(root, 'ckfile');
     mkdirSync(ckFile);
     writeFileSync(join(ckFile, 'checkpoint'), 'not a directory');
-    expect(await errorOf(train(cfgOf({ outputDir: ckFile, overwrite: false }), hooks))).toMatchObject({ name: 'OutputDirError' });
+    expect(await errorOf(train(cfgOf({ outputDir: ckFile, overwrite: false }), hooks))).toMatchObject({
+      name: 'OutputDirError',
+    });
     expect(started).toEqual([]); // every refusal came before the first step
     await train(cfgOf({ outputDir: used, overwrite: true, warmStartSteps: 1, steps: 0 }), { task });
     expect(readFileSync(join(used, 'metrics.jsonl'), 'utf8')).not.toContain('"phase":"rl","step":1}');
@@ -188,7 +216,9 @@ describe('5. sizes are bounded before anything is allocated', () => {
     expect((await refused({ model: { ...TINY.model!, dModel: 1_000_000 } })).field).toBe('model.dModel');
     expect((await refused({ model: { ...TINY.model!, nLayers: 1e8 } })).field).toBe('model.nLayers');
     expect((await refused({ evalPrompts: 1e9 })).field).toBe('evalPrompts');
-    const big = await refused({ model: { dModel: 16_384, nLayers: 512, nHeads: 8, nKvHeads: 8, dFf: 65_536, maxSeqLen: 4096 } });
+    const big = await refused({
+      model: { dModel: 16_384, nLayers: 512, nHeads: 8, nKvHeads: 8, dFf: 65_536, maxSeqLen: 4096 },
+    });
     expect(big.message).toMatch(/needs about [\d.]+ GiB \([\d,]+ parameters/);
   });
   it('--max-completion-length that cannot fit is refused before the warm-start runs', async () => {

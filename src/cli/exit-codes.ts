@@ -27,7 +27,10 @@ export const EXIT_CODE_HELP = [
   `  ${EXIT.diverged}  training diverged (non-finite loss or gradient norm)`,
 ].join('\n');
 
-const isSystemError = (e: unknown): e is NodeJS.ErrnoException => e instanceof Error && typeof (e as NodeJS.ErrnoException).code === 'string' && (e as NodeJS.ErrnoException).syscall !== undefined;
+const isSystemError = (e: unknown): e is NodeJS.ErrnoException =>
+  e instanceof Error &&
+  typeof (e as NodeJS.ErrnoException).code === 'string' &&
+  (e as NodeJS.ErrnoException).syscall !== undefined;
 
 /** The exit status and the one line to print for an error that ended a command. */
 export function describeFailure(e: unknown): { code: number; line: string } {

@@ -63,7 +63,8 @@ export class IndexRangeError extends RlvrError {
     readonly value: number,
     readonly size: number,
   ) {
-    super(`${op}: index ${value} at flat position ${index} is out of range for an axis of size ${size}`);
+    const at = index >= 0 ? ` at flat position ${index}` : ''; // a device-side check knows only the value
+    super(`${op}: index ${value}${at} is out of range for an axis of size ${size}`);
   }
 }
 

@@ -158,7 +158,8 @@ export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Pro
     throw FileSystemError.from(step, e);
   }
   // Older generations are garbage now; failing to remove them loses nothing.
-  for (const g of await generations(dir)) if (g.name !== genName) await rm(join(parent, g.name), { recursive: true, force: true }).catch(() => undefined);
+  for (const g of await generations(dir))
+    if (g.name !== genName) await rm(join(parent, g.name), { recursive: true, force: true }).catch(() => undefined);
 }
 
 /**
@@ -172,7 +173,13 @@ export async function resolveDir(dir: string): Promise<string> {
   const gens = (await generations(dir)).reverse();
   for (const g of gens) {
     const path = join(dirname(dir), g.name);
-    if (await stat(join(path, MANIFEST)).then(() => true, () => false)) return path;
+    if (
+      await stat(join(path, MANIFEST)).then(
+        () => true,
+        () => false,
+      )
+    )
+      return path;
   }
   return dir;
 }
@@ -190,14 +197,16 @@ export async function verifyManifest(dir: string): Promise<ManifestProblem | nul
     return { file: MANIFEST, detail: `not valid JSON (${(e as Error).message})` };
   }
   const files = manifest?.files;
-  if (typeof files !== 'object' || files === null || Array.isArray(files)) return { file: MANIFEST, detail: 'has no files record' };
+  if (typeof files !== 'object' || files === null || Array.isArray(files))
+    return { file: MANIFEST, detail: 'has no files record' };
   for (const [rel, entry] of Object.entries(files)) {
     if (rel.includes('..') || typeof entry?.size !== 'number' || typeof entry?.sha256 !== 'string') {
       return { file: MANIFEST, detail: `bad entry for ${JSON.stringify(rel)}` };
     }
     const data = await readFile(join(dir, rel)).catch(() => null);
     if (data === null) return { file: rel, detail: 'is listed in the manifest but missing' };
-    if (data.byteLength !== entry.size) return { file: rel, detail: `has ${data.byteLength} bytes, the manifest says ${entry.size}` };
+    if (data.byteLength !== entry.size)
+      return { file: rel, detail: `has ${data.byteLength} bytes, the manifest says ${entry.size}` };
     if (sha256(data) !== entry.sha256) return { file: rel, detail: 'does not match its SHA-256 in the manifest' };
   }
   return null;

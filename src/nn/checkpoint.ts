@@ -61,17 +61,23 @@ export function saveCheckpoint(dir: string, ckpt: Checkpoint): TE.TaskEither<Che
   return TE.tryCatch(async () => {
     // Everything is read back from the device before the first byte is written.
     const model = await hostTensors(toHfNames(ckpt.params));
-    const moments = ckpt.optimizer
-      ? new Map([...(await hostTensors(toHfNames(ckpt.optimizer.m), 'exp_avg.')), ...(await hostTensors(toHfNames(ckpt.optimizer.v), 'exp_avg_sq.'))])
+    const opt = ckpt.optimizer;
+    const moments = opt
+      ? new Map([
+          ...(await hostTensors(toHfNames(opt.m), 'exp_avg.')),
+          ...(await hostTensors(toHfNames(opt.v), 'exp_avg_sq.')),
+        ])
       : null;
     await writeDirAtomic(dir, async (tmp) => {
       const dtypes = [...new Set([...model.values()].map((t) => t.dtype))].join(',');
       await writeFileAt(tmp, CHECKPOINT_FILES.model, encodeSafetensors(model, { format: 'pt', producer: FORMAT, dtypes }));
-      if (moments && ckpt.optimizer) {
-        await writeFileAt(tmp, CHECKPOINT_FILES.optimizer, encodeSafetensors(moments, { step: String(ckpt.optimizer.step), producer: FORMAT }));
+      if (moments && opt) {
+        const bytes = encodeSafetensors(moments, { step: String(opt.step), producer: FORMAT });
+        await writeFileAt(tmp, CHECKPOINT_FILES.optimizer, bytes);
       }
       const torchDtype = ckpt.params.embed.weight.dtype === 'f64' ? 'float64' : 'float32';
-      await writeFileAt(tmp, CHECKPOINT_FILES.config, JSON.stringify({ ...toHfConfig(ckpt.config), torch_dtype: torchDtype }, null, 2));
+      const hfConfig = { ...toHfConfig(ckpt.config), torch_dtype: torchDtype };
+      await writeFileAt(tmp, CHECKPOINT_FILES.config, JSON.stringify(hfConfig, null, 2));
       const state = { format: FORMAT, rngs: ckpt.rngs ?? {}, trainerState: ckpt.trainerState ?? null };
       await writeFileAt(tmp, CHECKPOINT_FILES.state, JSON.stringify(state, null, 2));
     });
@@ -94,12 +100,17 @@ export interface CheckpointLoadOptions extends LoadOptions {
 }
 
 /** The first non-finite value among decoded tensors, as a typed error (unless allowed). */
-function checkFinite(tensors: ReadonlyMap<string, HostTensor>, opts: CheckpointLoadOptions): E.Either<CheckpointError, void> {
+function checkFinite(
+  tensors: ReadonlyMap<string, HostTensor>,
+  opts: CheckpointLoadOptions,
+): E.Either<CheckpointError, void> {
   if (opts.allowNonFinite) return E.right(undefined);
   for (const [name, t] of tensors) {
     if (t.dtype === 'i32') continue;
     const i = t.data.findIndex((v) => !Number.isFinite(v));
-    if (i >= 0) return E.left(new CheckpointError('non-finite', name, `holds ${t.data[i]} at flat index ${i} (load with allowNonFinite to accept)`));
+    if (i < 0) continue;
+    const detail = `holds ${t.data[i]} at flat index ${i} (load with allowNonFinite to accept)`;
+    return E.left(new CheckpointError('non-finite', name, detail));
   }
   return E.right(undefined);
 }
@@ -117,7 +128,9 @@ function openDir(dir: string): TE.TaskEither<CheckpointError, string> {
     TE.chain((resolved) =>
       pipe(
         TE.tryCatch(() => verifyManifest(resolved), io(resolved)),
-        TE.chainEitherK((problem) => (problem ? E.left(new CheckpointError('corrupt', join(dir, problem.file), problem.detail)) : E.right(resolved))),
+        TE.chainEitherK((problem) =>
+          problem ? E.left(new CheckpointError('corrupt', join(dir, problem.file), problem.detail)) : E.right(resolved),
+        ),
       ),
     ),
   );
@@ -130,7 +143,11 @@ export function loadCheckpoint(path: string, opts: CheckpointLoadOptions = {}): 
     TE.bindTo('dir'),
     TE.bind('config', ({ dir }) => pipe(readJson(join(dir, CHECKPOINT_FILES.config)), TE.chainEitherK(fromHfConfig))),
     TE.bind('params', ({ dir, config }) =>
-      pipe(readBytes(join(dir, CHECKPOINT_FILES.model)), TE.chainEitherK(decodeFinite(opts)), TE.chainEitherK((f) => fromHfNames(f.tensors, config, opts))),
+      pipe(
+        readBytes(join(dir, CHECKPOINT_FILES.model)),
+        TE.chainEitherK(decodeFinite(opts)),
+        TE.chainEitherK((f) => fromHfNames(f.tensors, config, opts)),
+      ),
     ),
     TE.bind('optimizer', ({ dir, config }) => loadOptimizer(join(dir, CHECKPOINT_FILES.optimizer), config, opts)),
     TE.bind('state', ({ dir }) => loadState(join(dir, CHECKPOINT_FILES.state))),

@@ -100,16 +100,22 @@ function checkValues(batch: RolloutBatch, read: (t: KernelTensor) => ArrayLike<n
   if (err) throw err;
 }
 
-function valueError(batch: RolloutBatch, mask: ArrayLike<number>, values: (f: 'logProbs' | 'oldLogProbs' | 'refLogProbs') => ArrayLike<number>): BatchError | null {
+type LogProbField = 'logProbs' | 'oldLogProbs' | 'refLogProbs';
+
+function valueError(batch: RolloutBatch, mask: ArrayLike<number>, values: (f: LogProbField) => ArrayLike<number>): BatchError | null {
   for (let i = 0; i < mask.length; i++) {
     const v = mask[i]!;
-    if (v !== 0 && v !== 1) return new BatchError(Number.isFinite(v) ? 'value' : 'non-finite', 'mask', `is ${v}, must be 0 or 1`, i);
+    if (v !== 0 && v !== 1) {
+      return new BatchError(Number.isFinite(v) ? 'value' : 'non-finite', 'mask', `is ${v}, must be 0 or 1`, i);
+    }
   }
   for (const f of ['logProbs', 'oldLogProbs', 'refLogProbs'] as const) {
     if (batch[f] === undefined) continue;
     const xs = values(f);
     for (let i = 0; i < xs.length; i++) {
-      if (mask[i] === 1 && !Number.isFinite(xs[i]!)) return new BatchError('non-finite', f, `is ${xs[i]} at a completion token`, i);
+      if (mask[i] === 1 && !Number.isFinite(xs[i]!)) {
+        return new BatchError('non-finite', f, `is ${xs[i]} at a completion token`, i);
+      }
     }
   }
   return null;

@@ -21,9 +21,13 @@ export type Operand = Tensor | number;
 const weakDType = (x: number, like: Tensor): DType => (like.dtype === 'i32' && !Number.isInteger(x) ? 'f32' : like.dtype);
 
 /** Lift a number to a scalar tensor beside `like`. */
-const lift = (x: Operand, like: Tensor): Tensor => (x instanceof Tensor ? x : full([], x, { dtype: weakDType(x, like), backend: like.backend }));
+const lift = (x: Operand, like: Tensor): Tensor =>
+  x instanceof Tensor ? x : full([], x, { dtype: weakDType(x, like), backend: like.backend });
 
-const FLOAT_ONLY: ReadonlySet<UnaryOp> = new Set<UnaryOp>(['exp', 'log', 'sqrt', 'rsqrt', 'tanh', 'sigmoid', 'gelu', 'silu', 'reciprocal', 'geluGrad', 'siluGrad']);
+const FLOAT_ONLY: ReadonlySet<UnaryOp> = new Set<UnaryOp>([
+  ...['exp', 'log', 'sqrt', 'rsqrt', 'tanh', 'sigmoid', 'gelu', 'silu', 'reciprocal'],
+  ...['geluGrad', 'siluGrad'],
+] as UnaryOp[]);
 
 export function cast(x: Tensor, dtype: Tensor['dtype']): Tensor {
   if (x.dtype === dtype) return identityOp('cast', x);

@@ -42,12 +42,16 @@ function deferRangeCheck(op: string, indices: Tensor, size: number): void {
   })));
   const read = range.backend.read({ storage: range.storageFor(op), shape: range.shape, dtype: range.dtype });
   range.dispose();
-  deferCheck(read.then(([lo, hi]) => (lo! < 0 ? new IndexRangeError(op, -1, lo!, size) : hi! >= size ? new IndexRangeError(op, -1, hi!, size) : null)));
+  const verdict = (range: ArrayLike<number>): IndexRangeError | null => {
+    const [lo, hi] = [range[0]!, range[1]!];
+    return lo < 0 ? new IndexRangeError(op, -1, lo, size) : hi >= size ? new IndexRangeError(op, -1, hi, size) : null;
+  };
+  deferCheck(read.then(verdict));
 }
 
 /**
  * Rows of x along `axis` picked by `indices`: out.shape = x.shape[:axis] + indices.shape + x.shape[axis+1:].
- * `gather(embeddings, tokenIds, 0)` is an embedding lookup. Indices must lie in [0, size) (see `checkIndices`). The adjoint adds the
+ * `gather(embeddings, tokenIds, 0)` is an embedding lookup. Indices lie in [0, size) (`checkIndices`). The adjoint adds the
  * cotangent rows back at their indices (repeated indices sum).
  */
 export function gather(x: Tensor, indices: Tensor, axis = 0): Tensor {
@@ -62,7 +66,9 @@ export function gather(x: Tensor, indices: Tensor, axis = 0): Tensor {
 
 /** Zeros of `shape` with `updates` added at `indices` along `axis` (the adjoint of gather). */
 export function scatterAdd(updates: Tensor, indices: Tensor, axis: number, shape: readonly number[]): Tensor {
-  if (!Number.isInteger(axis) || axis < 0 || axis >= shape.length) throw new ShapeError('scatterAdd', [shape], `axis ${axis} is out of range`);
+  if (!Number.isInteger(axis) || axis < 0 || axis >= shape.length) {
+    throw new ShapeError('scatterAdd', [shape], `axis ${axis} is out of range`);
+  }
   checkIndices('scatterAdd', indices, shape[axis]!);
   const expected = [...shape.slice(0, axis), ...indices.shape, ...shape.slice(axis + 1)];
   if (expected.length !== updates.rank || expected.some((d, i) => d !== updates.shape[i])) {

@@ -14,7 +14,9 @@ export class SecondOrderError extends RlvrError {
 }
 
 function checkParam(op: string, x: Tensor, p: Tensor): void {
-  if (x.dtype === 'i32' || p.dtype !== x.dtype) throw new DTypeError(op, `needs float inputs of one dtype, got ${x.dtype} and ${p.dtype}`);
+  if (x.dtype === 'i32' || p.dtype !== x.dtype) {
+    throw new DTypeError(op, `needs float inputs of one dtype, got ${x.dtype} and ${p.dtype}`);
+  }
   const d = x.shape[x.rank - 1];
   if (p.rank !== 1 || p.shape[0] !== d) throw new ShapeError(op, [x.shape, p.shape], 'parameter must be 1-D with the size of the last axis');
 }

@@ -1,6 +1,12 @@
 import type { Backend, KernelTensor, Storage } from '../core/backend.js';
 import type { DType } from '../core/dtype.js';
-import { BackendMismatchError, DTypeError, NonFiniteError, NotDifferentiableError, type RlvrError } from '../core/errors.js';
+import {
+  BackendMismatchError,
+  DTypeError,
+  NonFiniteError,
+  NotDifferentiableError,
+  type RlvrError,
+} from '../core/errors.js';
 import { throwDeferredFailure } from '../core/deferred.js';
 import type { Shape } from '../core/shape.js';
 import { recordOp, type VjpRule } from '../core/tape.js';
@@ -20,11 +26,20 @@ import { Tensor } from '../core/tensor.js';
  */
 
 /** The view of a tensor a kernel gets; throws a typed error if it was disposed. */
-export const kt = (op: string, t: Tensor): KernelTensor => ({ storage: t.storageFor(op), shape: t.shape, dtype: t.dtype });
+export const kt = (op: string, t: Tensor): KernelTensor => ({
+  storage: t.storageFor(op),
+  shape: t.shape,
+  dtype: t.dtype,
+});
 
 export function backendOf(op: string, inputs: readonly Tensor[]): Backend {
   const b = inputs[0]!.backend;
-  for (const x of inputs) if (x.backend !== b) throw new BackendMismatchError(op, inputs.map((t) => t.backend.name));
+  for (const x of inputs)
+    if (x.backend !== b)
+      throw new BackendMismatchError(
+        op,
+        inputs.map((t) => t.backend.name),
+      );
   return b;
 }
 
@@ -33,7 +48,9 @@ export interface Refusal {
   readonly refuse: (op: string) => RlvrError;
 }
 
-export const refuseGradient = (make: (op: string) => RlvrError = (op) => new NotDifferentiableError(op)): Refusal => ({ refuse: make });
+export const refuseGradient = (make: (op: string) => RlvrError = (op) => new NotDifferentiableError(op)): Refusal => ({
+  refuse: make,
+});
 
 const isRefusal = (x: unknown): x is Refusal => typeof x === 'object' && x !== null && 'refuse' in x;
 
@@ -56,7 +73,8 @@ export function setDebugNans(on: boolean): void {
 function checkFinite(op: string, y: Tensor): void {
   if (!y.backend.synchronous || y.dtype === 'i32') return;
   const values = y.dataSync();
-  for (let i = 0; i < values.length; i++) if (!Number.isFinite(values[i]!)) throw new NonFiniteError(`${op} output`, i, values[i]!);
+  for (let i = 0; i < values.length; i++)
+    if (!Number.isFinite(values[i]!)) throw new NonFiniteError(`${op} output`, i, values[i]!);
 }
 
 /** Every input alive and on one backend: the checks of every form. */
@@ -125,7 +143,14 @@ export function runView(op: string, x: Tensor, shape: Shape, vjp: (y: Tensor) =>
  * A tensor made from nothing but its backend (fill, upload): nothing to differentiate, and not checked by
  * `setDebugNans` (a NaN or -Infinity written as a constant is the caller's choice, not an op's failure).
  */
-export function runSource(op: string, backend: Backend, shape: Shape, dtype: DType, kernel: (backend: Backend) => Storage): Tensor {
-  if (!backend.supportsDType(dtype)) throw new DTypeError(op, `backend ${backend.name} does not support dtype ${dtype}`);
+export function runSource(
+  op: string,
+  backend: Backend,
+  shape: Shape,
+  dtype: DType,
+  kernel: (backend: Backend) => Storage,
+): Tensor {
+  if (!backend.supportsDType(dtype))
+    throw new DTypeError(op, `backend ${backend.name} does not support dtype ${dtype}`);
   return Tensor.fromStorage(backend, kernel(backend), shape, dtype);
 }

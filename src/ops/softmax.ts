@@ -4,7 +4,7 @@ import { cast, exp, mul, sub } from './elementwise.js';
 import { kt, runOp } from './op.js';
 import { sum } from './reduce.js';
 
-/** Softmax along `axis` (an i32 input is promoted to f32, as in JAX), computed stably by the kernel (max subtracted). dx = y * (g - sum(g * y)). */
+/** Softmax along `axis` (i32 input promoted to f32), computed stably by the kernel (max subtracted). dx = y * (g - sum(g * y)). */
 export function softmax(x: Tensor, axis = -1): Tensor {
   if (x.dtype === 'i32') return softmax(cast(x, 'f32'), axis);
   const a = normAxis('softmax', axis, x.rank);

@@ -27,10 +27,12 @@ const LIMITS: readonly [keyof TrainConfig | `model.${keyof TrainConfig['model']}
 ];
 
 const valueAt = (cfg: TrainConfig, key: string): number | null =>
-  (key.startsWith('model.') ? cfg.model[key.slice(6) as keyof TrainConfig['model']] : cfg[key as keyof TrainConfig]) as number | null;
+  (key.startsWith('model.') ? cfg.model[key.slice(6) as keyof TrainConfig['model']] : cfg[key as keyof TrainConfig]) as
+    number | null;
 
 const GiB = 2 ** 30;
-const fmt = (bytes: number): string => (bytes >= GiB ? `${(bytes / GiB).toFixed(1)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`);
+const fmt = (bytes: number): string =>
+  bytes >= GiB ? `${(bytes / GiB).toFixed(1)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 export interface MemoryEstimate {
   readonly parameters: number;
@@ -49,14 +51,22 @@ export function estimateMemory(cfg: TrainConfig, vocabSize: number): MemoryEstim
   const parameters = vocabSize * d + m.nLayers * perLayer + d;
   const t = m.maxSeqLen;
   const perSequence = t * (m.nLayers * (12 * d + 3 * m.dFf + 2 * m.nHeads * t) + 2 * vocabSize);
-  const rows = Math.max(cfg.warmStartBatchSize, (cfg.groupsPerMinibatch ?? cfg.promptsPerStep) * cfg.numGenerations, cfg.evalPrompts);
+  const rows = Math.max(
+    cfg.warmStartBatchSize,
+    (cfg.groupsPerMinibatch ?? cfg.promptsPerStep) * cfg.numGenerations,
+    cfg.evalPrompts,
+  );
   const stateBytes = 4 * 5 * parameters;
   const activationBytes = 4 * rows * perSequence;
   return { parameters, stateBytes, activationBytes, totalBytes: stateBytes + activationBytes };
 }
 
 /** The first size over its limit, or a run whose estimate exceeds `memoryBytes` (default: this machine's). */
-export function checkBounds(cfg: TrainConfig, model: Pick<TransformerConfig, 'vocabSize'>, memoryBytes = totalmem()): TrainConfigError | null {
+export function checkBounds(
+  cfg: TrainConfig,
+  model: Pick<TransformerConfig, 'vocabSize'>,
+  memoryBytes = totalmem(),
+): TrainConfigError | null {
   for (const [key, limit] of LIMITS) {
     const v = valueAt(cfg, key);
     if (v !== null && v > limit) return new TrainConfigError(key, v, `is above the limit of ${limit}`);
@@ -64,7 +74,11 @@ export function checkBounds(cfg: TrainConfig, model: Pick<TransformerConfig, 'vo
   const e = estimateMemory(cfg, model.vocabSize);
   if (e.totalBytes > memoryBytes) {
     const detail = `${e.parameters.toLocaleString('en')} parameters: ${fmt(e.stateBytes)} of weights, gradients and moments, ${fmt(e.activationBytes)} of activations`;
-    return new TrainConfigError('model', cfg.model, `needs about ${fmt(e.totalBytes)} (${detail}), more than the ${fmt(memoryBytes)} of this machine`);
+    return new TrainConfigError(
+      'model',
+      cfg.model,
+      `needs about ${fmt(e.totalBytes)} (${detail}), more than the ${fmt(memoryBytes)} of this machine`,
+    );
   }
   return null;
 }

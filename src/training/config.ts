@@ -157,7 +157,7 @@ const CHECKS: readonly Check[] = [
   posInt('evalK'),
   nonNegInt('checkpointEvery'),
   need('overwrite', (c) => typeof c.overwrite === 'boolean', (c) => c.overwrite, 'must be true or false'),
-  need('onNonFinite', (c) => c.onNonFinite === 'stop' || c.onNonFinite === 'skip', (c) => c.onNonFinite, "must be 'stop' or 'skip'"),
+  need('onNonFinite', (c) => ['stop', 'skip'].includes(c.onNonFinite), (c) => c.onNonFinite, "must be 'stop' or 'skip'"),
 ];
 
 /** Fill defaults and validate; the first bad field is reported. */

@@ -12,7 +12,9 @@ export class DivergedError extends RlvrError {
     readonly metric: string,
     readonly value: number,
   ) {
-    super(`training diverged: ${metric} = ${value} at ${phase} step ${step}; the last checkpoint saved before it is kept`);
+    super(
+      `training diverged: ${metric} = ${value} at ${phase} step ${step}; the last checkpoint saved before it is kept`,
+    );
   }
 }
 

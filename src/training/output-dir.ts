@@ -24,23 +24,33 @@ export class OutputDirError extends RlvrError {
 
 export const METRICS_FILE = 'metrics.jsonl';
 
-const fsError = (path: string) => (e: unknown): never => {
-  throw FileSystemError.from(path, e);
-};
+const fsError =
+  (path: string) =>
+  (e: unknown): never => {
+    throw FileSystemError.from(path, e);
+  };
 
 /** Whether `output` is the directory the resumed checkpoint lives in. */
-export const resumesInPlace = (output: string, resume: string | null): boolean => resume !== null && resolve(dirname(resume)) === resolve(output);
+export const resumesInPlace = (output: string, resume: string | null): boolean =>
+  resume !== null && resolve(dirname(resume)) === resolve(output);
 
-export async function prepareOutputDir(output: string, opts: { resume: string | null; overwrite: boolean }): Promise<void> {
+export async function prepareOutputDir(
+  output: string,
+  opts: { resume: string | null; overwrite: boolean },
+): Promise<void> {
   const st = await stat(output).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? null : fsError(output)(e)));
   if (st && !st.isDirectory()) throw new OutputDirError(output, 'exists and is not a directory');
   if (st) {
     const entries = await readdir(output).catch(fsError(output));
     if (entries.length > 0 && !resumesInPlace(output, opts.resume)) {
       if (!opts.overwrite) {
-        throw new OutputDirError(output, `is not empty (${entries.length} entries); pass --overwrite to replace it, or --resume ${join(output, 'checkpoint')}`);
+        throw new OutputDirError(
+          output,
+          `is not empty (${entries.length} entries); pass --overwrite to replace it, or --resume ${join(output, 'checkpoint')}`,
+        );
       }
-      for (const e of entries) await rm(join(output, e), { recursive: true, force: true }).catch(fsError(join(output, e)));
+      for (const e of entries)
+        await rm(join(output, e), { recursive: true, force: true }).catch(fsError(join(output, e)));
     }
   }
   await mkdir(output, { recursive: true }).catch(fsError(output));
@@ -50,7 +60,17 @@ export async function prepareOutputDir(output: string, opts: { resume: string | 
   await unlink(probe).catch(fsError(probe));
   const ckpt = join(output, 'checkpoint');
   const c = await lstat(ckpt).catch(() => null);
-  if (c && !c.isDirectory() && !(c.isSymbolicLink() && (await stat(ckpt).then((s) => s.isDirectory(), () => false)))) {
+  if (
+    c &&
+    !c.isDirectory() &&
+    !(
+      c.isSymbolicLink() &&
+      (await stat(ckpt).then(
+        (s) => s.isDirectory(),
+        () => false,
+      ))
+    )
+  ) {
     throw new OutputDirError(output, `${ckpt} exists and is not a checkpoint directory`);
   }
 }
@@ -58,11 +78,20 @@ export async function prepareOutputDir(output: string, opts: { resume: string | 
 /** Cut `metrics.jsonl` back to `bytes` (its length when the checkpoint was saved). */
 export async function truncateMetrics(output: string, bytes: number): Promise<void> {
   const path = join(output, METRICS_FILE);
-  const size = await stat(path).then((s) => s.size, () => 0);
-  if (size < bytes) throw new OutputDirError(output, `${path} has ${size} bytes, fewer than the ${bytes} it had at the checkpoint`);
+  const size = await stat(path).then(
+    (s) => s.size,
+    () => 0,
+  );
+  if (size < bytes)
+    throw new OutputDirError(output, `${path} has ${size} bytes, fewer than the ${bytes} it had at the checkpoint`);
   if (size > bytes) await truncate(path, bytes).catch(fsError(path));
 }
 
 /** The current length of `metrics.jsonl` (0 when absent), recorded with every checkpoint. */
 export const metricsBytes = async (output: string | null): Promise<number> =>
-  output ? stat(join(output, METRICS_FILE)).then((s) => s.size, () => 0) : 0;
+  output
+    ? stat(join(output, METRICS_FILE)).then(
+        (s) => s.size,
+        () => 0,
+      )
+    : 0;

@@ -59,14 +59,16 @@ export function checkResume(
   command: { config: TransformerConfig; identity: RunIdentity },
 ): ResumeMismatchError | null {
   for (const key of Object.keys(command.config) as (keyof TransformerConfig)[]) {
-    if (checkpoint.config[key] !== command.config[key]) return new ResumeMismatchError(`model.${key}`, checkpoint.config[key], command.config[key]);
+    if (checkpoint.config[key] !== command.config[key])
+      return new ResumeMismatchError(`model.${key}`, checkpoint.config[key], command.config[key]);
   }
   const saved = checkpoint.identity;
   if (!saved) return null;
   const always: (keyof RunIdentity)[] = ['task', 'digits'];
   const afterRl: (keyof RunIdentity)[] = ['objective', 'objectiveConfig', 'advantage', 'rccDelta', 'bicc'];
   for (const key of checkpoint.rlStepsTaken > 0 ? [...always, ...afterRl] : always) {
-    if (!same(saved[key], command.identity[key])) return new ResumeMismatchError(key, saved[key], command.identity[key]);
+    if (!same(saved[key], command.identity[key]))
+      return new ResumeMismatchError(key, saved[key], command.identity[key]);
   }
   return null;
 }

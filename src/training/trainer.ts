@@ -114,7 +114,8 @@ function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<
   const heldOut = heldOutProblems(task, cfg.evalPrompts, 1234);
   const longest = Math.max(...heldOut.map((p) => tokenizer.encode(p.prompt).length + 1));
   if (longest + cfg.maxCompletionLength > config.maxSeqLen) {
-    return E.left(new TrainConfigError('maxCompletionLength', cfg.maxCompletionLength, `plus the longest prompt (${longest} tokens) exceeds the model's maxSeqLen ${config.maxSeqLen}`));
+    const why = `plus the longest prompt (${longest} tokens) exceeds the model's maxSeqLen ${config.maxSeqLen}`;
+    return E.left(new TrainConfigError('maxCompletionLength', cfg.maxCompletionLength, why));
   }
   return E.right({
     cfg,
@@ -387,11 +388,16 @@ function fresh(config: TransformerConfig, seed: number, backend: Backend): RunSt
   return { rng, params, opt: adamwInit(params), reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null, finalEval: null };
 }
 
-async function resume(dir: string, backend: Backend, command: Pick<Run, 'cfg' | 'config' | 'identity'>): Promise<RunStart> {
+async function resume(
+  dir: string,
+  backend: Backend,
+  command: Pick<Run, 'cfg' | 'config' | 'identity'>,
+): Promise<RunStart> {
   const res = await loadCheckpoint(dir, { backend })();
   if (E.isLeft(res)) throw res.left;
   const ck = res.right;
-  const state = ck.trainerState as { phase?: unknown; step?: unknown; warmStartEval?: unknown; finalEval?: unknown; metricsBytes?: unknown } | null;
+  type Saved = { phase?: unknown; step?: unknown; warmStartEval?: unknown; finalEval?: unknown; metricsBytes?: unknown };
+  const state = ck.trainerState as Saved | null;
   if (!state || (state.phase !== 'warmstart' && state.phase !== 'rl') || !Number.isInteger(state.step)) {
     dispose([ck.params, ck.optimizer]);
     throw new TrainConfigError('resume', dir, 'has no trainer state (phase, step) to resume from');
@@ -401,13 +407,18 @@ async function resume(dir: string, backend: Backend, command: Pick<Run, 'cfg' | 
     throw new TrainConfigError('resume', dir, 'lacks the optimizer state or the training RNG state');
   }
   const rlStepsTaken = state.phase === 'rl' ? (state.step as number) : 0;
-  const mismatch = checkResume({ config: ck.config, identity: identityOf(state), rlStepsTaken }, { config: command.config, identity: command.identity });
+  const mismatch = checkResume(
+    { config: ck.config, identity: identityOf(state), rlStepsTaken },
+    { config: command.config, identity: command.identity },
+  );
   if (mismatch) {
     dispose([ck.params, ck.optimizer]);
     throw mismatch;
   }
   const out = command.cfg.outputDir;
-  if (out && resumesInPlace(out, dir) && typeof state.metricsBytes === 'number') await truncateMetrics(out, state.metricsBytes);
+  if (out && resumesInPlace(out, dir) && typeof state.metricsBytes === 'number') {
+    await truncateMetrics(out, state.metricsBytes);
+  }
   return {
     rng: Rng.fromState(ck.rngs.train),
     params: ck.params,

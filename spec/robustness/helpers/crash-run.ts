@@ -39,5 +39,9 @@ export function metricLines(dir: string): string[] {
   return readFileSync(join(dir, 'metrics.jsonl'), 'utf8')
     .split('\n')
     .filter((l) => l.length > 0)
-    .map((l) => JSON.stringify(Object.fromEntries(Object.entries(JSON.parse(l) as Record<string, unknown>).filter(([k]) => !TIMING.has(k)))));
+    .map((l) =>
+      JSON.stringify(
+        Object.fromEntries(Object.entries(JSON.parse(l) as Record<string, unknown>).filter(([k]) => !TIMING.has(k))),
+      ),
+    );
 }
