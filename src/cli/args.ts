@@ -9,6 +9,7 @@ import {
 } from '../training/config.js';
 import { OBJECTIVES, OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { BACKEND_NAMES } from '../backends/registry.js';
+import { EXIT_CODE_HELP } from './exit-codes.js';
 
 /**
  * `rlvr train` options, named as TRL's GRPOConfig names them where it has the setting (--num-generations,
@@ -62,7 +63,7 @@ const OBJECTIVE_NUMBER_FLAGS: Readonly<Record<string, string>> = {
 };
 const OBJECTIVE_STRING_FLAGS: Readonly<Record<string, string>> = { 'loss-type': 'lossType', 'scale-rewards': 'scaleRewards' };
 
-const STRING_FLAGS = ['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta'] as const;
+const STRING_FLAGS = ['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'] as const;
 
 const objectiveLines = OBJECTIVE_NAMES.map((name) => `      ${name.padEnd(8)} ${OBJECTIVES[name].summary}`).join('\n');
 
@@ -73,11 +74,16 @@ export const TRAIN_USAGE = `usage: rlvr train [options]
 ${objectiveLines}
   --backend ${BACKEND_NAMES.join('|')}          --output DIR (metrics.jsonl, checkpoints)   --resume DIR
   --advantage group|rcc         --rcc-delta sum|mean      --bicc
+  --overwrite                   replace a non-empty --output directory (refused otherwise, unless resuming it)
+  --on-non-finite stop|skip     a NaN/Inf loss or gradient norm ends the run (default) or skips that update
 ${NUMBER_FLAGS.map((f) => `  --${f.flag.padEnd(26)} ${f.help}`).join('\n')}
-  objective options: ${[...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS)].map((f) => `--${f}`).join(' ')}`;
+  objective options: ${[...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS)].map((f) => `--${f}`).join(' ')}
+
+exit status:
+${EXIT_CODE_HELP}`;
 
 export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
-  const options: Record<string, { type: 'string' | 'boolean' }> = { bicc: { type: 'boolean' } };
+  const options: Record<string, { type: 'string' | 'boolean' }> = { bicc: { type: 'boolean' }, overwrite: { type: 'boolean' } };
   for (const f of [...NUMBER_FLAGS.map((x) => x.flag), ...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS), ...STRING_FLAGS]) options[f] = { type: 'string' };
   let values: Record<string, string | boolean | undefined>;
   try {
@@ -116,6 +122,8 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (str('advantage')) input.advantage = str('advantage');
   if (str('rcc-delta')) input.rccDelta = str('rcc-delta');
   if (values.bicc) input.bicc = true;
+  if (values.overwrite) input.overwrite = true;
+  if (str('on-non-finite')) input.onNonFinite = str('on-non-finite');
   if (Object.keys(model).length > 0) input.model = model;
   if (Object.keys(objectiveOptions).length > 0) input.objectiveOptions = objectiveOptions;
   return parseTrainConfig(input as Partial<TrainConfig>);

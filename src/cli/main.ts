@@ -7,23 +7,27 @@ import { train } from '../training/trainer.js';
 import { OBJECTIVES } from '../objectives/registry.js';
 import { RlvrError } from '../core/errors.js';
 import { BACKENDS, openBackend } from '../backends/registry.js';
+import { describeFailure, EXIT, EXIT_CODE_HELP } from './exit-codes.js';
 
 const USAGE = `usage: rlvr <command> [options]
 
 commands:
   train       warm-start then RL on a verifiable task (rlvr train --help)
   info        the objectives and backends available
-  help        this text`;
+  help        this text
+
+exit status:
+${EXIT_CODE_HELP}`;
 
 async function runTrain(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
     console.log(TRAIN_USAGE);
-    return 0;
+    return EXIT.ok;
   }
   const cfg = parseTrainArgs(argv);
   if (E.isLeft(cfg)) {
     console.error(`rlvr train: ${cfg.left.message}`);
-    return 2;
+    return EXIT.usage;
   }
   const backend = await openBackend(cfg.right.backend);
   console.log(`rlvr: backend ${backend.describe()}`);
@@ -49,7 +53,7 @@ async function runTrain(argv: string[]): Promise<number> {
       ? `held-out pass@1 after RL: ${after.toFixed(3)}`
       : `held-out pass@1: after warm-start ${before.toFixed(3)}, after RL ${after.toFixed(3)} (${after > before ? '+' : ''}${(after - before).toFixed(3)})`,
   );
-  return 0;
+  return EXIT.ok;
 }
 
 const line = (name: string, help: string): string => `  ${name.padEnd(10)} ${help}`;
@@ -62,23 +66,23 @@ async function main(argv: string[]): Promise<number> {
     case 'info':
       console.log(`objectives:\n${Object.entries(OBJECTIVES).map(([name, o]) => line(name, o.summary)).join('\n')}`);
       console.log(`backends:\n${Object.entries(BACKENDS).map(([name, b]) => line(name, b.help)).join('\n')}`);
-      return 0;
+      return EXIT.ok;
     case 'help':
     case '--help':
       console.log(USAGE);
-      return 0;
+      return EXIT.ok;
     default:
       console.error(`rlvr: unknown command '${command}'\n${USAGE}`);
-      return 2;
+      return EXIT.usage;
   }
 }
 
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (e) {
-  // Typed errors are the user's to fix: one clear line. Anything else is a bug: the stack.
-  if (e instanceof RlvrError) {
-    console.error(`rlvr: ${e.message}`);
-    process.exitCode = 1;
-  } else throw e;
+  // One line, whatever failed (see exit-codes.ts); the stack only on request.
+  const { code, line } = describeFailure(e);
+  console.error(`rlvr: ${line}`);
+  if (process.env.RLVR_DEBUG && e instanceof Error) console.error(e.stack);
+  process.exitCode = code;
 }

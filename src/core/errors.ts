@@ -48,6 +48,26 @@ export class DisposedTensorError extends RlvrError {
   }
 }
 
+/** A backward pass reached an op whose rule refuses differentiation (an optimizer step, a fused backward). */
+export class NotDifferentiableError extends RlvrError {
+  constructor(readonly op: string) {
+    super(`${op}: is not differentiable; compute it outside the transformed function (or under stopGradient)`);
+  }
+}
+
+/** An index tensor holds a value outside [0, size) of the axis it indexes. */
+export class IndexRangeError extends RlvrError {
+  constructor(
+    readonly op: string,
+    readonly index: number,
+    readonly value: number,
+    readonly size: number,
+  ) {
+    const at = index >= 0 ? ` at flat position ${index}` : ''; // a device-side check knows only the value
+    super(`${op}: index ${value}${at} is out of range for an axis of size ${size}`);
+  }
+}
+
 /** Tensors from two different backends were mixed in one op. */
 export class BackendMismatchError extends RlvrError {
   constructor(readonly op: string, readonly backends: readonly string[]) {

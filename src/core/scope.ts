@@ -26,7 +26,11 @@ export function tidy<T>(fn: () => T): T {
     throw e;
   }
   scopes.pop();
-  if (result instanceof Promise) throw new ArgumentError('tidy', 'the function returned a Promise; tidy scopes are synchronous');
+  if (result instanceof Promise) {
+    // Free what the synchronous part made before refusing; the async rest is the caller's bug to fix.
+    for (const t of scope) t.dispose();
+    throw new ArgumentError('tidy', 'the function returned a Promise; tidy scopes are synchronous');
+  }
   const kept = new Set(treeLeaves(result));
   for (const t of scope) {
     if (kept.has(t)) trackInScope(t);

@@ -3,6 +3,7 @@ import { bytesPerElement, type DType, type TypedArray } from './dtype.js';
 import { BackendError, DisposedTensorError } from './errors.js';
 import { sizeOf, type Shape } from './shape.js';
 import { trackInScope } from './scope.js';
+import { settleDeferredChecks, throwDeferredFailure } from './deferred.js';
 
 /** Storage shared by several tensor handles (reshape and stopGradient alias it); freed when the last one lets go. */
 class DataRef {
@@ -54,6 +55,7 @@ export class Tensor {
 
   /** @internal A new handle over the same storage with another shape of the same size (reshape, aliases). */
   static view(x: Tensor, shape: Shape): Tensor {
+    x.storageFor('view');
     x.ref.retain();
     return new Tensor(x.ref, Object.freeze([...shape]), x.dtype);
   }
@@ -104,7 +106,10 @@ export class Tensor {
 
   /** Read the values back to the host (awaits the device's queue on WebGPU). */
   async data(): Promise<TypedArray> {
-    return this.backend.read({ storage: this.storageFor('data'), shape: this.shape, dtype: this.dtype });
+    // The read starts now (a caller may dispose the tensor right after asking); pending debug checks settle first.
+    const values = this.backend.read({ storage: this.storageFor('data'), shape: this.shape, dtype: this.dtype });
+    const [, out] = await Promise.all([settleDeferredChecks(), values]);
+    return out;
   }
 
   /** Synchronous read; only backends with `synchronous` (the CPU) support it. */
@@ -112,6 +117,7 @@ export class Tensor {
     if (!this.backend.synchronous) {
       throw new BackendError(this.backend.name, 'dataSync() needs a synchronous backend; use `await tensor.data()`');
     }
+    throwDeferredFailure();
     return this.backend.readSync({ storage: this.storageFor('dataSync'), shape: this.shape, dtype: this.dtype });
   }
 

@@ -16,11 +16,15 @@ import { Tensor } from './tensor.js';
 
 /** A new handle over the same storage with no link to any tape: gradients stop here. */
 export function stopGradient<T>(tree: T): T {
-  return treeMap(tree, (t) => Tensor.view(t, t.shape));
+  return treeMap(tree, (t) => {
+    t.storageFor('stopGradient');
+    return Tensor.view(t, t.shape);
+  });
 }
 
 /** An identity op that tapes do record, so a nested transformation stays connected to outer ones. */
-function alias(t: Tensor): Tensor {
+function alias(op: string, t: Tensor): Tensor {
+  t.storageFor(op);
   const y = Tensor.view(t, t.shape);
   recordOp('alias', [t], y, (g) => [g]);
   return y;
@@ -37,11 +41,11 @@ interface Traced<Out> {
   readonly out: Out;
 }
 
-function trace<P, Out>(f: (params: P) => Out, params: P): Traced<Out> {
+function trace<P, Out>(op: string, f: (params: P) => Out, params: P): Traced<Out> {
   const tape = new Tape();
   const primals: Tensor[] = [];
   const watched = treeMap(params, (t) => {
-    const a = alias(t);
+    const a = alias(op, t);
     tape.watch(a);
     primals.push(a);
     return a;
@@ -90,7 +94,7 @@ export function valueAndGrad<P, A extends unknown[], Aux>(
 ): (params: P, ...rest: A) => [Tensor | [Tensor, Aux], P] {
   return (params, ...rest) =>
     tidy(() => {
-      const { tape, primals, out: raw } = trace((p: P) => f(p, ...rest), params);
+      const { tape, primals, out: raw } = trace('valueAndGrad', (p: P) => f(p, ...rest), params);
       try {
         if (opts.hasAux && (!Array.isArray(raw) || raw.length !== 2)) {
           throw new ArgumentError('valueAndGrad', 'with hasAux the function must return [scalar, aux]');
@@ -129,7 +133,7 @@ export function vjp<P, Out>(f: (params: P) => Out, params: P): [Out, VjpFn<P, Ou
   let traced!: Traced<Out>;
   // Intermediates leave this scope; the tape keeps its own references to what the pullback needs.
   tidy(() => {
-    traced = trace(f, params);
+    traced = trace('vjp', f, params);
     return traced.out;
   });
   const outs = treeLeaves(traced.out);

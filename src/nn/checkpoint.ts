@@ -1,10 +1,11 @@
-import { mkdir, readFile, rename, writeFile, access } from 'node:fs/promises';
+import { readFile, writeFile, access } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import { pipe } from 'fp-ts/lib/function.js';
 import type { RngState } from '../core/rng.js';
 import type { Tensor } from '../core/tensor.js';
+import { crashPoint, FileSystemError, resolveDir, verifyManifest, writeDirAtomic } from './atomic-dir.js';
 import { fromHfConfig, fromHfNames, toHfConfig, toHfNames, type LoadOptions } from './hf.js';
 import type { OptimizerState } from './optim.js';
 import { CheckpointError, decodeSafetensors, encodeSafetensors, type HostTensor } from './safetensors.js';
@@ -13,9 +14,11 @@ import type { TransformerConfig, TransformerParams } from './transformer.js';
 /**
  * A training checkpoint is a directory: `config.json` (Hugging Face LlamaConfig fields), `model.safetensors`
  * (Hugging Face Llama names, so other tools can read the weights), `optimizer.safetensors` (AdamW moments under
- * `exp_avg.<name>` and `exp_avg_sq.<name>`, the step count in the metadata) and `trainer_state.json` (named RNG
- * states and whatever JSON the trainer keeps). Each file is written to a temporary name and renamed, so a run
- * killed during a save leaves the previous file whole. Restoring all of it resumes a run exactly.
+ * `exp_avg.<name>` and `exp_avg_sq.<name>`, the step count in the metadata), `trainer_state.json` (named RNG
+ * states and whatever JSON the trainer keeps) and `manifest.json` (each file's size and SHA-256, written last).
+ * The directory is written whole or not at all (`writeDirAtomic`: a sibling generation, fsync, an atomic swap
+ * of the `dir` link), so a run killed during a save leaves the previous checkpoint loadable; loading verifies
+ * the manifest and refuses non-finite weights unless `allowNonFinite`. Restoring all of it resumes a run exactly.
  */
 export type Json = null | boolean | number | string | readonly Json[] | { readonly [key: string]: Json };
 
@@ -44,27 +47,40 @@ async function hostTensors(named: Map<string, Tensor>, prefix = ''): Promise<Map
   return out;
 }
 
-const io = (field: string) => (e: unknown): CheckpointError => new CheckpointError('io', field, e instanceof Error ? e.message : String(e));
+const io = (field: string) => (e: unknown): CheckpointError => {
+  const detail = e instanceof FileSystemError ? e.message : FileSystemError.from(field, e).message;
+  return new CheckpointError('io', field, detail.startsWith(`${field}: `) ? detail.slice(field.length + 2) : detail);
+};
 
-async function writeAtomic(path: string, data: Uint8Array | string): Promise<void> {
-  await writeFile(`${path}.tmp`, data);
-  await rename(`${path}.tmp`, path);
+async function writeFileAt(dir: string, name: string, data: Uint8Array | string): Promise<void> {
+  await writeFile(join(dir, name), data);
+  crashPoint('checkpoint:file');
 }
 
 export function saveCheckpoint(dir: string, ckpt: Checkpoint): TE.TaskEither<CheckpointError, void> {
   return TE.tryCatch(async () => {
-    await mkdir(dir, { recursive: true });
+    // Everything is read back from the device before the first byte is written.
     const model = await hostTensors(toHfNames(ckpt.params));
-    const dtypes = [...new Set([...model.values()].map((t) => t.dtype))].join(',');
-    await writeAtomic(join(dir, CHECKPOINT_FILES.model), encodeSafetensors(model, { format: 'pt', producer: FORMAT, dtypes }));
-    if (ckpt.optimizer) {
-      const moments = new Map([...(await hostTensors(toHfNames(ckpt.optimizer.m), 'exp_avg.')), ...(await hostTensors(toHfNames(ckpt.optimizer.v), 'exp_avg_sq.'))]);
-      await writeAtomic(join(dir, CHECKPOINT_FILES.optimizer), encodeSafetensors(moments, { step: String(ckpt.optimizer.step), producer: FORMAT }));
-    }
-    const torchDtype = ckpt.params.embed.weight.dtype === 'f64' ? 'float64' : 'float32';
-    await writeAtomic(join(dir, CHECKPOINT_FILES.config), JSON.stringify({ ...toHfConfig(ckpt.config), torch_dtype: torchDtype }, null, 2));
-    const state = { format: FORMAT, rngs: ckpt.rngs ?? {}, trainerState: ckpt.trainerState ?? null };
-    await writeAtomic(join(dir, CHECKPOINT_FILES.state), JSON.stringify(state, null, 2));
+    const opt = ckpt.optimizer;
+    const moments = opt
+      ? new Map([
+          ...(await hostTensors(toHfNames(opt.m), 'exp_avg.')),
+          ...(await hostTensors(toHfNames(opt.v), 'exp_avg_sq.')),
+        ])
+      : null;
+    await writeDirAtomic(dir, async (tmp) => {
+      const dtypes = [...new Set([...model.values()].map((t) => t.dtype))].join(',');
+      await writeFileAt(tmp, CHECKPOINT_FILES.model, encodeSafetensors(model, { format: 'pt', producer: FORMAT, dtypes }));
+      if (moments && opt) {
+        const bytes = encodeSafetensors(moments, { step: String(opt.step), producer: FORMAT });
+        await writeFileAt(tmp, CHECKPOINT_FILES.optimizer, bytes);
+      }
+      const torchDtype = ckpt.params.embed.weight.dtype === 'f64' ? 'float64' : 'float32';
+      const hfConfig = { ...toHfConfig(ckpt.config), torch_dtype: torchDtype };
+      await writeFileAt(tmp, CHECKPOINT_FILES.config, JSON.stringify(hfConfig, null, 2));
+      const state = { format: FORMAT, rngs: ckpt.rngs ?? {}, trainerState: ckpt.trainerState ?? null };
+      await writeFileAt(tmp, CHECKPOINT_FILES.state, JSON.stringify(state, null, 2));
+    });
   }, io(dir));
 }
 
@@ -78,21 +94,68 @@ const readJson = (path: string): TE.TaskEither<CheckpointError, unknown> =>
     TE.chainEitherK((text) => E.tryCatch(() => JSON.parse(text) as unknown, (e) => new CheckpointError('bad-state', path, `not valid JSON (${(e as Error).message})`))),
   );
 
-/** Load a checkpoint directory; the optimizer and trainer state are optional (absent for weights-only exports). */
-export function loadCheckpoint(dir: string, opts: LoadOptions = {}): TE.TaskEither<CheckpointError, Checkpoint> {
+export interface CheckpointLoadOptions extends LoadOptions {
+  /** Accept NaN or infinite values in the weights and moments (refused by default: a diverged run's state). */
+  readonly allowNonFinite?: boolean;
+}
+
+/** The first non-finite value among decoded tensors, as a typed error (unless allowed). */
+function checkFinite(
+  tensors: ReadonlyMap<string, HostTensor>,
+  opts: CheckpointLoadOptions,
+): E.Either<CheckpointError, void> {
+  if (opts.allowNonFinite) return E.right(undefined);
+  for (const [name, t] of tensors) {
+    if (t.dtype === 'i32') continue;
+    const i = t.data.findIndex((v) => !Number.isFinite(v));
+    if (i < 0) continue;
+    const detail = `holds ${t.data[i]} at flat index ${i} (load with allowNonFinite to accept)`;
+    return E.left(new CheckpointError('non-finite', name, detail));
+  }
+  return E.right(undefined);
+}
+
+const decodeFinite = (opts: CheckpointLoadOptions) => (bytes: Uint8Array) =>
+  pipe(
+    decodeSafetensors(bytes),
+    E.chainFirst((f) => checkFinite(f.tensors, opts)),
+  );
+
+/** The directory a checkpoint path names (following the atomic writer's link), verified against its manifest. */
+function openDir(dir: string): TE.TaskEither<CheckpointError, string> {
   return pipe(
-    TE.Do,
-    TE.bind('config', () => pipe(readJson(join(dir, CHECKPOINT_FILES.config)), TE.chainEitherK(fromHfConfig))),
-    TE.bind('params', ({ config }) =>
-      pipe(readBytes(join(dir, CHECKPOINT_FILES.model)), TE.chainEitherK(decodeSafetensors), TE.chainEitherK((f) => fromHfNames(f.tensors, config, opts))),
+    TE.tryCatch(() => resolveDir(dir), io(dir)),
+    TE.chain((resolved) =>
+      pipe(
+        TE.tryCatch(() => verifyManifest(resolved), io(resolved)),
+        TE.chainEitherK((problem) =>
+          problem ? E.left(new CheckpointError('corrupt', join(dir, problem.file), problem.detail)) : E.right(resolved),
+        ),
+      ),
     ),
-    TE.bind('optimizer', ({ config }) => loadOptimizer(join(dir, CHECKPOINT_FILES.optimizer), config, opts)),
-    TE.bind('state', () => loadState(join(dir, CHECKPOINT_FILES.state))),
+  );
+}
+
+/** Load a checkpoint directory; the optimizer and trainer state are optional (absent for weights-only exports). */
+export function loadCheckpoint(path: string, opts: CheckpointLoadOptions = {}): TE.TaskEither<CheckpointError, Checkpoint> {
+  return pipe(
+    openDir(path),
+    TE.bindTo('dir'),
+    TE.bind('config', ({ dir }) => pipe(readJson(join(dir, CHECKPOINT_FILES.config)), TE.chainEitherK(fromHfConfig))),
+    TE.bind('params', ({ dir, config }) =>
+      pipe(
+        readBytes(join(dir, CHECKPOINT_FILES.model)),
+        TE.chainEitherK(decodeFinite(opts)),
+        TE.chainEitherK((f) => fromHfNames(f.tensors, config, opts)),
+      ),
+    ),
+    TE.bind('optimizer', ({ dir, config }) => loadOptimizer(join(dir, CHECKPOINT_FILES.optimizer), config, opts)),
+    TE.bind('state', ({ dir }) => loadState(join(dir, CHECKPOINT_FILES.state))),
     TE.map(({ config, params, optimizer, state }) => ({ config, params, ...(optimizer ? { optimizer } : {}), rngs: state.rngs, trainerState: state.trainerState })),
   );
 }
 
-function loadOptimizer(path: string, config: TransformerConfig, opts: LoadOptions): TE.TaskEither<CheckpointError, OptimizerState<TransformerParams> | null> {
+function loadOptimizer(path: string, config: TransformerConfig, opts: CheckpointLoadOptions): TE.TaskEither<CheckpointError, OptimizerState<TransformerParams> | null> {
   return pipe(
     TE.fromTask(() => exists(path)),
     TE.chain((present) =>
@@ -100,7 +163,7 @@ function loadOptimizer(path: string, config: TransformerConfig, opts: LoadOption
         ? TE.right(null)
         : pipe(
             readBytes(path),
-            TE.chainEitherK(decodeSafetensors),
+            TE.chainEitherK(decodeFinite(opts)),
             TE.chainEitherK((f) => {
               const stray = [...f.tensors.keys()].find((n) => !n.startsWith('exp_avg.') && !n.startsWith('exp_avg_sq.'));
               if (stray) return E.left(new CheckpointError('unexpected-tensor', stray, 'optimizer tensors are named exp_avg.* or exp_avg_sq.*'));

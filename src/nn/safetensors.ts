@@ -18,7 +18,11 @@ export type CheckpointErrorKind =
   | 'unexpected-tensor'
   | 'wrong-shape'
   | 'bad-config'
-  | 'bad-state';
+  | 'bad-state'
+  /** A file differs from the manifest written with it (truncated, modified, missing). */
+  | 'corrupt'
+  /** A tensor holds NaN or an infinity (refused unless the loader is told to accept it). */
+  | 'non-finite';
 
 export class CheckpointError extends RlvrError {
   constructor(

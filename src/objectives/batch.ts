@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import type { Backend } from '../core/backend.js';
+import type { Backend, KernelTensor } from '../core/backend.js';
 import type { DType } from '../core/dtype.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
@@ -24,9 +24,10 @@ import { BatchError } from './errors.js';
  * defaults to T), `numItemsInBatch` (the `dapo` normaliser when this is a micro-batch of a larger batch: the
  * number of completion tokens in the whole batch, TRL's `num_items_in_batch`; defaults to this batch's count).
  *
- * The objectives assume validated input: `checkBatch` (synchronous: shapes, host arrays, finite rewards) runs in
- * every objective; `validateBatch` (asynchronous: reads the tensors back, rejects NaN/Inf log-probs and masks
- * that are not 0/1) belongs at the boundary where batches enter, once per batch.
+ * The objectives validate what they can cheaply: `checkBatch` (shapes, host arrays, finite rewards; on a
+ * synchronous backend also masks that are not 0/1 and NaN/Inf log-probs at completion tokens) runs in every
+ * objective. On an asynchronous device those value checks need a readback: `validateBatch` belongs at the
+ * boundary where batches enter, once per batch (the trainer also stops on a non-finite loss).
  */
 export interface RolloutBatch {
   readonly logProbs: Tensor;
@@ -84,6 +85,40 @@ export function checkBatch(batch: RolloutBatch): void {
     const v = batch[f];
     if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new BatchError('value', f, `is ${v}, must be a positive number`);
   }
+  if (lp.backend.synchronous) checkValues(batch, lp.backend.readSync.bind(lp.backend));
+}
+
+/**
+ * The value checks of `validateBatch` (mask 0/1; finite log-probs at completion tokens) over host arrays. On a
+ * synchronous backend `checkBatch` runs them too (one pass over [B, T], cheap beside any objective), so the
+ * objectives reject such a batch themselves there; on an asynchronous device, call `validateBatch`.
+ */
+function checkValues(batch: RolloutBatch, read: (t: KernelTensor) => ArrayLike<number>): void {
+  const kernelView = (t: Tensor): KernelTensor => ({ storage: t.storageFor('checkBatch'), shape: t.shape, dtype: t.dtype });
+  const mask = read(kernelView(batch.mask));
+  const err = valueError(batch, mask, (f) => read(kernelView(batch[f]!)));
+  if (err) throw err;
+}
+
+type LogProbField = 'logProbs' | 'oldLogProbs' | 'refLogProbs';
+
+function valueError(batch: RolloutBatch, mask: ArrayLike<number>, values: (f: LogProbField) => ArrayLike<number>): BatchError | null {
+  for (let i = 0; i < mask.length; i++) {
+    const v = mask[i]!;
+    if (v !== 0 && v !== 1) {
+      return new BatchError(Number.isFinite(v) ? 'value' : 'non-finite', 'mask', `is ${v}, must be 0 or 1`, i);
+    }
+  }
+  for (const f of ['logProbs', 'oldLogProbs', 'refLogProbs'] as const) {
+    if (batch[f] === undefined) continue;
+    const xs = values(f);
+    for (let i = 0; i < xs.length; i++) {
+      if (mask[i] === 1 && !Number.isFinite(xs[i]!)) {
+        return new BatchError('non-finite', f, `is ${xs[i]} at a completion token`, i);
+      }
+    }
+  }
+  return null;
 }
 
 /** `checkBatch` as an fp-ts `Either`. */
@@ -106,19 +141,10 @@ export async function validateBatch(batch: RolloutBatch): Promise<E.Either<Batch
   const sync = parseBatch(batch);
   if (E.isLeft(sync)) return sync;
   const mask = await batch.mask.data();
-  for (let i = 0; i < mask.length; i++) {
-    const v = mask[i]!;
-    if (v !== 0 && v !== 1) return E.left(new BatchError(Number.isFinite(v) ? 'value' : 'non-finite', 'mask', `is ${v}, must be 0 or 1`, i));
-  }
-  for (const f of ['logProbs', 'oldLogProbs', 'refLogProbs'] as const) {
-    const t = batch[f];
-    if (t === undefined) continue;
-    const xs = await t.data();
-    for (let i = 0; i < xs.length; i++) {
-      if (mask[i] === 1 && !Number.isFinite(xs[i]!)) return E.left(new BatchError('non-finite', f, `is ${xs[i]} at a completion token`, i));
-    }
-  }
-  return E.right(batch);
+  const read: Partial<Record<string, ArrayLike<number>>> = {};
+  for (const f of ['logProbs', 'oldLogProbs', 'refLogProbs'] as const) if (batch[f]) read[f] = await batch[f].data();
+  const err = valueError(batch, mask, (f) => read[f]!);
+  return err ? E.left(err) : E.right(batch);
 }
 
 /** @internal The batch's tensors made safe to compute with: padding replaced by 0, old/ref detached. */

@@ -1,10 +1,11 @@
 import type { Backend } from '../core/backend.js';
 import { allocArray, toTypedArray, type DType, type TypedArray } from '../core/dtype.js';
-import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
+import { ArgumentError, ShapeError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 import { getDefaultBackend } from '../core/runtime.js';
 import { assertShape, sizeOf, type Shape } from '../core/shape.js';
-import { Tensor } from '../core/tensor.js';
+import type { Tensor } from '../core/tensor.js';
+import { identityOp, runSource } from './op.js';
 
 export interface CreateOptions {
   readonly dtype?: DType;
@@ -28,11 +29,7 @@ function flattenInto(values: NestedArray, out: number[]): void {
   else out.push(values as number);
 }
 
-function backendFor(op: string, opts: CreateOptions | undefined, dtype: DType): Backend {
-  const backend = opts?.backend ?? getDefaultBackend();
-  if (!backend.supportsDType(dtype)) throw new DTypeError(op, `backend ${backend.name} does not support dtype ${dtype}`);
-  return backend;
-}
+const backendFor = (opts: CreateOptions | undefined): Backend => opts?.backend ?? getDefaultBackend();
 
 /**
  * Make a tensor from numbers: a nested array (shape inferred) or a flat array/typed array with `shape`.
@@ -57,8 +54,7 @@ export function tensor(values: NestedArray | TypedArray, shape?: Shape, opts?: C
     throw new ShapeError('tensor', [finalShape], `${flat.length} values do not fill the shape`);
   }
   if (!shape && !ArrayBuffer.isView(values)) checkRagged(values as NestedArray, inferred);
-  const backend = backendFor('tensor', opts, dtype);
-  return Tensor.fromStorage(backend, backend.upload(toTypedArray(dtype, flat), dtype), finalShape, dtype);
+  return runSource('tensor', backendFor(opts), finalShape, dtype, (b) => b.upload(toTypedArray(dtype, flat), dtype));
 }
 
 function checkRagged(values: NestedArray, shape: Shape, depth = 0): void {
@@ -77,14 +73,16 @@ export function scalar(value: number, opts?: CreateOptions): Tensor {
 export function full(shape: Shape, value: number, opts?: CreateOptions): Tensor {
   assertShape('full', shape);
   const dtype = opts?.dtype ?? 'f32';
-  const backend = backendFor('full', opts, dtype);
-  return Tensor.fromStorage(backend, backend.fill(shape, dtype, value), shape, dtype);
+  return runSource('full', backendFor(opts), shape, dtype, (b) => b.fill(shape, dtype, value));
 }
 
 export const zeros = (shape: Shape, opts?: CreateOptions): Tensor => full(shape, 0, opts);
 export const ones = (shape: Shape, opts?: CreateOptions): Tensor => full(shape, 1, opts);
 
-const like = (x: Tensor, opts?: CreateOptions): CreateOptions => ({ dtype: opts?.dtype ?? x.dtype, backend: opts?.backend ?? x.backend });
+const like = (x: Tensor, opts?: CreateOptions): CreateOptions => {
+  identityOp('like', x);
+  return { dtype: opts?.dtype ?? x.dtype, backend: opts?.backend ?? x.backend };
+};
 export const zerosLike = (x: Tensor, opts?: CreateOptions): Tensor => full(x.shape, 0, like(x, opts));
 export const onesLike = (x: Tensor, opts?: CreateOptions): Tensor => full(x.shape, 1, like(x, opts));
 export const fullLike = (x: Tensor, value: number, opts?: CreateOptions): Tensor => full(x.shape, value, like(x, opts));

@@ -1,25 +1,41 @@
 import type { BinaryOp, UnaryOp } from '../core/backend.js';
-import { isFloat, promote } from '../core/dtype.js';
+import { isFloat, promote, type DType } from '../core/dtype.js';
+import { ArgumentError } from '../core/errors.js';
 import { broadcastShapes, shapesEqual, type Shape } from '../core/shape.js';
 import { setAccumulate } from '../core/tape.js';
 import { Tensor } from '../core/tensor.js';
 import { full } from './creation.js';
-import { kt, runOp } from './op.js';
+import { identityOp, kt, runOp } from './op.js';
 import { reshape } from './movement.js';
 import { sum } from './reduce.js';
 
 /** Elementwise ops: forwards and vector-Jacobian rules. Their scalar kernels are in `core/elementwise-kernels.ts`. */
 export type Operand = Tensor | number;
 
+/**
+ * Dtype rules (JAX's and NumPy's, for the three dtypes here): two tensors promote along i32 < f32 < f64. A number
+ * is weakly typed: it takes the tensor's dtype, except that a non-integer number beside an i32 tensor promotes
+ * the pair to f32 (`mul(i32, 0.5)` is f32, `mul(i32, 2)` stays i32; JS cannot tell 2.0 from 2). Division and
+ * the transcendental unary ops of an i32 tensor give f32 (`jnp.log(int)` and `int / int` are floats).
+ */
+const weakDType = (x: number, like: Tensor): DType => (like.dtype === 'i32' && !Number.isInteger(x) ? 'f32' : like.dtype);
+
 /** Lift a number to a scalar tensor beside `like`. */
-const lift = (x: Operand, like: Tensor): Tensor => (x instanceof Tensor ? x : full([], x, { dtype: like.dtype, backend: like.backend }));
+const lift = (x: Operand, like: Tensor): Tensor =>
+  x instanceof Tensor ? x : full([], x, { dtype: weakDType(x, like), backend: like.backend });
+
+const FLOAT_ONLY: ReadonlySet<UnaryOp> = new Set<UnaryOp>([
+  ...['exp', 'log', 'sqrt', 'rsqrt', 'tanh', 'sigmoid', 'gelu', 'silu', 'reciprocal'],
+  ...['geluGrad', 'siluGrad'],
+] as UnaryOp[]);
 
 export function cast(x: Tensor, dtype: Tensor['dtype']): Tensor {
-  if (x.dtype === dtype) return x;
+  if (x.dtype === dtype) return identityOp('cast', x);
   return runOp('cast', [x], x.shape, dtype, (b) => b.cast(kt('cast', x), dtype), () => (g) => [isFloat(x.dtype) ? cast(g, x.dtype) : null]);
 }
 
 function unary(op: UnaryOp, x: Tensor, vjp?: (g: Tensor, y: Tensor) => Tensor): Tensor {
+  if (x.dtype === 'i32' && FLOAT_ONLY.has(op)) return unary(op, cast(x, 'f32'), vjp);
   return runOp(op, [x], x.shape, x.dtype, (b) => b.unary(op, kt(op, x)), vjp && ((y) => (g) => [vjp(g, y)]));
 }
 
@@ -49,12 +65,14 @@ export function unbroadcast(g: Tensor, shape: Shape): Tensor {
 }
 
 function binary(op: BinaryOp, a: Operand, b: Operand, vjp?: (g: Tensor, a: Tensor, b: Tensor, y: Tensor) => [Tensor | null, Tensor | null]): Tensor {
+  if (!(a instanceof Tensor) && !(b instanceof Tensor)) throw new ArgumentError(op, 'needs at least one tensor operand');
   const ta = a instanceof Tensor ? a : lift(a, b as Tensor);
   const tb = b instanceof Tensor ? b : lift(b, ta);
   if (ta.dtype !== tb.dtype) {
     const d = promote(ta.dtype, tb.dtype);
     return binary(op, cast(ta, d), cast(tb, d), vjp);
   }
+  if (op === 'div' && ta.dtype === 'i32') return binary(op, cast(ta, 'f32'), cast(tb, 'f32'), vjp);
   const shape = broadcastShapes(op, ta.shape, tb.shape);
   return runOp(op, [ta, tb], shape, ta.dtype, (be) => be.binary(op, kt(op, ta), kt(op, tb), shape), vjp && ((y) => (g, needs) => {
     const [ga, gb] = vjp(g, ta, tb, y);

@@ -1,9 +1,8 @@
 import { ArgumentError, ShapeError } from '../core/errors.js';
 import { broadcastShapes, normAxis, shapesEqual, sizeOf, type Shape } from '../core/shape.js';
-import { recordOp } from '../core/tape.js';
-import { Tensor } from '../core/tensor.js';
+import type { Tensor } from '../core/tensor.js';
 import { unbroadcast } from './elementwise.js';
-import { kt, runOp, backendOf } from './op.js';
+import { identityOp, kt, runOp, runView } from './op.js';
 
 /** Movement ops: reshape, expand, permute, slice, pad, concat. */
 
@@ -21,11 +20,8 @@ export function reshape(x: Tensor, shape: Shape): Tensor {
   if (target.some((d) => !Number.isInteger(d) || d < 0) || sizeOf(target) !== x.size) {
     throw new ShapeError('reshape', [x.shape, shape], `cannot reshape ${x.size} elements`);
   }
-  x.storageFor('reshape');
-  if (shapesEqual(target, x.shape)) return x;
-  const y = Tensor.view(x, target);
-  recordOp('reshape', [x], y, (g) => [reshape(g, x.shape)]);
-  return y;
+  if (shapesEqual(target, x.shape)) return identityOp('reshape', x);
+  return runView('reshape', x, target, () => (g) => [reshape(g, x.shape)]);
 }
 
 export const flatten = (x: Tensor): Tensor => reshape(x, [x.size]);
@@ -47,7 +43,7 @@ export function squeeze(x: Tensor, axes?: readonly number[]): Tensor {
 export function expand(x: Tensor, shape: Shape): Tensor {
   const out = broadcastShapes('expand', x.shape, shape);
   if (!shapesEqual(out, shape)) throw new ShapeError('expand', [x.shape, shape], 'the target shape must be the broadcast shape');
-  if (shapesEqual(x.shape, shape)) return x;
+  if (shapesEqual(x.shape, shape)) return identityOp('expand', x);
   return runOp('expand', [x], shape, x.dtype, (b) => b.expand(kt('expand', x), shape), () => (g) => [unbroadcast(g, x.shape)]);
 }
 
@@ -60,7 +56,7 @@ export function permute(x: Tensor, perm: readonly number[]): Tensor {
   if (p.length !== x.rank || new Set(p).size !== p.length) {
     throw new ArgumentError('permute', `[${perm.join(', ')}] is not a permutation of ${x.rank} axes`);
   }
-  if (p.every((a, i) => a === i)) return x;
+  if (p.every((a, i) => a === i)) return identityOp('permute', x);
   const shape = p.map((a) => x.shape[a]!);
   const inverse = new Array<number>(p.length);
   p.forEach((a, i) => (inverse[a] = i));
@@ -93,7 +89,7 @@ export function slice(x: Tensor, begin: readonly number[], size?: readonly numbe
       throw new ShapeError('slice', [x.shape], `axis ${i}: [${b[i]}, ${b[i]! + s}) is out of range`);
     }
   });
-  if (shapesEqual(shape, x.shape)) return x;
+  if (shapesEqual(shape, x.shape)) return identityOp('slice', x);
   return runOp('slice', [x], shape, x.dtype, (be) => be.slice(kt('slice', x), b, shape), () => (g) => [pad(g, b, x.shape)]);
 }
 
@@ -102,7 +98,7 @@ export function pad(x: Tensor, begin: readonly number[], shape: Shape): Tensor {
   if (begin.length !== x.rank || shape.length !== x.rank || x.shape.some((d, i) => begin[i]! < 0 || begin[i]! + d > shape[i]!)) {
     throw new ShapeError('pad', [x.shape, shape], `does not fit at [${begin.join(', ')}]`);
   }
-  if (shapesEqual(shape, x.shape)) return x;
+  if (shapesEqual(shape, x.shape)) return identityOp('pad', x);
   return runOp('pad', [x], shape, x.dtype, (be) => be.pad(kt('pad', x), begin, shape), () => (g) => [slice(g, begin, x.shape)]);
 }
 
@@ -116,8 +112,7 @@ export function concat(xs: readonly Tensor[], axis: number): Tensor {
       throw new ShapeError('concat', xs.map((t) => t.shape), `tensors disagree off axis ${a} (or in dtype)`);
     }
   }
-  if (xs.length === 1) return first;
-  backendOf('concat', xs);
+  if (xs.length === 1) return identityOp('concat', first);
   const shape = [...first.shape];
   shape[a] = xs.reduce((s, x) => s + x.shape[a]!, 0);
   const offsets: number[] = [];

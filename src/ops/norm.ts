@@ -1,8 +1,7 @@
-import { RlvrError, ShapeError } from '../core/errors.js';
-import { recordOp } from '../core/tape.js';
-import { Tensor } from '../core/tensor.js';
-import { backendOf, kt, runOp } from './op.js';
-import type { Storage } from '../core/backend.js';
+import type { Backend, Storage } from '../core/backend.js';
+import { DTypeError, RlvrError, ShapeError } from '../core/errors.js';
+import type { Tensor } from '../core/tensor.js';
+import { kt, refuseGradient, runOp, runOpMulti } from './op.js';
 
 /**
  * RMSNorm and LayerNorm over the last axis, each a fused forward kernel and a fused backward kernel.
@@ -15,31 +14,23 @@ export class SecondOrderError extends RlvrError {
 }
 
 function checkParam(op: string, x: Tensor, p: Tensor): void {
+  if (x.dtype === 'i32' || p.dtype !== x.dtype) {
+    throw new DTypeError(op, `needs float inputs of one dtype, got ${x.dtype} and ${p.dtype}`);
+  }
   const d = x.shape[x.rank - 1];
   if (p.rank !== 1 || p.shape[0] !== d) throw new ShapeError(op, [x.shape, p.shape], 'parameter must be 1-D with the size of the last axis');
 }
 
-/** Wrap backward-kernel outputs; if an outer tape watches them, its vjp refuses rather than being silently wrong. */
-function wrapBackward(op: string, inputs: readonly Tensor[], outs: readonly { storage: Storage; like: Tensor }[]): Tensor[] {
-  const backend = backendOf(op, inputs);
-  return outs.map(({ storage, like }) => {
-    const t = Tensor.fromStorage(backend, storage, like.shape, like.dtype);
-    recordOp(op, inputs, t, () => {
-      throw new SecondOrderError(op);
-    });
-    return t;
-  });
-}
+/** The backward kernels run through the door too; an outer tape that reaches them refuses rather than being wrong. */
+const noSecondOrder = refuseGradient((op) => new SecondOrderError(op));
 
 /** y = x / sqrt(mean(x^2) + eps) * weight, over the last axis (the Llama/Qwen layout). */
 export function rmsNorm(x: Tensor, weight: Tensor, eps = 1e-6): Tensor {
   checkParam('rmsNorm', x, weight);
   return runOp('rmsNorm', [x, weight], x.shape, x.dtype, (b) => b.rmsNorm(kt('rmsNorm', x), kt('rmsNorm', weight), eps), () => (g) => {
-    const [dx, dw] = x.backend.rmsNormBackward(kt('rmsNorm', x), kt('rmsNorm', weight), kt('rmsNorm', g), eps);
-    return wrapBackward('rmsNormBackward', [x, weight, g], [
-      { storage: dx, like: x },
-      { storage: dw, like: weight },
-    ]);
+    const op = 'rmsNormBackward';
+    const kernel = (b: Backend): Storage[] => b.rmsNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
+    return runOpMulti(op, [x, weight, g], [x, weight], kernel, noSecondOrder);
   });
 }
 
@@ -48,11 +39,8 @@ export function layerNorm(x: Tensor, weight: Tensor, bias: Tensor, eps = 1e-5): 
   checkParam('layerNorm', x, weight);
   checkParam('layerNorm', x, bias);
   return runOp('layerNorm', [x, weight, bias], x.shape, x.dtype, (b) => b.layerNorm(kt('layerNorm', x), kt('layerNorm', weight), kt('layerNorm', bias), eps), () => (g) => {
-    const [dx, dw, db] = x.backend.layerNormBackward(kt('layerNorm', x), kt('layerNorm', weight), kt('layerNorm', g), eps);
-    return wrapBackward('layerNormBackward', [x, weight, bias, g], [
-      { storage: dx, like: x },
-      { storage: dw, like: weight },
-      { storage: db, like: bias },
-    ]);
+    const op = 'layerNormBackward';
+    const kernel = (b: Backend): Storage[] => b.layerNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
+    return runOpMulti(op, [x, weight, bias, g], [x, weight, bias], kernel, noSecondOrder);
   });
 }

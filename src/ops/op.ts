@@ -1,23 +1,65 @@
 import type { Backend, KernelTensor, Storage } from '../core/backend.js';
 import type { DType } from '../core/dtype.js';
-import { BackendMismatchError, NonFiniteError } from '../core/errors.js';
+import {
+  BackendMismatchError,
+  DTypeError,
+  NonFiniteError,
+  NotDifferentiableError,
+  type RlvrError,
+} from '../core/errors.js';
+import { throwDeferredFailure } from '../core/deferred.js';
 import type { Shape } from '../core/shape.js';
 import { recordOp, type VjpRule } from '../core/tape.js';
 import { Tensor } from '../core/tensor.js';
 
+/**
+ * The one door every op goes through. Each form checks that its inputs are alive and share a backend, runs the
+ * kernel (or makes a view, or fills a new tensor), checks the outputs when `setDebugNans` is on, and records the
+ * vector-Jacobian rule (or a refusal) on every tape that tracks an input:
+ *
+ * - `runOp(op, inputs, shape, dtype, kernel, vjp?)`: one output (most ops);
+ * - `runOpMulti(op, inputs, outputs, kernel, vjp?)`: one kernel, several outputs (fused backward kernels, AdamW);
+ * - `runView(op, x, shape, vjp)`: an output sharing x's storage (reshape);
+ * - `runSource(op, backend, shape, dtype, kernel)`: no inputs (creation: fill, upload).
+ *
+ * A rule may be `refuseGradient(...)`: the op runs, and a tape that reaches it throws instead of differentiating.
+ */
+
 /** The view of a tensor a kernel gets; throws a typed error if it was disposed. */
-export const kt = (op: string, t: Tensor): KernelTensor => ({ storage: t.storageFor(op), shape: t.shape, dtype: t.dtype });
+export const kt = (op: string, t: Tensor): KernelTensor => ({
+  storage: t.storageFor(op),
+  shape: t.shape,
+  dtype: t.dtype,
+});
 
 export function backendOf(op: string, inputs: readonly Tensor[]): Backend {
   const b = inputs[0]!.backend;
-  for (const x of inputs) if (x.backend !== b) throw new BackendMismatchError(op, inputs.map((t) => t.backend.name));
+  for (const x of inputs)
+    if (x.backend !== b)
+      throw new BackendMismatchError(
+        op,
+        inputs.map((t) => t.backend.name),
+      );
   return b;
 }
 
-/**
- * Run one primitive: check the inputs share a backend, run its kernel, wrap the result, and record the
- * vector-Jacobian rule on any tape that tracks an input. Every op in `src/ops/` goes through here.
- */
+/** A rule that forbids differentiation: recorded like any rule, it throws when a backward pass reaches it. */
+export interface Refusal {
+  readonly refuse: (op: string) => RlvrError;
+}
+
+export const refuseGradient = (make: (op: string) => RlvrError = (op) => new NotDifferentiableError(op)): Refusal => ({
+  refuse: make,
+});
+
+const isRefusal = (x: unknown): x is Refusal => typeof x === 'object' && x !== null && 'refuse' in x;
+
+const refusingRule =
+  (op: string, r: Refusal): VjpRule =>
+  () => {
+    throw r.refuse(op);
+  };
+
 let debugNans = false;
 
 /**
@@ -31,7 +73,27 @@ export function setDebugNans(on: boolean): void {
 function checkFinite(op: string, y: Tensor): void {
   if (!y.backend.synchronous || y.dtype === 'i32') return;
   const values = y.dataSync();
-  for (let i = 0; i < values.length; i++) if (!Number.isFinite(values[i]!)) throw new NonFiniteError(`${op} output`, i, values[i]!);
+  for (let i = 0; i < values.length; i++)
+    if (!Number.isFinite(values[i]!)) throw new NonFiniteError(`${op} output`, i, values[i]!);
+}
+
+/** Every input alive and on one backend: the checks of every form. */
+function admit(op: string, inputs: readonly Tensor[]): Backend {
+  throwDeferredFailure();
+  for (const x of inputs) x.storageFor(op);
+  return backendOf(op, inputs);
+}
+
+/** The common tail of every form: debug checks, then the rules on the tapes. */
+function finish(op: string, inputs: readonly Tensor[], ys: readonly Tensor[], rules: readonly VjpRule[] | null): void {
+  if (debugNans) for (const y of ys) checkFinite(op, y);
+  if (rules) ys.forEach((y, i) => recordOp(op, inputs, y, rules[i]!));
+}
+
+/** An op whose result is one of its inputs unchanged (a no-op reshape, cast or permute): checked like any op. */
+export function identityOp(op: string, x: Tensor): Tensor {
+  admit(op, [x]);
+  return x;
 }
 
 export function runOp(
@@ -40,11 +102,55 @@ export function runOp(
   shape: Shape,
   dtype: DType,
   kernel: (backend: Backend) => Storage,
-  vjp?: (y: Tensor) => VjpRule,
+  vjp?: ((y: Tensor) => VjpRule) | Refusal,
 ): Tensor {
-  const backend = backendOf(op, inputs);
+  const backend = admit(op, inputs);
   const y = Tensor.fromStorage(backend, kernel(backend), shape, dtype);
-  if (debugNans) checkFinite(op, y);
-  if (vjp) recordOp(op, inputs, y, vjp(y));
+  finish(op, inputs, [y], vjp === undefined ? null : [isRefusal(vjp) ? refusingRule(op, vjp) : vjp(y)]);
   return y;
+}
+
+export interface OutputSpec {
+  readonly shape: Shape;
+  readonly dtype: DType;
+}
+
+/** One kernel, several outputs; `vjp` gives one rule per output (each output's cotangent flows separately). */
+export function runOpMulti(
+  op: string,
+  inputs: readonly Tensor[],
+  outputs: readonly OutputSpec[],
+  kernel: (backend: Backend) => readonly Storage[],
+  vjp?: ((ys: readonly Tensor[]) => readonly VjpRule[]) | Refusal,
+): Tensor[] {
+  const backend = admit(op, inputs);
+  const storages = kernel(backend);
+  const ys = outputs.map((o, i) => Tensor.fromStorage(backend, storages[i]!, o.shape, o.dtype));
+  const rules = vjp === undefined ? null : isRefusal(vjp) ? ys.map(() => refusingRule(op, vjp)) : vjp(ys);
+  finish(op, inputs, ys, rules);
+  return ys;
+}
+
+/** A new handle over x's storage with another shape of the same size (no kernel runs). */
+export function runView(op: string, x: Tensor, shape: Shape, vjp: (y: Tensor) => VjpRule): Tensor {
+  admit(op, [x]);
+  const y = Tensor.view(x, shape);
+  finish(op, [x], [y], [vjp(y)]);
+  return y;
+}
+
+/**
+ * A tensor made from nothing but its backend (fill, upload): nothing to differentiate, and not checked by
+ * `setDebugNans` (a NaN or -Infinity written as a constant is the caller's choice, not an op's failure).
+ */
+export function runSource(
+  op: string,
+  backend: Backend,
+  shape: Shape,
+  dtype: DType,
+  kernel: (backend: Backend) => Storage,
+): Tensor {
+  if (!backend.supportsDType(dtype))
+    throw new DTypeError(op, `backend ${backend.name} does not support dtype ${dtype}`);
+  return Tensor.fromStorage(backend, kernel(backend), shape, dtype);
 }

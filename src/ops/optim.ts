@@ -1,7 +1,7 @@
-import type { AdamWHyper } from '../core/backend.js';
+import type { AdamWHyper, Backend, Storage } from '../core/backend.js';
 import { ArgumentError, ShapeError } from '../core/errors.js';
-import { Tensor } from '../core/tensor.js';
-import { backendOf, kt } from './op.js';
+import type { Tensor } from '../core/tensor.js';
+import { kt, refuseGradient, runOpMulti } from './op.js';
 
 export type { AdamWHyper };
 
@@ -13,7 +13,8 @@ export interface AdamWState {
 
 /**
  * One fused AdamW step on one parameter tensor (a single kernel on every backend). Functional: returns new
- * tensors and leaves the inputs as they were. Not differentiable (an optimizer step is outside any tape).
+ * tensors and leaves the inputs as they were. Not differentiable: a tape that reaches it throws
+ * `NotDifferentiableError` (an optimizer step belongs outside the transformed function).
  */
 export function adamwUpdate(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, hyper: AdamWHyper): AdamWState {
   for (const t of [grad, m, v]) {
@@ -22,8 +23,9 @@ export function adamwUpdate(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, h
     }
   }
   if (!(hyper.step >= 1)) throw new ArgumentError('adamwUpdate', `step must be >= 1, got ${hyper.step}`);
-  const backend = backendOf('adamwUpdate', [param, grad, m, v]);
-  const [p1, m1, v1] = backend.adamw(kt('adamw', param), kt('adamw', grad), kt('adamw', m), kt('adamw', v), hyper);
-  const wrap = (s: typeof p1): Tensor => Tensor.fromStorage(backend, s, param.shape, param.dtype);
-  return { param: wrap(p1), m: wrap(m1), v: wrap(v1) };
+  const op = 'adamwUpdate';
+  const like = { shape: param.shape, dtype: param.dtype };
+  const kernel = (b: Backend): Storage[] => b.adamw(kt(op, param), kt(op, grad), kt(op, m), kt(op, v), hyper);
+  const [p1, m1, v1] = runOpMulti(op, [param, grad, m, v], [like, like, like], kernel, refuseGradient());
+  return { param: p1!, m: m1!, v: v1! };
 }

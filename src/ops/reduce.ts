@@ -1,9 +1,9 @@
 import type { ReduceOp } from '../core/backend.js';
 import { normAxes } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
-import { div, equal, exp, mul, sub, where } from './elementwise.js';
+import { cast, div, equal, exp, mul, sub, where } from './elementwise.js';
 import { expand, reshape } from './movement.js';
-import { kt, runOp } from './op.js';
+import { identityOp, kt, runOp } from './op.js';
 
 /** Reductions over axes (all axes when none are given), with `keepdims` as in NumPy. */
 export type Axes = number | readonly number[];
@@ -23,7 +23,7 @@ function finish(kept: Tensor, axes: number[], keepdims: boolean): Tensor {
 
 export function sum(x: Tensor, axes?: Axes, keepdims = false): Tensor {
   const ax = normAxes('sum', axes, x.rank);
-  if (ax.length === 0) return x;
+  if (ax.length === 0) return identityOp('sum', x);
   const kept = reduceKept('sum', x, ax, () => (g) => expand(g, x.shape));
   return finish(kept, ax, keepdims);
 }
@@ -45,7 +45,7 @@ export function min(x: Tensor, axes?: Axes, keepdims = false): Tensor {
 
 function extremum(op: 'max' | 'min', x: Tensor, axes: Axes | undefined, keepdims: boolean): Tensor {
   const ax = normAxes(op, axes, x.rank);
-  if (ax.length === 0) return x;
+  if (ax.length === 0) return identityOp(op, x);
   const kept = reduceKept(op, x, ax, (y) => (g) => {
     const mask = equal(x, y);
     return mul(expand(div(g, sum(mask, ax, true)), x.shape), mask);
@@ -55,8 +55,9 @@ function extremum(op: 'max' | 'min', x: Tensor, axes: Axes | undefined, keepdims
 
 /** log(sum(exp(x))) over axes, computed stably (the kernel subtracts the max). */
 export function logsumexp(x: Tensor, axes?: Axes, keepdims = false): Tensor {
+  if (x.dtype === 'i32') return logsumexp(cast(x, 'f32'), axes, keepdims);
   const ax = normAxes('logsumexp', axes, x.rank);
-  if (ax.length === 0) return x;
+  if (ax.length === 0) return identityOp('logsumexp', x);
   // A row of all -Infinity has y = -Infinity; shifting it by 0 instead keeps exp(x - y) at 0, not NaN (as JAX).
   const kept = reduceKept('logsumexp', x, ax, (y) => (g) => mul(g, exp(sub(x, where(equal(y, -Infinity), 0, y)))));
   return finish(kept, ax, keepdims);

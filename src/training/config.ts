@@ -82,6 +82,10 @@ export interface TrainConfig {
   readonly checkpointEvery: number;
   /** A checkpoint directory to resume from. */
   readonly resume: string | null;
+  /** Replace a non-empty output directory (refused otherwise, unless resuming in place). */
+  readonly overwrite: boolean;
+  /** A non-finite loss or gradient norm: end the run with an error (`stop`) or drop that update (`skip`). */
+  readonly onNonFinite: 'stop' | 'skip';
 }
 
 export const TRAIN_DEFAULTS: TrainConfig = {
@@ -117,6 +121,8 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   outputDir: null,
   checkpointEvery: 0,
   resume: null,
+  overwrite: false,
+  onNonFinite: 'stop',
 };
 
 /** A bad training setting: the field, the value and why. */
@@ -173,6 +179,8 @@ const SPEC: Spec<TrainConfig> = {
   outputDir: nullable(str),
   checkpointEvery: nonNegativeInt,
   resume: nullable(str),
+  overwrite: bool,
+  onNonFinite: oneOf(['stop', 'skip']),
 };
 
 const toError = (field: string, value: unknown, reason: string): TrainConfigError =>

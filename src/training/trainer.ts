@@ -25,7 +25,13 @@ import type { Tokenizer } from '../tasks/tokenizer.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
-import { updatePolicy, type AdamWSettings } from './rl-step.js';
+import { updatePolicy, type AdamWSettings, type UpdateResult } from './rl-step.js';
+import { BatchError } from '../objectives/errors.js';
+import { crashPoint, FileSystemError } from '../nn/atomic-dir.js';
+import { checkBounds } from './bounds.js';
+import { DivergedError, firstNonFinite } from './divergence.js';
+import { METRICS_FILE, metricsBytes, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
+import { checkResume, identityOf, runIdentity, type RunIdentity } from './resume-check.js';
 
 /**
  * The RLVR training loop: a supervised warm-start on worked solutions (so the policy starts with a non-trivial
@@ -76,6 +82,7 @@ interface Run {
   readonly objective: BoundObjective;
   readonly needsReference: boolean;
   readonly heldOut: readonly Problem[];
+  readonly identity: RunIdentity;
   readonly writer: MetricsWriter;
   readonly records: MetricRecord[];
   rng: Rng;
@@ -84,9 +91,11 @@ interface Run {
   reference: TransformerParams | null;
   at: Phase;
   warmStartEval: EvalResult | null;
+  /** The held-out result after RL, once the run has finished (a finished run resumed does not evaluate again). */
+  finalEval: EvalResult | null;
 }
 
-function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'rng'>> {
+function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng'>> {
   const task = userTask ?? taskFor(cfg);
   const tokenizer = tokenizerFor(task);
   let config: TransformerConfig;
@@ -102,6 +111,14 @@ function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<
     const why = `does not apply: ${cfg.objective} does not weigh rollouts by advantages`;
     return E.left(new TrainConfigError('advantage', cfg.advantage, why));
   }
+  const bounds = checkBounds(cfg, config);
+  if (bounds) return E.left(bounds);
+  const heldOut = heldOutProblems(task, cfg.evalPrompts, 1234);
+  const longest = Math.max(...heldOut.map((p) => tokenizer.encode(p.prompt).length + 1));
+  if (longest + cfg.maxCompletionLength > config.maxSeqLen) {
+    const why = `plus the longest prompt (${longest} tokens) exceeds the model's maxSeqLen ${config.maxSeqLen}`;
+    return E.left(new TrainConfigError('maxCompletionLength', cfg.maxCompletionLength, why));
+  }
   return E.right({
     cfg,
     task,
@@ -109,15 +126,21 @@ function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<
     config,
     objective: objective.right,
     needsReference: objective.right.klToReference || cfg.advantage === 'rcc',
-    heldOut: heldOutProblems(task, cfg.evalPrompts, 1234),
-    writer: new MetricsWriter(cfg.outputDir ? join(cfg.outputDir, 'metrics.jsonl') : null),
+    heldOut,
+    identity: runIdentity(cfg, objective.right.config),
+    writer: new MetricsWriter(cfg.outputDir ? join(cfg.outputDir, METRICS_FILE) : null),
     records: [],
   });
 }
 
 function emit(run: Run, record: MetricRecord, hooks: TrainHooks): void {
   run.records.push(record);
-  run.writer.write(record);
+  try {
+    run.writer.write(record);
+  } catch (e) {
+    throw FileSystemError.from(run.writer.path ?? METRICS_FILE, e);
+  }
+  crashPoint('metrics:line');
   hooks.onRecord?.(record);
 }
 
@@ -135,7 +158,14 @@ async function runEval(run: Run, hooks: TrainHooks, label: string): Promise<Eval
 }
 
 async function save(run: Run, dir: string): Promise<void> {
-  const trainerState: Json = { phase: run.at.phase, step: run.at.step, warmStartEval: run.warmStartEval ? { ...run.warmStartEval } : null };
+  const trainerState: Json = {
+    phase: run.at.phase,
+    step: run.at.step,
+    warmStartEval: run.warmStartEval ? { ...run.warmStartEval } : null,
+    finalEval: run.finalEval ? { ...run.finalEval } : null,
+    identity: { ...run.identity },
+    metricsBytes: await metricsBytes(run.cfg.outputDir),
+  };
   const res = await saveCheckpoint(dir, { config: run.config, params: run.params, optimizer: run.opt, rngs: { train: run.rng.state() }, trainerState })();
   if (E.isLeft(res)) throw res.left;
 }
@@ -149,18 +179,62 @@ async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> {
   const next = tidy(() => {
     const [loss, grads] = valueAndGrad((p: TransformerParams) => sftLoss(p, run.config, batch))(run.params);
     const stepped = adamwStep(run.params, grads, run.opt, { lr, maxGradNorm: cfg.maxGradNorm, weightDecay: cfg.weightDecay });
-    return { params: stepped.params, opt: stepped.state, loss };
+    return { params: stepped.params, opt: stepped.state, loss, gradNorm: stepped.gradNorm };
   });
-  dispose([run.params, run.opt]);
-  run.params = next.params;
-  run.opt = next.opt;
-  const loss = (await next.loss.data())[0]!;
-  next.loss.dispose();
+  const read = await readMetrics({ loss: next.loss, grad_norm: next.gradNorm });
+  const [loss, grad_norm] = [read.loss!, read.grad_norm!];
+  const skipped = adoptOrSkip(run, 'warmstart', read, next);
   run.at.step++;
   const seconds = (performance.now() - t0) / 1000;
-  const record: MetricRecord = { phase: 'warmstart', step: run.at.step, loss, lr, seconds, tokens_per_s: (batch.batchSize * (batch.promptLen + batch.completionLen)) / seconds };
+  const record: MetricRecord = {
+    phase: 'warmstart',
+    step: run.at.step,
+    loss,
+    grad_norm,
+    lr,
+    ...(skipped ? { skipped } : {}),
+    seconds,
+    tokens_per_s: (batch.batchSize * (batch.promptLen + batch.completionLen)) / seconds,
+  };
   emit(run, record, hooks);
   hooks.onProgress?.({ phase: 'warmstart', step: run.at.step, total: cfg.warmStartSteps, record });
+}
+
+/**
+ * Take the new parameters and moments if the step's loss and gradient norm are finite. Otherwise stop with a
+ * `DivergedError` (nothing is saved after it, so the last checkpoint is the last good state), or, with
+ * `onNonFinite: 'skip'`, drop the update and keep the state from before the step. Returns what was skipped.
+ */
+function adoptOrSkip(
+  run: Run,
+  phase: 'warmstart' | 'rl',
+  metrics: Readonly<Record<string, number>>,
+  next: { params: TransformerParams; opt: OptimizerState<TransformerParams> },
+): string | null {
+  const bad = firstNonFinite(metrics);
+  if (!bad) {
+    dispose([run.params, run.opt]);
+    run.params = next.params;
+    run.opt = next.opt;
+    return null;
+  }
+  dispose([next.params, next.opt]);
+  if (run.cfg.onNonFinite === 'stop') throw new DivergedError(phase, run.at.step + 1, bad[0], bad[1]);
+  return `${bad[0]} = ${bad[1]}`;
+}
+
+/**
+ * The objectives reject non-finite log-probs themselves (on the CPU): a policy that has diverged shows up there
+ * first. That is the same verdict as a non-finite loss: stop, or skip the update.
+ */
+function guardUpdate(run: Run, update: () => UpdateResult): UpdateResult & { skipped?: string } {
+  try {
+    return update();
+  } catch (e) {
+    if (!(e instanceof BatchError && e.kind === 'non-finite')) throw e;
+    if (run.cfg.onNonFinite === 'stop') throw new DivergedError('rl', run.at.step + 1, `batch.${e.field}`, Number.NaN);
+    return { params: run.params, opt: run.opt, metrics: {}, tokensScored: 0, skipped: e.message };
+  }
 }
 
 function rlSettings(cfg: TrainConfig): (step: number) => AdamWSettings {
@@ -174,6 +248,7 @@ function rlSettings(cfg: TrainConfig): (step: number) => AdamWSettings {
 
 async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const { cfg } = run;
+  run.finalEval = null; // a result after RL holds for the step it was taken at only
   const t0 = performance.now();
   const problems = sampleProblems(run.task, cfg.promptsPerStep, run.rng);
   const sampled: Rollouts = await sampleRollouts(run.params, run.config, run.tokenizer, problems.map((p) => p.prompt), run.rng, {
@@ -203,7 +278,7 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const sampledAt = performance.now();
   const settings = rlSettings(cfg);
   const rlStepIndex = run.at.step;
-  const result = updatePolicy(
+  const result = guardUpdate(run, () => updatePolicy(
     { params: run.params, opt: run.opt },
     run.config,
     {
@@ -219,11 +294,9 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
     },
     settings,
     run.rng,
-  );
-  if (result.params !== run.params) dispose([run.params, run.opt]);
-  run.params = result.params;
-  run.opt = result.opt;
+  ));
   const metrics = await readMetrics(result.metrics);
+  const skipped = result.skipped ?? (result.params === run.params ? null : adoptOrSkip(run, 'rl', metrics, result));
   run.at.step++;
   const seconds = (performance.now() - t0) / 1000;
   const stats = groupStats(rewards, rollouts.promptIndex);
@@ -238,6 +311,7 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
     // What the two interventions did this step, so a run shows they acted.
     ...(deltas ? { rcc_baseline_shift: rccBaselineShift(rewards, deltas, rollouts.promptIndex) } : {}),
     ...(scorer ? { bicc_conditioned: scorer.conditioned } : {}),
+    ...(skipped ? { skipped } : {}),
     lr: settings(run.opt.step - 1).lr,
     seconds,
     sample_seconds: (sampledAt - t0) / 1000,
@@ -303,7 +377,9 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
 async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): Promise<TrainResult> {
   const base = setup(cfg, opts.task);
   if (E.isLeft(base)) throw base.left;
-  const run: Run = { ...base.right, ...(cfg.resume ? await resume(cfg.resume, backend) : fresh(base.right.config, cfg.seed, backend)) };
+  if (cfg.outputDir) await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite });
+  const started = cfg.resume ? await resume(cfg.resume, backend, base.right) : fresh(base.right.config, cfg.seed, backend);
+  const run: Run = { ...base.right, ...started };
   const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
   const maybeSave = async (): Promise<void> => {
     if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0) await save(run, checkpointDir);
@@ -334,8 +410,10 @@ async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): 
     if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps) await runEval(run, opts, 'during-rl');
     await maybeSave();
   }
-  const final = await runEval(run, opts, 'after-rl');
-  if (checkpointDir) await save(run, checkpointDir);
+  const finished = run.finalEval !== null && run.at.phase === 'rl' && run.at.step === cfg.steps;
+  const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
+  run.finalEval = final;
+  if (checkpointDir && !finished) await save(run, checkpointDir);
   if (run.reference) dispose(run.reference);
   dispose(run.opt);
   return { backend, config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
@@ -353,23 +431,45 @@ async function loadReference(dir: string, backend: Backend): Promise<Transformer
 }
 
 /** The mutable part of a run at its start. */
-type RunStart = Pick<Run, 'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval'>;
+type RunStart = Pick<Run, 'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval'>;
 
 function fresh(config: TransformerConfig, seed: number, backend: Backend): RunStart {
   const rng = new Rng(seed);
   const params = initParams(config, rng, { backend });
-  return { rng, params, opt: adamwInit(params), reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null };
+  return { rng, params, opt: adamwInit(params), reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null, finalEval: null };
 }
 
-async function resume(dir: string, backend: Backend): Promise<RunStart> {
+async function resume(
+  dir: string,
+  backend: Backend,
+  command: Pick<Run, 'cfg' | 'config' | 'identity'>,
+): Promise<RunStart> {
   const res = await loadCheckpoint(dir, { backend })();
   if (E.isLeft(res)) throw res.left;
   const ck = res.right;
-  const state = ck.trainerState as { phase?: unknown; step?: unknown; warmStartEval?: unknown } | null;
+  type Saved = { phase?: unknown; step?: unknown; warmStartEval?: unknown; finalEval?: unknown; metricsBytes?: unknown };
+  const state = ck.trainerState as Saved | null;
   if (!state || (state.phase !== 'warmstart' && state.phase !== 'rl') || !Number.isInteger(state.step)) {
+    dispose([ck.params, ck.optimizer]);
     throw new TrainConfigError('resume', dir, 'has no trainer state (phase, step) to resume from');
   }
-  if (!ck.optimizer || !ck.rngs?.train) throw new TrainConfigError('resume', dir, 'lacks the optimizer state or the training RNG state');
+  if (!ck.optimizer || !ck.rngs?.train) {
+    dispose([ck.params, ck.optimizer]);
+    throw new TrainConfigError('resume', dir, 'lacks the optimizer state or the training RNG state');
+  }
+  const rlStepsTaken = state.phase === 'rl' ? (state.step as number) : 0;
+  const mismatch = checkResume(
+    { config: ck.config, identity: identityOf(state), rlStepsTaken },
+    { config: command.config, identity: command.identity },
+  );
+  if (mismatch) {
+    dispose([ck.params, ck.optimizer]);
+    throw mismatch;
+  }
+  const out = command.cfg.outputDir;
+  if (out && resumesInPlace(out, dir) && typeof state.metricsBytes === 'number') {
+    await truncateMetrics(out, state.metricsBytes);
+  }
   return {
     rng: Rng.fromState(ck.rngs.train),
     params: ck.params,
@@ -377,5 +477,6 @@ async function resume(dir: string, backend: Backend): Promise<RunStart> {
     reference: null,
     at: { phase: state.phase, step: state.step as number },
     warmStartEval: (state.warmStartEval as EvalResult | null) ?? null,
+    finalEval: (state.finalEval as EvalResult | null) ?? null,
   };
 }

@@ -1,0 +1,43 @@
+import { RlvrError } from '../core/errors.js';
+import { FileSystemError } from '../nn/atomic-dir.js';
+import { CheckpointError } from '../nn/safetensors.js';
+import { DivergedError } from '../training/divergence.js';
+
+/**
+ * One exit-status convention for `rlvr`, printed by `--help`. Every failure is one line on stderr naming what
+ * was wrong (the path and cause for a file); no stack trace reaches the user unless RLVR_DEBUG is set.
+ */
+export const EXIT = {
+  ok: 0,
+  /** A bug: an error the library did not expect (reported in one line; RLVR_DEBUG=1 prints the stack). */
+  internal: 1,
+  /** The command must change: bad flags or values, sizes over the limits, a refused --output, a resume mismatch. */
+  usage: 2,
+  /** A file could not be read or written, or a checkpoint is damaged. */
+  io: 3,
+  /** Training diverged: a non-finite loss or gradient norm (the last good checkpoint is kept). */
+  diverged: 4,
+} as const;
+
+export const EXIT_CODE_HELP = [
+  `  ${EXIT.ok}  success`,
+  `  ${EXIT.internal}  internal error (a bug; RLVR_DEBUG=1 prints the stack)`,
+  `  ${EXIT.usage}  usage: bad arguments or settings, sizes over the limits, --output refused, resume mismatch`,
+  `  ${EXIT.io}  a file could not be read or written, or a checkpoint is damaged`,
+  `  ${EXIT.diverged}  training diverged (non-finite loss or gradient norm)`,
+].join('\n');
+
+const isSystemError = (e: unknown): e is NodeJS.ErrnoException =>
+  e instanceof Error &&
+  typeof (e as NodeJS.ErrnoException).code === 'string' &&
+  (e as NodeJS.ErrnoException).syscall !== undefined;
+
+/** The exit status and the one line to print for an error that ended a command. */
+export function describeFailure(e: unknown): { code: number; line: string } {
+  if (e instanceof DivergedError) return { code: EXIT.diverged, line: e.message };
+  if (e instanceof FileSystemError || e instanceof CheckpointError) return { code: EXIT.io, line: e.message };
+  if (isSystemError(e)) return { code: EXIT.io, line: FileSystemError.from(e.path ?? '', e).message };
+  if (e instanceof RlvrError) return { code: EXIT.usage, line: e.message };
+  const message = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+  return { code: EXIT.internal, line: `internal error: ${message.split('\n')[0]} (RLVR_DEBUG=1 prints the stack)` };
+}

@@ -1,0 +1,213 @@
+import { createHash } from 'node:crypto';
+import { lstat, mkdir, open, readdir, readFile, readlink, rename, rm, stat, symlink, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { RlvrError } from '../core/errors.js';
+
+/**
+ * A directory that appears whole or not at all. `writeDirAtomic(dir, write)` lets `write` fill a fresh sibling
+ * directory, writes a manifest (every file's size and SHA-256) last, fsyncs the files and the directory, and then
+ * points `dir` at it by renaming a symbolic link over the old one (rename is atomic; readers see the old or the
+ * new directory, never a mix). Older generations are removed afterwards. `verifyManifest` checks a directory
+ * against its manifest on load. Any writer of a set of files (trainer checkpoints, Hugging Face exports) can
+ * use it: it only needs a callback that writes files into the directory it is given.
+ *
+ * Layout: `dir` -> `dir.gen-<n>/` (a relative symlink), `dir.gen-<n>/manifest.json`. A `dir` that is a plain
+ * directory (an older checkpoint, or one made by another tool) is read as is and replaced on the next save.
+ */
+export const MANIFEST = 'manifest.json';
+
+export interface ManifestEntry {
+  readonly size: number;
+  readonly sha256: string;
+}
+export interface Manifest {
+  readonly format: 'rlvr-wgpu/manifest-1';
+  readonly files: Readonly<Record<string, ManifestEntry>>;
+}
+
+/** A file system failure, as one line: the path and the cause (the system's code and message). */
+export class FileSystemError extends RlvrError {
+  constructor(
+    readonly path: string,
+    readonly code: string,
+    detail: string,
+  ) {
+    super(`${path}: ${detail}`);
+  }
+  static from(path: string, e: unknown): FileSystemError {
+    if (e instanceof FileSystemError) return e;
+    const err = e as NodeJS.ErrnoException;
+    const code = typeof err?.code === 'string' ? err.code : 'EIO';
+    const why = DESCRIPTIONS[code] ?? (err instanceof Error ? err.message.replace(/^[A-Z]+: /, '') : String(e));
+    return new FileSystemError(typeof err?.path === 'string' ? err.path : path, code, `${why} (${code})`);
+  }
+}
+
+const DESCRIPTIONS: Readonly<Record<string, string>> = {
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  EROFS: 'read-only file system',
+  ENOSPC: 'no space left on the device',
+  ENOENT: 'no such file or directory',
+  ENOTDIR: 'a component of the path is not a directory',
+  EISDIR: 'is a directory',
+  EEXIST: 'already exists',
+  ENOTEMPTY: 'directory not empty',
+  EDQUOT: 'disk quota exceeded',
+};
+
+/**
+ * Test-only crash points: `RLVR_TEST_CRASH_AT=<name>:<n>` kills the process (SIGKILL, nothing flushed) the n-th
+ * time the named point is reached, so a spec can interrupt a save between any two of its writes.
+ */
+const crashCounts = new Map<string, number>();
+export function crashPoint(name: string): void {
+  const spec = process.env.RLVR_TEST_CRASH_AT;
+  if (!spec) return;
+  const cut = spec.lastIndexOf(':');
+  if (spec.slice(0, cut) !== name) return;
+  const n = (crashCounts.get(name) ?? 0) + 1;
+  crashCounts.set(name, n);
+  if (n === Number(spec.slice(cut + 1))) process.kill(process.pid, 'SIGKILL');
+}
+
+async function fsyncPath(path: string): Promise<void> {
+  const h = await open(path, 'r');
+  try {
+    await h.sync();
+  } finally {
+    await h.close();
+  }
+}
+
+const sha256 = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex');
+
+async function listFiles(dir: string, prefix = ''): Promise<string[]> {
+  const out: string[] = [];
+  for (const e of await readdir(join(dir, prefix), { withFileTypes: true })) {
+    const rel = prefix ? `${prefix}/${e.name}` : e.name;
+    if (e.isDirectory()) out.push(...(await listFiles(dir, rel)));
+    else if (e.isFile()) out.push(rel);
+  }
+  return out.sort();
+}
+
+const GEN = /\.gen-(\d+)$/;
+
+async function generations(dir: string): Promise<{ name: string; n: number }[]> {
+  const parent = dirname(dir);
+  const base = basename(dir);
+  const names = await readdir(parent).catch(() => [] as string[]);
+  return names
+    .filter((n) => n.startsWith(`${base}.gen-`) && GEN.test(n))
+    .map((n) => ({ name: n, n: Number(GEN.exec(n)![1]) }))
+    .sort((a, b) => a.n - b.n);
+}
+
+/** Write a directory atomically (see the module comment). Throws `FileSystemError` naming the path and cause. */
+export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Promise<void>): Promise<void> {
+  const parent = dirname(dir);
+  const base = basename(dir);
+  await mkdir(parent, { recursive: true }).catch((e: unknown) => {
+    throw FileSystemError.from(parent, e);
+  });
+  const current = await lstat(dir).catch(() => null);
+  const gens = await generations(dir);
+  const next = (gens.at(-1)?.n ?? 0) + 1;
+  const genName = `${base}.gen-${next}`;
+  const genDir = join(parent, genName);
+  let step = genDir;
+  try {
+    await rm(genDir, { recursive: true, force: true });
+    await mkdir(genDir);
+    await write(genDir);
+    crashPoint('checkpoint:files-written');
+    const files: Record<string, ManifestEntry> = {};
+    for (const rel of await listFiles(genDir)) {
+      step = join(genDir, rel);
+      const data = await readFile(step);
+      files[rel] = { size: data.byteLength, sha256: sha256(data) };
+      await fsyncPath(step);
+    }
+    step = join(genDir, MANIFEST);
+    const manifest: Manifest = { format: 'rlvr-wgpu/manifest-1', files };
+    const h = await open(step, 'w');
+    try {
+      await h.writeFile(JSON.stringify(manifest, null, 2));
+      await h.sync();
+    } finally {
+      await h.close();
+    }
+    step = genDir;
+    await fsyncPath(genDir);
+    crashPoint('checkpoint:before-swap');
+    // A plain directory from an older save cannot be replaced by a rename of a link: move it aside first.
+    if (current?.isDirectory()) {
+      step = dir;
+      await rename(dir, join(parent, `${base}.gen-0`));
+    }
+    const link = join(parent, `${base}.link-${next}`);
+    step = link;
+    await unlink(link).catch(() => undefined);
+    await symlink(genName, link);
+    step = dir;
+    await rename(link, dir);
+    await fsyncPath(parent);
+    crashPoint('checkpoint:after-swap');
+  } catch (e) {
+    throw FileSystemError.from(step, e);
+  }
+  // Older generations are garbage now; failing to remove them loses nothing.
+  for (const g of await generations(dir))
+    if (g.name !== genName) await rm(join(parent, g.name), { recursive: true, force: true }).catch(() => undefined);
+}
+
+/**
+ * Resolve what `dir` points at; a crash between moving a plain directory aside and linking the new generation
+ * leaves no `dir`, only generations: the newest one with a manifest is then the checkpoint.
+ */
+export async function resolveDir(dir: string): Promise<string> {
+  const st = await lstat(dir).catch(() => null);
+  if (st?.isSymbolicLink()) return join(dirname(dir), await readlink(dir));
+  if (st) return dir;
+  const gens = (await generations(dir)).reverse();
+  for (const g of gens) {
+    const path = join(dirname(dir), g.name);
+    if (
+      await stat(join(path, MANIFEST)).then(
+        () => true,
+        () => false,
+      )
+    )
+      return path;
+  }
+  return dir;
+}
+
+export type ManifestProblem = { readonly file: string; readonly detail: string };
+
+/** Check every file the manifest lists (size, then SHA-256). Null when all agree or there is no manifest. */
+export async function verifyManifest(dir: string): Promise<ManifestProblem | null> {
+  const text = await readFile(join(dir, MANIFEST), 'utf8').catch(() => null);
+  if (text === null) return null;
+  let manifest: Manifest;
+  try {
+    manifest = JSON.parse(text) as Manifest;
+  } catch (e) {
+    return { file: MANIFEST, detail: `not valid JSON (${(e as Error).message})` };
+  }
+  const files = manifest?.files;
+  if (typeof files !== 'object' || files === null || Array.isArray(files))
+    return { file: MANIFEST, detail: 'has no files record' };
+  for (const [rel, entry] of Object.entries(files)) {
+    if (rel.includes('..') || typeof entry?.size !== 'number' || typeof entry?.sha256 !== 'string') {
+      return { file: MANIFEST, detail: `bad entry for ${JSON.stringify(rel)}` };
+    }
+    const data = await readFile(join(dir, rel)).catch(() => null);
+    if (data === null) return { file: rel, detail: 'is listed in the manifest but missing' };
+    if (data.byteLength !== entry.size)
+      return { file: rel, detail: `has ${data.byteLength} bytes, the manifest says ${entry.size}` };
+    if (sha256(data) !== entry.sha256) return { file: rel, detail: 'does not match its SHA-256 in the manifest' };
+  }
+  return null;
+}

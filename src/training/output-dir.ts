@@ -1,0 +1,97 @@
+import { lstat, mkdir, open, readdir, rm, stat, truncate, unlink } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { RlvrError } from '../core/errors.js';
+import { FileSystemError } from '../nn/atomic-dir.js';
+
+/**
+ * The run directory (`--output`): `metrics.jsonl`, `checkpoint` (a link to the newest whole checkpoint
+ * generation) and `reference`. It is checked before the run starts, so a bad path fails at once, in one line:
+ * - it must be a directory we can create and write (a probe file is written and removed);
+ * - a non-empty directory is refused unless it is the run being resumed (`--resume DIR/checkpoint` with
+ *   `--output DIR`) or `overwrite` is set (its contents are then deleted);
+ * - an existing `checkpoint` entry that is not a directory (or a link to one) is refused.
+ * Resuming into its own directory cuts `metrics.jsonl` back to the checkpoint's length, so the resumed steps
+ * replace the lines the interrupted run wrote after it.
+ */
+export class OutputDirError extends RlvrError {
+  constructor(
+    readonly path: string,
+    detail: string,
+  ) {
+    super(`--output ${path}: ${detail}`);
+  }
+}
+
+export const METRICS_FILE = 'metrics.jsonl';
+
+const fsError =
+  (path: string) =>
+  (e: unknown): never => {
+    throw FileSystemError.from(path, e);
+  };
+
+/** Whether `output` is the directory the resumed checkpoint lives in. */
+export const resumesInPlace = (output: string, resume: string | null): boolean =>
+  resume !== null && resolve(dirname(resume)) === resolve(output);
+
+export async function prepareOutputDir(
+  output: string,
+  opts: { resume: string | null; overwrite: boolean },
+): Promise<void> {
+  const st = await stat(output).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? null : fsError(output)(e)));
+  if (st && !st.isDirectory()) throw new OutputDirError(output, 'exists and is not a directory');
+  if (st) {
+    const entries = await readdir(output).catch(fsError(output));
+    if (entries.length > 0 && !resumesInPlace(output, opts.resume)) {
+      if (!opts.overwrite) {
+        throw new OutputDirError(
+          output,
+          `is not empty (${entries.length} entries); pass --overwrite to replace it, or --resume ${join(output, 'checkpoint')}`,
+        );
+      }
+      for (const e of entries)
+        await rm(join(output, e), { recursive: true, force: true }).catch(fsError(join(output, e)));
+    }
+  }
+  await mkdir(output, { recursive: true }).catch(fsError(output));
+  const probe = join(output, `.write-probe-${process.pid}`);
+  const h = await open(probe, 'w').catch(fsError(output));
+  await h.close();
+  await unlink(probe).catch(fsError(probe));
+  const ckpt = join(output, 'checkpoint');
+  const c = await lstat(ckpt).catch(() => null);
+  if (
+    c &&
+    !c.isDirectory() &&
+    !(
+      c.isSymbolicLink() &&
+      (await stat(ckpt).then(
+        (s) => s.isDirectory(),
+        () => false,
+      ))
+    )
+  ) {
+    throw new OutputDirError(output, `${ckpt} exists and is not a checkpoint directory`);
+  }
+}
+
+/** Cut `metrics.jsonl` back to `bytes` (its length when the checkpoint was saved). */
+export async function truncateMetrics(output: string, bytes: number): Promise<void> {
+  const path = join(output, METRICS_FILE);
+  const size = await stat(path).then(
+    (s) => s.size,
+    () => 0,
+  );
+  if (size < bytes)
+    throw new OutputDirError(output, `${path} has ${size} bytes, fewer than the ${bytes} it had at the checkpoint`);
+  if (size > bytes) await truncate(path, bytes).catch(fsError(path));
+}
+
+/** The current length of `metrics.jsonl` (0 when absent), recorded with every checkpoint. */
+export const metricsBytes = async (output: string | null): Promise<number> =>
+  output
+    ? stat(join(output, METRICS_FILE)).then(
+        (s) => s.size,
+        () => 0,
+      )
+    : 0;

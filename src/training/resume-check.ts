@@ -1,0 +1,82 @@
+import { RlvrError } from '../core/errors.js';
+import type { Json } from '../nn/checkpoint.js';
+import type { TransformerConfig } from '../nn/transformer.js';
+import type { TrainConfig } from './config.js';
+
+/**
+ * What a resumed run must share with the run that wrote the checkpoint. The rule (one, documented in
+ * ARCHITECTURE.md): the command states the run, the checkpoint must agree with it, and a difference is a
+ * `ResumeMismatchError` naming the field and both values; nothing is silently taken from either side.
+ * - always: the model config (every field of config.json) and the task (name and digits);
+ * - once RL has taken a step: the objective with its parsed options, the advantage, the RCC delta and BICC. A
+ *   checkpoint from the warm-start (or at RL step 0) carries nothing objective-specific, which is how one
+ *   warm-start serves several methods.
+ * Steps, learning rates and the other schedule settings may change on resume (extending a run is legitimate).
+ */
+export class ResumeMismatchError extends RlvrError {
+  constructor(
+    readonly field: string,
+    readonly checkpointValue: unknown,
+    readonly commandValue: unknown,
+  ) {
+    super(`resume: ${field} differs: the checkpoint has ${show(checkpointValue)}, the command ${show(commandValue)}`);
+  }
+}
+
+const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
+
+/** The run settings a checkpoint records in its trainer state. */
+export interface RunIdentity {
+  readonly task: string;
+  readonly digits: number | null;
+  readonly objective: string;
+  readonly objectiveConfig: Json;
+  readonly advantage: string;
+  readonly rccDelta: string;
+  readonly bicc: boolean;
+}
+
+export function runIdentity(cfg: TrainConfig, objectiveConfig: unknown): RunIdentity {
+  return {
+    task: cfg.task,
+    digits: cfg.digits,
+    objective: cfg.objective,
+    objectiveConfig: JSON.parse(JSON.stringify(objectiveConfig)) as Json,
+    advantage: cfg.advantage,
+    rccDelta: cfg.rccDelta,
+    bicc: cfg.bicc,
+  };
+}
+
+const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Compare a checkpoint with the command; `saved` is null for a checkpoint written before identities were
+ * recorded (then only the model config is compared).
+ */
+export function checkResume(
+  checkpoint: { config: TransformerConfig; identity: RunIdentity | null; rlStepsTaken: number },
+  command: { config: TransformerConfig; identity: RunIdentity },
+): ResumeMismatchError | null {
+  for (const key of Object.keys(command.config) as (keyof TransformerConfig)[]) {
+    if (checkpoint.config[key] !== command.config[key])
+      return new ResumeMismatchError(`model.${key}`, checkpoint.config[key], command.config[key]);
+  }
+  const saved = checkpoint.identity;
+  if (!saved) return null;
+  const always: (keyof RunIdentity)[] = ['task', 'digits'];
+  const afterRl: (keyof RunIdentity)[] = ['objective', 'objectiveConfig', 'advantage', 'rccDelta', 'bicc'];
+  for (const key of checkpoint.rlStepsTaken > 0 ? [...always, ...afterRl] : always) {
+    if (!same(saved[key], command.identity[key]))
+      return new ResumeMismatchError(key, saved[key], command.identity[key]);
+  }
+  return null;
+}
+
+/** The identity stored in a trainer state, if it has one of the right form. */
+export function identityOf(state: unknown): RunIdentity | null {
+  const id = (state as { identity?: unknown } | null)?.identity;
+  if (typeof id !== 'object' || id === null) return null;
+  const r = id as Record<string, unknown>;
+  return typeof r.task === 'string' && typeof r.objective === 'string' ? (id as RunIdentity) : null;
+}
