@@ -18,7 +18,9 @@ export type CheckpointErrorKind =
   | 'unexpected-tensor'
   | 'wrong-shape'
   | 'bad-config'
-  | 'bad-state';
+  | 'bad-state'
+  | 'missing-file'
+  | 'truncated';
 
 export class CheckpointError extends RlvrError {
   constructor(
@@ -26,8 +28,10 @@ export class CheckpointError extends RlvrError {
     /** The tensor name, header field or file the error is about. */
     readonly field: string,
     detail: string,
+    /** The file it was found in, when known. */
+    readonly file?: string,
   ) {
-    super(`checkpoint (${kind}) ${field}: ${detail}`);
+    super(`checkpoint (${kind}) ${file ? `${file}: ` : ''}${field}: ${detail}`);
   }
 }
 
