@@ -44,6 +44,7 @@ export function toHfConfig(c: TransformerConfig, extra: Readonly<Record<string, 
     rms_norm_eps: c.rmsEps,
     hidden_act: 'silu',
     tie_word_embeddings: c.tieEmbeddings !== false,
+    ...(c.padTokenId === undefined ? {} : { pad_token_id: c.padTokenId }),
     ...(architecture === 'Qwen2ForCausalLM' ? {} : { attention_bias: false }),
     ...(architecture === 'LlamaForCausalLM' ? { mlp_bias: false } : { use_sliding_window: false, sliding_window: null }),
   };
@@ -79,6 +80,7 @@ export function fromHfConfig(json: unknown, file = 'config.json'): E.Either<Chec
     maxSeqLen: num('max_position_embeddings'),
     rmsEps: num('rms_norm_eps', 1e-6),
     ...(j.head_dim === undefined || j.head_dim === null ? {} : { headDim: num('head_dim') }),
+    ...(j.pad_token_id === undefined || j.pad_token_id === null ? {} : { padTokenId: num('pad_token_id') }),
   };
   for (const v of Object.values(fields)) if (v instanceof CheckpointError) return E.left(v);
   if (j.tie_word_embeddings !== undefined && typeof j.tie_word_embeddings !== 'boolean') return bad('tie_word_embeddings', 'is not a boolean');

@@ -7,7 +7,7 @@ import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { causalAttention } from '../ops/attention.js';
 import { ones, randn, tensor, zeros } from '../ops/creation.js';
-import { add, mul, silu } from '../ops/elementwise.js';
+import { add, equal, greater, mul, silu, where } from '../ops/elementwise.js';
 import { gather } from '../ops/indexing.js';
 import { matmul } from '../ops/matmul.js';
 import { concat, expandDims, permute, reshape } from '../ops/movement.js';
@@ -44,6 +44,11 @@ export interface TransformerConfig {
   readonly qkNorm?: boolean;
   /** The LM head is the embedding matrix (default true) or a weight of its own, `lmHead.weight` [V, dModel]. */
   readonly tieEmbeddings?: boolean;
+  /**
+   * The padding token, whose embedding row gets no gradient from lookups (PyTorch's nn.Embedding padding_idx,
+   * which Llama/Qwen set from pad_token_id); the tied LM head still trains it. Default: none.
+   */
+  readonly padTokenId?: number;
 }
 
 /** A small default for the built-in tasks: fast enough to train on a 2-core CPU in minutes. */
@@ -58,6 +63,7 @@ export function validateConfig(c: TransformerConfig): TransformerConfig {
   if (c.headDim !== undefined && !(Number.isInteger(c.headDim) && c.headDim >= 1)) throw new ArgumentError('TransformerConfig', `headDim must be a positive integer, got ${c.headDim}`);
   if (headDim(c) % 2 !== 0) throw new ArgumentError('TransformerConfig', `the head dimension ${headDim(c)} must be even for RoPE`);
   if (c.nHeads % c.nKvHeads !== 0) throw new ArgumentError('TransformerConfig', `nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}`);
+  if (c.padTokenId !== undefined && !(Number.isInteger(c.padTokenId) && c.padTokenId >= 0 && c.padTokenId < c.vocabSize)) throw new ArgumentError('TransformerConfig', `padTokenId ${c.padTokenId} is not an id of the vocabulary`);
   if (!(c.ropeTheta > 0) || !(c.rmsEps > 0)) throw new ArgumentError('TransformerConfig', 'ropeTheta and rmsEps must be positive');
   return c;
 }
@@ -174,13 +180,17 @@ export function hiddenStates(
   const keyBias = extendBias(opts.cache?.keyBias ?? null, opts.keyBias ?? null, b, t);
   const ctx: AttentionContext = { config, b, t, rope, bias: keyBias ? reshape(keyBias, [b, 1, 1, 1, past + t]) : undefined };
 
+  // A padding query attends to nothing: its attention output is 0, as PyTorch's sdpa gives a query whose keys
+  // are all masked (left padding). Real positions never see padding keys, so only padding positions change.
+  const realQuery = opts.keyBias ? reshape(greater(opts.keyBias, PAD_BIAS / 2), [b * t, 1]) : null;
   let x = gather(params.embed.weight, tokens, 0);
+  if (config.padTokenId !== undefined) x = where(reshape(equal(tokens, config.padTokenId), [b, t, 1]), stopGradient(x), x);
   const layers: { k: Tensor; v: Tensor }[] = [];
   params.layers.forEach((p, l) => {
     const h = reshape(rmsNorm(x, p.attnNorm, config.rmsEps), [b * t, config.dModel]);
     const { out, k, v } = attention(p, h, ctx, opts.cache?.layers[l]);
     layers.push({ k, v });
-    x = add(x, reshape(out, [b, t, config.dModel]));
+    x = add(x, reshape(realQuery ? where(realQuery, out, 0) : out, [b, t, config.dModel]));
     const h2 = reshape(rmsNorm(x, p.mlpNorm, config.rmsEps), [b * t, config.dModel]);
     x = add(x, reshape(swiGlu(p, h2), [b, t, config.dModel]));
   });
