@@ -85,11 +85,6 @@ const ignorable = (name: string, config: TransformerConfig): boolean =>
 function plan(config: TransformerConfig, shards: ReadonlyMap<string, SafetensorsIndex>, weightMap: Map<string, string> | null): E.Either<CheckpointError, Map<string, string[]>> {
   const shapes = expectedShapes(config);
   const byFile = new Map<string, string[]>([...shards.keys()].map((f) => [f, []]));
-  for (const [file, index] of shards) {
-    for (const name of index.entries.keys()) {
-      if (!shapes.has(name) && !ignorable(name, config)) return E.left(new CheckpointError('unexpected-tensor', name, 'is not a parameter of this model (its config has no such tensor)', file));
-    }
-  }
   for (const [name, shape] of shapes) {
     const file = weightMap ? weightMap.get(name) : HF_FILES.model;
     if (file === undefined) return E.left(new CheckpointError('missing-tensor', name, `is not in the weight_map (expected shape [${shape.join(', ')}])`, HF_FILES.index));
@@ -100,6 +95,11 @@ function plan(config: TransformerConfig, shards: ReadonlyMap<string, Safetensors
     }
     if (entry.dtype === 'i32') return E.left(new CheckpointError('bad-dtype', name, 'a parameter must be a float tensor', file));
     byFile.get(file)!.push(name);
+  }
+  for (const [file, index] of shards) {
+    for (const name of index.entries.keys()) {
+      if (!shapes.has(name) && !ignorable(name, config)) return E.left(new CheckpointError('unexpected-tensor', name, 'is not a parameter of this model (its config has no such tensor)', file));
+    }
   }
   return E.right(byFile);
 }
