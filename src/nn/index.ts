@@ -35,3 +35,14 @@ export {
   type LoadOptions,
 } from './hf.js';
 export { type Checkpoint, type Json, CHECKPOINT_FILES, saveCheckpoint, loadCheckpoint } from './checkpoint.js';
+export {
+  loadHfCheckpoint,
+  saveHfCheckpoint,
+  HF_FILES,
+  COMPANION_FILES,
+  type HfModel,
+  type HfTokenIds,
+  type HfLoadOptions,
+  type HfSaveOptions,
+} from './hf-checkpoint.js';
+export { readSafetensorsIndex, streamTensors, writeSafetensorsFile, type SafetensorsIndex, type TensorToWrite, type StoredDType } from './safetensors-file.js';
