@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The command-line entry point (`rlvr`). */
 import * as E from 'fp-ts/lib/Either.js';
+import { join } from 'node:path';
 import { parseTrainArgs, TRAIN_USAGE } from './args.js';
 import { createProgress } from './progress.js';
 import { train } from '../training/trainer.js';
@@ -8,6 +9,8 @@ import { OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { RlvrError } from '../core/errors.js';
 import { openBackend } from '../backends/open.js';
 import { WebGpuBackend } from '../backends/webgpu/index.js';
+import { describeEstimate } from '../nn/memory.js';
+import { defaultMemoryLimits } from '../training/pretrained.js';
 
 const USAGE = `usage: rlvr <command> [options]
 
@@ -28,12 +31,16 @@ async function runTrain(argv: string[]): Promise<number> {
   }
   const backend = await openBackend(cfg.right.backend);
   if (backend instanceof WebGpuBackend) console.log(`rlvr: WebGPU adapter: ${backend.adapter.summary}`);
+  // A GPU buffer is bounded by the device's binding limit; the total by the host's memory (or --memory-limit-gb).
+  const maxBufferBytes = backend instanceof WebGpuBackend ? backend.runtime.device.limits.maxStorageBufferBindingSize : undefined;
   const progress = createProgress();
   let result;
   try {
     result = await train(cfg.right, {
       backend,
       onProgress: (p) => progress.step(p),
+      onMemoryEstimate: (e) => console.log(`rlvr: ${describeEstimate(e)}`),
+      memoryLimits: { ...defaultMemoryLimits(cfg.right), ...(maxBufferBytes === undefined ? {} : { maxBufferBytes }) },
       onRecord: (r) => {
         if (r.phase === 'eval') progress.eval(r);
       },
@@ -43,6 +50,7 @@ async function runTrain(argv: string[]): Promise<number> {
     // Releasing the device lets the process exit (Dawn keeps the event loop alive while a device lives).
     if (backend.name !== 'cpu') backend.dispose();
   }
+  if (cfg.right.modelDir && cfg.right.outputDir) console.log(`rlvr: trained model (Hugging Face format) in ${join(cfg.right.outputDir, 'model')}`);
   const before = result.warmStart?.passAt1;
   const after = result.final.passAt1;
   console.log(

@@ -46,3 +46,13 @@ export {
   type HfSaveOptions,
 } from './hf-checkpoint.js';
 export { readSafetensorsIndex, streamTensors, writeSafetensorsFile, type SafetensorsIndex, type TensorToWrite, type StoredDType } from './safetensors-file.js';
+export {
+  type MemoryEstimate,
+  type MemoryLimits,
+  type RunShape,
+  MemoryError,
+  countParameters,
+  estimateTrainingMemory,
+  describeEstimate,
+  checkFits,
+} from './memory.js';

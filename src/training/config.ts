@@ -61,6 +61,14 @@ export interface TrainConfig {
   readonly checkpointEvery: number;
   /** A checkpoint directory to resume from. */
   readonly resume: string | null;
+  /** A Hugging Face model directory (config.json, safetensors, tokenizer.json) to start from (null: a new model). */
+  readonly modelDir: string | null;
+  /** A JSON-lines file of { prompt, answer } rows, verified by the \boxed{} verifier, instead of `task`. */
+  readonly dataset: string | null;
+  /** Dtype of the Hub directory written at the end of a `modelDir` run. */
+  readonly saveDtype: 'f32' | 'bf16';
+  /** Refuse runs whose memory estimate exceeds this many GiB (null: the host's memory). */
+  readonly memoryLimitGb: number | null;
 }
 
 export const TRAIN_DEFAULTS: TrainConfig = {
@@ -96,6 +104,10 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   outputDir: null,
   checkpointEvery: 0,
   resume: null,
+  modelDir: null,
+  dataset: null,
+  saveDtype: 'f32',
+  memoryLimitGb: null,
 };
 
 /** A bad training setting: the field, the value and why. */
@@ -150,6 +162,8 @@ const CHECKS: readonly Check[] = [
   posInt('evalPrompts'),
   posInt('evalK'),
   nonNegInt('checkpointEvery'),
+  need('saveDtype', (c) => c.saveDtype === 'f32' || c.saveDtype === 'bf16', (c) => c.saveDtype, "must be 'f32' or 'bf16'"),
+  need('memoryLimitGb', (c) => c.memoryLimitGb === null || (Number.isFinite(c.memoryLimitGb) && c.memoryLimitGb > 0), (c) => c.memoryLimitGb, 'must be a number > 0'),
 ];
 
 /** Fill defaults and validate; the first bad field is reported. */
@@ -157,7 +171,9 @@ export function parseTrainConfig(input: Partial<TrainConfig> = {}): E.Either<Tra
   const known = new Set(Object.keys(TRAIN_DEFAULTS));
   const unknown = Object.keys(input).find((k) => !known.has(k));
   if (unknown) return E.left(new TrainConfigError(unknown, (input as Record<string, unknown>)[unknown], 'is not a training option'));
-  const cfg: TrainConfig = { ...TRAIN_DEFAULTS, ...input, model: { ...TRAIN_DEFAULTS.model, ...input.model } };
+  // A pretrained model needs no supervised warm-start unless one is asked for.
+  const warmStart = input.modelDir && input.warmStartSteps === undefined ? { warmStartSteps: 0 } : {};
+  const cfg: TrainConfig = { ...TRAIN_DEFAULTS, ...warmStart, ...input, model: { ...TRAIN_DEFAULTS.model, ...input.model } };
   for (const check of CHECKS) {
     const err = check(cfg);
     if (err) return E.left(err);

@@ -26,6 +26,8 @@ import { TrainConfigError, type TrainConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 import { updatePolicy, type AdamWSettings } from './rl-step.js';
+import { checkFits, estimateTrainingMemory, type MemoryEstimate, type MemoryLimits } from '../nn/memory.js';
+import { defaultMemoryLimits, loadDatasetTask, loadPretrainedParams, readPretrained, runShape, savePretrained, type PretrainedParts } from './pretrained.js';
 
 /**
  * The RLVR training loop: a supervised warm-start on worked solutions (so the policy starts with a non-trivial
@@ -38,6 +40,8 @@ export interface TrainHooks {
   readonly onRecord?: (record: MetricRecord) => void;
   /** Called once per step with the phase's progress, for a progress display. */
   readonly onProgress?: (p: { phase: 'warmstart' | 'rl'; step: number; total: number; record: MetricRecord }) => void;
+  /** The memory estimate, before anything is allocated. */
+  readonly onMemoryEstimate?: (estimate: MemoryEstimate) => void;
 }
 
 export interface TrainResult {
@@ -84,12 +88,16 @@ interface Run {
   warmStartEval: EvalResult | null;
 }
 
-function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'rng'>> {
+function setup(
+  cfg: TrainConfig,
+  userTask: Task<Problem> | undefined,
+  pretrained: PretrainedParts | null,
+): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'rng'>> {
   const task = userTask ?? taskFor(cfg);
-  const tokenizer = tokenizerFor(task);
+  const tokenizer = pretrained?.tokenizer ?? tokenizerFor(task);
   let config: TransformerConfig;
   try {
-    config = validateConfig(smallConfig(tokenizer.vocabSize, { ...cfg.model }));
+    config = pretrained?.config ?? validateConfig(smallConfig(tokenizer.vocabSize, { ...cfg.model }));
   } catch (e) {
     return E.left(new TrainConfigError('model', cfg.model, e instanceof Error ? e.message : String(e)));
   }
@@ -245,14 +253,26 @@ export interface TrainOptions extends TrainHooks {
   readonly backend?: Backend;
   /** A task of the user's (its own prompts and reward function) instead of the built-in `cfg.task`. */
   readonly task?: Task<Problem>;
+  /** What the device holds (default: the host's memory, or cfg.memoryLimitGb); a run estimated above is refused. */
+  readonly memoryLimits?: MemoryLimits;
 }
 
 /** Train from scratch (or resume from `cfg.resume`); returns held-out results after warm-start and after RL. */
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
   const backend = opts.backend ?? getDefaultBackend();
-  const base = setup(cfg, opts.task);
+  const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
+  const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
   if (E.isLeft(base)) throw base.left;
-  const run: Run = { ...base.right, ...(cfg.resume ? await resume(cfg.resume, backend) : fresh(base.right.config, cfg.seed, backend)) };
+  const estimate = estimateTrainingMemory(base.right.config, runShape(cfg, base.right.tokenizer, base.right.task, base.right.needsReference));
+  opts.onMemoryEstimate?.(estimate);
+  const refusal = checkFits(estimate, opts.memoryLimits ?? defaultMemoryLimits(cfg));
+  if (refusal) throw refusal;
+  const start = cfg.resume
+    ? await resume(cfg.resume, backend)
+    : pretrained
+      ? startFrom(await loadPretrainedParams(pretrained, backend), cfg.seed)
+      : fresh(base.right.config, cfg.seed, backend);
+  const run: Run = { ...base.right, ...start };
   const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
   const maybeSave = async (): Promise<void> => {
     if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0) await save(run, checkpointDir);
@@ -285,6 +305,8 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   }
   const final = await runEval(run, opts, 'after-rl');
   if (checkpointDir) await save(run, checkpointDir);
+  // A run from a Hub model ends with a Hub model directory (weights, config, tokenizer) that transformers loads.
+  if (pretrained && cfg.outputDir) await savePretrained(join(cfg.outputDir, 'model'), run.params, pretrained, cfg.saveDtype);
   if (run.reference) dispose(run.reference);
   dispose(run.opt);
   return { config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
@@ -306,7 +328,10 @@ type RunStart = Pick<Run, 'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmS
 
 function fresh(config: TransformerConfig, seed: number, backend: Backend): RunStart {
   const rng = new Rng(seed);
-  const params = initParams(config, rng, { backend });
+  return startFrom(initParams(config, rng, { backend }), seed, rng);
+}
+
+function startFrom(params: TransformerParams, seed: number, rng = new Rng(seed)): RunStart {
   return { rng, params, opt: adamwInit(params), reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null };
 }
 
