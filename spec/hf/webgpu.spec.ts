@@ -2,7 +2,16 @@ import { expect, it } from 'vitest';
 import * as T from '../../src/index.js';
 import { toHfNames } from '../../src/nn/hf.js';
 import { describeGpu } from '../webgpu/helpers.js';
-import { expectWithin, FIXTURES, greedy, inputsOf, loadModel, readReference, realPositions, tokenLogprobs } from './helpers.js';
+import {
+  expectWithin,
+  FIXTURES,
+  greedy,
+  inputsOf,
+  loadModel,
+  readReference,
+  realPositions,
+  tokenLogprobs,
+} from './helpers.js';
 
 /**
  * The same conformance against transformers 5.17 as conformance.spec.ts, with the checkpoints streamed onto the
@@ -23,7 +32,9 @@ for (const name of ['qwen2-tiny', 'qwen3-tiny']) {
       expectWithin('logits', await logits.data(), ref.logits, 1e-4, idx);
       const lp = T.tidy(() => tokenLogprobs(model, model.params, ref, gpu));
       expectWithin('token log-probs', await lp.data(), ref.tokenLogprobs, 1e-4);
-      const [, grads] = T.valueAndGrad((p: T.TransformerParams) => T.sum(tokenLogprobs(model, p, ref, gpu)))(model.params);
+      const [, grads] = T.valueAndGrad((p: T.TransformerParams) => T.sum(tokenLogprobs(model, p, ref, gpu)))(
+        model.params,
+      );
       const named = toHfNames(grads);
       for (const [hfName, want] of ref.grads) {
         const scale = Math.max(...Array.from(want, Math.abs));

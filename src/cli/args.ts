@@ -55,7 +55,10 @@ const OBJECTIVE_NUMBER_FLAGS: Readonly<Record<string, string>> = {
 };
 const OBJECTIVE_STRING_FLAGS: Readonly<Record<string, string>> = { 'loss-type': 'lossType', 'scale-rewards': 'scaleRewards' };
 
-const STRING_FLAGS = ['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'model', 'dataset', 'save-dtype'] as const;
+const STRING_FLAGS = [
+  ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta'],
+  ...['model', 'dataset', 'save-dtype'],
+] as const;
 
 export const TRAIN_USAGE = `usage: rlvr train [options]
 

@@ -32,7 +32,8 @@ async function runTrain(argv: string[]): Promise<number> {
   const backend = await openBackend(cfg.right.backend);
   if (backend instanceof WebGpuBackend) console.log(`rlvr: WebGPU adapter: ${backend.adapter.summary}`);
   // A GPU buffer is bounded by the device's binding limit; the total by the host's memory (or --memory-limit-gb).
-  const maxBufferBytes = backend instanceof WebGpuBackend ? backend.runtime.device.limits.maxStorageBufferBindingSize : undefined;
+  const maxBufferBytes =
+    backend instanceof WebGpuBackend ? backend.runtime.device.limits.maxStorageBufferBindingSize : undefined;
   const progress = createProgress();
   let result;
   try {
@@ -50,7 +51,9 @@ async function runTrain(argv: string[]): Promise<number> {
     // Releasing the device lets the process exit (Dawn keeps the event loop alive while a device lives).
     if (backend.name !== 'cpu') backend.dispose();
   }
-  if (cfg.right.modelDir && cfg.right.outputDir) console.log(`rlvr: trained model (Hugging Face format) in ${join(cfg.right.outputDir, 'model')}`);
+  if (cfg.right.modelDir && cfg.right.outputDir) {
+    console.log(`rlvr: trained model (Hugging Face format) in ${join(cfg.right.outputDir, 'model')}`);
+  }
   const before = result.warmStart?.passAt1;
   const after = result.final.passAt1;
   console.log(

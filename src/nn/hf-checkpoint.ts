@@ -11,7 +11,12 @@ import { tensor } from '../ops/creation.js';
 import { buildParams, expectedShapes, LM_HEAD, toHfNames } from './hf.js';
 import { fromHfConfig, toHfConfig } from './hf-config.js';
 import { CheckpointError } from './safetensors.js';
-import { readSafetensorsIndex, streamTensors, writeSafetensorsFile, type SafetensorsIndex } from './safetensors-file.js';
+import {
+  readSafetensorsIndex,
+  streamTensors,
+  writeSafetensorsFile,
+  type SafetensorsIndex,
+} from './safetensors-file.js';
 import type { TransformerConfig, TransformerParams } from './transformer.js';
 
 /**
@@ -30,7 +35,15 @@ export const HF_FILES = {
 } as const;
 
 /** Files that travel with a model when it is saved elsewhere (the tokenizer and generation settings). */
-export const COMPANION_FILES = ['tokenizer.json', 'tokenizer_config.json', 'special_tokens_map.json', 'generation_config.json', 'chat_template.jinja', 'vocab.json', 'merges.txt'] as const;
+export const COMPANION_FILES = [
+  'tokenizer.json',
+  'tokenizer_config.json',
+  'special_tokens_map.json',
+  'generation_config.json',
+  'chat_template.jinja',
+  'vocab.json',
+  'merges.txt',
+] as const;
 
 export interface HfModel {
   readonly config: TransformerConfig;
@@ -51,7 +64,10 @@ export interface HfLoadOptions {
   readonly dtype?: DType;
 }
 
-const io = (file: string) => (e: unknown): CheckpointError => new CheckpointError('io', file, e instanceof Error ? e.message : String(e), file);
+const io =
+  (file: string) =>
+  (e: unknown): CheckpointError =>
+    new CheckpointError('io', file, e instanceof Error ? e.message : String(e), file);
 
 async function readJson(dir: string, file: string, optional: boolean): Promise<E.Either<CheckpointError, unknown>> {
   let text: string;
@@ -59,19 +75,28 @@ async function readJson(dir: string, file: string, optional: boolean): Promise<E
     text = await readFile(join(dir, file), 'utf8');
   } catch (e) {
     if (optional && (e as NodeJS.ErrnoException).code === 'ENOENT') return E.right(undefined);
-    return E.left(new CheckpointError('missing-file', file, `cannot be read in ${dir} (${(e as Error).message})`, file));
+    return E.left(
+      new CheckpointError('missing-file', file, `cannot be read in ${dir} (${(e as Error).message})`, file),
+    );
   }
-  return E.tryCatch(() => JSON.parse(text) as unknown, (e) => new CheckpointError('bad-config', file, `not valid JSON (${(e as Error).message})`, file));
+  return E.tryCatch(
+    () => JSON.parse(text) as unknown,
+    (e) => new CheckpointError('bad-config', file, `not valid JSON (${(e as Error).message})`, file),
+  );
 }
 
 /** Which file holds each tensor: the index's weight_map, or every name in the one model.safetensors. */
-async function shardFiles(dir: string): Promise<E.Either<CheckpointError, { files: string[]; weightMap: Map<string, string> | null }>> {
+async function shardFiles(
+  dir: string,
+): Promise<E.Either<CheckpointError, { files: string[]; weightMap: Map<string, string> | null }>> {
   const index = await readJson(dir, HF_FILES.index, true);
   if (E.isLeft(index)) return index;
   if (index.right === undefined) return E.right({ files: [HF_FILES.model], weightMap: null });
   const map = (index.right as { weight_map?: unknown }).weight_map;
   if (typeof map !== 'object' || map === null || Object.values(map).some((f) => typeof f !== 'string')) {
-    return E.left(new CheckpointError('bad-header', 'weight_map', 'is not a map from tensor names to file names', HF_FILES.index));
+    return E.left(
+      new CheckpointError('bad-header', 'weight_map', 'is not a map from tensor names to file names', HF_FILES.index),
+    );
   }
   const weightMap = new Map(Object.entries(map as Record<string, string>));
   return E.right({ files: [...new Set(weightMap.values())].sort(), weightMap });
@@ -82,23 +107,52 @@ const ignorable = (name: string, config: TransformerConfig): boolean =>
   name.endsWith('.rotary_emb.inv_freq') || (name === LM_HEAD && config.tieEmbeddings !== false);
 
 /** Check every expected tensor against the headers; the plan says which names to read from which file. */
-function plan(config: TransformerConfig, shards: ReadonlyMap<string, SafetensorsIndex>, weightMap: Map<string, string> | null): E.Either<CheckpointError, Map<string, string[]>> {
+function plan(
+  config: TransformerConfig,
+  shards: ReadonlyMap<string, SafetensorsIndex>,
+  weightMap: Map<string, string> | null,
+): E.Either<CheckpointError, Map<string, string[]>> {
   const shapes = expectedShapes(config);
   const byFile = new Map<string, string[]>([...shards.keys()].map((f) => [f, []]));
   for (const [name, shape] of shapes) {
     const file = weightMap ? weightMap.get(name) : HF_FILES.model;
-    if (file === undefined) return E.left(new CheckpointError('missing-tensor', name, `is not in the weight_map (expected shape [${shape.join(', ')}])`, HF_FILES.index));
+    if (file === undefined)
+      return E.left(
+        new CheckpointError(
+          'missing-tensor',
+          name,
+          `is not in the weight_map (expected shape [${shape.join(', ')}])`,
+          HF_FILES.index,
+        ),
+      );
     const entry = shards.get(file)!.entries.get(name);
-    if (!entry) return E.left(new CheckpointError('missing-tensor', name, `expected shape [${shape.join(', ')}]`, file));
+    if (!entry)
+      return E.left(new CheckpointError('missing-tensor', name, `expected shape [${shape.join(', ')}]`, file));
     if (entry.shape.length !== shape.length || entry.shape.some((d, i) => d !== shape[i])) {
-      return E.left(new CheckpointError('wrong-shape', name, `has shape [${entry.shape.join(', ')}], expected [${shape.join(', ')}]`, file));
+      return E.left(
+        new CheckpointError(
+          'wrong-shape',
+          name,
+          `has shape [${entry.shape.join(', ')}], expected [${shape.join(', ')}]`,
+          file,
+        ),
+      );
     }
-    if (entry.dtype === 'i32') return E.left(new CheckpointError('bad-dtype', name, 'a parameter must be a float tensor', file));
+    if (entry.dtype === 'i32')
+      return E.left(new CheckpointError('bad-dtype', name, 'a parameter must be a float tensor', file));
     byFile.get(file)!.push(name);
   }
   for (const [file, index] of shards) {
     for (const name of index.entries.keys()) {
-      if (!shapes.has(name) && !ignorable(name, config)) return E.left(new CheckpointError('unexpected-tensor', name, 'is not a parameter of this model (its config has no such tensor)', file));
+      if (!shapes.has(name) && !ignorable(name, config))
+        return E.left(
+          new CheckpointError(
+            'unexpected-tensor',
+            name,
+            'is not a parameter of this model (its config has no such tensor)',
+            file,
+          ),
+        );
     }
   }
   return E.right(byFile);
@@ -109,19 +163,42 @@ const ids = (v: unknown): number[] | null => {
   return list.every((x) => Number.isInteger(x) && x >= 0) ? (list as number[]) : null;
 };
 
-function tokenIds(config: Record<string, unknown>, generation: Record<string, unknown>): E.Either<CheckpointError, HfTokenIds> {
+function tokenIds(
+  config: Record<string, unknown>,
+  generation: Record<string, unknown>,
+): E.Either<CheckpointError, HfTokenIds> {
   const pick = (field: string): unknown => generation[field] ?? config[field];
   const file = generation.eos_token_id !== undefined ? HF_FILES.generation : HF_FILES.config;
   const eos = ids(pick('eos_token_id'));
   const bos = ids(pick('bos_token_id'));
   const pad = ids(pick('pad_token_id'));
-  if (!eos) return E.left(new CheckpointError('bad-config', 'eos_token_id', `expected an id or a list of ids, got ${JSON.stringify(pick('eos_token_id'))}`, file));
-  if (!bos || bos.length > 1 || !pad || pad.length > 1) return E.left(new CheckpointError('bad-config', !bos || bos.length > 1 ? 'bos_token_id' : 'pad_token_id', 'expected one id or null', file));
+  if (!eos)
+    return E.left(
+      new CheckpointError(
+        'bad-config',
+        'eos_token_id',
+        `expected an id or a list of ids, got ${JSON.stringify(pick('eos_token_id'))}`,
+        file,
+      ),
+    );
+  if (!bos || bos.length > 1 || !pad || pad.length > 1)
+    return E.left(
+      new CheckpointError(
+        'bad-config',
+        !bos || bos.length > 1 ? 'bos_token_id' : 'pad_token_id',
+        'expected one id or null',
+        file,
+      ),
+    );
   return E.right({ eos, bos: bos[0] ?? null, pad: pad[0] ?? null });
 }
 
 /** Load a Hub model directory onto a backend (default: the default backend). */
-export function loadHfCheckpoint(dir: string, backend: Backend = getDefaultBackend(), opts: HfLoadOptions = {}): TE.TaskEither<CheckpointError, HfModel> {
+export function loadHfCheckpoint(
+  dir: string,
+  backend: Backend = getDefaultBackend(),
+  opts: HfLoadOptions = {},
+): TE.TaskEither<CheckpointError, HfModel> {
   return async () => {
     const json = await readJson(dir, HF_FILES.config, false);
     if (E.isLeft(json)) return json;
@@ -145,7 +222,9 @@ export function loadHfCheckpoint(dir: string, backend: Backend = getDefaultBacke
     const dtype = opts.dtype ?? 'f32';
     try {
       for (const [file, names] of reads.right) {
-        await streamTensors(shards.get(file)!, names, (name, t) => loaded.set(name, tensor(t.data, t.shape, { dtype, backend })));
+        await streamTensors(shards.get(file)!, names, (name, t) =>
+          loaded.set(name, tensor(t.data, t.shape, { dtype, backend })),
+        );
       }
     } catch (e) {
       dispose([...loaded.values()]);
@@ -169,7 +248,12 @@ export interface HfSaveOptions {
  * Write `config.json` and `model.safetensors` (Hugging Face names) into `dir`, one tensor in host memory at a
  * time, so `transformers` loads the directory as it is (`AutoModelForCausalLM.from_pretrained(dir)`).
  */
-export function saveHfCheckpoint(dir: string, params: TransformerParams, config: TransformerConfig, opts: HfSaveOptions = {}): TE.TaskEither<CheckpointError, void> {
+export function saveHfCheckpoint(
+  dir: string,
+  params: TransformerParams,
+  config: TransformerConfig,
+  opts: HfSaveOptions = {},
+): TE.TaskEither<CheckpointError, void> {
   return TE.tryCatch(async () => {
     await mkdir(dir, { recursive: true });
     const dtype = opts.dtype ?? 'f32';

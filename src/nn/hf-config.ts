@@ -24,7 +24,10 @@ export function architectureOf(c: TransformerConfig): Architecture {
 }
 
 /** The config.json fields for a config; `extra` (token ids, dtype) is merged first, so it cannot override these. */
-export function toHfConfig(c: TransformerConfig, extra: Readonly<Record<string, unknown>> = {}): Record<string, unknown> {
+export function toHfConfig(
+  c: TransformerConfig,
+  extra: Readonly<Record<string, unknown>> = {},
+): Record<string, unknown> {
   const architecture = architectureOf(c);
   return {
     ...extra,
@@ -46,7 +49,9 @@ export function toHfConfig(c: TransformerConfig, extra: Readonly<Record<string, 
     tie_word_embeddings: c.tieEmbeddings !== false,
     ...(c.padTokenId === undefined ? {} : { pad_token_id: c.padTokenId }),
     ...(architecture === 'Qwen2ForCausalLM' ? {} : { attention_bias: false }),
-    ...(architecture === 'LlamaForCausalLM' ? { mlp_bias: false } : { use_sliding_window: false, sliding_window: null }),
+    ...(architecture === 'LlamaForCausalLM'
+      ? { mlp_bias: false }
+      : { use_sliding_window: false, sliding_window: null }),
   };
 }
 
@@ -54,12 +59,18 @@ type Fields = Readonly<Record<string, unknown>>;
 
 /** Read a Hugging Face config.json (`file` names it in errors), validating each field. */
 export function fromHfConfig(json: unknown, file = 'config.json'): E.Either<CheckpointError, TransformerConfig> {
-  const bad = (field: string, detail: string): E.Either<CheckpointError, never> => E.left(new CheckpointError('bad-config', field, detail, file));
-  if (typeof json !== 'object' || json === null || Array.isArray(json)) return bad('config.json', 'is not a JSON object');
+  const bad = (field: string, detail: string): E.Either<CheckpointError, never> =>
+    E.left(new CheckpointError('bad-config', field, detail, file));
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    return bad('config.json', 'is not a JSON object');
   const j = json as Fields;
   const arch = architectureField(j);
   if (arch === null) {
-    return bad('architectures', `${JSON.stringify(j.architectures ?? j.model_type)} is not supported (supported: ${Object.keys(ARCHITECTURES).join(', ')})`);
+    return bad(
+      'architectures',
+      `${JSON.stringify(j.architectures ?? j.model_type)} is not supported ` +
+        `(supported: ${Object.keys(ARCHITECTURES).join(', ')})`,
+    );
   }
   const unsupported = unsupportedField(j, arch);
   if (unsupported) return bad(unsupported[0], unsupported[1]);
@@ -67,7 +78,9 @@ export function fromHfConfig(json: unknown, file = 'config.json'): E.Either<Chec
   if (typeof rope === 'string') return bad(rope.split(':')[0]!, rope.slice(rope.indexOf(':') + 1).trim());
   const num = (field: string, fallback?: number): number | CheckpointError => {
     const v = j[field] ?? fallback;
-    return typeof v === 'number' && Number.isFinite(v) ? v : new CheckpointError('bad-config', field, `expected a number, got ${JSON.stringify(v)}`, file);
+    return typeof v === 'number' && Number.isFinite(v)
+      ? v
+      : new CheckpointError('bad-config', field, `expected a number, got ${JSON.stringify(v)}`, file);
   };
   const heads = num('num_attention_heads');
   const fields = {
@@ -83,7 +96,8 @@ export function fromHfConfig(json: unknown, file = 'config.json'): E.Either<Chec
     ...(j.pad_token_id === undefined || j.pad_token_id === null ? {} : { padTokenId: num('pad_token_id') }),
   };
   for (const v of Object.values(fields)) if (v instanceof CheckpointError) return E.left(v);
-  if (j.tie_word_embeddings !== undefined && typeof j.tie_word_embeddings !== 'boolean') return bad('tie_word_embeddings', 'is not a boolean');
+  if (j.tie_word_embeddings !== undefined && typeof j.tie_word_embeddings !== 'boolean')
+    return bad('tie_word_embeddings', 'is not a boolean');
   const config: TransformerConfig = {
     ...(fields as unknown as Omit<TransformerConfig, 'ropeTheta'>),
     ropeTheta: rope,
@@ -107,7 +121,8 @@ function withoutDefaults(c: TransformerConfig): TransformerConfig {
 }
 
 function architectureField(j: Fields): Architecture | null {
-  if (Array.isArray(j.architectures)) return j.architectures.length === 1 && isArchitecture(j.architectures[0]) ? j.architectures[0] : null;
+  if (Array.isArray(j.architectures))
+    return j.architectures.length === 1 && isArchitecture(j.architectures[0]) ? j.architectures[0] : null;
   if (j.architectures !== undefined) return null;
   const byType = Object.entries(ARCHITECTURES).find(([, t]) => t === j.model_type);
   return byType ? (byType[0] as Architecture) : null;
@@ -115,15 +130,18 @@ function architectureField(j: Fields): Architecture | null {
 
 /** The first field that asks for something this model does not compute, with why. */
 function unsupportedField(j: Fields, arch: Architecture): [string, string] | null {
-  if (j.hidden_act !== undefined && j.hidden_act !== 'silu') return ['hidden_act', `${JSON.stringify(j.hidden_act)} is not supported (only silu)`];
-  if (arch !== 'Qwen2ForCausalLM' && j.attention_bias === true) return ['attention_bias', 'attention biases (with an o_proj bias) are not supported'];
+  if (j.hidden_act !== undefined && j.hidden_act !== 'silu')
+    return ['hidden_act', `${JSON.stringify(j.hidden_act)} is not supported (only silu)`];
+  if (arch !== 'Qwen2ForCausalLM' && j.attention_bias === true)
+    return ['attention_bias', 'attention biases (with an o_proj bias) are not supported'];
   if (j.mlp_bias === true) return ['mlp_bias', 'MLP biases are not supported'];
   if (j.use_sliding_window === true) return ['use_sliding_window', 'sliding-window attention is not supported'];
-  if (Array.isArray(j.layer_types) && j.layer_types.some((t) => t !== 'full_attention')) return ['layer_types', 'only full_attention layers are supported'];
+  if (Array.isArray(j.layer_types) && j.layer_types.some((t) => t !== 'full_attention'))
+    return ['layer_types', 'only full_attention layers are supported'];
   return null;
 }
 
-/** rope_theta from `rope_parameters` (transformers 5) or the top level (older); a string "field: reason" if unsupported. */
+/** rope_theta from `rope_parameters` (transformers 5) or the top level (older); "field: reason" if unsupported. */
 function ropeTheta(j: Fields): number | string {
   const scaling = j.rope_scaling;
   if (scaling !== undefined && scaling !== null) {
@@ -134,10 +152,16 @@ function ropeTheta(j: Fields): number | string {
   if (params !== undefined && params !== null) {
     if (typeof params !== 'object' || Array.isArray(params)) return 'rope_parameters: is not an object';
     const p = params as Fields;
-    if (p.rope_type !== undefined && p.rope_type !== 'default') return `rope_parameters.rope_type: RoPE type ${JSON.stringify(p.rope_type)} is not implemented`;
-    if (p.rope_theta !== undefined) return typeof p.rope_theta === 'number' && p.rope_theta > 0 ? p.rope_theta : `rope_parameters.rope_theta: expected a positive number`;
+    if (p.rope_type !== undefined && p.rope_type !== 'default')
+      return `rope_parameters.rope_type: RoPE type ${JSON.stringify(p.rope_type)} is not implemented`;
+    if (p.rope_theta !== undefined)
+      return typeof p.rope_theta === 'number' && p.rope_theta > 0
+        ? p.rope_theta
+        : `rope_parameters.rope_theta: expected a positive number`;
   }
   const top = j.rope_theta;
   if (top === undefined) return 10_000;
-  return typeof top === 'number' && top > 0 ? top : `rope_theta: expected a positive number, got ${JSON.stringify(top)}`;
+  return typeof top === 'number' && top > 0
+    ? top
+    : `rope_theta: expected a positive number, got ${JSON.stringify(top)}`;
 }

@@ -45,7 +45,9 @@ export interface ParamsLike<T> {
 export function toHfNames<T>(params: ParamsLike<T>): Map<string, T> {
   const out = new Map<string, T>([[EMBED, params.embed.weight]]);
   params.layers.forEach((layer, l) => {
-    for (const key of LAYER_KEYS) if (layer[key] !== undefined) out.set(`model.layers.${l}.${LAYER_NAMES[key]}`, layer[key]);
+    for (const key of LAYER_KEYS) {
+      if (layer[key] !== undefined) out.set(`model.layers.${l}.${LAYER_NAMES[key]}`, layer[key]);
+    }
   });
   out.set(FINAL_NORM, params.finalNorm);
   if (params.lmHead) out.set(LM_HEAD, params.lmHead.weight);
@@ -87,7 +89,8 @@ export function buildParams<T>(config: TransformerConfig, load: (hfName: string)
   const shapes = paramShapes(config);
   const layers = shapes.layers.map((layer, l) => {
     const keys = LAYER_KEYS.filter((k) => layer[k] !== undefined);
-    return Object.fromEntries(keys.map((k) => [k, load(`model.layers.${l}.${LAYER_NAMES[k]}`)])) as { [K in keyof LayerParams]?: T };
+    const entries = keys.map((k) => [k, load(`model.layers.${l}.${LAYER_NAMES[k]}`)]);
+    return Object.fromEntries(entries) as { [K in keyof LayerParams]?: T };
   });
   return {
     embed: { weight: load(EMBED) },
@@ -113,7 +116,10 @@ export function fromHfNames(tensors: ReadonlyMap<string, HostTensor>, config: Tr
   const prefix = opts.prefix ?? '';
   const shapes = expectedShapes(config);
   for (const name of tensors.keys()) {
-    if (name.startsWith(prefix) && !shapes.has(name.slice(prefix.length))) return E.left(new CheckpointError('unexpected-tensor', name, 'is not a parameter of this model (its config has no such tensor)'));
+    if (name.startsWith(prefix) && !shapes.has(name.slice(prefix.length))) {
+      const why = 'is not a parameter of this model (its config has no such tensor)';
+      return E.left(new CheckpointError('unexpected-tensor', name, why));
+    }
   }
   const loaded = new Map<string, HostTensor>();
   for (const [name, shape] of shapes) {

@@ -45,7 +45,14 @@ export {
   type HfLoadOptions,
   type HfSaveOptions,
 } from './hf-checkpoint.js';
-export { readSafetensorsIndex, streamTensors, writeSafetensorsFile, type SafetensorsIndex, type TensorToWrite, type StoredDType } from './safetensors-file.js';
+export {
+  readSafetensorsIndex,
+  streamTensors,
+  writeSafetensorsFile,
+  type SafetensorsIndex,
+  type TensorToWrite,
+  type StoredDType,
+} from './safetensors-file.js';
 export {
   type MemoryEstimate,
   type MemoryLimits,

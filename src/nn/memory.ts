@@ -41,7 +41,9 @@ const F32 = 4;
 export function countParameters(config: TransformerConfig): number {
   const s = paramShapes(config);
   const size = (shape: readonly number[] | undefined): number => (shape ? shape.reduce((a, d) => a * d, 1) : 0);
-  const perLayer = s.layers.map((l) => Object.values(l).reduce((a, shape) => a + size(shape), 0)).reduce((a, n) => a + n, 0);
+  const perLayer = s.layers
+    .map((l) => Object.values(l).reduce((a, shape) => a + size(shape), 0))
+    .reduce((a, n) => a + n, 0);
   return size(s.embed.weight) + perLayer + size(s.finalNorm) + size(s.lmHead?.weight);
 }
 
@@ -56,17 +58,34 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
   const activations = (run.minibatchRows * t * c.nLayers * perTokenLayer + logits) * F32;
   const sampling = (run.sampledRows * c.nLayers * 2 * c.nKvHeads * t * dh + 3 * run.sampledRows * c.vocabSize) * F32;
   const reference = run.withReference ? weights : 0;
-  const largestTensor = Math.max(c.vocabSize * c.dModel, run.minibatchRows * run.completionTokens * c.vocabSize, run.minibatchRows * c.nHeads * t * t) * F32;
+  const largestTensor =
+    Math.max(
+      c.vocabSize * c.dModel,
+      run.minibatchRows * run.completionTokens * c.vocabSize,
+      run.minibatchRows * c.nHeads * t * t,
+    ) * F32;
   const total = weights + weights + 2 * weights + reference + activations + sampling;
-  return { parameters, weights, gradients: weights, adamMoments: 2 * weights, reference, activations, sampling, total, largestTensor };
+  return {
+    parameters,
+    weights,
+    gradients: weights,
+    adamMoments: 2 * weights,
+    reference,
+    activations,
+    sampling,
+    total,
+    largestTensor,
+  };
 }
 
-const fmt = (bytes: number): string => (bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`);
+const fmt = (bytes: number): string =>
+  bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 export function describeEstimate(e: MemoryEstimate): string {
   return (
-    `memory estimate: ${fmt(e.total)} = weights ${fmt(e.weights)} (${(e.parameters / 1e6).toFixed(2)}M parameters) + gradients ${fmt(e.gradients)}` +
-    ` + AdamW moments ${fmt(e.adamMoments)}${e.reference ? ` + reference ${fmt(e.reference)}` : ''} + activations ${fmt(e.activations)}` +
+    `memory estimate: ${fmt(e.total)} = weights ${fmt(e.weights)} (${(e.parameters / 1e6).toFixed(2)}M parameters)` +
+    ` + gradients ${fmt(e.gradients)} + AdamW moments ${fmt(e.adamMoments)}` +
+    `${e.reference ? ` + reference ${fmt(e.reference)}` : ''} + activations ${fmt(e.activations)}` +
     ` + sampling ${fmt(e.sampling)}; largest tensor ${fmt(e.largestTensor)}`
   );
 }
@@ -89,9 +108,14 @@ export class MemoryError extends RlvrError {
 
 /** null when the estimate fits, else the error to refuse the run with. */
 export function checkFits(e: MemoryEstimate, limits: MemoryLimits): MemoryError | null {
-  if (e.total > limits.totalBytes) return new MemoryError(e, limits, `${fmt(e.total)} needed, ${fmt(limits.totalBytes)} available`);
+  if (e.total > limits.totalBytes)
+    return new MemoryError(e, limits, `${fmt(e.total)} needed, ${fmt(limits.totalBytes)} available`);
   if (limits.maxBufferBytes !== undefined && e.largestTensor > limits.maxBufferBytes) {
-    return new MemoryError(e, limits, `the largest tensor needs ${fmt(e.largestTensor)}, the device's largest buffer is ${fmt(limits.maxBufferBytes)}`);
+    return new MemoryError(
+      e,
+      limits,
+      `the largest tensor needs ${fmt(e.largestTensor)}, the device's largest buffer is ${fmt(limits.maxBufferBytes)}`,
+    );
   }
   return null;
 }

@@ -20,8 +20,12 @@ export interface SafetensorsIndex {
 
 const MAX_HEADER = 100 * 1024 * 1024;
 
-const fail = (kind: CheckpointError['kind'], field: string, detail: string, path: string): E.Either<CheckpointError, never> =>
-  E.left(new CheckpointError(kind, field, detail, basename(path)));
+const fail = (
+  kind: CheckpointError['kind'],
+  field: string,
+  detail: string,
+  path: string,
+): E.Either<CheckpointError, never> => E.left(new CheckpointError(kind, field, detail, basename(path)));
 
 async function readAt(handle: FileHandle, position: number, length: number): Promise<Uint8Array> {
   const out = new Uint8Array(length);
@@ -46,14 +50,16 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
     const size = (await handle.stat()).size;
     if (size < 8) return fail('truncated', 'header length', `the file has ${size} bytes, fewer than 8`, path);
     const n = Number(new DataView((await readAt(handle, 0, 8)).buffer).getBigUint64(0, true));
-    if (n > Math.min(MAX_HEADER, size - 8)) return fail('truncated', 'header length', `${n} header bytes do not fit in a file of ${size}`, path);
+    if (n > Math.min(MAX_HEADER, size - 8))
+      return fail('truncated', 'header length', `${n} header bytes do not fit in a file of ${size}`, path);
     let header: unknown;
     try {
       header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(await readAt(handle, 8, n)));
     } catch (e) {
       return fail('bad-header', 'header', `not valid UTF-8 JSON (${(e as Error).message})`, path);
     }
-    if (typeof header !== 'object' || header === null || Array.isArray(header)) return fail('bad-header', 'header', 'is not a JSON object', path);
+    if (typeof header !== 'object' || header === null || Array.isArray(header))
+      return fail('bad-header', 'header', 'is not a JSON object', path);
     const body = size - 8 - n;
     const entries = new Map<string, EntrySpec>();
     let metadata: Record<string, string> = {};
@@ -63,8 +69,15 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
         continue;
       }
       const spec = parseEntry(name, entry, Number.MAX_SAFE_INTEGER);
-      if (E.isLeft(spec)) return E.left(new CheckpointError(spec.left.kind, spec.left.field, spec.left.message, basename(path)));
-      if (spec.right.end > body) return fail('truncated', name, `needs bytes up to ${spec.right.end} of the data section, the file has ${body}`, path);
+      if (E.isLeft(spec))
+        return E.left(new CheckpointError(spec.left.kind, spec.left.field, spec.left.message, basename(path)));
+      if (spec.right.end > body)
+        return fail(
+          'truncated',
+          name,
+          `needs bytes up to ${spec.right.end} of the data section, the file has ${body}`,
+          path,
+        );
       entries.set(name, spec.right);
     }
     return E.right({ path, entries, metadata, dataStart: 8 + n });
@@ -74,7 +87,11 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
 }
 
 /** Read named tensors of one file, in file order, handing each to `use` before reading the next. */
-export async function streamTensors(index: SafetensorsIndex, names: readonly string[], use: (name: string, t: HostTensor) => void): Promise<void> {
+export async function streamTensors(
+  index: SafetensorsIndex,
+  names: readonly string[],
+  use: (name: string, t: HostTensor) => void,
+): Promise<void> {
   const ordered = [...names].sort((a, b) => index.entries.get(a)!.begin - index.entries.get(b)!.begin);
   const handle = await open(index.path, 'r');
   try {
@@ -101,7 +118,12 @@ export type StoredDType = 'F32' | 'BF16';
  * Write a safetensors file tensor by tensor (names sorted, as the Python library writes them). BF16 rounds each
  * f32 to nearest even, as `tensor.to(torch.bfloat16)` does.
  */
-export async function writeSafetensorsFile(path: string, tensors: readonly TensorToWrite[], dtype: StoredDType, metadata: Readonly<Record<string, string>> = {}): Promise<void> {
+export async function writeSafetensorsFile(
+  path: string,
+  tensors: readonly TensorToWrite[],
+  dtype: StoredDType,
+  metadata: Readonly<Record<string, string>> = {},
+): Promise<void> {
   const bytesPer = dtype === 'F32' ? 4 : 2;
   const sorted = [...tensors].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const header: Record<string, unknown> = Object.keys(metadata).length > 0 ? { __metadata__: metadata } : {};

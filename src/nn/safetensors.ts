@@ -151,13 +151,20 @@ export function parseEntry(name: string, entry: unknown, bodyLength: number): E.
   if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isNatural)) return fail('bad-offsets', name, `data_offsets ${JSON.stringify(offsets)} is not [begin, end]`);
   const [begin, end] = offsets as [number, number];
   const count = (shape as number[]).reduce((a, d) => a * d, 1);
-  if (begin > end || end > bodyLength) return fail('bad-offsets', name, `[${begin}, ${end}) is outside the ${bodyLength}-byte buffer`);
+  if (begin > end || end > bodyLength) {
+    return fail('bad-offsets', name, `[${begin}, ${end}) is outside the ${bodyLength}-byte buffer`);
+  }
   if (end - begin !== count * spec.bytes) return fail('bad-offsets', name, `${end - begin} bytes for ${count} elements of ${String(dtype)}`);
   return E.right({ code: dtype as string, dtype: spec.dtype, shape: shape as number[], begin, end });
 }
 
 function decodeEntry(name: string, entry: unknown, body: Uint8Array): E.Either<CheckpointError, HostTensor> {
-  return E.map((e: EntrySpec) => ({ dtype: e.dtype, shape: e.shape, data: decodeBytes(body.subarray(e.begin, e.end), e.code) }))(parseEntry(name, entry, body.length));
+  const decode = (e: EntrySpec): HostTensor => ({
+    dtype: e.dtype,
+    shape: e.shape,
+    data: decodeBytes(body.subarray(e.begin, e.end), e.code),
+  });
+  return E.map(decode)(parseEntry(name, entry, body.length));
 }
 
 /**

@@ -59,11 +59,21 @@ export function smallConfig(vocabSize: number, overrides: Partial<TransformerCon
 export function validateConfig(c: TransformerConfig): TransformerConfig {
   const ints = ['vocabSize', 'dModel', 'nLayers', 'nHeads', 'nKvHeads', 'dFf', 'maxSeqLen'] as const;
   for (const k of ints) if (!Number.isInteger(c[k]) || c[k] < 1) throw new ArgumentError('TransformerConfig', `${k} must be a positive integer, got ${c[k]}`);
-  if (c.headDim === undefined && c.dModel % c.nHeads !== 0) throw new ArgumentError('TransformerConfig', `dModel ${c.dModel} is not a multiple of nHeads ${c.nHeads} (give headDim)`);
-  if (c.headDim !== undefined && !(Number.isInteger(c.headDim) && c.headDim >= 1)) throw new ArgumentError('TransformerConfig', `headDim must be a positive integer, got ${c.headDim}`);
-  if (headDim(c) % 2 !== 0) throw new ArgumentError('TransformerConfig', `the head dimension ${headDim(c)} must be even for RoPE`);
+  const bad = (why: string): never => {
+    throw new ArgumentError('TransformerConfig', why);
+  };
+  if (c.headDim === undefined && c.dModel % c.nHeads !== 0) {
+    bad(`dModel ${c.dModel} is not a multiple of nHeads ${c.nHeads} (give headDim)`);
+  }
+  if (c.headDim !== undefined && !(Number.isInteger(c.headDim) && c.headDim >= 1)) {
+    bad(`headDim must be a positive integer, got ${c.headDim}`);
+  }
+  if (headDim(c) % 2 !== 0) bad(`the head dimension ${headDim(c)} must be even for RoPE`);
   if (c.nHeads % c.nKvHeads !== 0) throw new ArgumentError('TransformerConfig', `nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}`);
-  if (c.padTokenId !== undefined && !(Number.isInteger(c.padTokenId) && c.padTokenId >= 0 && c.padTokenId < c.vocabSize)) throw new ArgumentError('TransformerConfig', `padTokenId ${c.padTokenId} is not an id of the vocabulary`);
+  const pad = c.padTokenId;
+  if (pad !== undefined && !(Number.isInteger(pad) && pad >= 0 && pad < c.vocabSize)) {
+    bad(`padTokenId ${pad} is not an id of the vocabulary`);
+  }
   if (!(c.ropeTheta > 0) || !(c.rmsEps > 0)) throw new ArgumentError('TransformerConfig', 'ropeTheta and rmsEps must be positive');
   return c;
 }
@@ -119,6 +129,7 @@ export function initParams(config: TransformerConfig, rng: Rng, opts: InitOption
   const std = opts.std ?? 0.02;
   const residStd = std / Math.sqrt(2 * c.nLayers);
   const dh = headDim(c);
+  const kvOut = c.nKvHeads * dh;
   const w = (out: number, inp: number, s = std): Tensor => randn([out, inp], rng, { ...o, std: s });
   const embed = { weight: randn([c.vocabSize, c.dModel], rng, { ...o, std }) };
   const layers: LayerParams[] = [];
@@ -133,12 +144,13 @@ export function initParams(config: TransformerConfig, rng: Rng, opts: InitOption
       wGate: w(c.dFf, c.dModel),
       wUp: w(c.dFf, c.dModel),
       wDown: w(c.dModel, c.dFf, residStd),
-      ...(c.qkvBias ? { bq: zeros([c.nHeads * dh], o), bk: zeros([c.nKvHeads * dh], o), bv: zeros([c.nKvHeads * dh], o) } : {}),
+      ...(c.qkvBias ? { bq: zeros([c.nHeads * dh], o), bk: zeros([kvOut], o), bv: zeros([kvOut], o) } : {}),
       ...(c.qkNorm ? { qNorm: ones([dh], o), kNorm: ones([dh], o) } : {}),
     });
   }
   const finalNorm = ones([c.dModel], o);
-  return { embed, layers, finalNorm, ...(c.tieEmbeddings === false ? { lmHead: { weight: w(c.vocabSize, c.dModel) } } : {}) };
+  const head = c.tieEmbeddings === false ? { lmHead: { weight: w(c.vocabSize, c.dModel) } } : {};
+  return { embed, layers, finalNorm, ...head };
 }
 
 export interface ForwardOptions {
@@ -184,7 +196,9 @@ export function hiddenStates(
   // are all masked (left padding). Real positions never see padding keys, so only padding positions change.
   const realQuery = opts.keyBias ? reshape(greater(opts.keyBias, PAD_BIAS / 2), [b * t, 1]) : null;
   let x = gather(params.embed.weight, tokens, 0);
-  if (config.padTokenId !== undefined) x = where(reshape(equal(tokens, config.padTokenId), [b, t, 1]), stopGradient(x), x);
+  if (config.padTokenId !== undefined) {
+    x = where(reshape(equal(tokens, config.padTokenId), [b, t, 1]), stopGradient(x), x);
+  }
   const layers: { k: Tensor; v: Tensor }[] = [];
   params.layers.forEach((p, l) => {
     const h = reshape(rmsNorm(x, p.attnNorm, config.rmsEps), [b * t, config.dModel]);
@@ -213,8 +227,10 @@ function attention(p: LayerParams, h: Tensor, ctx: AttentionContext, cached: { k
   const { config, b, t, rope } = ctx;
   const dh = headDim(config);
   const group = config.nHeads / config.nKvHeads;
-  const q = applyRope(headNorm(reshape(project(h, p.wq, p.bq), [b, t, config.nHeads, dh]), p.qNorm, config), rope.cos, rope.sin);
-  const kNew = applyRope(headNorm(reshape(project(h, p.wk, p.bk), [b, t, config.nKvHeads, dh]), p.kNorm, config), rope.cos, rope.sin);
+  const qHeads = headNorm(reshape(project(h, p.wq, p.bq), [b, t, config.nHeads, dh]), p.qNorm, config);
+  const kHeads = headNorm(reshape(project(h, p.wk, p.bk), [b, t, config.nKvHeads, dh]), p.kNorm, config);
+  const q = applyRope(qHeads, rope.cos, rope.sin);
+  const kNew = applyRope(kHeads, rope.cos, rope.sin);
   const vNew = reshape(project(h, p.wv, p.bv), [b, t, config.nKvHeads, dh]);
   // Keys/values are kept as [B, Hkv, T, dh]; cached ones were rotated at their own positions.
   let k = permute(kNew, [0, 2, 1, 3]);
@@ -231,10 +247,12 @@ function attention(p: LayerParams, h: Tensor, ctx: AttentionContext, cached: { k
 }
 
 /** A projection with an optional bias (Qwen2's q/k/v). */
-const project = (h: Tensor, w: Tensor, bias: Tensor | undefined): Tensor => (bias ? add(linear(h, w), bias) : linear(h, w));
+const project = (h: Tensor, w: Tensor, bias: Tensor | undefined): Tensor =>
+  bias ? add(linear(h, w), bias) : linear(h, w);
 
 /** Qwen3's RMSNorm over each head [B, T, H, dh] (before RoPE), when the layer has one. */
-const headNorm = (x: Tensor, gain: Tensor | undefined, config: TransformerConfig): Tensor => (gain ? rmsNorm(x, gain, config.rmsEps) : x);
+const headNorm = (x: Tensor, gain: Tensor | undefined, config: TransformerConfig): Tensor =>
+  gain ? rmsNorm(x, gain, config.rmsEps) : x;
 
 /** SwiGLU: down(silu(gate(h)) * up(h)). */
 const swiGlu = (p: LayerParams, h: Tensor): Tensor => linear(mul(silu(linear(h, p.wGate)), linear(h, p.wUp)), p.wDown);

@@ -43,9 +43,14 @@ export function parseDataset(text: string, file: string): E.Either<DatasetError,
     } catch (e) {
       return E.left(new DatasetError(file, i + 1, 'line', `is not JSON (${(e as Error).message})`));
     }
-    const { prompt, answer } = (typeof row === 'object' && row !== null ? row : {}) as { prompt?: unknown; answer?: unknown };
-    if (typeof prompt !== 'string' || prompt === '') return E.left(new DatasetError(file, i + 1, 'prompt', 'must be a non-empty string'));
-    if (typeof answer !== 'string' && typeof answer !== 'number') return E.left(new DatasetError(file, i + 1, 'answer', 'must be a string or a number'));
+    const { prompt, answer } = (typeof row === 'object' && row !== null ? row : {}) as {
+      prompt?: unknown;
+      answer?: unknown;
+    };
+    if (typeof prompt !== 'string' || prompt === '')
+      return E.left(new DatasetError(file, i + 1, 'prompt', 'must be a non-empty string'));
+    if (typeof answer !== 'string' && typeof answer !== 'number')
+      return E.left(new DatasetError(file, i + 1, 'answer', 'must be a string or a number'));
     problems.push({ prompt, answer: String(answer) });
   }
   if (problems.length === 0) return E.left(new DatasetError(file, 0, 'file', 'has no rows'));

@@ -40,7 +40,11 @@ export interface HfTokenizerFiles {
 
 /** A special token of tokenizer_config.json: a string, or { content } (older files). */
 const tokenText = (v: unknown): string | null =>
-  typeof v === 'string' ? v : typeof v === 'object' && v !== null && typeof (v as { content?: unknown }).content === 'string' ? (v as { content: string }).content : null;
+  typeof v === 'string'
+    ? v
+    : typeof v === 'object' && v !== null && typeof (v as { content?: unknown }).content === 'string'
+      ? (v as { content: string }).content
+      : null;
 
 export class HfTokenizer implements Tokenizer {
   readonly vocabSize: number;
@@ -53,7 +57,11 @@ export class HfTokenizer implements Tokenizer {
   private readonly template: Template | null;
   private readonly specials: Record<string, string | null>;
 
-  private constructor(files: HfTokenizerFiles, hub: HubTokenizer, ids: { bos: number | null; eos: number; pad: number; stop: number[]; vocab: number }) {
+  private constructor(
+    files: HfTokenizerFiles,
+    hub: HubTokenizer,
+    ids: { bos: number | null; eos: number; pad: number; stop: number[]; vocab: number },
+  ) {
     this.hub = hub;
     this.vocabSize = ids.vocab;
     this.bos = ids.bos;
@@ -63,7 +71,11 @@ export class HfTokenizer implements Tokenizer {
     const t = files.chatTemplate ?? chatTemplateOf(files.config);
     this.chatTemplate = t;
     this.template = t === null ? null : new Template(t);
-    this.specials = { bos_token: tokenText(files.config.bos_token), eos_token: tokenText(files.config.eos_token), pad_token: tokenText(files.config.pad_token) };
+    this.specials = {
+      bos_token: tokenText(files.config.bos_token),
+      eos_token: tokenText(files.config.eos_token),
+      pad_token: tokenText(files.config.pad_token),
+    };
   }
 
   /** Build from parsed files; errors name the file and the field. */
@@ -72,23 +84,50 @@ export class HfTokenizer implements Tokenizer {
     try {
       hub = new HubTokenizer(files.tokenizer, files.config);
     } catch (e) {
-      return E.left(new TokenizerLoadError('tokenizer.json', 'model', `not a tokenizer the library reads (${(e as Error).message})`));
+      return E.left(
+        new TokenizerLoadError(
+          'tokenizer.json',
+          'model',
+          `not a tokenizer the library reads (${(e as Error).message})`,
+        ),
+      );
     }
     const idOf = (field: string): number | null | TokenizerLoadError => {
       const text = tokenText(files.config[field]);
       if (text === null) return null;
       const id = hub.token_to_id(text);
-      return id === undefined ? new TokenizerLoadError('tokenizer_config.json', field, `${JSON.stringify(text)} is not a token of tokenizer.json`) : id;
+      return id === undefined
+        ? new TokenizerLoadError(
+            'tokenizer_config.json',
+            field,
+            `${JSON.stringify(text)} is not a token of tokenizer.json`,
+          )
+        : id;
     };
     const bos = idOf('bos_token');
     const eos = idOf('eos_token');
     const pad = idOf('pad_token');
     for (const x of [bos, eos, pad]) if (x instanceof TokenizerLoadError) return E.left(x);
     const stop = [...new Set([...(typeof eos === 'number' ? [eos] : []), ...(files.generationEos ?? [])])];
-    if (stop.length === 0) return E.left(new TokenizerLoadError('tokenizer_config.json', 'eos_token', 'no EOS token (and no eos_token_id in generation_config.json)'));
+    if (stop.length === 0)
+      return E.left(
+        new TokenizerLoadError(
+          'tokenizer_config.json',
+          'eos_token',
+          'no EOS token (and no eos_token_id in generation_config.json)',
+        ),
+      );
     const vocab = vocabSizeOf(files.tokenizer);
     const eosId = typeof eos === 'number' ? eos : stop[0]!;
-    return E.right(new HfTokenizer(files, hub, { bos: bos as number | null, eos: eosId, pad: (pad as number | null) ?? eosId, stop, vocab }));
+    return E.right(
+      new HfTokenizer(files, hub, {
+        bos: bos as number | null,
+        eos: eosId,
+        pad: (pad as number | null) ?? eosId,
+        stop,
+        vocab,
+      }),
+    );
   }
 
   encode(text: string): number[] {
@@ -100,9 +139,18 @@ export class HfTokenizer implements Tokenizer {
   }
 
   /** The chat template applied to `messages` (transformers' apply_chat_template with tokenize=False). */
-  renderChat(messages: readonly ChatMessage[], opts: { addGenerationPrompt?: boolean; variables?: Readonly<Record<string, unknown>> } = {}): string {
-    if (!this.template) throw new TokenizerLoadError('tokenizer_config.json', 'chat_template', 'this tokenizer has no chat template');
-    return this.template.render({ ...this.specials, ...opts.variables, messages: messages.map((m) => ({ ...m })), add_generation_prompt: opts.addGenerationPrompt ?? true });
+  renderChat(
+    messages: readonly ChatMessage[],
+    opts: { addGenerationPrompt?: boolean; variables?: Readonly<Record<string, unknown>> } = {},
+  ): string {
+    if (!this.template)
+      throw new TokenizerLoadError('tokenizer_config.json', 'chat_template', 'this tokenizer has no chat template');
+    return this.template.render({
+      ...this.specials,
+      ...opts.variables,
+      messages: messages.map((m) => ({ ...m })),
+      add_generation_prompt: opts.addGenerationPrompt ?? true,
+    });
   }
 
   /** With a chat template: the prompt as one user turn followed by the assistant's header; else [BOS?, ...prompt]. */
@@ -132,7 +180,11 @@ function chatTemplateOf(config: Record<string, unknown>): string | null {
   return null;
 }
 
-async function readJson(dir: string, file: string, optional: boolean): Promise<E.Either<TokenizerLoadError, Record<string, unknown> | undefined>> {
+async function readJson(
+  dir: string,
+  file: string,
+  optional: boolean,
+): Promise<E.Either<TokenizerLoadError, Record<string, unknown> | undefined>> {
   let text: string;
   try {
     text = await readFile(join(dir, file), 'utf8');
@@ -140,10 +192,13 @@ async function readJson(dir: string, file: string, optional: boolean): Promise<E
     if (optional && (e as NodeJS.ErrnoException).code === 'ENOENT') return E.right(undefined);
     return E.left(new TokenizerLoadError(file, file, `cannot be read in ${dir} (${(e as Error).message})`));
   }
-  return E.tryCatch(() => JSON.parse(text) as Record<string, unknown>, (e) => new TokenizerLoadError(file, file, `not valid JSON (${(e as Error).message})`));
+  return E.tryCatch(
+    () => JSON.parse(text) as Record<string, unknown>,
+    (e) => new TokenizerLoadError(file, file, `not valid JSON (${(e as Error).message})`),
+  );
 }
 
-/** Load the tokenizer of a model directory: tokenizer.json (required), tokenizer_config.json, generation_config.json. */
+/** A model directory's tokenizer: tokenizer.json (required), tokenizer_config.json, generation_config.json. */
 export async function loadHfTokenizer(dir: string): Promise<E.Either<TokenizerLoadError, HfTokenizer>> {
   const tokenizer = await readJson(dir, 'tokenizer.json', false);
   if (E.isLeft(tokenizer)) return tokenizer;
@@ -153,7 +208,19 @@ export async function loadHfTokenizer(dir: string): Promise<E.Either<TokenizerLo
   if (E.isLeft(generation)) return generation;
   const eos = generation.right?.eos_token_id;
   const generationEos: unknown[] = Array.isArray(eos) ? eos : eos === undefined || eos === null ? [] : [eos];
-  if (!generationEos.every((x) => Number.isInteger(x) && (x as number) >= 0)) return E.left(new TokenizerLoadError('generation_config.json', 'eos_token_id', `expected an id or a list of ids, got ${JSON.stringify(eos)}`));
+  if (!generationEos.every((x) => Number.isInteger(x) && (x as number) >= 0))
+    return E.left(
+      new TokenizerLoadError(
+        'generation_config.json',
+        'eos_token_id',
+        `expected an id or a list of ids, got ${JSON.stringify(eos)}`,
+      ),
+    );
   const template = await readFile(join(dir, 'chat_template.jinja'), 'utf8').catch(() => undefined);
-  return HfTokenizer.fromFiles({ tokenizer: tokenizer.right!, config: config.right ?? {}, generationEos: generationEos as number[], ...(template === undefined ? {} : { chatTemplate: template }) });
+  return HfTokenizer.fromFiles({
+    tokenizer: tokenizer.right!,
+    config: config.right ?? {},
+    generationEos: generationEos as number[],
+    ...(template === undefined ? {} : { chatTemplate: template }),
+  });
 }

@@ -162,8 +162,13 @@ const CHECKS: readonly Check[] = [
   posInt('evalPrompts'),
   posInt('evalK'),
   nonNegInt('checkpointEvery'),
-  need('saveDtype', (c) => c.saveDtype === 'f32' || c.saveDtype === 'bf16', (c) => c.saveDtype, "must be 'f32' or 'bf16'"),
-  need('memoryLimitGb', (c) => c.memoryLimitGb === null || (Number.isFinite(c.memoryLimitGb) && c.memoryLimitGb > 0), (c) => c.memoryLimitGb, 'must be a number > 0'),
+  need('saveDtype', (c) => ['f32', 'bf16'].includes(c.saveDtype), (c) => c.saveDtype, "must be 'f32' or 'bf16'"),
+  need(
+    'memoryLimitGb',
+    (c) => c.memoryLimitGb === null || (Number.isFinite(c.memoryLimitGb) && c.memoryLimitGb > 0),
+    (c) => c.memoryLimitGb,
+    'must be a number > 0',
+  ),
 ];
 
 /** Fill defaults and validate; the first bad field is reported. */
@@ -173,7 +178,8 @@ export function parseTrainConfig(input: Partial<TrainConfig> = {}): E.Either<Tra
   if (unknown) return E.left(new TrainConfigError(unknown, (input as Record<string, unknown>)[unknown], 'is not a training option'));
   // A pretrained model needs no supervised warm-start unless one is asked for.
   const warmStart = input.modelDir && input.warmStartSteps === undefined ? { warmStartSteps: 0 } : {};
-  const cfg: TrainConfig = { ...TRAIN_DEFAULTS, ...warmStart, ...input, model: { ...TRAIN_DEFAULTS.model, ...input.model } };
+  const model = { ...TRAIN_DEFAULTS.model, ...input.model };
+  const cfg: TrainConfig = { ...TRAIN_DEFAULTS, ...warmStart, ...input, model };
   for (const check of CHECKS) {
     const err = check(cfg);
     if (err) return E.left(err);

@@ -34,13 +34,23 @@ export async function readPretrained(dir: string): Promise<PretrainedParts> {
   try {
     text = await readFile(join(dir, HF_FILES.config), 'utf8');
   } catch (e) {
-    throw new CheckpointError('missing-file', HF_FILES.config, `cannot be read in ${dir} (${(e as Error).message})`, HF_FILES.config);
+    throw new CheckpointError(
+      'missing-file',
+      HF_FILES.config,
+      `cannot be read in ${dir} (${(e as Error).message})`,
+      HF_FILES.config,
+    );
   }
   let json: unknown;
   try {
     json = JSON.parse(text);
   } catch (e) {
-    throw new CheckpointError('bad-config', HF_FILES.config, `not valid JSON (${(e as Error).message})`, HF_FILES.config);
+    throw new CheckpointError(
+      'bad-config',
+      HF_FILES.config,
+      `not valid JSON (${(e as Error).message})`,
+      HF_FILES.config,
+    );
   }
   const config = fromHfConfig(json, HF_FILES.config);
   if (E.isLeft(config)) throw config.left;
@@ -48,10 +58,16 @@ export async function readPretrained(dir: string): Promise<PretrainedParts> {
   if (E.isLeft(tokenizer)) throw tokenizer.left;
   const tok = tokenizer.right;
   if (tok.vocabSize > config.right.vocabSize) {
-    throw new TrainConfigError('model', dir, `has a tokenizer of ${tok.vocabSize} tokens but a model vocabulary of ${config.right.vocabSize}`);
+    throw new TrainConfigError(
+      'model',
+      dir,
+      `has a tokenizer of ${tok.vocabSize} tokens but a model vocabulary of ${config.right.vocabSize}`,
+    );
   }
   const j = json as Record<string, unknown>;
-  const extraConfig = Object.fromEntries(['bos_token_id', 'eos_token_id', 'pad_token_id'].filter((k) => j[k] !== undefined).map((k) => [k, j[k]]));
+  const extraConfig = Object.fromEntries(
+    ['bos_token_id', 'eos_token_id', 'pad_token_id'].filter((k) => j[k] !== undefined).map((k) => [k, j[k]]),
+  );
   return { dir, config: config.right, tokenizer: tok, extraConfig };
 }
 
@@ -62,8 +78,17 @@ export async function loadPretrainedParams(parts: PretrainedParts, backend: Back
 }
 
 /** Write the policy as a Hub directory (weights, config, the source directory's tokenizer and generation files). */
-export async function savePretrained(dir: string, params: TransformerParams, parts: PretrainedParts, dtype: 'f32' | 'bf16'): Promise<void> {
-  const res = await saveHfCheckpoint(dir, params, parts.config, { dtype, extraConfig: parts.extraConfig, companionsFrom: parts.dir })();
+export async function savePretrained(
+  dir: string,
+  params: TransformerParams,
+  parts: PretrainedParts,
+  dtype: 'f32' | 'bf16',
+): Promise<void> {
+  const res = await saveHfCheckpoint(dir, params, parts.config, {
+    dtype,
+    extraConfig: parts.extraConfig,
+    companionsFrom: parts.dir,
+  })();
   if (E.isLeft(res)) throw res.left;
 }
 
@@ -82,14 +107,24 @@ export async function loadDatasetTask(path: string): Promise<Task<Problem>> {
   // Training and evaluation draw from the hash split of the prompts: both sides need a row.
   for (const split of ['train', 'test'] as const) {
     if (!problems.right.some((p) => splitOf(p.prompt) === split)) {
-      throw new TrainConfigError('dataset', path, `has no ${split === 'test' ? 'held-out' : 'training'} row (10% of prompts are held out by a hash of the prompt): add rows`);
+      throw new TrainConfigError(
+        'dataset',
+        path,
+        `has no ${split === 'test' ? 'held-out' : 'training'} row ` +
+          '(10% of prompts are held out by a hash of the prompt): add rows',
+      );
     }
   }
   return datasetTask(problems.right);
 }
 
 /** The sizes a run works at: prompt tokens measured on prompts of the task (the longest of 32, plus a margin). */
-export function runShape(cfg: TrainConfig, tokenizer: Tokenizer, task: Task<Problem>, withReference: boolean): RunShape {
+export function runShape(
+  cfg: TrainConfig,
+  tokenizer: Tokenizer,
+  task: Task<Problem>,
+  withReference: boolean,
+): RunShape {
   const rng = new Rng(cfg.seed + 7);
   let longest = 1;
   for (let i = 0; i < 32; i++) longest = Math.max(longest, tokenizer.promptIds(task.generatePrompt(rng).prompt).length);
@@ -104,4 +139,6 @@ export function runShape(cfg: TrainConfig, tokenizer: Tokenizer, task: Task<Prob
 }
 
 /** The host's memory, or the configured limit. */
-export const defaultMemoryLimits = (cfg: TrainConfig): MemoryLimits => ({ totalBytes: cfg.memoryLimitGb !== null ? cfg.memoryLimitGb * 2 ** 30 : totalmem() });
+export const defaultMemoryLimits = (cfg: TrainConfig): MemoryLimits => ({
+  totalBytes: cfg.memoryLimitGb !== null ? cfg.memoryLimitGb * 2 ** 30 : totalmem(),
+});

@@ -27,7 +27,15 @@ import { evaluate, type EvalResult } from './evaluate.js';
 import { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 import { updatePolicy, type AdamWSettings } from './rl-step.js';
 import { checkFits, estimateTrainingMemory, type MemoryEstimate, type MemoryLimits } from '../nn/memory.js';
-import { defaultMemoryLimits, loadDatasetTask, loadPretrainedParams, readPretrained, runShape, savePretrained, type PretrainedParts } from './pretrained.js';
+import {
+  defaultMemoryLimits,
+  loadDatasetTask,
+  loadPretrainedParams,
+  readPretrained,
+  runShape,
+  savePretrained,
+  type PretrainedParts,
+} from './pretrained.js';
 
 /**
  * The RLVR training loop: a supervised warm-start on worked solutions (so the policy starts with a non-trivial
@@ -263,7 +271,8 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
   const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
   if (E.isLeft(base)) throw base.left;
-  const estimate = estimateTrainingMemory(base.right.config, runShape(cfg, base.right.tokenizer, base.right.task, base.right.needsReference));
+  const shape = runShape(cfg, base.right.tokenizer, base.right.task, base.right.needsReference);
+  const estimate = estimateTrainingMemory(base.right.config, shape);
   opts.onMemoryEstimate?.(estimate);
   const refusal = checkFits(estimate, opts.memoryLimits ?? defaultMemoryLimits(cfg));
   if (refusal) throw refusal;
@@ -306,7 +315,9 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
   const final = await runEval(run, opts, 'after-rl');
   if (checkpointDir) await save(run, checkpointDir);
   // A run from a Hub model ends with a Hub model directory (weights, config, tokenizer) that transformers loads.
-  if (pretrained && cfg.outputDir) await savePretrained(join(cfg.outputDir, 'model'), run.params, pretrained, cfg.saveDtype);
+  if (pretrained && cfg.outputDir) {
+    await savePretrained(join(cfg.outputDir, 'model'), run.params, pretrained, cfg.saveDtype);
+  }
   if (run.reference) dispose(run.reference);
   dispose(run.opt);
   return { config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
