@@ -47,4 +47,5 @@ export * as objectives from './objectives/index.js';
 export * from './nn/index.js';
 export * from './rl/index.js';
 export * from './tasks/index.js';
+export * from './tokenizers/index.js';
 export * from './training/index.js';

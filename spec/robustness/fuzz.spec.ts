@@ -82,7 +82,7 @@ describe('fuzz: the CLI parser', () => {
           expect(r.left.field.length).toBeGreaterThan(0);
         } else {
           // a parsed config is within the bounds or the bounds say why (never an untyped error)
-          const b = checkBounds(r.right, { vocabSize: 32 });
+          const b = checkBounds(r.right);
           expect(b === null || b instanceof TrainConfigError).toBe(true);
         }
       }),

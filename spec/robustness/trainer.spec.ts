@@ -8,6 +8,7 @@ import { treeLeaves } from '../../src/core/pytree.js';
 import { dispose } from '../../src/core/scope.js';
 import { tensor } from '../../src/ops/creation.js';
 import { CheckpointError } from '../../src/nn/safetensors.js';
+import { MemoryError } from '../../src/nn/memory.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/nn/checkpoint.js';
 import { adamwInit } from '../../src/nn/optim.js';
 import { initParams } from '../../src/nn/transformer.js';
@@ -216,10 +217,12 @@ describe('5. sizes are bounded before anything is allocated', () => {
     expect((await refused({ model: { ...TINY.model!, dModel: 1_000_000 } })).field).toBe('model.dModel');
     expect((await refused({ model: { ...TINY.model!, nLayers: 1e8 } })).field).toBe('model.nLayers');
     expect((await refused({ evalPrompts: 1e9 })).field).toBe('evalPrompts');
-    const big = await refused({
-      model: { dModel: 16_384, nLayers: 512, nHeads: 8, nKvHeads: 8, dFf: 65_536, maxSeqLen: 4096 },
-    });
-    expect(big.message).toMatch(/needs about [\d.]+ GiB \([\d,]+ parameters/);
+    const started: MetricRecord[] = [];
+    const big = cfgOf({ model: { dModel: 16_384, nLayers: 512, nHeads: 8, nKvHeads: 8, dFf: 65_536, maxSeqLen: 4096 } });
+    const e = await errorOf(train(big, { task, onRecord: (r) => started.push(r) }));
+    expect(started).toEqual([]);
+    expect(e).toBeInstanceOf(MemoryError);
+    expect((e as MemoryError).message).toMatch(/would not fit: [\d.]+ GiB needed.*\([\d.]+M parameters\)/);
   });
   it('--max-completion-length that cannot fit is refused before the warm-start runs', async () => {
     expect((await refused({ maxCompletionLength: 100, warmStartSteps: 3 })).field).toBe('maxCompletionLength');

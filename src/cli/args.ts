@@ -50,6 +50,7 @@ const NUMBER_FLAGS: readonly NumberFlag[] = [
   { flag: 'n-layers', key: 'model.nLayers', help: 'transformer layers' },
   { flag: 'n-heads', key: 'model.nHeads', help: 'attention heads' },
   { flag: 'n-kv-heads', key: 'model.nKvHeads', help: 'key/value heads (grouped-query attention)' },
+  { flag: 'memory-limit-gb', key: 'memoryLimitGb', help: 'refuse runs estimated above this (default: host memory)' },
 ];
 
 /** Objective options: passed to the objective's own parser under these names. */
@@ -63,7 +64,10 @@ const OBJECTIVE_NUMBER_FLAGS: Readonly<Record<string, string>> = {
 };
 const OBJECTIVE_STRING_FLAGS: Readonly<Record<string, string>> = { 'loss-type': 'lossType', 'scale-rewards': 'scaleRewards' };
 
-const STRING_FLAGS = ['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'] as const;
+const STRING_FLAGS = [
+  ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'],
+  ...['model', 'dataset', 'save-dtype'],
+] as const;
 
 const objectiveLines = OBJECTIVE_NAMES.map((name) => `      ${name.padEnd(8)} ${OBJECTIVES[name].summary}`).join('\n');
 
@@ -76,6 +80,10 @@ ${objectiveLines}
   --advantage group|rcc         --rcc-delta sum|mean      --bicc
   --overwrite                   replace a non-empty --output directory (refused otherwise, unless resuming it)
   --on-non-finite stop|skip     a NaN/Inf loss or gradient norm ends the run (default) or skips that update
+  --model DIR                   start from a Hugging Face model directory (config.json, safetensors, tokenizer.json);
+                                --output then ends with OUTPUT/model, a directory transformers loads (warm-start 0)
+  --dataset FILE.jsonl          {"prompt", "answer"} rows verified by \boxed{} (instead of --task)
+  --save-dtype f32|bf16         dtype of OUTPUT/model (default f32)
 ${NUMBER_FLAGS.map((f) => `  --${f.flag.padEnd(26)} ${f.help}`).join('\n')}
   objective options: ${[...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS)].map((f) => `--${f}`).join(' ')}
 
@@ -121,6 +129,9 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (str('output')) input.outputDir = str('output');
   if (str('advantage')) input.advantage = str('advantage');
   if (str('rcc-delta')) input.rccDelta = str('rcc-delta');
+  if (str('model')) input.modelDir = str('model');
+  if (str('dataset')) input.dataset = str('dataset');
+  if (str('save-dtype')) input.saveDtype = str('save-dtype');
   if (values.bicc) input.bicc = true;
   if (values.overwrite) input.overwrite = true;
   if (str('on-non-finite')) input.onNonFinite = str('on-non-finite');

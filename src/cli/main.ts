@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /** The command-line entry point (`rlvr`). */
 import * as E from 'fp-ts/lib/Either.js';
+import { join } from 'node:path';
 import { parseTrainArgs, TRAIN_USAGE } from './args.js';
 import { createProgress } from './progress.js';
 import { train } from '../training/trainer.js';
@@ -8,6 +9,7 @@ import { OBJECTIVES } from '../objectives/registry.js';
 import { RlvrError } from '../core/errors.js';
 import { BACKENDS, openBackend } from '../backends/registry.js';
 import { describeFailure, EXIT, EXIT_CODE_HELP } from './exit-codes.js';
+import { describeEstimate } from '../nn/memory.js';
 
 const USAGE = `usage: rlvr <command> [options]
 
@@ -37,6 +39,7 @@ async function runTrain(argv: string[]): Promise<number> {
     result = await train(cfg.right, {
       backend,
       onProgress: (p) => progress.step(p),
+      onMemoryEstimate: (e) => console.log(`rlvr: ${describeEstimate(e)}`),
       onRecord: (r) => {
         if (r.phase === 'eval') progress.eval(r);
       },
@@ -45,6 +48,9 @@ async function runTrain(argv: string[]): Promise<number> {
     progress.stop();
     // Releasing the device lets the process exit (Dawn keeps the event loop alive while a device lives).
     backend.dispose();
+  }
+  if (cfg.right.modelDir && cfg.right.outputDir) {
+    console.log(`rlvr: trained model (Hugging Face format) in ${join(cfg.right.outputDir, 'model')}`);
   }
   const before = result.warmStart?.passAt1;
   const after = result.final.passAt1;

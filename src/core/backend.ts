@@ -61,6 +61,8 @@ export interface Backend {
   readonly batchInvariant: boolean;
   /** One line naming the backend and its device, for logs and reports. */
   describe(): string;
+  /** The largest single buffer it can bind (a GPU's storage-binding limit); undefined: host memory bounds it. */
+  readonly maxBufferBytes?: number;
 
   upload(values: TypedArray, dtype: DType): Storage;
   read(x: KernelTensor): Promise<TypedArray>;

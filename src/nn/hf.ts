@@ -5,12 +5,12 @@ import { getDefaultBackend } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { CheckpointError, type HostTensor } from './safetensors.js';
-import { headDim, validateConfig, type LayerParams, type TransformerConfig, type TransformerParams } from './transformer.js';
+import { headDim, type LayerParams, type TransformerConfig, type TransformerParams } from './transformer.js';
 
 /**
- * The Hugging Face Llama names of the parameters (Qwen2 uses the same ones, plus q/k/v biases this model does
- * not have). Linear weights are [out, in] on both sides, so no transposes. The tied LM head has no tensor of its
- * own (tie_word_embeddings: true).
+ * The Hugging Face names of the parameters (Llama, Qwen2 and Qwen3 share them; Qwen2 adds q/k/v biases, Qwen3
+ * q/k norms). Linear weights are [out, in] on both sides, so no transposes. A tied LM head has no tensor of its
+ * own (tie_word_embeddings: true); an untied one is `lm_head.weight`.
  */
 const LAYER_NAMES: Record<keyof LayerParams, string> = {
   attnNorm: 'input_layernorm.weight',
@@ -22,25 +22,43 @@ const LAYER_NAMES: Record<keyof LayerParams, string> = {
   wGate: 'mlp.gate_proj.weight',
   wUp: 'mlp.up_proj.weight',
   wDown: 'mlp.down_proj.weight',
+  bq: 'self_attn.q_proj.bias',
+  bk: 'self_attn.k_proj.bias',
+  bv: 'self_attn.v_proj.bias',
+  qNorm: 'self_attn.q_norm.weight',
+  kNorm: 'self_attn.k_norm.weight',
 };
+const LAYER_KEYS = Object.keys(LAYER_NAMES) as (keyof LayerParams)[];
 const EMBED = 'model.embed_tokens.weight';
 const FINAL_NORM = 'model.norm.weight';
+export const LM_HEAD = 'lm_head.weight';
+
+/** A pytree shaped like the parameters, with leaves of any type (tensors, moments, shapes). */
+export interface ParamsLike<T> {
+  readonly embed: { readonly weight: T };
+  readonly layers: readonly { readonly [K in keyof LayerParams]?: T }[];
+  readonly finalNorm: T;
+  readonly lmHead?: { readonly weight: T };
+}
 
 /** Every parameter under its Hugging Face name (for pytrees shaped like the parameters: moments too). */
-export function toHfNames<T>(params: { embed: { weight: T }; layers: readonly Record<keyof LayerParams, T>[]; finalNorm: T }): Map<string, T> {
+export function toHfNames<T>(params: ParamsLike<T>): Map<string, T> {
   const out = new Map<string, T>([[EMBED, params.embed.weight]]);
   params.layers.forEach((layer, l) => {
-    for (const key of Object.keys(LAYER_NAMES) as (keyof LayerParams)[]) out.set(`model.layers.${l}.${LAYER_NAMES[key]}`, layer[key]);
+    for (const key of LAYER_KEYS) {
+      if (layer[key] !== undefined) out.set(`model.layers.${l}.${LAYER_NAMES[key]}`, layer[key]);
+    }
   });
   out.set(FINAL_NORM, params.finalNorm);
+  if (params.lmHead) out.set(LM_HEAD, params.lmHead.weight);
   return out;
 }
 
-/** The expected shape of every Hugging Face name for a config. */
-export function expectedShapes(config: TransformerConfig): Map<string, number[]> {
+/** The shape of every parameter of a config, as a pytree (the optional tensors only where the config has them). */
+export function paramShapes(config: TransformerConfig): ParamsLike<number[]> {
   const c = config;
   const dh = headDim(c);
-  const layer: Record<keyof LayerParams, number[]> = {
+  const layer: { [K in keyof LayerParams]?: number[] } = {
     attnNorm: [c.dModel],
     wq: [c.nHeads * dh, c.dModel],
     wk: [c.nKvHeads * dh, c.dModel],
@@ -50,8 +68,36 @@ export function expectedShapes(config: TransformerConfig): Map<string, number[]>
     wGate: [c.dFf, c.dModel],
     wUp: [c.dFf, c.dModel],
     wDown: [c.dModel, c.dFf],
+    ...(c.qkvBias ? { bq: [c.nHeads * dh], bk: [c.nKvHeads * dh], bv: [c.nKvHeads * dh] } : {}),
+    ...(c.qkNorm ? { qNorm: [dh], kNorm: [dh] } : {}),
   };
-  return toHfNames({ embed: { weight: [c.vocabSize, c.dModel] }, layers: Array.from({ length: c.nLayers }, () => layer), finalNorm: [c.dModel] });
+  return {
+    embed: { weight: [c.vocabSize, c.dModel] },
+    layers: Array.from({ length: c.nLayers }, () => layer),
+    finalNorm: [c.dModel],
+    ...(c.tieEmbeddings === false ? { lmHead: { weight: [c.vocabSize, c.dModel] } } : {}),
+  };
+}
+
+/** The expected shape of every Hugging Face name for a config. */
+export function expectedShapes(config: TransformerConfig): Map<string, number[]> {
+  return toHfNames(paramShapes(config));
+}
+
+/** Build the parameter pytree from a function that gives the tensor of each Hugging Face name. */
+export function buildParams<T>(config: TransformerConfig, load: (hfName: string) => T): ParamsLike<T> {
+  const shapes = paramShapes(config);
+  const layers = shapes.layers.map((layer, l) => {
+    const keys = LAYER_KEYS.filter((k) => layer[k] !== undefined);
+    const entries = keys.map((k) => [k, load(`model.layers.${l}.${LAYER_NAMES[k]}`)]);
+    return Object.fromEntries(entries) as { [K in keyof LayerParams]?: T };
+  });
+  return {
+    embed: { weight: load(EMBED) },
+    layers,
+    finalNorm: load(FINAL_NORM),
+    ...(shapes.lmHead ? { lmHead: { weight: load(LM_HEAD) } } : {}),
+  };
 }
 
 export interface LoadOptions {
@@ -70,7 +116,10 @@ export function fromHfNames(tensors: ReadonlyMap<string, HostTensor>, config: Tr
   const prefix = opts.prefix ?? '';
   const shapes = expectedShapes(config);
   for (const name of tensors.keys()) {
-    if (name.startsWith(prefix) && !shapes.has(name.slice(prefix.length))) return E.left(new CheckpointError('unexpected-tensor', name, 'is not a parameter of this model (untied lm_head and biases are not supported)'));
+    if (name.startsWith(prefix) && !shapes.has(name.slice(prefix.length))) {
+      const why = 'is not a parameter of this model (its config has no such tensor)';
+      return E.left(new CheckpointError('unexpected-tensor', name, why));
+    }
   }
   const loaded = new Map<string, HostTensor>();
   for (const [name, shape] of shapes) {
@@ -88,58 +137,7 @@ export function fromHfNames(tensors: ReadonlyMap<string, HostTensor>, config: Tr
     const dtype = opts.dtype ?? t.dtype;
     return tensor(t.data, t.shape, { dtype, backend });
   };
-  const layers: LayerParams[] = Array.from({ length: config.nLayers }, (_, l) => {
-    const entries = (Object.keys(LAYER_NAMES) as (keyof LayerParams)[]).map((k) => [k, up(`model.layers.${l}.${LAYER_NAMES[k]}`)] as const);
-    return Object.fromEntries(entries) as LayerParams;
-  });
-  return E.right({ embed: { weight: up(EMBED) }, layers, finalNorm: up(FINAL_NORM) });
+  return E.right(buildParams(config, up) as TransformerParams);
 }
 
-/** The Hugging Face LlamaConfig fields for a config (what `config.json` holds). */
-export function toHfConfig(c: TransformerConfig): Record<string, unknown> {
-  return {
-    architectures: ['LlamaForCausalLM'],
-    model_type: 'llama',
-    vocab_size: c.vocabSize,
-    hidden_size: c.dModel,
-    intermediate_size: c.dFf,
-    num_hidden_layers: c.nLayers,
-    num_attention_heads: c.nHeads,
-    num_key_value_heads: c.nKvHeads,
-    max_position_embeddings: c.maxSeqLen,
-    rope_theta: c.ropeTheta,
-    rms_norm_eps: c.rmsEps,
-    hidden_act: 'silu',
-    tie_word_embeddings: true,
-    attention_bias: false,
-  };
-}
-
-/** Read a Hugging Face Llama-style config.json, validating each field. */
-export function fromHfConfig(json: unknown): E.Either<CheckpointError, TransformerConfig> {
-  if (typeof json !== 'object' || json === null) return E.left(new CheckpointError('bad-config', 'config.json', 'is not a JSON object'));
-  const j = json as Record<string, unknown>;
-  const num = (field: string, fallback?: number): number | CheckpointError => {
-    const v = j[field] ?? fallback;
-    return typeof v === 'number' && Number.isFinite(v) ? v : new CheckpointError('bad-config', field, `expected a number, got ${JSON.stringify(v)}`);
-  };
-  if (j.tie_word_embeddings === false) return E.left(new CheckpointError('bad-config', 'tie_word_embeddings', 'an untied LM head is not supported'));
-  const fields = {
-    vocabSize: num('vocab_size'),
-    dModel: num('hidden_size'),
-    nLayers: num('num_hidden_layers'),
-    nHeads: num('num_attention_heads'),
-    nKvHeads: num('num_key_value_heads', typeof j.num_attention_heads === 'number' ? j.num_attention_heads : undefined),
-    dFf: num('intermediate_size'),
-    maxSeqLen: num('max_position_embeddings'),
-    ropeTheta: num('rope_theta', 10_000),
-    rmsEps: num('rms_norm_eps', 1e-6),
-  };
-  for (const v of Object.values(fields)) if (v instanceof CheckpointError) return E.left(v);
-  const config = fields as unknown as TransformerConfig;
-  try {
-    return E.right(validateConfig(config));
-  } catch (e) {
-    return E.left(new CheckpointError('bad-config', 'config.json', (e as Error).message));
-  }
-}
+export { toHfConfig, fromHfConfig, architectureOf, ARCHITECTURES, type Architecture } from './hf-config.js';

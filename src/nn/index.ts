@@ -20,5 +20,46 @@ export { type RopeTables, ropeTables, ropeAt, applyRope } from './rope.js';
 export { type AdamWConfig, type OptimizerState, type AdamWStepResult, adamwInit, adamwStep, globalNorm } from './optim.js';
 export { type LrSchedule, lrAt } from './schedule.js';
 export { CheckpointError, type CheckpointErrorKind, type HostTensor, type SafetensorsFile, encodeSafetensors, decodeSafetensors } from './safetensors.js';
-export { toHfNames, fromHfNames, expectedShapes, toHfConfig, fromHfConfig, type LoadOptions } from './hf.js';
+export {
+  toHfNames,
+  fromHfNames,
+  expectedShapes,
+  paramShapes,
+  buildParams,
+  toHfConfig,
+  fromHfConfig,
+  architectureOf,
+  ARCHITECTURES,
+  type Architecture,
+  type ParamsLike,
+  type LoadOptions,
+} from './hf.js';
 export { type Checkpoint, type Json, CHECKPOINT_FILES, saveCheckpoint, loadCheckpoint } from './checkpoint.js';
+export {
+  loadHfCheckpoint,
+  saveHfCheckpoint,
+  HF_FILES,
+  COMPANION_FILES,
+  type HfModel,
+  type HfTokenIds,
+  type HfLoadOptions,
+  type HfSaveOptions,
+} from './hf-checkpoint.js';
+export {
+  readSafetensorsIndex,
+  streamTensors,
+  writeSafetensorsFile,
+  type SafetensorsIndex,
+  type TensorToWrite,
+  type StoredDType,
+} from './safetensors-file.js';
+export {
+  type MemoryEstimate,
+  type MemoryLimits,
+  type RunShape,
+  MemoryError,
+  countParameters,
+  estimateTrainingMemory,
+  describeEstimate,
+  checkFits,
+} from './memory.js';

@@ -22,7 +22,9 @@ export type CheckpointErrorKind =
   /** A file differs from the manifest written with it (truncated, modified, missing). */
   | 'corrupt'
   /** A tensor holds NaN or an infinity (refused unless the loader is told to accept it). */
-  | 'non-finite';
+  | 'non-finite'
+  | 'missing-file'
+  | 'truncated';
 
 export class CheckpointError extends RlvrError {
   constructor(
@@ -30,8 +32,10 @@ export class CheckpointError extends RlvrError {
     /** The tensor name, header field or file the error is about. */
     readonly field: string,
     detail: string,
+    /** The file it was found in, when known. */
+    readonly file?: string,
   ) {
-    super(`checkpoint (${kind}) ${field}: ${detail}`);
+    super(`checkpoint (${kind}) ${file ? `${file}: ` : ''}${field}: ${detail}`);
   }
 }
 
@@ -132,7 +136,17 @@ export function decodeSafetensors(bytes: Uint8Array): E.Either<CheckpointError, 
   return E.right({ tensors, metadata });
 }
 
-function decodeEntry(name: string, entry: unknown, body: Uint8Array): E.Either<CheckpointError, HostTensor> {
+/** A validated header entry: the stored dtype code, shape and byte range in the data section. */
+export interface EntrySpec {
+  readonly code: string;
+  readonly dtype: DType;
+  readonly shape: number[];
+  readonly begin: number;
+  readonly end: number;
+}
+
+/** Validate one header entry against a data section of `bodyLength` bytes. */
+export function parseEntry(name: string, entry: unknown, bodyLength: number): E.Either<CheckpointError, EntrySpec> {
   if (!isRecord(entry)) return fail('bad-header', name, 'entry is not an object');
   const { dtype, shape, data_offsets: offsets } = entry;
   const spec = typeof dtype === 'string' ? READ[dtype] : undefined;
@@ -141,13 +155,42 @@ function decodeEntry(name: string, entry: unknown, body: Uint8Array): E.Either<C
   if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isNatural)) return fail('bad-offsets', name, `data_offsets ${JSON.stringify(offsets)} is not [begin, end]`);
   const [begin, end] = offsets as [number, number];
   const count = (shape as number[]).reduce((a, d) => a * d, 1);
-  if (begin > end || end > body.length) return fail('bad-offsets', name, `[${begin}, ${end}) is outside the ${body.length}-byte buffer`);
+  if (begin > end || end > bodyLength) {
+    return fail('bad-offsets', name, `[${begin}, ${end}) is outside the ${bodyLength}-byte buffer`);
+  }
   if (end - begin !== count * spec.bytes) return fail('bad-offsets', name, `${end - begin} bytes for ${count} elements of ${String(dtype)}`);
-  const raw = new DataView(body.buffer, body.byteOffset + begin, end - begin);
+  return E.right({ code: dtype as string, dtype: spec.dtype, shape: shape as number[], begin, end });
+}
+
+function decodeEntry(name: string, entry: unknown, body: Uint8Array): E.Either<CheckpointError, HostTensor> {
+  const decode = (e: EntrySpec): HostTensor => ({
+    dtype: e.dtype,
+    shape: e.shape,
+    data: decodeBytes(body.subarray(e.begin, e.end), e.code),
+  });
+  return E.map(decode)(parseEntry(name, entry, body.length));
+}
+
+/**
+ * The elements of one tensor's little-endian bytes: F32/F64/I32 as they are, BF16 and F16 widened to f32
+ * exactly (every half-precision value is an f32 value).
+ */
+export function decodeBytes(bytes: Uint8Array, code: string): TypedArray {
+  const spec = READ[code]!;
+  const count = bytes.length / spec.bytes;
   const data = spec.dtype === 'f64' ? new Float64Array(count) : spec.dtype === 'i32' ? new Int32Array(count) : new Float32Array(count);
-  if (LITTLE_ENDIAN && spec.bytes === data.BYTES_PER_ELEMENT) new Uint8Array(data.buffer).set(body.subarray(begin, end));
-  else for (let i = 0; i < count; i++) data[i] = readElement(raw, i, dtype as string);
-  return E.right({ dtype: spec.dtype, shape: shape as number[], data });
+  if (LITTLE_ENDIAN && spec.bytes === data.BYTES_PER_ELEMENT) {
+    new Uint8Array(data.buffer).set(bytes);
+  } else if (LITTLE_ENDIAN && code === 'BF16' && bytes.byteOffset % 2 === 0) {
+    // bf16 is the top half of an f32: a shift, no arithmetic.
+    const half = new Uint16Array(bytes.buffer, bytes.byteOffset, count);
+    const words = new Uint32Array(data.buffer);
+    for (let i = 0; i < count; i++) words[i] = half[i]! << 16;
+  } else {
+    const raw = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    for (let i = 0; i < count; i++) data[i] = readElement(raw, i, code);
+  }
+  return data;
 }
 
 function readElement(view: DataView, i: number, dtype: string): number {

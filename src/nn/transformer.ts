@@ -7,7 +7,7 @@ import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { causalAttention } from '../ops/attention.js';
 import { ones, randn, tensor, zeros } from '../ops/creation.js';
-import { add, mul, silu } from '../ops/elementwise.js';
+import { add, equal, greater, mul, silu, where } from '../ops/elementwise.js';
 import { gather } from '../ops/indexing.js';
 import { matmul } from '../ops/matmul.js';
 import { concat, expandDims, permute, reshape } from '../ops/movement.js';
@@ -18,8 +18,10 @@ import type { KvCache } from './kv-cache.js';
 /**
  * A decoder-only transformer in the Llama/Qwen layout: token embeddings, pre-norm blocks of RMSNorm -> causal
  * multi-head attention with RoPE (grouped-query when nKvHeads < nHeads) -> residual, RMSNorm -> SwiGLU MLP ->
- * residual, a final RMSNorm and an LM head tied to the embeddings. Linear weights are stored as Hugging Face
- * stores them, [out, in], so checkpoints map one to one (`hf.ts`); products use `matmul(x, W, { transB })`.
+ * residual, a final RMSNorm and an LM head (tied to the embeddings by default). Linear weights are stored as
+ * Hugging Face stores them, [out, in], so checkpoints map one to one (`hf.ts`); products use
+ * `matmul(x, W, { transB })`. The optional fields cover Qwen2 (q/k/v biases) and Qwen3 (per-head q/k RMSNorm,
+ * head_dim independent of hidden / heads); left out, the model and its parameter pytree are plain Llama.
  */
 export interface TransformerConfig {
   readonly vocabSize: number;
@@ -34,6 +36,19 @@ export interface TransformerConfig {
   readonly maxSeqLen: number;
   readonly ropeTheta: number;
   readonly rmsEps: number;
+  /** Size of one attention head; default dModel / nHeads (Qwen3-0.6B: 128 with dModel 1024 and 16 heads). */
+  readonly headDim?: number;
+  /** Biases on the q, k and v projections (Qwen2); default false. */
+  readonly qkvBias?: boolean;
+  /** RMSNorm over each query and key head before RoPE (Qwen3's q_norm / k_norm); default false. */
+  readonly qkNorm?: boolean;
+  /** The LM head is the embedding matrix (default true) or a weight of its own, `lmHead.weight` [V, dModel]. */
+  readonly tieEmbeddings?: boolean;
+  /**
+   * The padding token, whose embedding row gets no gradient from lookups (PyTorch's nn.Embedding padding_idx,
+   * which Llama/Qwen set from pad_token_id); the tied LM head still trains it. Default: none.
+   */
+  readonly padTokenId?: number;
 }
 
 /** A small default for the built-in tasks: fast enough to train on a 2-core CPU in minutes. */
@@ -42,16 +57,28 @@ export function smallConfig(vocabSize: number, overrides: Partial<TransformerCon
 }
 
 export function validateConfig(c: TransformerConfig): TransformerConfig {
-  const ints: (keyof TransformerConfig)[] = ['vocabSize', 'dModel', 'nLayers', 'nHeads', 'nKvHeads', 'dFf', 'maxSeqLen'];
+  const ints = ['vocabSize', 'dModel', 'nLayers', 'nHeads', 'nKvHeads', 'dFf', 'maxSeqLen'] as const;
   for (const k of ints) if (!Number.isInteger(c[k]) || c[k] < 1) throw new ArgumentError('TransformerConfig', `${k} must be a positive integer, got ${c[k]}`);
-  if (c.dModel % c.nHeads !== 0) throw new ArgumentError('TransformerConfig', `dModel ${c.dModel} is not a multiple of nHeads ${c.nHeads}`);
-  if ((c.dModel / c.nHeads) % 2 !== 0) throw new ArgumentError('TransformerConfig', `the head dimension ${c.dModel / c.nHeads} must be even for RoPE`);
+  const bad = (why: string): never => {
+    throw new ArgumentError('TransformerConfig', why);
+  };
+  if (c.headDim === undefined && c.dModel % c.nHeads !== 0) {
+    bad(`dModel ${c.dModel} is not a multiple of nHeads ${c.nHeads} (give headDim)`);
+  }
+  if (c.headDim !== undefined && !(Number.isInteger(c.headDim) && c.headDim >= 1)) {
+    bad(`headDim must be a positive integer, got ${c.headDim}`);
+  }
+  if (headDim(c) % 2 !== 0) bad(`the head dimension ${headDim(c)} must be even for RoPE`);
   if (c.nHeads % c.nKvHeads !== 0) throw new ArgumentError('TransformerConfig', `nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}`);
+  const pad = c.padTokenId;
+  if (pad !== undefined && !(Number.isInteger(pad) && pad >= 0 && pad < c.vocabSize)) {
+    bad(`padTokenId ${pad} is not an id of the vocabulary`);
+  }
   if (!(c.ropeTheta > 0) || !(c.rmsEps > 0)) throw new ArgumentError('TransformerConfig', 'ropeTheta and rmsEps must be positive');
   return c;
 }
 
-export const headDim = (c: TransformerConfig): number => c.dModel / c.nHeads;
+export const headDim = (c: TransformerConfig): number => c.headDim ?? c.dModel / c.nHeads;
 
 /** One block's parameters (Hugging Face names in `hf.ts`). Linear weights are [out, in]. */
 export type LayerParams = {
@@ -64,13 +91,24 @@ export type LayerParams = {
   readonly wGate: Tensor;
   readonly wUp: Tensor;
   readonly wDown: Tensor;
+  /** q/k/v projection biases [out] (only with `qkvBias`). */
+  readonly bq?: Tensor;
+  readonly bk?: Tensor;
+  readonly bv?: Tensor;
+  /** Per-head RMSNorm gains [headDim] (only with `qkNorm`). */
+  readonly qNorm?: Tensor;
+  readonly kNorm?: Tensor;
 };
 
-/** The parameter pytree. The LM head is `embed.weight` transposed (tied), so it has no leaf of its own. */
+/**
+ * The parameter pytree. With tied embeddings (the default) the LM head is `embed.weight` transposed and has no
+ * leaf of its own; an untied head is `lmHead.weight` [V, dModel].
+ */
 export type TransformerParams = {
   readonly embed: { readonly weight: Tensor };
   readonly layers: readonly LayerParams[];
   readonly finalNorm: Tensor;
+  readonly lmHead?: { readonly weight: Tensor };
 };
 
 export interface InitOptions {
@@ -82,7 +120,8 @@ export interface InitOptions {
 
 /**
  * Seeded init: normal(0, std) for embeddings and projections, with the residual-output projections (wo, wDown)
- * scaled by 1/sqrt(2 nLayers) as in GPT-2 so the residual stream does not grow with depth; norms start at 1.
+ * scaled by 1/sqrt(2 nLayers) as in GPT-2 so the residual stream does not grow with depth; norms start at 1,
+ * biases at 0. Optional tensors are drawn after the plain ones, so a plain config draws exactly as before.
  */
 export function initParams(config: TransformerConfig, rng: Rng, opts: InitOptions = {}): TransformerParams {
   const c = validateConfig(config);
@@ -90,6 +129,7 @@ export function initParams(config: TransformerConfig, rng: Rng, opts: InitOption
   const std = opts.std ?? 0.02;
   const residStd = std / Math.sqrt(2 * c.nLayers);
   const dh = headDim(c);
+  const kvOut = c.nKvHeads * dh;
   const w = (out: number, inp: number, s = std): Tensor => randn([out, inp], rng, { ...o, std: s });
   const embed = { weight: randn([c.vocabSize, c.dModel], rng, { ...o, std }) };
   const layers: LayerParams[] = [];
@@ -104,9 +144,13 @@ export function initParams(config: TransformerConfig, rng: Rng, opts: InitOption
       wGate: w(c.dFf, c.dModel),
       wUp: w(c.dFf, c.dModel),
       wDown: w(c.dModel, c.dFf, residStd),
+      ...(c.qkvBias ? { bq: zeros([c.nHeads * dh], o), bk: zeros([kvOut], o), bv: zeros([kvOut], o) } : {}),
+      ...(c.qkNorm ? { qNorm: ones([dh], o), kNorm: ones([dh], o) } : {}),
     });
   }
-  return { embed, layers, finalNorm: ones([c.dModel], o) };
+  const finalNorm = ones([c.dModel], o);
+  const head = c.tieEmbeddings === false ? { lmHead: { weight: w(c.vocabSize, c.dModel) } } : {};
+  return { embed, layers, finalNorm, ...head };
 }
 
 export interface ForwardOptions {
@@ -148,13 +192,19 @@ export function hiddenStates(
   const keyBias = extendBias(opts.cache?.keyBias ?? null, opts.keyBias ?? null, b, t);
   const ctx: AttentionContext = { config, b, t, rope, bias: keyBias ? reshape(keyBias, [b, 1, 1, 1, past + t]) : undefined };
 
+  // A padding query attends to nothing: its attention output is 0, as PyTorch's sdpa gives a query whose keys
+  // are all masked (left padding). Real positions never see padding keys, so only padding positions change.
+  const realQuery = opts.keyBias ? reshape(greater(opts.keyBias, PAD_BIAS / 2), [b * t, 1]) : null;
   let x = gather(params.embed.weight, tokens, 0);
+  if (config.padTokenId !== undefined) {
+    x = where(reshape(equal(tokens, config.padTokenId), [b, t, 1]), stopGradient(x), x);
+  }
   const layers: { k: Tensor; v: Tensor }[] = [];
   params.layers.forEach((p, l) => {
     const h = reshape(rmsNorm(x, p.attnNorm, config.rmsEps), [b * t, config.dModel]);
     const { out, k, v } = attention(p, h, ctx, opts.cache?.layers[l]);
     layers.push({ k, v });
-    x = add(x, reshape(out, [b, t, config.dModel]));
+    x = add(x, reshape(realQuery ? where(realQuery, out, 0) : out, [b, t, config.dModel]));
     const h2 = reshape(rmsNorm(x, p.mlpNorm, config.rmsEps), [b * t, config.dModel]);
     x = add(x, reshape(swiGlu(p, h2), [b, t, config.dModel]));
   });
@@ -177,9 +227,11 @@ function attention(p: LayerParams, h: Tensor, ctx: AttentionContext, cached: { k
   const { config, b, t, rope } = ctx;
   const dh = headDim(config);
   const group = config.nHeads / config.nKvHeads;
-  const q = applyRope(reshape(linear(h, p.wq), [b, t, config.nHeads, dh]), rope.cos, rope.sin);
-  const kNew = applyRope(reshape(linear(h, p.wk), [b, t, config.nKvHeads, dh]), rope.cos, rope.sin);
-  const vNew = reshape(linear(h, p.wv), [b, t, config.nKvHeads, dh]);
+  const qHeads = headNorm(reshape(project(h, p.wq, p.bq), [b, t, config.nHeads, dh]), p.qNorm, config);
+  const kHeads = headNorm(reshape(project(h, p.wk, p.bk), [b, t, config.nKvHeads, dh]), p.kNorm, config);
+  const q = applyRope(qHeads, rope.cos, rope.sin);
+  const kNew = applyRope(kHeads, rope.cos, rope.sin);
+  const vNew = reshape(project(h, p.wv, p.bv), [b, t, config.nKvHeads, dh]);
   // Keys/values are kept as [B, Hkv, T, dh]; cached ones were rotated at their own positions.
   let k = permute(kNew, [0, 2, 1, 3]);
   let v = permute(vNew, [0, 2, 1, 3]);
@@ -194,6 +246,14 @@ function attention(p: LayerParams, h: Tensor, ctx: AttentionContext, cached: { k
   return { out: linear(merged, p.wo), k, v };
 }
 
+/** A projection with an optional bias (Qwen2's q/k/v). */
+const project = (h: Tensor, w: Tensor, bias: Tensor | undefined): Tensor =>
+  bias ? add(linear(h, w), bias) : linear(h, w);
+
+/** Qwen3's RMSNorm over each head [B, T, H, dh] (before RoPE), when the layer has one. */
+const headNorm = (x: Tensor, gain: Tensor | undefined, config: TransformerConfig): Tensor =>
+  gain ? rmsNorm(x, gain, config.rmsEps) : x;
+
 /** SwiGLU: down(silu(gate(h)) * up(h)). */
 const swiGlu = (p: LayerParams, h: Tensor): Tensor => linear(mul(silu(linear(h, p.wGate)), linear(h, p.wUp)), p.wDown);
 
@@ -206,12 +266,13 @@ function extendBias(prev: Tensor | null, next: Tensor | null, b: number, t: numb
   return concat([prev, next ?? zeros([b, t], { dtype: prev.dtype, backend: prev.backend })], 1);
 }
 
-/** Logits [..., V] of hidden states [..., dModel] under the tied LM head (embed^T). */
+/** Logits [..., V] of hidden states [..., dModel] under the LM head (embed^T when tied). */
 export function lmHead(params: TransformerParams, hidden: Tensor): Tensor {
   const d = hidden.shape[hidden.rank - 1]!;
   const lead = hidden.shape.slice(0, -1);
   const flat = reshape(hidden, [lead.reduce((a, n) => a * n, 1), d]);
-  return reshape(linear(flat, params.embed.weight), [...lead, params.embed.weight.shape[0]!]);
+  const head = params.lmHead?.weight ?? params.embed.weight;
+  return reshape(linear(flat, head), [...lead, head.shape[0]!]);
 }
 
 /** Logits [B, T, V] of tokens [B, T] (a full forward, no cache). */

@@ -23,8 +23,8 @@ export interface SequenceBatch {
 
 export const seqLen = (b: SequenceBatch): number => b.promptLen + b.completionLen;
 
-/** [BOS, ...prompt]. */
-export const encodePrompt = (tok: Tokenizer, prompt: string): number[] => [tok.bos, ...tok.encode(prompt)];
+/** [BOS, ...prompt], or the chat template's rendering of the prompt as a user turn (`Tokenizer.promptIds`). */
+export const encodePrompt = (tok: Tokenizer, prompt: string): number[] => tok.promptIds(prompt);
 
 /** [...completion, EOS]. */
 export const encodeCompletion = (tok: Tokenizer, completion: string): number[] => [...tok.encode(completion), tok.eos];

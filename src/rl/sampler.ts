@@ -89,6 +89,7 @@ export async function sampleRollouts(
   const dtype = params.embed.weight.dtype;
   const backend = params.embed.weight.backend;
   const vocab = config.vocabSize;
+  const stops = new Set(tokenizer.stopIds);
 
   // Inputs for columns [from, to): tokens, positions and key bias, uploaded as [B, to - from].
   const inputs = (from: number, to: number): { tokens: Tensor; positions: Tensor; keyBias: Tensor } => {
@@ -136,7 +137,7 @@ export async function sampleRollouts(
         tokens[r * width + col] = id;
         logProbs[r * maxNew + s] = values[r * vocab + id]!;
         lengths[r]!++;
-        if (id === tokenizer.eos) finished[r] = true;
+        if (stops.has(id)) finished[r] = true;
       }
       steps = s + 1;
       if (steps === maxNew || finished.every(Boolean)) break;

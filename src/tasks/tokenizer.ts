@@ -2,17 +2,24 @@ import { RlvrError } from '../core/errors.js';
 
 /**
  * What the policy, sampler and trainer need from a tokenizer. A character-level tokenizer implements it for the
- * built-in tasks; a BPE tokenizer (for real checkpoints) can implement the same interface later.
+ * built-in tasks; `HfTokenizer` (src/tokenizers/) implements it for Hugging Face checkpoints (byte-level BPE and
+ * a chat template).
  */
 export interface Tokenizer {
   readonly vocabSize: number;
-  readonly bos: number;
+  /** The id that starts a raw prompt, or null when the model has none (Qwen). */
+  readonly bos: number | null;
+  /** The id appended to a completion (the end of an assistant turn for chat models). */
   readonly eos: number;
   readonly pad: number;
+  /** Every id that ends a sampled completion (eos included; generation_config.json may list several). */
+  readonly stopIds: readonly number[];
   /** Token ids of `text`, without BOS or EOS. Throws a `TokenizerError` on text it cannot encode. */
   encode(text: string): number[];
   /** The text of `ids`; special tokens (BOS, EOS, PAD) are dropped unless `keepSpecial`. */
   decode(ids: readonly number[], opts?: { keepSpecial?: boolean }): string;
+  /** The ids of a task prompt as the model is to see it: [BOS, ...prompt], or the chat template's rendering. */
+  promptIds(prompt: string): number[];
 }
 
 export class TokenizerError extends RlvrError {
@@ -37,6 +44,7 @@ export class CharTokenizer implements Tokenizer {
   readonly pad = 0;
   readonly bos = 1;
   readonly eos = 2;
+  readonly stopIds: readonly number[] = [2];
   readonly symbols: readonly string[];
   private readonly ids = new Map<string, number>();
   private readonly maxLen: number;
@@ -74,6 +82,10 @@ export class CharTokenizer implements Tokenizer {
       i += matched;
     }
     return out;
+  }
+
+  promptIds(prompt: string): number[] {
+    return [this.bos, ...this.encode(prompt)];
   }
 
   decode(ids: readonly number[], opts: { keepSpecial?: boolean } = {}): string {

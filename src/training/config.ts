@@ -18,6 +18,7 @@ import {
   parseWith,
   positive,
   positiveInt,
+  type Post,
   record,
   str,
   unitHalfOpen,
@@ -86,6 +87,14 @@ export interface TrainConfig {
   readonly overwrite: boolean;
   /** A non-finite loss or gradient norm: end the run with an error (`stop`) or drop that update (`skip`). */
   readonly onNonFinite: 'stop' | 'skip';
+  /** A Hugging Face model directory (config.json, safetensors, tokenizer.json) to start from (null: a new model). */
+  readonly modelDir: string | null;
+  /** A JSON-lines file of { prompt, answer } rows, verified by the \boxed{} verifier, instead of `task`. */
+  readonly dataset: string | null;
+  /** Dtype of the Hub directory written at the end of a `modelDir` run. */
+  readonly saveDtype: 'f32' | 'bf16';
+  /** Refuse runs whose memory estimate exceeds this many GiB (null: the host's memory). */
+  readonly memoryLimitGb: number | null;
 }
 
 export const TRAIN_DEFAULTS: TrainConfig = {
@@ -123,6 +132,10 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   resume: null,
   overwrite: false,
   onNonFinite: 'stop',
+  modelDir: null,
+  dataset: null,
+  saveDtype: 'f32',
+  memoryLimitGb: null,
 };
 
 /** A bad training setting: the field, the value and why. */
@@ -181,12 +194,20 @@ const SPEC: Spec<TrainConfig> = {
   resume: nullable(str),
   overwrite: bool,
   onNonFinite: oneOf(['stop', 'skip']),
+  modelDir: nullable(str),
+  dataset: nullable(str),
+  saveDtype: oneOf(['f32', 'bf16']),
+  memoryLimitGb: nullable(positive),
 };
+
+// A pretrained model needs no supervised warm-start unless one is asked for.
+const pretrainedWarmStart: Post<TrainConfig> = (c, given) =>
+  E.right(c.modelDir !== null && !given.has('warmStartSteps') ? { ...c, warmStartSteps: 0 } : c);
 
 const toError = (field: string, value: unknown, reason: string): TrainConfigError =>
   new TrainConfigError(field, value, reason);
 
 /** Fill defaults and validate (camelCase or snake_case keys, unknown keys rejected); names the first bad field. */
 export function parseTrainConfig(input: Partial<TrainConfig> = {}): E.Either<TrainConfigError, TrainConfig> {
-  return parseWith(toError, SPEC, {}, TRAIN_DEFAULTS, input);
+  return parseWith(toError, SPEC, {}, TRAIN_DEFAULTS, input, pretrainedWarmStart);
 }

@@ -4,3 +4,4 @@ export { train, taskFor, type TrainOptions, type TrainResult, type TrainHooks } 
 export { evaluate, type EvalResult, type EvalOptions } from './evaluate.js';
 export { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 export { updatePolicy, type UpdateInputs, type UpdateResult } from './rl-step.js';
+export { readPretrained, loadPretrainedParams, savePretrained, loadDatasetTask, runShape, defaultMemoryLimits, type PretrainedParts } from './pretrained.js';

@@ -32,6 +32,16 @@ import { checkBounds } from './bounds.js';
 import { DivergedError, firstNonFinite } from './divergence.js';
 import { METRICS_FILE, metricsBytes, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
 import { checkResume, identityOf, runIdentity, type RunIdentity } from './resume-check.js';
+import { checkFits, estimateTrainingMemory, type MemoryEstimate, type MemoryLimits } from '../nn/memory.js';
+import {
+  defaultMemoryLimits,
+  loadDatasetTask,
+  loadPretrainedParams,
+  readPretrained,
+  runShape,
+  savePretrained,
+  type PretrainedParts,
+} from './pretrained.js';
 
 /**
  * The RLVR training loop: a supervised warm-start on worked solutions (so the policy starts with a non-trivial
@@ -44,6 +54,8 @@ export interface TrainHooks {
   readonly onRecord?: (record: MetricRecord) => void;
   /** Called once per step with the phase's progress, for a progress display. */
   readonly onProgress?: (p: { phase: 'warmstart' | 'rl'; step: number; total: number; record: MetricRecord }) => void;
+  /** The memory estimate, before anything is allocated. */
+  readonly onMemoryEstimate?: (estimate: MemoryEstimate) => void;
 }
 
 export interface TrainResult {
@@ -95,12 +107,16 @@ interface Run {
   finalEval: EvalResult | null;
 }
 
-function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng'>> {
+function setup(
+  cfg: TrainConfig,
+  userTask: Task<Problem> | undefined,
+  pretrained: PretrainedParts | null,
+): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng'>> {
   const task = userTask ?? taskFor(cfg);
-  const tokenizer = tokenizerFor(task);
+  const tokenizer = pretrained?.tokenizer ?? tokenizerFor(task);
   let config: TransformerConfig;
   try {
-    config = validateConfig(smallConfig(tokenizer.vocabSize, { ...cfg.model }));
+    config = pretrained?.config ?? validateConfig(smallConfig(tokenizer.vocabSize, { ...cfg.model }));
   } catch (e) {
     return E.left(new TrainConfigError('model', cfg.model, e instanceof Error ? e.message : String(e)));
   }
@@ -111,10 +127,10 @@ function setup(cfg: TrainConfig, userTask: Task<Problem> | undefined): E.Either<
     const why = `does not apply: ${cfg.objective} does not weigh rollouts by advantages`;
     return E.left(new TrainConfigError('advantage', cfg.advantage, why));
   }
-  const bounds = checkBounds(cfg, config);
+  const bounds = checkBounds(cfg);
   if (bounds) return E.left(bounds);
   const heldOut = heldOutProblems(task, cfg.evalPrompts, 1234);
-  const longest = Math.max(...heldOut.map((p) => tokenizer.encode(p.prompt).length + 1));
+  const longest = Math.max(...heldOut.map((p) => tokenizer.promptIds(p.prompt).length));
   if (longest + cfg.maxCompletionLength > config.maxSeqLen) {
     const why = `plus the longest prompt (${longest} tokens) exceeds the model's maxSeqLen ${config.maxSeqLen}`;
     return E.left(new TrainConfigError('maxCompletionLength', cfg.maxCompletionLength, why));
@@ -355,6 +371,8 @@ export interface TrainOptions extends TrainHooks {
   readonly backend?: Backend;
   /** A task of the user's (its own prompts and reward function) instead of the built-in `cfg.task`. */
   readonly task?: Task<Problem>;
+  /** What the device holds (default: the host's memory, or cfg.memoryLimitGb); a run estimated above is refused. */
+  readonly memoryLimits?: MemoryLimits;
 }
 
 /** Train from scratch (or resume from `cfg.resume`); returns held-out results after warm-start and after RL. */
@@ -375,10 +393,21 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
 }
 
 async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): Promise<TrainResult> {
-  const base = setup(cfg, opts.task);
+  const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
+  const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
   if (E.isLeft(base)) throw base.left;
+  const shape = runShape(cfg, base.right.tokenizer, base.right.task, base.right.needsReference);
+  const estimate = estimateTrainingMemory(base.right.config, shape);
+  opts.onMemoryEstimate?.(estimate);
+  const limits = opts.memoryLimits ?? { ...defaultMemoryLimits(cfg), maxBufferBytes: backend.maxBufferBytes };
+  const refusal = checkFits(estimate, limits);
+  if (refusal) throw refusal;
   if (cfg.outputDir) await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite });
-  const started = cfg.resume ? await resume(cfg.resume, backend, base.right) : fresh(base.right.config, cfg.seed, backend);
+  const started = cfg.resume
+    ? await resume(cfg.resume, backend, base.right)
+    : pretrained
+      ? startFrom(await loadPretrainedParams(pretrained, backend), cfg.seed)
+      : fresh(base.right.config, cfg.seed, backend);
   const run: Run = { ...base.right, ...started };
   const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
   const maybeSave = async (): Promise<void> => {
@@ -414,6 +443,10 @@ async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): 
   const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
   run.finalEval = final;
   if (checkpointDir && !finished) await save(run, checkpointDir);
+  // A run from a Hub model ends with a Hub model directory (weights, config, tokenizer) that transformers loads.
+  if (pretrained && cfg.outputDir) {
+    await savePretrained(join(cfg.outputDir, 'model'), run.params, pretrained, cfg.saveDtype);
+  }
   if (run.reference) dispose(run.reference);
   dispose(run.opt);
   return { backend, config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
@@ -435,7 +468,10 @@ type RunStart = Pick<Run, 'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmS
 
 function fresh(config: TransformerConfig, seed: number, backend: Backend): RunStart {
   const rng = new Rng(seed);
-  const params = initParams(config, rng, { backend });
+  return startFrom(initParams(config, rng, { backend }), seed, rng);
+}
+
+function startFrom(params: TransformerParams, seed: number, rng = new Rng(seed)): RunStart {
   return { rng, params, opt: adamwInit(params), reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null, finalEval: null };
 }
 

@@ -31,6 +31,9 @@ export class WebGpuBackend implements Backend {
   describe(): string {
     return `webgpu (${this.adapter.summary})`;
   }
+  get maxBufferBytes(): number {
+    return this.runtime.device.limits.maxStorageBufferBindingSize;
+  }
 
   constructor(readonly runtime: GpuRuntime) {}
 

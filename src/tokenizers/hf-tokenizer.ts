@@ -1,0 +1,226 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import { Tokenizer as HubTokenizer } from '@huggingface/tokenizers';
+import { Template } from '@huggingface/jinja';
+import { RlvrError } from '../core/errors.js';
+import type { Tokenizer } from '../tasks/tokenizer.js';
+
+/**
+ * A Hugging Face tokenizer (`tokenizer.json`: byte-level BPE as Qwen and Llama 3 ship it, with added and special
+ * tokens) and its chat template (`tokenizer_config.json`'s `chat_template`, or `chat_template.jinja`), through
+ * `@huggingface/tokenizers` and `@huggingface/jinja`, the libraries transformers.js runs on. The conformance spec
+ * checks ids and chat renderings against transformers' own tokenizer.
+ */
+export class TokenizerLoadError extends RlvrError {
+  constructor(
+    readonly file: string,
+    readonly field: string,
+    detail: string,
+  ) {
+    super(`tokenizer: ${file}: ${field}: ${detail}`);
+  }
+}
+
+export interface ChatMessage {
+  readonly role: 'system' | 'user' | 'assistant' | string;
+  readonly content: string;
+}
+
+export interface HfTokenizerFiles {
+  /** Parsed tokenizer.json. */
+  readonly tokenizer: Record<string, unknown>;
+  /** Parsed tokenizer_config.json (may be {}). */
+  readonly config: Record<string, unknown>;
+  /** chat_template.jinja, when the template lives in its own file. */
+  readonly chatTemplate?: string;
+  /** generation_config.json's eos_token_id (a number or a list): every id that ends generation. */
+  readonly generationEos?: readonly number[];
+}
+
+/** A special token of tokenizer_config.json: a string, or { content } (older files). */
+const tokenText = (v: unknown): string | null =>
+  typeof v === 'string'
+    ? v
+    : typeof v === 'object' && v !== null && typeof (v as { content?: unknown }).content === 'string'
+      ? (v as { content: string }).content
+      : null;
+
+export class HfTokenizer implements Tokenizer {
+  readonly vocabSize: number;
+  readonly bos: number | null;
+  readonly eos: number;
+  readonly pad: number;
+  readonly stopIds: readonly number[];
+  readonly chatTemplate: string | null;
+  private readonly hub: HubTokenizer;
+  private readonly template: Template | null;
+  private readonly specials: Record<string, string | null>;
+
+  private constructor(
+    files: HfTokenizerFiles,
+    hub: HubTokenizer,
+    ids: { bos: number | null; eos: number; pad: number; stop: number[]; vocab: number },
+  ) {
+    this.hub = hub;
+    this.vocabSize = ids.vocab;
+    this.bos = ids.bos;
+    this.eos = ids.eos;
+    this.pad = ids.pad;
+    this.stopIds = ids.stop;
+    const t = files.chatTemplate ?? chatTemplateOf(files.config);
+    this.chatTemplate = t;
+    this.template = t === null ? null : new Template(t);
+    this.specials = {
+      bos_token: tokenText(files.config.bos_token),
+      eos_token: tokenText(files.config.eos_token),
+      pad_token: tokenText(files.config.pad_token),
+    };
+  }
+
+  /** Build from parsed files; errors name the file and the field. */
+  static fromFiles(files: HfTokenizerFiles): E.Either<TokenizerLoadError, HfTokenizer> {
+    let hub: HubTokenizer;
+    try {
+      hub = new HubTokenizer(files.tokenizer, files.config);
+    } catch (e) {
+      return E.left(
+        new TokenizerLoadError(
+          'tokenizer.json',
+          'model',
+          `not a tokenizer the library reads (${(e as Error).message})`,
+        ),
+      );
+    }
+    const idOf = (field: string): number | null | TokenizerLoadError => {
+      const text = tokenText(files.config[field]);
+      if (text === null) return null;
+      const id = hub.token_to_id(text);
+      return id === undefined
+        ? new TokenizerLoadError(
+            'tokenizer_config.json',
+            field,
+            `${JSON.stringify(text)} is not a token of tokenizer.json`,
+          )
+        : id;
+    };
+    const bos = idOf('bos_token');
+    const eos = idOf('eos_token');
+    const pad = idOf('pad_token');
+    for (const x of [bos, eos, pad]) if (x instanceof TokenizerLoadError) return E.left(x);
+    const stop = [...new Set([...(typeof eos === 'number' ? [eos] : []), ...(files.generationEos ?? [])])];
+    if (stop.length === 0)
+      return E.left(
+        new TokenizerLoadError(
+          'tokenizer_config.json',
+          'eos_token',
+          'no EOS token (and no eos_token_id in generation_config.json)',
+        ),
+      );
+    const vocab = vocabSizeOf(files.tokenizer);
+    const eosId = typeof eos === 'number' ? eos : stop[0]!;
+    return E.right(
+      new HfTokenizer(files, hub, {
+        bos: bos as number | null,
+        eos: eosId,
+        pad: (pad as number | null) ?? eosId,
+        stop,
+        vocab,
+      }),
+    );
+  }
+
+  encode(text: string): number[] {
+    return text.length === 0 ? [] : this.hub.encode(text, { add_special_tokens: false }).ids;
+  }
+
+  decode(ids: readonly number[], opts: { keepSpecial?: boolean } = {}): string {
+    return ids.length === 0 ? '' : this.hub.decode([...ids], { skip_special_tokens: !opts.keepSpecial });
+  }
+
+  /** The chat template applied to `messages` (transformers' apply_chat_template with tokenize=False). */
+  renderChat(
+    messages: readonly ChatMessage[],
+    opts: { addGenerationPrompt?: boolean; variables?: Readonly<Record<string, unknown>> } = {},
+  ): string {
+    if (!this.template)
+      throw new TokenizerLoadError('tokenizer_config.json', 'chat_template', 'this tokenizer has no chat template');
+    return this.template.render({
+      ...this.specials,
+      ...opts.variables,
+      messages: messages.map((m) => ({ ...m })),
+      add_generation_prompt: opts.addGenerationPrompt ?? true,
+    });
+  }
+
+  /** With a chat template: the prompt as one user turn followed by the assistant's header; else [BOS?, ...prompt]. */
+  promptIds(prompt: string): number[] {
+    if (this.template) return this.encode(this.renderChat([{ role: 'user', content: prompt }]));
+    return [...(this.bos === null ? [] : [this.bos]), ...this.encode(prompt)];
+  }
+}
+
+/** One more than the largest id of the model's vocabulary and the added tokens. */
+function vocabSizeOf(tokenizer: Record<string, unknown>): number {
+  const vocab = (tokenizer.model as { vocab?: unknown } | undefined)?.vocab;
+  const ids = typeof vocab === 'object' && vocab !== null ? Object.values(vocab as Record<string, unknown>) : [];
+  const added = Array.isArray(tokenizer.added_tokens) ? tokenizer.added_tokens.map((t: { id?: unknown }) => t?.id) : [];
+  let max = -1;
+  for (const id of [...ids, ...added]) if (typeof id === 'number' && id > max) max = id;
+  return max + 1;
+}
+
+function chatTemplateOf(config: Record<string, unknown>): string | null {
+  const t = config.chat_template;
+  if (typeof t === 'string') return t;
+  if (Array.isArray(t)) {
+    const named = t.find((x: { name?: unknown }) => x?.name === 'default') as { template?: unknown } | undefined;
+    return typeof named?.template === 'string' ? named.template : null;
+  }
+  return null;
+}
+
+async function readJson(
+  dir: string,
+  file: string,
+  optional: boolean,
+): Promise<E.Either<TokenizerLoadError, Record<string, unknown> | undefined>> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, file), 'utf8');
+  } catch (e) {
+    if (optional && (e as NodeJS.ErrnoException).code === 'ENOENT') return E.right(undefined);
+    return E.left(new TokenizerLoadError(file, file, `cannot be read in ${dir} (${(e as Error).message})`));
+  }
+  return E.tryCatch(
+    () => JSON.parse(text) as Record<string, unknown>,
+    (e) => new TokenizerLoadError(file, file, `not valid JSON (${(e as Error).message})`),
+  );
+}
+
+/** A model directory's tokenizer: tokenizer.json (required), tokenizer_config.json, generation_config.json. */
+export async function loadHfTokenizer(dir: string): Promise<E.Either<TokenizerLoadError, HfTokenizer>> {
+  const tokenizer = await readJson(dir, 'tokenizer.json', false);
+  if (E.isLeft(tokenizer)) return tokenizer;
+  const config = await readJson(dir, 'tokenizer_config.json', true);
+  if (E.isLeft(config)) return config;
+  const generation = await readJson(dir, 'generation_config.json', true);
+  if (E.isLeft(generation)) return generation;
+  const eos = generation.right?.eos_token_id;
+  const generationEos: unknown[] = Array.isArray(eos) ? eos : eos === undefined || eos === null ? [] : [eos];
+  if (!generationEos.every((x) => Number.isInteger(x) && (x as number) >= 0))
+    return E.left(
+      new TokenizerLoadError(
+        'generation_config.json',
+        'eos_token_id',
+        `expected an id or a list of ids, got ${JSON.stringify(eos)}`,
+      ),
+    );
+  const template = await readFile(join(dir, 'chat_template.jinja'), 'utf8').catch(() => undefined);
+  return HfTokenizer.fromFiles({
+    tokenizer: tokenizer.right!,
+    config: config.right ?? {},
+    generationEos: generationEos as number[],
+    ...(template === undefined ? {} : { chatTemplate: template }),
+  });
+}

@@ -1,0 +1,8 @@
+/** Hugging Face tokenizers (tokenizer.json, chat templates) behind the project's `Tokenizer` interface. */
+export {
+  HfTokenizer,
+  TokenizerLoadError,
+  loadHfTokenizer,
+  type ChatMessage,
+  type HfTokenizerFiles,
+} from './hf-tokenizer.js';

@@ -1,0 +1,148 @@
+import { writeDirAtomic } from '../nn/atomic-dir.js';
+import { readFile } from 'node:fs/promises';
+import { totalmem } from 'node:os';
+import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import type { Backend } from '../core/backend.js';
+import { Rng } from '../core/rng.js';
+import { CheckpointError } from '../nn/safetensors.js';
+import { fromHfConfig } from '../nn/hf-config.js';
+import { COMPANION_FILES, HF_FILES, loadHfCheckpoint, saveHfCheckpoint } from '../nn/hf-checkpoint.js';
+import type { RunShape, MemoryLimits } from '../nn/memory.js';
+import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
+import { datasetTask, parseDataset } from '../tasks/dataset.js';
+import { splitOf, type Problem, type Task } from '../tasks/task.js';
+import type { Tokenizer } from '../tasks/tokenizer.js';
+import { loadHfTokenizer, type HfTokenizer } from '../tokenizers/hf-tokenizer.js';
+import { TrainConfigError, type TrainConfig } from './config.js';
+
+/**
+ * Starting RL from a Hugging Face model directory (`--model DIR`): its config and tokenizer are read first (so
+ * the memory estimate comes before any weight is allocated), then the weights are streamed to the backend. The
+ * trained policy is written back as a Hub directory with the tokenizer files beside it.
+ */
+export interface PretrainedParts {
+  readonly dir: string;
+  readonly config: TransformerConfig;
+  readonly tokenizer: HfTokenizer;
+  /** config.json's token ids, kept when the trained model is saved. */
+  readonly extraConfig: Readonly<Record<string, unknown>>;
+}
+
+/** Read config.json and the tokenizer of a model directory (no weights yet). */
+export async function readPretrained(dir: string): Promise<PretrainedParts> {
+  let text: string;
+  try {
+    text = await readFile(join(dir, HF_FILES.config), 'utf8');
+  } catch (e) {
+    throw new CheckpointError(
+      'missing-file',
+      HF_FILES.config,
+      `cannot be read in ${dir} (${(e as Error).message})`,
+      HF_FILES.config,
+    );
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    throw new CheckpointError(
+      'bad-config',
+      HF_FILES.config,
+      `not valid JSON (${(e as Error).message})`,
+      HF_FILES.config,
+    );
+  }
+  const config = fromHfConfig(json, HF_FILES.config);
+  if (E.isLeft(config)) throw config.left;
+  const tokenizer = await loadHfTokenizer(dir);
+  if (E.isLeft(tokenizer)) throw tokenizer.left;
+  const tok = tokenizer.right;
+  if (tok.vocabSize > config.right.vocabSize) {
+    throw new TrainConfigError(
+      'model',
+      dir,
+      `has a tokenizer of ${tok.vocabSize} tokens but a model vocabulary of ${config.right.vocabSize}`,
+    );
+  }
+  const j = json as Record<string, unknown>;
+  const extraConfig = Object.fromEntries(
+    ['bos_token_id', 'eos_token_id', 'pad_token_id'].filter((k) => j[k] !== undefined).map((k) => [k, j[k]]),
+  );
+  return { dir, config: config.right, tokenizer: tok, extraConfig };
+}
+
+export async function loadPretrainedParams(parts: PretrainedParts, backend: Backend): Promise<TransformerParams> {
+  const model = await loadHfCheckpoint(parts.dir, backend)();
+  if (E.isLeft(model)) throw model.left;
+  return model.right.params;
+}
+
+/** Write the policy as a Hub directory (weights, config, the source directory's tokenizer and generation files). */
+export async function savePretrained(
+  dir: string,
+  params: TransformerParams,
+  parts: PretrainedParts,
+  dtype: 'f32' | 'bf16',
+): Promise<void> {
+  // Whole or not at all, like a checkpoint: a kill mid-save leaves the previous export (or none).
+  await writeDirAtomic(dir, async (tmp) => {
+    const res = await saveHfCheckpoint(tmp, params, parts.config, {
+      dtype,
+      extraConfig: parts.extraConfig,
+      companionsFrom: parts.dir,
+    })();
+    if (E.isLeft(res)) throw res.left;
+  });
+}
+
+export { COMPANION_FILES };
+
+/** A JSON-lines dataset file as a task (prompt, answer; the \boxed{} verifier). */
+export async function loadDatasetTask(path: string): Promise<Task<Problem>> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (e) {
+    throw new TrainConfigError('dataset', path, `cannot be read (${(e as Error).message})`);
+  }
+  const problems = parseDataset(text, path);
+  if (E.isLeft(problems)) throw problems.left;
+  // Training and evaluation draw from the hash split of the prompts: both sides need a row.
+  for (const split of ['train', 'test'] as const) {
+    if (!problems.right.some((p) => splitOf(p.prompt) === split)) {
+      throw new TrainConfigError(
+        'dataset',
+        path,
+        `has no ${split === 'test' ? 'held-out' : 'training'} row ` +
+          '(10% of prompts are held out by a hash of the prompt): add rows',
+      );
+    }
+  }
+  return datasetTask(problems.right);
+}
+
+/** The sizes a run works at: prompt tokens measured on prompts of the task (the longest of 32, plus a margin). */
+export function runShape(
+  cfg: TrainConfig,
+  tokenizer: Tokenizer,
+  task: Task<Problem>,
+  withReference: boolean,
+): RunShape {
+  const rng = new Rng(cfg.seed + 7);
+  let longest = 1;
+  for (let i = 0; i < 32; i++) longest = Math.max(longest, tokenizer.promptIds(task.generatePrompt(rng).prompt).length);
+  const g = cfg.numGenerations;
+  return {
+    sampledRows: Math.max(cfg.promptsPerStep * g, cfg.evalPrompts > 0 ? Math.min(cfg.evalPrompts, 100) * cfg.evalK : 0),
+    minibatchRows: (cfg.groupsPerMinibatch ?? cfg.promptsPerStep) * g,
+    promptTokens: Math.ceil(longest * 1.25),
+    completionTokens: cfg.maxCompletionLength,
+    withReference,
+  };
+}
+
+/** The host's memory, or the configured limit. */
+export const defaultMemoryLimits = (cfg: TrainConfig): MemoryLimits => ({
+  totalBytes: cfg.memoryLimitGb !== null ? cfg.memoryLimitGb * 2 ** 30 : totalmem(),
+});
