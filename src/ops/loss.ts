@@ -1,10 +1,9 @@
-import { DTypeError, ShapeError } from '../core/errors.js';
+import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import type { Tensor } from '../core/tensor.js';
 import { neg } from './elementwise.js';
-import { takeAlongAxis } from './indexing.js';
-import { expandDims, squeeze } from './movement.js';
+import { wrapBackward } from './norm.js';
+import { kt, runOp } from './op.js';
 import { mean, sum } from './reduce.js';
-import { logSoftmax } from './softmax.js';
 
 export type Reduction = 'mean' | 'sum' | 'none';
 
@@ -21,8 +20,20 @@ export function crossEntropy(logits: Tensor, targets: Tensor, reduction: Reducti
   return reduction === 'none' ? losses : reduction === 'sum' ? sum(losses) : mean(losses);
 }
 
-/** Log-probability of each target token: logSoftmax(logits)[..., target]. logits [..., V], targets [...] -> [...]. */
-export function tokenLogProbs(logits: Tensor, targets: Tensor): Tensor {
-  if (targets.dtype !== 'i32') throw new DTypeError('tokenLogProbs', `targets must be i32, got ${targets.dtype}`);
-  return squeeze(takeAlongAxis(logSoftmax(logits, -1), expandDims(targets, -1), -1), [-1]);
+/**
+ * Log-probability of each target token: logSoftmax(scale * logits)[..., target], logits [..., V], targets [...]
+ * -> [...], in one fused kernel (the [..., V] log-softmax is never stored; the backward writes d logits once).
+ * `scale` is 1 / temperature. A target outside [0, V) gives NaN. Differentiable once in the logits.
+ */
+export function tokenLogProbs(logits: Tensor, targets: Tensor, scale = 1): Tensor {
+  const op = 'tokenLogProbs';
+  if (targets.dtype !== 'i32') throw new DTypeError(op, `targets must be i32, got ${targets.dtype}`);
+  if (logits.rank < 1 || targets.rank !== logits.rank - 1 || targets.shape.some((d, i) => d !== logits.shape[i])) {
+    throw new ShapeError(op, [logits.shape, targets.shape], 'targets must have the logits shape without the last axis');
+  }
+  if (!Number.isFinite(scale)) throw new ArgumentError(op, `scale must be finite, got ${scale}`);
+  return runOp(op, [logits, targets], targets.shape, logits.dtype, (b) => b.tokenLogProbs(kt(op, logits), kt(op, targets), scale), () => (g) => {
+    const dx = logits.backend.tokenLogProbsBackward(kt(op, logits), kt(op, targets), kt(op, g), scale);
+    return [...wrapBackward('tokenLogProbsBackward', [logits, targets, g], [{ storage: dx, like: logits }]), null];
+  });
 }

@@ -1,9 +1,9 @@
-import type { AdamWHyper } from '../core/backend.js';
-import { ArgumentError, ShapeError } from '../core/errors.js';
+import type { AdamWHyper, AdamWManyHyper, KernelTensor, Storage } from '../core/backend.js';
+import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import { Tensor } from '../core/tensor.js';
 import { backendOf, kt } from './op.js';
 
-export type { AdamWHyper };
+export type { AdamWHyper, AdamWManyHyper };
 
 export interface AdamWState {
   readonly param: Tensor;
@@ -26,4 +26,43 @@ export function adamwUpdate(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, h
   const [p1, m1, v1] = backend.adamw(kt('adamw', param), kt('adamw', grad), kt('adamw', m), kt('adamw', v), hyper);
   const wrap = (s: typeof p1): Tensor => Tensor.fromStorage(backend, s, param.shape, param.dtype);
   return { param: wrap(p1), m: wrap(m1), v: wrap(v1) };
+}
+
+/** sum of the squared entries of every tensor, as a scalar (one kernel, no host read). */
+export function sumSquares(xs: readonly Tensor[]): Tensor {
+  if (xs.length === 0) throw new ArgumentError('sumSquares', 'no tensors');
+  const backend = backendOf('sumSquares', xs);
+  for (const x of xs) if (x.dtype !== xs[0]!.dtype) throw new DTypeError('sumSquares', `dtypes differ: ${x.dtype}, ${xs[0]!.dtype}`);
+  return Tensor.fromStorage(backend, backend.sumSquares(xs.map((x) => kt('sumSquares', x))), [], xs[0]!.dtype);
+}
+
+/**
+ * AdamW on a list of leaves in as few kernels as the backend allows (a multi-tensor step). With `maxNorm`, the
+ * gradients are scaled by min(1, maxNorm / (sqrt(sumSq) + 1e-6)) first (torch.nn.utils.clip_grad_norm_), with
+ * sumSq the scalar tensor from `sumSquares(grads)`, so clipping needs no host read. Not differentiable.
+ */
+export function adamwUpdateMany(
+  params: readonly Tensor[], grads: readonly Tensor[], m: readonly Tensor[], v: readonly Tensor[], sumSq: Tensor | null, hyper: AdamWManyHyper,
+): AdamWState[] {
+  const op = 'adamwUpdateMany';
+  if (grads.length !== params.length || m.length !== params.length || v.length !== params.length || hyper.weightDecays.length !== params.length) {
+    throw new ArgumentError(op, `${params.length} params, ${grads.length} grads, ${m.length} + ${v.length} moments, ${hyper.weightDecays.length} decays`);
+  }
+  params.forEach((p, i) => {
+    for (const t of [grads[i]!, m[i]!, v[i]!]) {
+      if (t.shape.length !== p.shape.length || t.shape.some((d, k) => d !== p.shape[k])) {
+        throw new ShapeError(op, [p.shape, t.shape], `leaf ${i}: gradient and moments must match the parameter`);
+      }
+    }
+  });
+  if (!(hyper.step >= 1)) throw new ArgumentError(op, `step must be >= 1, got ${hyper.step}`);
+  if ((hyper.maxNorm === undefined) !== (sumSq === null)) throw new ArgumentError(op, 'maxNorm and sumSq go together');
+  if (params.length === 0) return [];
+  const backend = backendOf(op, [...params, ...grads, ...m, ...v, ...(sumSq ? [sumSq] : [])]);
+  const views = (ts: readonly Tensor[]): KernelTensor[] => ts.map((t) => kt(op, t));
+  const outs = backend.adamwMany(views(params), views(grads), views(m), views(v), sumSq && kt(op, sumSq), hyper);
+  return outs.map((o, i) => {
+    const wrap = (s: Storage): Tensor => Tensor.fromStorage(backend, s, params[i]!.shape, params[i]!.dtype);
+    return { param: wrap(o[0]), m: wrap(o[1]), v: wrap(o[2]) };
+  });
 }

@@ -1,0 +1,95 @@
+import type { KernelTensor } from '../../../core/backend.js';
+import { BackendError, DTypeError } from '../../../core/errors.js';
+import { sizeOf } from '../../../core/shape.js';
+import attentionSrc from '../../../../shaders/attention.wgsl';
+import dqSrc from '../../../../shaders/attention_backward_dq.wgsl';
+import dkvSrc from '../../../../shaders/attention_backward_dkv.wgsl';
+import type { GpuRuntime } from '../runtime.js';
+import { bufferOf } from '../storage.js';
+import { fillTemplate } from '../wgsl.js';
+import { Words } from './layout.js';
+import { fillInto } from './movement.js';
+
+/**
+ * Fused causal attention (shaders/attention*.wgsl): one forward dispatch, and a backward in two (dQ with the
+ * row statistics, then dK/dV). Rows of 64 queries (or keys) per workgroup; key/query tiles of TK rows of D
+ * floats, TK chosen so two tiles take 16 KiB of workgroup memory.
+ * (The dK/dV kernel adds 3 TK floats of row statistics.)
+ */
+const ROWS = 64;
+
+interface Dims {
+  readonly b: number;
+  readonly tq: number;
+  readonly tk: number;
+  readonly hq: number;
+  readonly hkv: number;
+  readonly d: number;
+  readonly tile: number;
+}
+
+function dimsOf(kernel: string, q: KernelTensor, k: KernelTensor, v: KernelTensor, bias: KernelTensor | null): Dims {
+  for (const t of [q, k, v, ...(bias ? [bias] : [])]) if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
+  const [b, tq, hq, d] = q.shape as [number, number, number, number];
+  const limit = 65535;
+  if (b > limit || hq > limit) throw new BackendError('webgpu', `${kernel}: ${b} rows x ${hq} heads exceed the workgroup grid`);
+  return { b, tq, tk: k.shape[1]!, hq, hkv: k.shape[2]!, d, tile: Math.max(1, Math.min(64, Math.floor(2048 / d))) };
+}
+
+const uniforms = (x: Dims, scale: number, hasBias: boolean): Uint32Array =>
+  new Words(8).u(0, x.tq).u(1, x.tk).u(2, x.hq).u(3, x.hkv).f(4, scale).u(5, hasBias ? 1 : 0).u(6, x.b).u32;
+
+const source = (name: string, src: string, x: Dims) => (): string => fillTemplate(name, src, { D: x.d, TK: x.tile, TILE: x.tile * x.d });
+
+export function attention(rt: GpuRuntime, q: KernelTensor, k: KernelTensor, v: KernelTensor, bias: KernelTensor | null, scale: number): GPUBuffer {
+  const x = dimsOf('attention', q, k, v, bias);
+  const out = rt.alloc(sizeOf(q.shape) * 4);
+  if (sizeOf(q.shape) === 0) return out;
+  rt.dispatch({
+    kernel: 'attention',
+    key: `attention:${x.d}:${x.tile}`,
+    bindings: ['read', 'read', 'read', 'read', 'write', 'uniform'],
+    source: source('attention.wgsl', attentionSrc, x),
+    buffers: [q, k, v, bias ?? q].map((t) => bufferOf(t.storage)).concat([out]),
+    uniforms: uniforms(x, scale, bias !== null),
+    workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b],
+  });
+  return out;
+}
+
+export function attentionBackward(
+  rt: GpuRuntime, q: KernelTensor, k: KernelTensor, v: KernelTensor, bias: KernelTensor | null, out: KernelTensor, dOut: KernelTensor, scale: number,
+): [GPUBuffer, GPUBuffer, GPUBuffer] {
+  const x = dimsOf('attentionBackward', q, k, v, bias);
+  const [nq, nk] = [sizeOf(q.shape), sizeOf(k.shape)];
+  const dq = rt.alloc(nq * 4);
+  const dk = rt.alloc(nk * 4);
+  const dv = rt.alloc(nk * 4);
+  if (nq === 0 || nk === 0) {
+    // No queries: nothing reaches the keys (and no keys means no queries, Tq <= Tk).
+    fillInto(rt, dk, nk, 'f32', 0);
+    fillInto(rt, dv, nk, 'f32', 0);
+    return [dq, dk, dv];
+  }
+  const stats = rt.alloc(3 * x.b * x.hq * x.tq * 4);
+  const [qb, kb, vb, bb] = [q, k, v, bias ?? q].map((t) => bufferOf(t.storage));
+  const common = { bindings: ['read', 'read', 'read', 'read', 'read', 'read', 'write', 'write', 'uniform'] as const, uniforms: uniforms(x, scale, bias !== null) };
+  rt.dispatch({
+    ...common,
+    kernel: 'attentionBackward',
+    key: `attention_backward_dq:${x.d}:${x.tile}`,
+    source: source('attention_backward_dq.wgsl', dqSrc, x),
+    buffers: [qb!, kb!, vb!, bb!, bufferOf(out.storage), bufferOf(dOut.storage), dq, stats],
+    workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b],
+  });
+  rt.dispatch({
+    ...common,
+    kernel: 'attentionBackward',
+    key: `attention_backward_dkv:${x.d}:${x.tile}`,
+    source: source('attention_backward_dkv.wgsl', dkvSrc, x),
+    buffers: [qb!, kb!, vb!, bb!, bufferOf(dOut.storage), stats, dk, dv],
+    workgroups: [Math.ceil(x.tk / ROWS), x.hkv, x.b],
+  });
+  rt.release(stats);
+  return [dq, dk, dv];
+}
