@@ -78,7 +78,9 @@ export function full(shape: Shape, value: number, opts?: CreateOptions): Tensor 
   assertShape('full', shape);
   const dtype = opts?.dtype ?? 'f32';
   const backend = backendFor('full', opts, dtype);
-  return Tensor.fromStorage(backend, backend.fill(shape, dtype, value), shape, dtype);
+  // A one-element tensor (the scalars that elementwise ops lift) is uploaded, not filled: no kernel dispatch.
+  const storage = sizeOf(shape) === 1 ? backend.upload(allocArray(dtype, 1).fill(value), dtype) : backend.fill(shape, dtype, value);
+  return Tensor.fromStorage(backend, storage, shape, dtype);
 }
 
 export const zeros = (shape: Shape, opts?: CreateOptions): Tensor => full(shape, 0, opts);
