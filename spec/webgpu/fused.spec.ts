@@ -6,7 +6,7 @@ import { compareForward, compareGrad, describeGpu, intsFor, RUNS, valuesFor, typ
 /**
  * The fused kernels against the CPU reference backend, forward and backward (the whole vector-Jacobian product
  * through valueAndGrad): causal attention (grouped-query heads, key bias with PAD_BIAS, fewer queries than
- * keys, sequences longer than a 64-row tile, head sizes 1..64), RoPE of one tensor and of a pair, SwiGLU, token
+ * keys, sequences longer than a 64-row tile, head sizes 1..128, the decoding kernel for few queries), RoPE of one tensor and of a pair, SwiGLU, token
  * log-probs with a temperature scale, the residual add + RMSNorm, the sum of squares and multi-tensor AdamW.
  */
 const FEW = { numRuns: 6 };
@@ -17,12 +17,12 @@ const ROWS: Tol = { atol: 2e-6, rtol: 2e-5 }; // f32 row sums over up to 300 log
 /** valueAndGrad comparisons: the value is an f32 sum of n weighted outputs (grad.spec.ts's rule). */
 const summed = (args: readonly Arg[], scale = 1): Tol => ({ atol: 2e-6 * Math.max(1, args[0]!.values.length) * scale, rtol: 2e-5 * scale });
 
-const attentionArb = (maxT: number, dims: number[]): fc.Arbitrary<[Arg, Arg, Arg, Arg]> =>
+const attentionArb = (maxT: number, dims: number[], maxExtra = 3): fc.Arbitrary<[Arg, Arg, Arg, Arg]> =>
   fc
     .record({
       b: fc.integer({ min: 1, max: 2 }),
       tq: fc.integer({ min: 1, max: maxT }),
-      extra: fc.integer({ min: 0, max: 3 }),
+      extra: fc.integer({ min: 0, max: maxExtra }),
       hkv: fc.integer({ min: 1, max: 2 }),
       group: fc.integer({ min: 1, max: 3 }),
       d: fc.constantFrom(...dims),
@@ -46,6 +46,10 @@ describeGpu('webgpu fused attention', (gpu) => {
     const arb = attentionArb(80, [16, 64]);
     await fc.assert(fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, ATTN, gpu)), FEW);
     await fc.assert(fc.asyncProperty(arb, (args) => compareGrad('attention', args.slice(0, 3), ([q, k, v]) => attend([q!, k!, v!, T.tensor([...args[3].values], [...args[3].shape], { backend: q!.backend })]), ATTN, gpu)), FEW);
+  });
+  it('few queries over many keys (the split-over-keys decoding kernel), head sizes 3..128', async () => {
+    const arb = attentionArb(4, [3, 64, 128], 100);
+    await fc.assert(fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, ATTN, gpu)), FEW);
   });
   it('without a key bias', async () => {
     const arb = attentionArb(5, [4]);

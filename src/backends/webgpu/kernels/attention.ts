@@ -2,6 +2,7 @@ import type { KernelTensor } from '../../../core/backend.js';
 import { BackendError, DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import attentionSrc from '../../../../shaders/attention.wgsl';
+import decodeSrc from '../../../../shaders/attention_decode.wgsl';
 import dqSrc from '../../../../shaders/attention_backward_dq.wgsl';
 import dkvSrc from '../../../../shaders/attention_backward_dkv.wgsl';
 import type { GpuRuntime } from '../runtime.js';
@@ -17,6 +18,8 @@ import { fillInto } from './movement.js';
  * (The dK/dV kernel adds 3 TK floats of row statistics.)
  */
 const ROWS = 64;
+/** At most this many queries per head use the split-over-keys kernel (attention_decode.wgsl): decoding. */
+const DECODE_MAX_QUERIES = 4;
 
 interface Dims {
   readonly b: number;
@@ -45,12 +48,28 @@ export function attention(rt: GpuRuntime, q: KernelTensor, k: KernelTensor, v: K
   const x = dimsOf('attention', q, k, v, bias);
   const out = rt.alloc(sizeOf(q.shape) * 4);
   if (sizeOf(q.shape) === 0) return out;
+  const buffers = [q, k, v, bias ?? q].map((t) => bufferOf(t.storage)).concat([out]);
+  const bindings = ['read', 'read', 'read', 'read', 'write', 'uniform'] as const;
+  if (x.tq <= DECODE_MAX_QUERIES && x.tk > x.tq) {
+    // A thread per query row would leave 60+ of 64 threads idle: split the keys over the workgroup instead.
+    const split = Math.max(1, Math.min(64, 2 ** Math.floor(Math.log2(4096 / x.d))));
+    rt.dispatch({
+      kernel: 'attention',
+      key: `attention_decode:${x.d}:${split}`,
+      bindings,
+      source: () => fillTemplate('attention_decode.wgsl', decodeSrc, { D: x.d, S: split, PART: split * x.d }),
+      buffers,
+      uniforms: uniforms(x, scale, bias !== null),
+      workgroups: [x.tq, x.hq, x.b],
+    });
+    return out;
+  }
   rt.dispatch({
     kernel: 'attention',
     key: `attention:${x.d}:${x.tile}`,
-    bindings: ['read', 'read', 'read', 'read', 'write', 'uniform'],
+    bindings,
     source: source('attention.wgsl', attentionSrc, x),
-    buffers: [q, k, v, bias ?? q].map((t) => bufferOf(t.storage)).concat([out]),
+    buffers,
     uniforms: uniforms(x, scale, bias !== null),
     workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b],
   });
