@@ -169,6 +169,16 @@ describe('fused RoPE, SwiGLU, token log-probs, residual + RMSNorm (CPU, f64)', (
       RUNS,
     ));
 
+  it('tokenLogProbs has second derivatives: the gradient of its fused backward matches finite differences', () =>
+    fc.assert(
+      fc.property(logitsArb, ([x, targets, scale]) => {
+        const tg = T.tensor(targets, [x.shape[0]!, x.shape[1]!], { dtype: 'i32' });
+        const cot: Arg = { shape: tg.shape, values: targets.map((_, i) => Math.sin(i + 0.5)) };
+        checkGradient(([a, c]) => T.grad((z: T.Tensor) => T.sum(T.mul(T.tokenLogProbs(z, tg, scale), c!)))(a!), [x, cot]);
+      }),
+      RUNS,
+    ));
+
   it('tokenLogProbs gives NaN for a target outside the vocabulary', () => {
     const out = T.tokenLogProbs(T.zeros([2, 3], { dtype: 'f64' }), T.tensor([3, -1], [2], { dtype: 'i32' })).dataSync();
     expect(Number.isNaN(out[0]!) && Number.isNaN(out[1]!)).toBe(true);

@@ -1,9 +1,12 @@
 import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import type { Tensor } from '../core/tensor.js';
-import { neg } from './elementwise.js';
-import { wrapBackward } from './norm.js';
+import type { Backend, Storage } from '../core/backend.js';
+import { mul, neg, sub } from './elementwise.js';
+import { takeAlongAxis } from './indexing.js';
+import { expandDims, squeeze } from './movement.js';
 import { kt, runOp } from './op.js';
 import { mean, sum } from './reduce.js';
+import { softmax } from './softmax.js';
 
 export type Reduction = 'mean' | 'sum' | 'none';
 
@@ -23,7 +26,7 @@ export function crossEntropy(logits: Tensor, targets: Tensor, reduction: Reducti
 /**
  * Log-probability of each target token: logSoftmax(scale * logits)[..., target], logits [..., V], targets [...]
  * -> [...], in one fused kernel (the [..., V] log-softmax is never stored; the backward writes d logits once).
- * `scale` is 1 / temperature. A target outside [0, V) gives NaN. Differentiable once in the logits.
+ * `scale` is 1 / temperature. A target outside [0, V) gives NaN.
  */
 export function tokenLogProbs(logits: Tensor, targets: Tensor, scale = 1): Tensor {
   const op = 'tokenLogProbs';
@@ -32,8 +35,23 @@ export function tokenLogProbs(logits: Tensor, targets: Tensor, scale = 1): Tenso
     throw new ShapeError(op, [logits.shape, targets.shape], 'targets must have the logits shape without the last axis');
   }
   if (!Number.isFinite(scale)) throw new ArgumentError(op, `scale must be finite, got ${scale}`);
-  return runOp(op, [logits, targets], targets.shape, logits.dtype, (b) => b.tokenLogProbs(kt(op, logits), kt(op, targets), scale), () => (g) => {
-    const dx = logits.backend.tokenLogProbsBackward(kt(op, logits), kt(op, targets), kt(op, g), scale);
-    return [...wrapBackward('tokenLogProbsBackward', [logits, targets, g], [{ storage: dx, like: logits }]), null];
+  const kernel = (b: Backend): Storage => b.tokenLogProbs(kt(op, logits), kt(op, targets), scale);
+  return runOp(op, [logits, targets], targets.shape, logits.dtype, kernel, () => (g) => [tokenLogProbsGrad(logits, targets, g, scale), null]);
+}
+
+/**
+ * d logits = g scale (onehot(target) - p), p = softmax(scale logits), in one kernel. Its own rule (for second
+ * derivatives) is written in ops: d logits' = -g scale^2 p (c - sum(c p)), d g = scale (c[target] - sum(c p)).
+ */
+function tokenLogProbsGrad(logits: Tensor, targets: Tensor, g: Tensor, scale: number): Tensor {
+  const op = 'tokenLogProbsBackward';
+  const kernel = (b: Backend): Storage => b.tokenLogProbsBackward(kt(op, logits), kt(op, targets), kt(op, g), scale);
+  return runOp(op, [logits, g], logits.shape, logits.dtype, kernel, () => (c, needs) => {
+    const p = softmax(mul(logits, scale), -1);
+    const cp = sum(mul(c, p), [-1]);
+    return [
+      needs[0] ? mul(mul(p, sub(c, expandDims(cp, -1))), mul(expandDims(g, -1), -scale * scale)) : null,
+      needs[1] ? mul(sub(squeeze(takeAlongAxis(c, expandDims(targets, -1), -1), [-1]), cp), scale) : null,
+    ];
   });
 }
