@@ -4,16 +4,33 @@
  * enough (llvmpipe is slow). Run: node esbuild.config.mjs && node dist/bench/dispatches.js [--by-kernel]
  */
 import { createWebGpuBackend, dispose, Rng, tidy, valueAndGrad, type WebGpuBackend } from '../src/index.js';
-import { adamwInit, adamwStep, initParams, smallConfig, type TransformerConfig, type TransformerParams } from '../src/nn/index.js';
+import {
+  adamwInit,
+  adamwStep,
+  initParams,
+  smallConfig,
+  type TransformerConfig,
+  type TransformerParams,
+} from '../src/nn/index.js';
 import { packSequences, sftLoss } from '../src/rl/index.js';
 
 export const MODELS: Record<string, () => TransformerConfig> = {
   'default (smallConfig, vocab 24)': () => smallConfig(24),
-  'd512 L8 (8 heads, dFf 1536, vocab 1024)': () => ({ ...smallConfig(1024), dModel: 512, nLayers: 8, nHeads: 8, nKvHeads: 8, dFf: 1536 }),
+  'd512 L8 (8 heads, dFf 1536, vocab 1024)': () => ({
+    ...smallConfig(1024),
+    dModel: 512,
+    nLayers: 8,
+    nHeads: 8,
+    nKvHeads: 8,
+    dFf: 1536,
+  }),
 };
 
 /** Dispatches (by kernel) of the second of two SFT steps (AdamW with clipping) on a batch of 2 x 8 tokens. */
-export async function countStep(gpu: WebGpuBackend, config: TransformerConfig): Promise<{ total: number; byKernel: Map<string, number> }> {
+export async function countStep(
+  gpu: WebGpuBackend,
+  config: TransformerConfig,
+): Promise<{ total: number; byKernel: Map<string, number> }> {
   const rng = new Rng(0);
   let params = initParams(config, rng, { backend: gpu });
   let opt = adamwInit(params);

@@ -12,7 +12,9 @@ const RUNS = { numRuns: 15 };
 const ref = (a: Arg): Ref => new Ref([...a.shape], [...a.values]);
 const expectClose = (got: ArrayLike<number>, want: readonly number[], tol: number): void => {
   expect(got.length).toBe(want.length);
-  for (let i = 0; i < want.length; i++) if (!(Math.abs(got[i]! - want[i]!) <= tol * (1 + Math.abs(want[i]!)))) expect.fail(`[${i}]: ${got[i]} vs ${want[i]}`);
+  for (let i = 0; i < want.length; i++)
+    if (!(Math.abs(got[i]! - want[i]!) <= tol * (1 + Math.abs(want[i]!))))
+      expect.fail(`[${i}]: ${got[i]} vs ${want[i]}`);
 };
 
 /** Attention shapes: batch, queries <= keys, query heads a multiple of key/value heads, head size. */
@@ -56,16 +58,19 @@ function attentionRef(q: Ref, k: Ref, v: Ref, bias: Ref | null, group: number): 
 describe('fused causal attention (CPU, f64)', () => {
   it('forward equals a per-query loop (grouped-query heads, key bias, fewer queries than keys)', () =>
     fc.assert(
-      fc.property(attentionDims.chain((x) => fc.tuple(fc.constant(x), attentionArgs(x, -3))), ([x, [q, k, v, bias]]) => {
-        const got = T.causalAttention(f64(q!), f64(k!), f64(v!), { keyBias: f64(bias!) });
-        expectClose(got.dataSync(), attentionRef(ref(q!), ref(k!), ref(v!), ref(bias!), x.group).values, 1e-12);
-        const plain = T.causalAttention(f64(q!), f64(k!), f64(v!));
-        expectClose(plain.dataSync(), attentionRef(ref(q!), ref(k!), ref(v!), null, x.group).values, 1e-12);
-      }),
+      fc.property(
+        attentionDims.chain((x) => fc.tuple(fc.constant(x), attentionArgs(x, -3))),
+        ([x, [q, k, v, bias]]) => {
+          const got = T.causalAttention(f64(q!), f64(k!), f64(v!), { keyBias: f64(bias!) });
+          expectClose(got.dataSync(), attentionRef(ref(q!), ref(k!), ref(v!), ref(bias!), x.group).values, 1e-12);
+          const plain = T.causalAttention(f64(q!), f64(k!), f64(v!));
+          expectClose(plain.dataSync(), attentionRef(ref(q!), ref(k!), ref(v!), null, x.group).values, 1e-12);
+        },
+      ),
       RUNS,
     ));
 
-  it('a padding query whose visible keys are all masked (PAD_BIAS) stays finite: in f32, the mean of their values', () => {
+  it('a padding query that sees only masked keys (PAD_BIAS) stays finite: in f32, the mean of their values', () => {
     // The row is left-padded by 2: queries 0 and 1 see only padding keys. f32, as the policy runs.
     const args: Arg[] = [
       { shape: [1, 4, 1, 2], values: [0.5, -1, 2, 0.25, 1, 1, -0.5, 0.75] },
@@ -84,24 +89,46 @@ describe('fused causal attention (CPU, f64)', () => {
 
   it('gradient in q, k and v against finite differences', () =>
     fc.assert(
-      fc.property(attentionDims.chain((x) => attentionArgs(x, -1)), ([q, k, v, bias]) =>
-        checkGradient(([a, b, c]) => T.causalAttention(a!, b!, c!, { keyBias: f64(bias!) }), [q!, k!, v!]),
+      fc.property(
+        attentionDims.chain((x) => attentionArgs(x, -1)),
+        ([q, k, v, bias]) =>
+          checkGradient(([a, b, c]) => T.causalAttention(a!, b!, c!, { keyBias: f64(bias!) }), [q!, k!, v!]),
       ),
       RUNS,
     ));
 
   it('refuses shapes that do not fit, and a watched key bias', () => {
     const x = T.zeros([1, 2, 2, 2], { dtype: 'f64' });
-    expect(() => T.causalAttention(x, T.zeros([1, 1, 2, 2], { dtype: 'f64' }), T.zeros([1, 1, 2, 2], { dtype: 'f64' }))).toThrow(T.ShapeError);
-    expect(() => T.causalAttention(x, T.zeros([1, 2, 3, 2], { dtype: 'f64' }), T.zeros([1, 2, 3, 2], { dtype: 'f64' }))).toThrow(/multiple/);
-    expect(() => T.grad((bias: T.Tensor) => T.sum(T.causalAttention(x, x, x, { keyBias: bias })))(T.zeros([1, 2], { dtype: 'f64' }))).toThrow(/constant/);
+    expect(() =>
+      T.causalAttention(x, T.zeros([1, 1, 2, 2], { dtype: 'f64' }), T.zeros([1, 1, 2, 2], { dtype: 'f64' })),
+    ).toThrow(T.ShapeError);
+    expect(() =>
+      T.causalAttention(x, T.zeros([1, 2, 3, 2], { dtype: 'f64' }), T.zeros([1, 2, 3, 2], { dtype: 'f64' })),
+    ).toThrow(/multiple/);
+    expect(() =>
+      T.grad((bias: T.Tensor) => T.sum(T.causalAttention(x, x, x, { keyBias: bias })))(
+        T.zeros([1, 2], { dtype: 'f64' }),
+      ),
+    ).toThrow(/constant/);
   });
 });
 
 describe('fused RoPE, SwiGLU, token log-probs, residual + RMSNorm (CPU, f64)', () => {
   const ropeArgs = fc
-    .tuple(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }))
-    .chain(([n, h, h2, half]) => fc.tuple(valuesFor([n, h, 2 * half]), valuesFor([n, h2, 2 * half]), valuesFor([n, 1, half], -1, 1, 0.0001), valuesFor([n, 1, half], -1, 1, 0.0002)));
+    .tuple(
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 3 }),
+    )
+    .chain(([n, h, h2, half]) =>
+      fc.tuple(
+        valuesFor([n, h, 2 * half]),
+        valuesFor([n, h2, 2 * half]),
+        valuesFor([n, 1, half], -1, 1, 0.0001),
+        valuesFor([n, 1, half], -1, 1, 0.0002),
+      ),
+    );
   const rotateRef = (x: Ref, c: Ref, s: Ref, sign: number): number[] => {
     const half = c.shape[2]!;
     return Ref.fill(x.shape, ([r, h, e]) => {
@@ -129,15 +156,20 @@ describe('fused RoPE, SwiGLU, token log-probs, residual + RMSNorm (CPU, f64)', (
     fc.assert(
       fc.property(ropeArgs, ([x, y, c, s]) => {
         checkGradient(([a]) => T.rotary(a!, f64(c), f64(s)), [x]);
-        checkGradient(([a, b]) => {
-          const [p, q] = T.rotaryPair(a!, b!, f64(c), f64(s));
-          return T.add(T.sum(T.mul(p, 0.7)), T.sum(T.square(q)));
-        }, [x, y]);
+        checkGradient(
+          ([a, b]) => {
+            const [p, q] = T.rotaryPair(a!, b!, f64(c), f64(s));
+            return T.add(T.sum(T.mul(p, 0.7)), T.sum(T.square(q)));
+          },
+          [x, y],
+        );
       }),
       RUNS,
     ));
 
-  const pairArb = fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 }).chain((s) => fc.tuple(valuesFor(s, -4, 4), valuesFor(s, -2, 2, 0.0002)));
+  const pairArb = fc
+    .array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 })
+    .chain((s) => fc.tuple(valuesFor(s, -4, 4), valuesFor(s, -2, 2, 0.0002)));
   it('swiglu equals silu(gate) * up, and its gradient matches finite differences', () =>
     fc.assert(
       fc.property(pairArb, ([g, u]) => {
@@ -149,9 +181,18 @@ describe('fused RoPE, SwiGLU, token log-probs, residual + RMSNorm (CPU, f64)', (
     ));
 
   const logitsArb = fc
-    .tuple(fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 3 }), fc.integer({ min: 1, max: 6 }), fc.constantFrom(1, 0.7, 1.5))
+    .tuple(
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 3 }),
+      fc.integer({ min: 1, max: 6 }),
+      fc.constantFrom(1, 0.7, 1.5),
+    )
     .chain(([b, t, v, scale]) =>
-      fc.tuple(valuesFor([b, t, v], -4, 4), fc.array(fc.integer({ min: 0, max: v - 1 }), { minLength: b * t, maxLength: b * t }), fc.constant(scale)),
+      fc.tuple(
+        valuesFor([b, t, v], -4, 4),
+        fc.array(fc.integer({ min: 0, max: v - 1 }), { minLength: b * t, maxLength: b * t }),
+        fc.constant(scale),
+      ),
     );
   it('tokenLogProbs equals log softmax(scale logits)[target], its gradient matches finite differences', () =>
     fc.assert(
@@ -174,7 +215,10 @@ describe('fused RoPE, SwiGLU, token log-probs, residual + RMSNorm (CPU, f64)', (
       fc.property(logitsArb, ([x, targets, scale]) => {
         const tg = T.tensor(targets, [x.shape[0]!, x.shape[1]!], { dtype: 'i32' });
         const cot: Arg = { shape: tg.shape, values: targets.map((_, i) => Math.sin(i + 0.5)) };
-        checkGradient(([a, c]) => T.grad((z: T.Tensor) => T.sum(T.mul(T.tokenLogProbs(z, tg, scale), c!)))(a!), [x, cot]);
+        checkGradient(
+          ([a, c]) => T.grad((z: T.Tensor) => T.sum(T.mul(T.tokenLogProbs(z, tg, scale), c!)))(a!),
+          [x, cot],
+        );
       }),
       RUNS,
     ));
@@ -199,19 +243,28 @@ describe('fused RoPE, SwiGLU, token log-probs, residual + RMSNorm (CPU, f64)', (
         const out = T.addRmsNorm(f64(x), f64(dl), f64(w), 1e-5);
         expectClose(out.sum.dataSync(), sum, 1e-14);
         expectClose(out.normed.dataSync(), normed, 1e-12);
-        checkGradient(([a, b, c]) => {
-          const o = T.addRmsNorm(a!, b!, c!, 1e-5);
-          return T.add(o.normed, T.mul(o.sum, 0.5));
-        }, [x, dl, w]);
+        checkGradient(
+          ([a, b, c]) => {
+            const o = T.addRmsNorm(a!, b!, c!, 1e-5);
+            return T.add(o.normed, T.mul(o.sum, 0.5));
+          },
+          [x, dl, w],
+        );
       }),
       RUNS,
     ));
 });
 
 describe('multi-tensor AdamW and sum of squares (CPU, f64)', () => {
-  const leaves = fc.array(fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 2 }), { minLength: 1, maxLength: 5 }).chain((shapes) =>
-    fc.tuple(...shapes.map((s) => fc.tuple(valuesFor(s), valuesFor(s, -3, 3, 0.0002), valuesFor(s, -1, 1, 0.0003), valuesFor(s, 0, 1, 0.0004)))),
-  );
+  const leaves = fc
+    .array(fc.array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 2 }), { minLength: 1, maxLength: 5 })
+    .chain((shapes) =>
+      fc.tuple(
+        ...shapes.map((s) =>
+          fc.tuple(valuesFor(s), valuesFor(s, -3, 3, 0.0002), valuesFor(s, -1, 1, 0.0003), valuesFor(s, 0, 1, 0.0004)),
+        ),
+      ),
+    );
   it('equals a per-leaf AdamW loop on gradients clipped by the global norm', () =>
     fc.assert(
       fc.property(leaves, fc.constantFrom(undefined, 0.5, 100), (ls, maxNorm) => {
@@ -221,15 +274,26 @@ describe('multi-tensor AdamW and sum of squares (CPU, f64)', () => {
         const scale = maxNorm === undefined ? 1 : Math.min(maxNorm / (Math.sqrt(ss) + 1e-6), 1);
         const h = { lr: 0.01, beta1: 0.9, beta2: 0.99, eps: 1e-8, step: 3 };
         const weightDecays = ls.map((_, i) => (i % 2) * 0.1);
-        const out = T.adamwUpdateMany(ls.map(([p]) => f64(p)), ls.map(([, g]) => f64(g)), ls.map(([, , m]) => f64(m)), ls.map(([, , , v]) => f64(v)), maxNorm === undefined ? null : sumSq, {
-          ...h,
-          weightDecays,
-          ...(maxNorm === undefined ? {} : { maxNorm }),
-        });
+        const out = T.adamwUpdateMany(
+          ls.map(([p]) => f64(p)),
+          ls.map(([, g]) => f64(g)),
+          ls.map(([, , m]) => f64(m)),
+          ls.map(([, , , v]) => f64(v)),
+          maxNorm === undefined ? null : sumSq,
+          {
+            ...h,
+            weightDecays,
+            ...(maxNorm === undefined ? {} : { maxNorm }),
+          },
+        );
         ls.forEach(([p, g, m, v], i) => {
           const m1 = g.values.map((x, j) => h.beta1 * m.values[j]! + (1 - h.beta1) * x * scale);
           const v1 = g.values.map((x, j) => h.beta2 * v.values[j]! + (1 - h.beta2) * (x * scale) ** 2);
-          const p1 = p.values.map((x, j) => x * (1 - h.lr * weightDecays[i]!) - (h.lr * (m1[j]! / (1 - h.beta1 ** 3))) / (Math.sqrt(v1[j]! / (1 - h.beta2 ** 3)) + h.eps));
+          const p1 = p.values.map(
+            (x, j) =>
+              x * (1 - h.lr * weightDecays[i]!) -
+              (h.lr * (m1[j]! / (1 - h.beta1 ** 3))) / (Math.sqrt(v1[j]! / (1 - h.beta2 ** 3)) + h.eps),
+          );
           expectClose(out[i]!.m.dataSync(), m1, 1e-14);
           expectClose(out[i]!.v.dataSync(), v1, 1e-14);
           expectClose(out[i]!.param.dataSync(), p1, 1e-13);

@@ -9,10 +9,30 @@ import { describeGpu } from './helpers.js';
  */
 describeGpu('webgpu dispatch budget', (gpu) => {
   it('a d512 L8 SFT step encodes at most 400 dispatches', async () => {
-    const config: T.TransformerConfig = { vocabSize: 1024, dModel: 512, nLayers: 8, nHeads: 8, nKvHeads: 8, dFf: 1536, maxSeqLen: 16, ropeTheta: 1e4, rmsEps: 1e-6 };
+    const config: T.TransformerConfig = {
+      vocabSize: 1024,
+      dModel: 512,
+      nLayers: 8,
+      nHeads: 8,
+      nKvHeads: 8,
+      dFf: 1536,
+      maxSeqLen: 16,
+      ropeTheta: 1e4,
+      rmsEps: 1e-6,
+    };
     const params = T.initParams(config, new T.Rng(0), { backend: gpu });
     const opt = T.adamwInit(params);
-    const batch = T.packSequences([[1, 2], [3, 4, 5]], [[6, 7, 8], [9, 10]], 0);
+    const batch = T.packSequences(
+      [
+        [1, 2],
+        [3, 4, 5],
+      ],
+      [
+        [6, 7, 8],
+        [9, 10],
+      ],
+      0,
+    );
     const before = gpu.runtime.dispatchCount;
     const out = T.tidy(() => {
       const [loss, grads] = T.valueAndGrad((p: T.TransformerParams) => T.sftLoss(p, config, batch))(params);

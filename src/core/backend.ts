@@ -122,7 +122,8 @@ export interface Backend {
   attention(q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, scale: number): Storage;
   /** [dq, dk, dv] of `attention` for cotangent dOut, given its output `out` (scores recomputed). */
   attentionBackward(
-    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, out: KernelTensor, dOut: KernelTensor, scale: number,
+    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null,
+    out: KernelTensor, dOut: KernelTensor, scale: number,
   ): [Storage, Storage, Storage];
   /**
    * Rotate-half RoPE of one or two tensors (a layer's queries and keys, in one dispatch): each x [..., H, D] with
@@ -151,7 +152,7 @@ export interface Backend {
    * Returns [param, m, v] per leaf.
    */
   adamwMany(
-    params: readonly KernelTensor[], grads: readonly KernelTensor[], m: readonly KernelTensor[], v: readonly KernelTensor[],
-    sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
+    params: readonly KernelTensor[], grads: readonly KernelTensor[],
+    m: readonly KernelTensor[], v: readonly KernelTensor[], sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
   ): [Storage, Storage, Storage][];
 }

@@ -158,7 +158,8 @@ export function hiddenStates(
     layers.push({ k, v });
     const mid = addRmsNorm(x, reshape(out, [b, t, config.dModel]), p.mlpNorm, config.rmsEps);
     const next = params.layers[l + 1]?.attnNorm ?? params.finalNorm;
-    const end = addRmsNorm(mid.sum, reshape(swiGlu(p, reshape(mid.normed, [b * t, config.dModel])), [b, t, config.dModel]), next, config.rmsEps);
+    const mlp = reshape(swiGlu(p, reshape(mid.normed, [b * t, config.dModel])), [b, t, config.dModel]);
+    const end = addRmsNorm(mid.sum, mlp, next, config.rmsEps);
     x = end.sum;
     h = end.normed;
   });
@@ -182,7 +183,12 @@ function attention(p: LayerParams, h: Tensor, ctx: AttentionContext, cached: { k
   const dh = headDim(config);
   // Keys/values are kept as [B, T, Hkv, dh] (flash-attn's layout: no permutes); cached ones were rotated at
   // their own positions. Grouped-query heads are resolved inside the attention kernel (no repeat_kv copy).
-  const qk = rotaryPair(reshape(linear(h, p.wq), [b, t, config.nHeads, dh]), reshape(linear(h, p.wk), [b, t, config.nKvHeads, dh]), rope.cos, rope.sin);
+  const qk = rotaryPair(
+    reshape(linear(h, p.wq), [b, t, config.nHeads, dh]),
+    reshape(linear(h, p.wk), [b, t, config.nKvHeads, dh]),
+    rope.cos,
+    rope.sin,
+  );
   const q = qk[0];
   let k = qk[1];
   let v = reshape(linear(h, p.wv), [b, t, config.nKvHeads, dh]);

@@ -21,28 +21,53 @@ export interface AttentionOptions {
  */
 export function causalAttention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
   const shapes = [q.shape, k.shape, v.shape];
-  if (q.rank !== 4 || k.rank !== 4 || v.rank !== 4) throw new ShapeError('causalAttention', shapes, 'q, k, v must be [B, T, H, D]');
+  if (q.rank !== 4 || k.rank !== 4 || v.rank !== 4)
+    throw new ShapeError('causalAttention', shapes, 'q, k, v must be [B, T, H, D]');
   const [b, tq, hq, d] = q.shape as [number, number, number, number];
   const [bk, tk, hkv, dk] = k.shape as [number, number, number, number];
-  if (bk !== b || dk !== d || v.shape.some((n, i) => n !== k.shape[i])) throw new ShapeError('causalAttention', shapes, 'k and v must be [B, Tk, Hkv, D] like q');
-  if (hq % hkv !== 0) throw new ShapeError('causalAttention', shapes, `${hq} query heads are not a multiple of ${hkv} key/value heads`);
+  if (bk !== b || dk !== d || v.shape.some((n, i) => n !== k.shape[i]))
+    throw new ShapeError('causalAttention', shapes, 'k and v must be [B, Tk, Hkv, D] like q');
+  if (hq % hkv !== 0)
+    throw new ShapeError('causalAttention', shapes, `${hq} query heads are not a multiple of ${hkv} key/value heads`);
   if (tq > tk) throw new ShapeError('causalAttention', shapes, 'more queries than keys');
-  if (k.dtype !== q.dtype || v.dtype !== q.dtype) throw new DTypeError('causalAttention', `q, k, v dtypes differ: ${q.dtype}, ${k.dtype}, ${v.dtype}`);
+  if (k.dtype !== q.dtype || v.dtype !== q.dtype)
+    throw new DTypeError('causalAttention', `q, k, v dtypes differ: ${q.dtype}, ${k.dtype}, ${v.dtype}`);
   const bias = opts.keyBias;
-  if (bias && (bias.rank !== 2 || bias.shape[0] !== b || bias.shape[1] !== tk)) throw new ShapeError('causalAttention', [...shapes, bias.shape], `keyBias must be [${b}, ${tk}]`);
-  if (bias && bias.dtype !== q.dtype) throw new DTypeError('causalAttention', `keyBias must be ${q.dtype}, got ${bias.dtype}`);
+  if (bias && (bias.rank !== 2 || bias.shape[0] !== b || bias.shape[1] !== tk))
+    throw new ShapeError('causalAttention', [...shapes, bias.shape], `keyBias must be [${b}, ${tk}]`);
+  if (bias && bias.dtype !== q.dtype)
+    throw new DTypeError('causalAttention', `keyBias must be ${q.dtype}, got ${bias.dtype}`);
   const scale = opts.scale ?? 1 / Math.sqrt(d);
   if (!Number.isFinite(scale)) throw new ArgumentError('causalAttention', `scale must be finite, got ${scale}`);
   const op = 'causalAttention';
   const inputs = bias ? [q, k, v, bias] : [q, k, v];
   const biasKt = bias ? kt(op, bias) : null;
-  return runOp(op, inputs, q.shape, q.dtype, (be) => be.attention(kt(op, q), kt(op, k), kt(op, v), biasKt, scale), (y) => (g, needs) => {
-    if (needs[3]) throw new ArgumentError(op, 'the key bias is a constant: its gradient is not computed');
-    const [dq, dk, dv] = q.backend.attentionBackward(kt(op, q), kt(op, k), kt(op, v), bias ? kt(op, bias) : null, kt(op, y), kt(op, g), scale);
-    return wrapBackward('causalAttentionBackward', [q, k, v, y, g], [
-      { storage: dq, like: q },
-      { storage: dk, like: k },
-      { storage: dv, like: v },
-    ]);
-  });
+  return runOp(
+    op,
+    inputs,
+    q.shape,
+    q.dtype,
+    (be) => be.attention(kt(op, q), kt(op, k), kt(op, v), biasKt, scale),
+    (y) => (g, needs) => {
+      if (needs[3]) throw new ArgumentError(op, 'the key bias is a constant: its gradient is not computed');
+      const [dq, dk, dv] = q.backend.attentionBackward(
+        kt(op, q),
+        kt(op, k),
+        kt(op, v),
+        bias ? kt(op, bias) : null,
+        kt(op, y),
+        kt(op, g),
+        scale,
+      );
+      return wrapBackward(
+        'causalAttentionBackward',
+        [q, k, v, y, g],
+        [
+          { storage: dq, like: q },
+          { storage: dk, like: k },
+          { storage: dv, like: v },
+        ],
+      );
+    },
+  );
 }

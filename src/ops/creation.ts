@@ -79,7 +79,9 @@ export function full(shape: Shape, value: number, opts?: CreateOptions): Tensor 
   const dtype = opts?.dtype ?? 'f32';
   const backend = backendFor('full', opts, dtype);
   // A one-element tensor (the scalars that elementwise ops lift) is uploaded, not filled: no kernel dispatch.
-  const storage = sizeOf(shape) === 1 ? backend.upload(allocArray(dtype, 1).fill(value), dtype) : backend.fill(shape, dtype, value);
+  const storage = sizeOf(shape) === 1
+    ? backend.upload(allocArray(dtype, 1).fill(value), dtype)
+    : backend.fill(shape, dtype, value);
   return Tensor.fromStorage(backend, storage, shape, dtype);
 }
 

@@ -36,7 +36,8 @@ export function tokenLogProbs(logits: Tensor, targets: Tensor, scale = 1): Tenso
   }
   if (!Number.isFinite(scale)) throw new ArgumentError(op, `scale must be finite, got ${scale}`);
   const kernel = (b: Backend): Storage => b.tokenLogProbs(kt(op, logits), kt(op, targets), scale);
-  return runOp(op, [logits, targets], targets.shape, logits.dtype, kernel, () => (g) => [tokenLogProbsGrad(logits, targets, g, scale), null]);
+  const rule = () => (g: Tensor) => [tokenLogProbsGrad(logits, targets, g, scale), null];
+  return runOp(op, [logits, targets], targets.shape, logits.dtype, kernel, rule);
 }
 
 /**

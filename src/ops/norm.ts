@@ -3,7 +3,7 @@ import { shapesEqual } from '../core/shape.js';
 import { recordOp } from '../core/tape.js';
 import { Tensor } from '../core/tensor.js';
 import { backendOf, kt, runOp } from './op.js';
-import type { Storage } from '../core/backend.js';
+import type { Backend, Storage } from '../core/backend.js';
 
 /**
  * RMSNorm and LayerNorm over the last axis, each a fused forward kernel and a fused backward kernel.
@@ -21,7 +21,11 @@ function checkParam(op: string, x: Tensor, p: Tensor): void {
 }
 
 /** Wrap backward-kernel outputs; if an outer tape watches them, its vjp refuses rather than being silently wrong. */
-export function wrapBackward(op: string, inputs: readonly Tensor[], outs: readonly { storage: Storage; like: Tensor }[]): Tensor[] {
+export function wrapBackward(
+  op: string,
+  inputs: readonly Tensor[],
+  outs: readonly { storage: Storage; like: Tensor }[],
+): Tensor[] {
   const backend = backendOf(op, inputs);
   return outs.map(({ storage, like }) => {
     const t = Tensor.fromStorage(backend, storage, like.shape, like.dtype);
@@ -35,7 +39,8 @@ export function wrapBackward(op: string, inputs: readonly Tensor[], outs: readon
 /** y = x / sqrt(mean(x^2) + eps) * weight, over the last axis (the Llama/Qwen layout). */
 export function rmsNorm(x: Tensor, weight: Tensor, eps = 1e-6): Tensor {
   checkParam('rmsNorm', x, weight);
-  return runOp('rmsNorm', [x, weight], x.shape, x.dtype, (b) => b.rmsNorm(kt('rmsNorm', x), kt('rmsNorm', weight), eps), () => rmsNormRule(x, weight, eps));
+  const kernel = (b: Backend): Storage => b.rmsNorm(kt('rmsNorm', x), kt('rmsNorm', weight), eps);
+  return runOp('rmsNorm', [x, weight], x.shape, x.dtype, kernel, () => rmsNormRule(x, weight, eps));
 }
 
 const rmsNormRule = (x: Tensor, weight: Tensor, eps: number) => (g: Tensor): Tensor[] => {
@@ -52,7 +57,9 @@ const rmsNormRule = (x: Tensor, weight: Tensor, eps: number) => (g: Tensor): Ten
  */
 export function addRmsNorm(x: Tensor, delta: Tensor, weight: Tensor, eps = 1e-6): { sum: Tensor; normed: Tensor } {
   checkParam('addRmsNorm', x, weight);
-  if (!shapesEqual(x.shape, delta.shape)) throw new ShapeError('addRmsNorm', [x.shape, delta.shape], 'x and delta must have the same shape');
+  if (!shapesEqual(x.shape, delta.shape)) {
+    throw new ShapeError('addRmsNorm', [x.shape, delta.shape], 'x and delta must have the same shape');
+  }
   let normed: Storage | null = null;
   // One kernel writes both outputs; each goes through runOp with its own rule (the second kernel is a no-op).
   const sum = runOp('add', [x, delta], x.shape, x.dtype, (b) => {

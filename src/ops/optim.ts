@@ -32,7 +32,8 @@ export function adamwUpdate(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, h
 export function sumSquares(xs: readonly Tensor[]): Tensor {
   if (xs.length === 0) throw new ArgumentError('sumSquares', 'no tensors');
   const backend = backendOf('sumSquares', xs);
-  for (const x of xs) if (x.dtype !== xs[0]!.dtype) throw new DTypeError('sumSquares', `dtypes differ: ${x.dtype}, ${xs[0]!.dtype}`);
+  const dtype = xs[0]!.dtype;
+  for (const x of xs) if (x.dtype !== dtype) throw new DTypeError('sumSquares', `dtypes differ: ${x.dtype}, ${dtype}`);
   return Tensor.fromStorage(backend, backend.sumSquares(xs.map((x) => kt('sumSquares', x))), [], xs[0]!.dtype);
 }
 
@@ -42,11 +43,17 @@ export function sumSquares(xs: readonly Tensor[]): Tensor {
  * sumSq the scalar tensor from `sumSquares(grads)`, so clipping needs no host read. Not differentiable.
  */
 export function adamwUpdateMany(
-  params: readonly Tensor[], grads: readonly Tensor[], m: readonly Tensor[], v: readonly Tensor[], sumSq: Tensor | null, hyper: AdamWManyHyper,
+  params: readonly Tensor[],
+  grads: readonly Tensor[],
+  m: readonly Tensor[],
+  v: readonly Tensor[],
+  sumSq: Tensor | null,
+  hyper: AdamWManyHyper,
 ): AdamWState[] {
   const op = 'adamwUpdateMany';
-  if (grads.length !== params.length || m.length !== params.length || v.length !== params.length || hyper.weightDecays.length !== params.length) {
-    throw new ArgumentError(op, `${params.length} params, ${grads.length} grads, ${m.length} + ${v.length} moments, ${hyper.weightDecays.length} decays`);
+  const counts = [grads.length, m.length, v.length, hyper.weightDecays.length];
+  if (counts.some((n) => n !== params.length)) {
+    throw new ArgumentError(op, `${params.length} params, but ${counts.join(', ')} grads, m, v and decays`);
   }
   params.forEach((p, i) => {
     for (const t of [grads[i]!, m[i]!, v[i]!]) {

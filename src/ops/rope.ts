@@ -11,7 +11,14 @@ import { kt, runOp } from './op.js';
  */
 export function rotary(x: Tensor, cos: Tensor, sin: Tensor, inverse = false): Tensor {
   check(x, cos, sin);
-  return runOp('rotary', [x, cos, sin], x.shape, x.dtype, (b) => b.rope([kt('rotary', x)], kt('rotary', cos), kt('rotary', sin), inverse)[0]!, rule(cos, sin, inverse));
+  return runOp(
+    'rotary',
+    [x, cos, sin],
+    x.shape,
+    x.dtype,
+    (b) => b.rope([kt('rotary', x)], kt('rotary', cos), kt('rotary', sin), inverse)[0]!,
+    rule(cos, sin, inverse),
+  );
 }
 
 /** `rotary` of a layer's queries and keys (same leading dims, any head counts) in one kernel. */
@@ -20,23 +27,38 @@ export function rotaryPair(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor): [Ten
   check(k, cos, sin);
   let second: Storage | null = null;
   // One kernel writes both outputs; each goes through runOp with its own rule (the second kernel is a no-op).
-  const q1 = runOp('rotary', [q, cos, sin], q.shape, q.dtype, (b) => {
-    const [a, c] = b.rope([kt('rotary', q), kt('rotary', k)], kt('rotary', cos), kt('rotary', sin), false);
-    second = c!;
-    return a!;
-  }, rule(cos, sin, false));
+  const q1 = runOp(
+    'rotary',
+    [q, cos, sin],
+    q.shape,
+    q.dtype,
+    (b) => {
+      const [a, c] = b.rope([kt('rotary', q), kt('rotary', k)], kt('rotary', cos), kt('rotary', sin), false);
+      second = c!;
+      return a!;
+    },
+    rule(cos, sin, false),
+  );
   const k1 = runOp('rotary', [k, cos, sin], k.shape, k.dtype, () => second!, rule(cos, sin, false));
   return [q1, k1];
 }
 
-const rule = (cos: Tensor, sin: Tensor, inverse: boolean) => () => (g: Tensor): (Tensor | null)[] => [rotary(g, cos, sin, !inverse), null, null];
+const rule =
+  (cos: Tensor, sin: Tensor, inverse: boolean) =>
+  () =>
+  (g: Tensor): (Tensor | null)[] => [rotary(g, cos, sin, !inverse), null, null];
 
 function check(x: Tensor, cos: Tensor, sin: Tensor): void {
   const d = x.shape[x.rank - 1]!;
   const want = [...x.shape.slice(0, -2), 1, d / 2];
   const ok = (t: Tensor): boolean => t.rank === want.length && t.shape.every((n, i) => n === want[i]);
   if (x.rank < 2 || d % 2 !== 0 || !ok(cos) || !ok(sin)) {
-    throw new ShapeError('rotary', [x.shape, cos.shape, sin.shape], `x must be [..., H, D] with D even, cos and sin [${want.join(', ')}]`);
+    throw new ShapeError(
+      'rotary',
+      [x.shape, cos.shape, sin.shape],
+      `x must be [..., H, D] with D even, cos and sin [${want.join(', ')}]`,
+    );
   }
-  if (cos.dtype !== x.dtype || sin.dtype !== x.dtype) throw new DTypeError('rotary', `cos and sin must be ${x.dtype}, got ${cos.dtype}, ${sin.dtype}`);
+  if (cos.dtype !== x.dtype || sin.dtype !== x.dtype)
+    throw new DTypeError('rotary', `cos and sin must be ${x.dtype}, got ${cos.dtype}, ${sin.dtype}`);
 }

@@ -5,12 +5,24 @@ import { kt, runOp } from './op.js';
 
 /** silu(gate) * up (SwiGLU's gate, Shazeer 2020, Eq. 6) in one kernel, its backward in one more. Same shapes. */
 export function swiglu(gate: Tensor, up: Tensor): Tensor {
-  if (gate.rank !== up.rank || gate.shape.some((n, i) => n !== up.shape[i])) throw new ShapeError('swiglu', [gate.shape, up.shape], 'gate and up must have the same shape');
-  return runOp('swiglu', [gate, up], gate.shape, gate.dtype, (b) => b.swiglu(kt('swiglu', gate), kt('swiglu', up)), () => (g) => {
-    const [dGate, dUp] = gate.backend.swigluBackward(kt('swiglu', gate), kt('swiglu', up), kt('swiglu', g));
-    return wrapBackward('swigluBackward', [gate, up, g], [
-      { storage: dGate, like: gate },
-      { storage: dUp, like: up },
-    ]);
-  });
+  if (gate.rank !== up.rank || gate.shape.some((n, i) => n !== up.shape[i]))
+    throw new ShapeError('swiglu', [gate.shape, up.shape], 'gate and up must have the same shape');
+  return runOp(
+    'swiglu',
+    [gate, up],
+    gate.shape,
+    gate.dtype,
+    (b) => b.swiglu(kt('swiglu', gate), kt('swiglu', up)),
+    () => (g) => {
+      const [dGate, dUp] = gate.backend.swigluBackward(kt('swiglu', gate), kt('swiglu', up), kt('swiglu', g));
+      return wrapBackward(
+        'swigluBackward',
+        [gate, up, g],
+        [
+          { storage: dGate, like: gate },
+          { storage: dUp, like: up },
+        ],
+      );
+    },
+  );
 }

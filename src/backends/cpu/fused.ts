@@ -18,7 +18,16 @@ export interface AttentionDims {
  * the inputs' precision (as separate matmul, scale and bias ops would store them): with f32 inputs a padding
  * key's s - 1e9 rounds to -1e9, so a query that sees only padding keys weighs them equally, as on the GPU.
  */
-function probabilities(q: TypedArray, k: TypedArray, bias: TypedArray | null, dims: AttentionDims, scale: number, bi: number, i: number, h: number): Float64Array {
+function probabilities(
+  q: TypedArray,
+  k: TypedArray,
+  bias: TypedArray | null,
+  dims: AttentionDims,
+  scale: number,
+  bi: number,
+  i: number,
+  h: number,
+): Float64Array {
   const { tq, tk, hq, hkv, d } = dims;
   const round = q instanceof Float32Array ? Math.fround : (x: number): number => x;
   const kh = Math.floor(h / (hq / hkv));
@@ -34,12 +43,20 @@ function probabilities(q: TypedArray, k: TypedArray, bias: TypedArray | null, di
     mx = Math.max(mx, p[j]!);
   }
   let sum = 0;
-  for (let j = 0; j < visible; j++) sum += (p[j] = Math.exp(p[j]! - mx));
+  for (let j = 0; j < visible; j++) sum += p[j] = Math.exp(p[j]! - mx);
   for (let j = 0; j < visible; j++) p[j] = p[j]! / sum;
   return p;
 }
 
-export function attentionKernel(q: TypedArray, k: TypedArray, v: TypedArray, bias: TypedArray | null, dims: AttentionDims, scale: number, out: TypedArray): void {
+export function attentionKernel(
+  q: TypedArray,
+  k: TypedArray,
+  v: TypedArray,
+  bias: TypedArray | null,
+  dims: AttentionDims,
+  scale: number,
+  out: TypedArray,
+): void {
   const { b, tq, tk, hq, hkv, d } = dims;
   for (let bi = 0; bi < b; bi++) {
     for (let i = 0; i < tq; i++) {
@@ -62,8 +79,17 @@ export function attentionKernel(q: TypedArray, k: TypedArray, v: TypedArray, bia
  * summed over the query heads of a group, dv = P^T dO likewise.
  */
 export function attentionBackwardKernel(
-  q: TypedArray, k: TypedArray, v: TypedArray, bias: TypedArray | null, out: TypedArray, dOut: TypedArray, dims: AttentionDims, scale: number,
-  dq: TypedArray, dk: TypedArray, dv: TypedArray,
+  q: TypedArray,
+  k: TypedArray,
+  v: TypedArray,
+  bias: TypedArray | null,
+  out: TypedArray,
+  dOut: TypedArray,
+  dims: AttentionDims,
+  scale: number,
+  dq: TypedArray,
+  dk: TypedArray,
+  dv: TypedArray,
 ): void {
   const { b, tq, tk, hq, hkv, d } = dims;
   const dkAcc = new Float64Array(dk.length);
@@ -97,7 +123,15 @@ export function attentionBackwardKernel(
 }
 
 /** Rotate-half RoPE over rows of `heads` heads of size d, with one cos/sin row (d/2) per leading index. */
-export function ropeKernel(x: TypedArray, cos: TypedArray, sin: TypedArray, heads: number, d: number, inverse: boolean, out: TypedArray): void {
+export function ropeKernel(
+  x: TypedArray,
+  cos: TypedArray,
+  sin: TypedArray,
+  heads: number,
+  d: number,
+  inverse: boolean,
+  out: TypedArray,
+): void {
   const half = d / 2;
   const sign = inverse ? -1 : 1;
   for (let r = 0; r < x.length / (heads * d); r++) {
@@ -122,7 +156,13 @@ export function swigluKernel(gate: TypedArray, up: TypedArray, out: TypedArray):
 }
 
 /** d silu(x)/dx = s (1 + x (1 - s)), s = sigmoid(x). */
-export function swigluBackwardKernel(gate: TypedArray, up: TypedArray, dy: TypedArray, dGate: TypedArray, dUp: TypedArray): void {
+export function swigluBackwardKernel(
+  gate: TypedArray,
+  up: TypedArray,
+  dy: TypedArray,
+  dGate: TypedArray,
+  dUp: TypedArray,
+): void {
   for (let i = 0; i < dy.length; i++) {
     const x = gate[i]!;
     const s = sigmoid(x);
@@ -151,7 +191,13 @@ function rowStats(sx: (i: number) => number, o: number, v: number): [number, num
   return [mx, s];
 }
 
-export function tokenLogProbsKernel(logits: TypedArray, targets: TypedArray, v: number, scale: number, out: TypedArray): void {
+export function tokenLogProbsKernel(
+  logits: TypedArray,
+  targets: TypedArray,
+  v: number,
+  scale: number,
+  out: TypedArray,
+): void {
   for (let r = 0; r < out.length; r++) {
     const t = targets[r]!;
     if (!(t >= 0 && t < v)) {
@@ -164,7 +210,14 @@ export function tokenLogProbsKernel(logits: TypedArray, targets: TypedArray, v: 
   }
 }
 
-export function tokenLogProbsBackwardKernel(logits: TypedArray, targets: TypedArray, dy: TypedArray, v: number, scale: number, dx: TypedArray): void {
+export function tokenLogProbsBackwardKernel(
+  logits: TypedArray,
+  targets: TypedArray,
+  dy: TypedArray,
+  v: number,
+  scale: number,
+  dx: TypedArray,
+): void {
   for (let r = 0; r < dy.length; r++) {
     const sx = scaled(logits, scale);
     const [mx, s] = rowStats(sx, r * v, v);
@@ -184,10 +237,16 @@ export function sumSquaresKernel(xs: readonly TypedArray[]): number {
 
 /** AdamW on every leaf; with maxNorm, gradients scaled by min(maxNorm / (sqrt(sumSquares) + 1e-6), 1) first. */
 export function adamwManyKernel(
-  params: readonly TypedArray[], grads: readonly TypedArray[], m: readonly TypedArray[], v: readonly TypedArray[],
-  sumSquares: number | null, h: AdamWManyHyper, outs: readonly [TypedArray, TypedArray, TypedArray][],
+  params: readonly TypedArray[],
+  grads: readonly TypedArray[],
+  m: readonly TypedArray[],
+  v: readonly TypedArray[],
+  sumSquares: number | null,
+  h: AdamWManyHyper,
+  outs: readonly [TypedArray, TypedArray, TypedArray][],
 ): void {
-  const scale = h.maxNorm !== undefined && sumSquares !== null ? Math.min(h.maxNorm / (Math.sqrt(sumSquares) + 1e-6), 1) : 1;
+  const scale =
+    h.maxNorm !== undefined && sumSquares !== null ? Math.min(h.maxNorm / (Math.sqrt(sumSquares) + 1e-6), 1) : 1;
   params.forEach((p, i) => {
     const g = scale === 1 ? grads[i]! : grads[i]!.map((x) => x * scale);
     adamwKernel(p, g, m[i]!, v[i]!, { ...h, weightDecay: h.weightDecays[i]! }, ...outs[i]!);

@@ -1,12 +1,14 @@
-import type { AdamWHyper, AdamWManyHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp } from '../../core/backend.js';
+import type {
+  AdamWHyper, AdamWManyHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp,
+} from '../../core/backend.js';
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { sizeOf, stridesOf, type Shape } from '../../core/shape.js';
 import { BINARY_KERNELS, UNARY_KERNELS } from '../../ops/elementwise-kernels.js';
 import { broadcastOffsets, stridedOffsets } from './strided.js';
 import { matmulKernel } from './matmul.js';
 import {
-  adamwManyKernel, attentionBackwardKernel, attentionKernel, ropeKernel, sumSquaresKernel, swigluBackwardKernel, swigluKernel,
-  tokenLogProbsBackwardKernel, tokenLogProbsKernel, type AttentionDims,
+  adamwManyKernel, attentionBackwardKernel, attentionKernel, ropeKernel, sumSquaresKernel, swigluBackwardKernel,
+  swigluKernel, tokenLogProbsBackwardKernel, tokenLogProbsKernel, type AttentionDims,
 } from './fused.js';
 import { adamwKernel, layerNormBackwardKernel, layerNormKernel, rmsNormBackwardKernel, rmsNormKernel, softmaxKernel } from './rows.js';
 
@@ -321,18 +323,21 @@ export class CpuBackend implements Backend {
   }
 
   attentionBackward(
-    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, out: KernelTensor, dOut: KernelTensor, scale: number,
+    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null,
+    out: KernelTensor, dOut: KernelTensor, scale: number,
   ): [Storage, Storage, Storage] {
-    const [dq, dk, dv] = [q, k, v].map((t) => this.alloc(t.dtype, sizeOf(t.shape))) as [TypedArray, TypedArray, TypedArray];
-    const bias = keyBias && data(keyBias);
-    attentionBackwardKernel(data(q), data(k), data(v), bias, data(out), data(dOut), attentionDims(q, k), scale, dq, dk, dv);
+    const like = (t: KernelTensor): TypedArray => this.alloc(t.dtype, sizeOf(t.shape));
+    const [dq, dk, dv] = [like(q), like(k), like(v)];
+    const [bias, dims] = [keyBias && data(keyBias), attentionDims(q, k)];
+    attentionBackwardKernel(data(q), data(k), data(v), bias, data(out), data(dOut), dims, scale, dq, dk, dv);
     return [store(dq), store(dk), store(dv)];
   }
 
   rope(xs: readonly KernelTensor[], cos: KernelTensor, sin: KernelTensor, inverse: boolean): Storage[] {
     return xs.map((x) => {
       const out = this.alloc(x.dtype, sizeOf(x.shape));
-      ropeKernel(data(x), data(cos), data(sin), x.shape[x.shape.length - 2]!, x.shape[x.shape.length - 1]!, inverse, out);
+      const [heads, d] = x.shape.slice(-2) as [number, number];
+      ropeKernel(data(x), data(cos), data(sin), heads, d, inverse, out);
       return store(out);
     });
   }
@@ -365,7 +370,8 @@ export class CpuBackend implements Backend {
 
   tokenLogProbsBackward(logits: KernelTensor, targets: KernelTensor, dy: KernelTensor, scale: number): Storage {
     const dx = this.alloc(logits.dtype, sizeOf(logits.shape));
-    tokenLogProbsBackwardKernel(data(logits), data(targets), data(dy), logits.shape[logits.shape.length - 1]!, scale, dx);
+    const v = logits.shape[logits.shape.length - 1]!;
+    tokenLogProbsBackwardKernel(data(logits), data(targets), data(dy), v, scale, dx);
     return store(dx);
   }
 
@@ -376,10 +382,11 @@ export class CpuBackend implements Backend {
   }
 
   adamwMany(
-    params: readonly KernelTensor[], grads: readonly KernelTensor[], m: readonly KernelTensor[], v: readonly KernelTensor[],
-    sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
+    params: readonly KernelTensor[], grads: readonly KernelTensor[],
+    m: readonly KernelTensor[], v: readonly KernelTensor[], sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
   ): [Storage, Storage, Storage][] {
-    const outs = params.map((p) => [0, 1, 2].map(() => this.alloc(p.dtype, sizeOf(p.shape))) as [TypedArray, TypedArray, TypedArray]);
+    const triple = (p: KernelTensor): TypedArray => this.alloc(p.dtype, sizeOf(p.shape));
+    const outs = params.map((p): [TypedArray, TypedArray, TypedArray] => [triple(p), triple(p), triple(p)]);
     const ss = sumSquares ? data(sumSquares)[0]! : null;
     adamwManyKernel(params.map(data), grads.map(data), m.map(data), v.map(data), ss, hyper, outs);
     return outs.map((o) => o.map(store) as [Storage, Storage, Storage]);

@@ -1,4 +1,6 @@
-import type { AdamWHyper, AdamWManyHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp } from '../../core/backend.js';
+import type {
+  AdamWHyper, AdamWManyHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp,
+} from '../../core/backend.js';
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { BackendError } from '../../core/errors.js';
 import { sizeOf, type Shape } from '../../core/shape.js';
@@ -189,7 +191,8 @@ export class WebGpuBackend implements Backend {
   }
 
   attentionBackward(
-    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, out: KernelTensor, dOut: KernelTensor, scale: number,
+    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null,
+    out: KernelTensor, dOut: KernelTensor, scale: number,
   ): [Storage, Storage, Storage] {
     const [dq, dk, dv] = attentionBackward(this.runtime, q, k, v, keyBias, out, dOut, scale);
     return [this.out(dq), this.out(dk), this.out(dv)];
@@ -226,10 +229,11 @@ export class WebGpuBackend implements Backend {
   }
 
   adamwMany(
-    params: readonly KernelTensor[], grads: readonly KernelTensor[], m: readonly KernelTensor[], v: readonly KernelTensor[],
-    sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
+    params: readonly KernelTensor[], grads: readonly KernelTensor[],
+    m: readonly KernelTensor[], v: readonly KernelTensor[], sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
   ): [Storage, Storage, Storage][] {
-    return adamwMany(this.runtime, params, grads, m, v, sumSquares, hyper).map((o) => o.map((b) => this.out(b)) as [Storage, Storage, Storage]);
+    const outs = adamwMany(this.runtime, params, grads, m, v, sumSquares, hyper);
+    return outs.map(([p, m1, v1]) => [this.out(p), this.out(m1), this.out(v1)]);
   }
 }
 

@@ -32,19 +32,36 @@ interface Dims {
 }
 
 function dimsOf(kernel: string, q: KernelTensor, k: KernelTensor, v: KernelTensor, bias: KernelTensor | null): Dims {
-  for (const t of [q, k, v, ...(bias ? [bias] : [])]) if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
+  for (const t of [q, k, v, ...(bias ? [bias] : [])])
+    if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
   const [b, tq, hq, d] = q.shape as [number, number, number, number];
   const limit = 65535;
-  if (b > limit || hq > limit) throw new BackendError('webgpu', `${kernel}: ${b} rows x ${hq} heads exceed the workgroup grid`);
+  if (b > limit || hq > limit)
+    throw new BackendError('webgpu', `${kernel}: ${b} rows x ${hq} heads exceed the workgroup grid`);
   return { b, tq, tk: k.shape[1]!, hq, hkv: k.shape[2]!, d, tile: Math.max(1, Math.min(64, Math.floor(2048 / d))) };
 }
 
 const uniforms = (x: Dims, scale: number, hasBias: boolean): Uint32Array =>
-  new Words(8).u(0, x.tq).u(1, x.tk).u(2, x.hq).u(3, x.hkv).f(4, scale).u(5, hasBias ? 1 : 0).u(6, x.b).u32;
+  new Words(8)
+    .u(0, x.tq)
+    .u(1, x.tk)
+    .u(2, x.hq)
+    .u(3, x.hkv)
+    .f(4, scale)
+    .u(5, hasBias ? 1 : 0)
+    .u(6, x.b).u32;
 
-const source = (name: string, src: string, x: Dims) => (): string => fillTemplate(name, src, { D: x.d, TK: x.tile, TILE: x.tile * x.d });
+const source = (name: string, src: string, x: Dims) => (): string =>
+  fillTemplate(name, src, { D: x.d, TK: x.tile, TILE: x.tile * x.d });
 
-export function attention(rt: GpuRuntime, q: KernelTensor, k: KernelTensor, v: KernelTensor, bias: KernelTensor | null, scale: number): GPUBuffer {
+export function attention(
+  rt: GpuRuntime,
+  q: KernelTensor,
+  k: KernelTensor,
+  v: KernelTensor,
+  bias: KernelTensor | null,
+  scale: number,
+): GPUBuffer {
   const x = dimsOf('attention', q, k, v, bias);
   const out = rt.alloc(sizeOf(q.shape) * 4);
   if (sizeOf(q.shape) === 0) return out;
@@ -77,7 +94,14 @@ export function attention(rt: GpuRuntime, q: KernelTensor, k: KernelTensor, v: K
 }
 
 export function attentionBackward(
-  rt: GpuRuntime, q: KernelTensor, k: KernelTensor, v: KernelTensor, bias: KernelTensor | null, out: KernelTensor, dOut: KernelTensor, scale: number,
+  rt: GpuRuntime,
+  q: KernelTensor,
+  k: KernelTensor,
+  v: KernelTensor,
+  bias: KernelTensor | null,
+  out: KernelTensor,
+  dOut: KernelTensor,
+  scale: number,
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
   const x = dimsOf('attentionBackward', q, k, v, bias);
   const [nq, nk] = [sizeOf(q.shape), sizeOf(k.shape)];
@@ -92,7 +116,10 @@ export function attentionBackward(
   }
   const stats = rt.alloc(3 * x.b * x.hq * x.tq * 4);
   const [qb, kb, vb, bb] = [q, k, v, bias ?? q].map((t) => bufferOf(t.storage));
-  const common = { bindings: ['read', 'read', 'read', 'read', 'read', 'read', 'write', 'write', 'uniform'] as const, uniforms: uniforms(x, scale, bias !== null) };
+  const common = {
+    bindings: ['read', 'read', 'read', 'read', 'read', 'read', 'write', 'write', 'uniform'] as const,
+    uniforms: uniforms(x, scale, bias !== null),
+  };
   rt.dispatch({
     ...common,
     kernel: 'attentionBackward',

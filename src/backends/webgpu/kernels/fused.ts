@@ -15,7 +15,8 @@ import { Words } from './layout.js';
 
 /** Small fused kernels of the hot paths: RoPE, SwiGLU's gate and token log-probs, each with its backward. */
 function f32Only(kernel: string, ...ts: KernelTensor[]): void {
-  for (const t of ts) if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
+  for (const t of ts)
+    if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
 }
 
 const SECOND = [
@@ -31,7 +32,13 @@ const SECOND = [
 ].join('\n');
 
 /** RoPE of one tensor, or of two sharing their cos/sin rows (queries and keys) in one dispatch. */
-export function rope(rt: GpuRuntime, xs: readonly KernelTensor[], cos: KernelTensor, sin: KernelTensor, inverse: boolean): GPUBuffer[] {
+export function rope(
+  rt: GpuRuntime,
+  xs: readonly KernelTensor[],
+  cos: KernelTensor,
+  sin: KernelTensor,
+  inverse: boolean,
+): GPUBuffer[] {
   f32Only('rope', ...xs, cos, sin);
   const outs = xs.map((x) => rt.alloc(sizeOf(x.shape) * 4));
   const half = cos.shape[cos.shape.length - 1]!;
@@ -42,15 +49,31 @@ export function rope(rt: GpuRuntime, xs: readonly KernelTensor[], cos: KernelTen
   const heads = xs.map((x) => x.shape[x.shape.length - 2]!);
   const [gx, gy, gz] = grid(Math.ceil(total / 64), rt.maxWorkgroupsPerDim);
   const names = pair ? ['x0', 'x1_in', 'out0', 'out1'] : ['x0', 'out0'];
-  const bindings = names.map((n, k) => `@group(0) @binding(${2 + k}) var<storage, ${n.startsWith('out') ? 'read_write' : 'read'}> ${n}: array<f32>;`);
+  const bindings = names.map(
+    (n, k) =>
+      `@group(0) @binding(${2 + k}) var<storage, ${n.startsWith('out') ? 'read_write' : 'read'}> ${n}: array<f32>;`,
+  );
   bindings.push(`@group(0) @binding(${2 + names.length}) var<uniform> params: Params;`);
   rt.dispatch({
     kernel: 'rope',
     key: `rope:${pair}`,
-    bindings: ['read', 'read', ...names.map((n) => (n.startsWith('out') ? ('write' as const) : ('read' as const))), 'uniform'],
-    source: () => fillTemplate('rope.wgsl', ropeSrc, { PAIR: pair, BINDINGS: bindings.join('\n'), SECOND: pair ? SECOND : '' }),
+    bindings: [
+      'read',
+      'read',
+      ...names.map((n) => (n.startsWith('out') ? ('write' as const) : ('read' as const))),
+      'uniform',
+    ],
+    source: () =>
+      fillTemplate('rope.wgsl', ropeSrc, { PAIR: pair, BINDINGS: bindings.join('\n'), SECOND: pair ? SECOND : '' }),
     buffers: [cos, sin, ...xs].map((t) => bufferOf(t.storage)).concat(outs),
-    uniforms: new Words(8).u(0, pairs[0]!).u(1, pairs[1] ?? 0).u(2, heads[0]!).u(3, heads[1] ?? 1).u(4, half).u(5, gx * 64).f(6, inverse ? -1 : 1).u32,
+    uniforms: new Words(8)
+      .u(0, pairs[0]!)
+      .u(1, pairs[1] ?? 0)
+      .u(2, heads[0]!)
+      .u(3, heads[1] ?? 1)
+      .u(4, half)
+      .u(5, gx * 64)
+      .f(6, inverse ? -1 : 1).u32,
     workgroups: [gx, gy, gz],
   });
   return outs;
@@ -74,7 +97,12 @@ export function swiglu(rt: GpuRuntime, gate: KernelTensor, up: KernelTensor): GP
   return out;
 }
 
-export function swigluBackward(rt: GpuRuntime, gate: KernelTensor, up: KernelTensor, dy: KernelTensor): [GPUBuffer, GPUBuffer] {
+export function swigluBackward(
+  rt: GpuRuntime,
+  gate: KernelTensor,
+  up: KernelTensor,
+  dy: KernelTensor,
+): [GPUBuffer, GPUBuffer] {
   f32Only('swigluBackward', gate, up, dy);
   const n = sizeOf(gate.shape);
   const outs: [GPUBuffer, GPUBuffer] = [rt.alloc(n * 4), rt.alloc(n * 4)];
@@ -93,7 +121,10 @@ export function swigluBackward(rt: GpuRuntime, gate: KernelTensor, up: KernelTen
 }
 
 const FORWARD = {
-  BINDINGS: ['@group(0) @binding(2) var<storage, read_write> out: array<f32>;', '@group(0) @binding(3) var<uniform> params: Params;'].join('\n'),
+  BINDINGS: [
+    '@group(0) @binding(2) var<storage, read_write> out: array<f32>;',
+    '@group(0) @binding(3) var<uniform> params: Params;',
+  ].join('\n'),
   FINISH: 'if (lid == 0u) {\n    out[row] = select(f32_nan(), (sx(base + u32(max(t, 0))) - m) - log(s), valid);\n  }',
 };
 const BACKWARD = {
@@ -112,7 +143,13 @@ const BACKWARD = {
 };
 
 /** Token log-probs (or, with dy, their d logits): one workgroup per row of V logits. */
-export function tokenLogProbs(rt: GpuRuntime, logits: KernelTensor, targets: KernelTensor, scale: number, dy?: KernelTensor): GPUBuffer {
+export function tokenLogProbs(
+  rt: GpuRuntime,
+  logits: KernelTensor,
+  targets: KernelTensor,
+  scale: number,
+  dy?: KernelTensor,
+): GPUBuffer {
   const kernel = dy ? 'tokenLogProbsBackward' : 'tokenLogProbs';
   f32Only(kernel, logits, ...(dy ? [dy] : []));
   if (targets.dtype !== 'i32') throw new DTypeError(kernel, `targets must be i32, got ${targets.dtype}`);
@@ -135,7 +172,13 @@ export function tokenLogProbs(rt: GpuRuntime, logits: KernelTensor, targets: Ker
 }
 
 /** [a + b, rmsNorm(a + b)] over rows of the last axis, one workgroup per row. */
-export function addRmsNorm(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, w: KernelTensor, eps: number): [GPUBuffer, GPUBuffer] {
+export function addRmsNorm(
+  rt: GpuRuntime,
+  a: KernelTensor,
+  b: KernelTensor,
+  w: KernelTensor,
+  eps: number,
+): [GPUBuffer, GPUBuffer] {
   f32Only('addRmsNorm', a, b, w);
   const size = sizeOf(a.shape);
   const outs: [GPUBuffer, GPUBuffer] = [rt.alloc(size * 4), rt.alloc(size * 4)];

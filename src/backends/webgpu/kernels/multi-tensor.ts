@@ -28,12 +28,21 @@ const readBindings = (names: readonly string[], first: number, kind: 'read' | 'r
 
 /** sum of squares of every tensor: ceil(L / (limit - 1)) partial dispatches and one final one. */
 export function sumSquares(rt: GpuRuntime, xs: readonly KernelTensor[]): GPUBuffer {
-  for (const x of xs) if (x.dtype !== 'f32') throw new DTypeError('sumSquares', `the WebGPU kernel needs f32, got ${x.dtype}`);
+  for (const x of xs)
+    if (x.dtype !== 'f32') throw new DTypeError('sumSquares', `the WebGPU kernel needs f32, got ${x.dtype}`);
   const out = rt.alloc(4);
   const groups = chunks(xs, storageLimit(rt) - 1);
   const partials = rt.alloc(groups.length * PARTIALS * 4);
   groups.forEach((group, c) => {
-    dispatchSumSquares(rt, group.map((x) => bufferOf(x.storage)), group.map((x) => sizeOf(x.shape)), partials, c * PARTIALS, PARTIALS, true);
+    dispatchSumSquares(
+      rt,
+      group.map((x) => bufferOf(x.storage)),
+      group.map((x) => sizeOf(x.shape)),
+      partials,
+      c * PARTIALS,
+      PARTIALS,
+      true,
+    );
   });
   dispatchSumSquares(rt, [partials], [groups.length * PARTIALS], out, 0, 1, false);
   rt.release(partials);
@@ -41,11 +50,27 @@ export function sumSquares(rt: GpuRuntime, xs: readonly KernelTensor[]): GPUBuff
 }
 
 /** Workgroup w writes sum(x^2) (or sum(x) when not `square`: the final pass over partials) to out[first + w]. */
-function dispatchSumSquares(rt: GpuRuntime, inputs: GPUBuffer[], sizes: number[], out: GPUBuffer, first: number, workgroups: number, square: boolean): void {
+function dispatchSumSquares(
+  rt: GpuRuntime,
+  inputs: GPUBuffer[],
+  sizes: number[],
+  out: GPUBuffer,
+  first: number,
+  workgroups: number,
+  square: boolean,
+): void {
   const slots = inputs.length;
   const names = inputs.map((_, k) => `x${k}`);
   const body = names
-    .map((n, k) => `for (var i = start; i < params.n[${k >> 2}][${k & 3}]; i += stride) {\n    let e = ${n}[i];\n    acc += ${square ? 'e * e' : 'e'};\n  }`)
+    .map(
+      (n, k) =>
+        [
+          `for (var i = start; i < params.n[${k >> 2}][${k & 3}]; i += stride) {`,
+          `    let e = ${n}[i];`,
+          `    acc += ${square ? 'e * e' : 'e'};`,
+          '  }',
+        ].join('\n'),
+    )
     .join('\n  ');
   const words = new Words(4 + 4 * Math.ceil(slots / 4)).u(0, first).u(1, workgroups);
   sizes.forEach((n, k) => words.u(4 + k, n));
@@ -70,11 +95,19 @@ function dispatchSumSquares(rt: GpuRuntime, inputs: GPUBuffer[], sizes: number[]
 
 /** AdamW over every leaf, floor((limit - 1) / 7) leaves per dispatch (7 buffers each, plus the sum of squares). */
 export function adamwMany(
-  rt: GpuRuntime, params: readonly KernelTensor[], grads: readonly KernelTensor[], m: readonly KernelTensor[], v: readonly KernelTensor[],
-  sumSq: KernelTensor | null, h: AdamWManyHyper,
+  rt: GpuRuntime,
+  params: readonly KernelTensor[],
+  grads: readonly KernelTensor[],
+  m: readonly KernelTensor[],
+  v: readonly KernelTensor[],
+  sumSq: KernelTensor | null,
+  h: AdamWManyHyper,
 ): [GPUBuffer, GPUBuffer, GPUBuffer][] {
-  for (const t of [...params, ...grads, ...m, ...v]) if (t.dtype !== 'f32') throw new DTypeError('adamwMany', `the WebGPU kernel needs f32, got ${t.dtype}`);
-  const outs = params.map((p) => [0, 1, 2].map(() => rt.alloc(sizeOf(p.shape) * 4)) as [GPUBuffer, GPUBuffer, GPUBuffer]);
+  for (const t of [...params, ...grads, ...m, ...v])
+    if (t.dtype !== 'f32') throw new DTypeError('adamwMany', `the WebGPU kernel needs f32, got ${t.dtype}`);
+  const outs = params.map(
+    (p) => [0, 1, 2].map(() => rt.alloc(sizeOf(p.shape) * 4)) as [GPUBuffer, GPUBuffer, GPUBuffer],
+  );
   const perChunk = Math.max(1, Math.floor((storageLimit(rt) - 1) / 7));
   const clip = sumSq !== null && h.maxNorm !== undefined;
   const indices = params.map((_, i) => i).filter((i) => sizeOf(params[i]!.shape) > 0);
@@ -121,7 +154,11 @@ export function adamwMany(
           UNIFORM: 1 + names.length + outNames.length,
           BODY: body,
         }),
-      buffers: [sumBuffer, ...chunk.flatMap((i) => [params[i]!, grads[i]!, m[i]!, v[i]!].map((t) => bufferOf(t.storage))), ...chunk.flatMap((i) => outs[i]!)],
+      buffers: [
+        sumBuffer,
+        ...chunk.flatMap((i) => [params[i]!, grads[i]!, m[i]!, v[i]!].map((t) => bufferOf(t.storage))),
+        ...chunk.flatMap((i) => outs[i]!),
+      ],
       uniforms: words.u32,
       workgroups: [gx, gy, gz],
     });
