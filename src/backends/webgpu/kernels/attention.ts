@@ -14,8 +14,8 @@ import { fillInto } from './movement.js';
 /**
  * Fused causal attention (shaders/attention*.wgsl): one forward dispatch, and a backward in two (dQ with the
  * row statistics, then dK/dV). Rows of 64 queries (or keys) per workgroup; key/query tiles of TK rows of D
- * floats, TK chosen so two tiles take 16 KiB of workgroup memory.
- * (The dK/dV kernel adds 3 TK floats of row statistics.)
+ * floats, TK (at most 64) chosen so that two tiles and the dK/dV kernel's 3 TK row statistics fit the device's
+ * workgroup memory (16 KiB at WebGPU's default limit).
  */
 const ROWS = 64;
 /** At most this many queries per head use the split-over-keys kernel (attention_decode.wgsl): decoding. */
@@ -31,14 +31,26 @@ interface Dims {
   readonly tile: number;
 }
 
-function dimsOf(kernel: string, q: KernelTensor, k: KernelTensor, v: KernelTensor, bias: KernelTensor | null): Dims {
+/** Floats of workgroup memory a kernel may use. */
+const workgroupFloats = (rt: GpuRuntime): number => Math.floor(rt.device.limits.maxComputeWorkgroupStorageSize / 4);
+
+function dimsOf(
+  rt: GpuRuntime,
+  kernel: string,
+  q: KernelTensor,
+  k: KernelTensor,
+  v: KernelTensor,
+  bias: KernelTensor | null,
+): Dims {
   for (const t of [q, k, v, ...(bias ? [bias] : [])])
     if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
   const [b, tq, hq, d] = q.shape as [number, number, number, number];
-  const limit = 65535;
-  if (b > limit || hq > limit)
-    throw new BackendError('webgpu', `${kernel}: ${b} rows x ${hq} heads exceed the workgroup grid`);
-  return { b, tq, tk: k.shape[1]!, hq, hkv: k.shape[2]!, d, tile: Math.max(1, Math.min(64, Math.floor(2048 / d))) };
+  const limit = rt.maxWorkgroupsPerDim;
+  if (b > limit || hq > limit || Math.ceil(Math.max(tq, k.shape[1]!) / ROWS) > limit) {
+    throw new BackendError('webgpu', `${kernel}: ${b} rows x ${hq} heads x ${tq} queries exceed the workgroup grid`);
+  }
+  const tile = Math.max(1, Math.min(64, Math.floor(workgroupFloats(rt) / (2 * d + 3))));
+  return { b, tq, tk: k.shape[1]!, hq, hkv: k.shape[2]!, d, tile };
 }
 
 const uniforms = (x: Dims, scale: number, hasBias: boolean): Uint32Array =>
@@ -62,14 +74,15 @@ export function attention(
   bias: KernelTensor | null,
   scale: number,
 ): GPUBuffer {
-  const x = dimsOf('attention', q, k, v, bias);
+  const x = dimsOf(rt, 'attention', q, k, v, bias);
   const out = rt.alloc(sizeOf(q.shape) * 4);
   if (sizeOf(q.shape) === 0) return out;
   const buffers = [q, k, v, bias ?? q].map((t) => bufferOf(t.storage)).concat([out]);
   const bindings = ['read', 'read', 'read', 'read', 'write', 'uniform'] as const;
   if (x.tq <= DECODE_MAX_QUERIES && x.tk > x.tq) {
     // A thread per query row would leave 60+ of 64 threads idle: split the keys over the workgroup instead.
-    const split = Math.max(1, Math.min(64, 2 ** Math.floor(Math.log2(4096 / x.d))));
+    // S threads keep S accumulators of D floats (and S for a tree) in workgroup memory.
+    const split = Math.max(1, Math.min(64, 2 ** Math.floor(Math.log2(workgroupFloats(rt) / (x.d + 1)))));
     rt.dispatch({
       kernel: 'attention',
       key: `attention_decode:${x.d}:${split}`,
@@ -103,7 +116,7 @@ export function attentionBackward(
   dOut: KernelTensor,
   scale: number,
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
-  const x = dimsOf('attentionBackward', q, k, v, bias);
+  const x = dimsOf(rt, 'attentionBackward', q, k, v, bias);
   const [nq, nk] = [sizeOf(q.shape), sizeOf(k.shape)];
   const dq = rt.alloc(nq * 4);
   const dk = rt.alloc(nk * 4);
