@@ -40,6 +40,8 @@ export * from './ops/indexing.js';
 export * from './ops/softmax.js';
 export * from './ops/norm.js';
 export * from './ops/attention.js';
+export * from './ops/rope.js';
+export * from './ops/swiglu.js';
 export * from './ops/loss.js';
 export * from './ops/optim.js';
 export { setDebugNans } from './ops/op.js';

@@ -178,7 +178,8 @@ describe('forward values against references', () => {
           const z = scores.reduce((s, x) => s + Math.exp(x - m), 0);
           return visible.reduce((s, j, n) => s + (Math.exp(scores[n]! - m) / z) * rv.at([j, c!]), 0);
         });
-        expectClose(T.causalAttention(f64(q), f64(k), f64(v)), expected, 1e-10);
+        const bthd = (a: Arg): T.Tensor => T.reshape(f64(a), [1, a.shape[0]!, 1, a.shape[1]!]);
+        expectClose(T.reshape(T.causalAttention(bthd(q), bthd(k), bthd(v)), [tq, d]), expected, 1e-10);
       }),
       RUNS,
     ));

@@ -130,7 +130,7 @@ describe('Prop. 1: GRPO as a discriminative objective', () => {
     const V = 7;
     const D = 4;
     fc.assert(
-      fc.property(arbEps, arbRaw(arbShape({ maxGroups: 2, minG: 2, maxG: 16, maxT: 5 }), { rewards: 'binary' }), fc.integer({ min: 1, max: 1e6 }), (eps, raw, seed) => {
+      fc.property(arbEps, arbRaw(arbShape({ maxGroups: 2, minG: 2, maxG: 16, maxT: 5 }), { rewards: 'binary', allowEmpty: false }), fc.integer({ min: 1, max: 1e6 }), (eps, raw, seed) => {
         const rng = new Rng(seed);
         const params = { emb: randn([V, D], rng, { dtype: 'f64' }), w: randn([D, V], rng, { dtype: 'f64' }) };
         const ids = (): Tensor => tensor(Int32Array.from({ length: raw.b * raw.t }, () => Math.floor(rng.uniform() * V)), [raw.b, raw.t], { dtype: 'i32' });

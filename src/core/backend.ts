@@ -42,11 +42,22 @@ export interface AdamWHyper {
   readonly step: number;
 }
 
+/** Hyperparameters of a multi-tensor AdamW step: one per leaf for weight decay, clipping by a global norm. */
+export interface AdamWManyHyper extends Omit<AdamWHyper, 'weightDecay'> {
+  /** Weight decay of each leaf, in order. */
+  readonly weightDecays: readonly number[];
+  /** Scale gradients by min(1, maxNorm / (sqrt(sumSquares) + 1e-6)) before the step (clip_grad_norm_). */
+  readonly maxNorm?: number;
+}
+
 export interface MemoryInfo {
   /** Live allocations (buffers or typed arrays) owned by the backend. */
   readonly buffers: number;
   readonly bytes: number;
 }
+
+/** Keys with a bias at or below this are masked (the policy's padding bias, -1e9, is); see `Backend.attention`. */
+export const MASKED_KEY_BIAS = -5e8;
 
 export interface Backend {
   /** Its name in the backend registry (`src/backends/registry.ts`). */
@@ -114,4 +125,49 @@ export interface Backend {
   layerNormBackward(x: KernelTensor, weight: KernelTensor, dy: KernelTensor, eps: number): [Storage, Storage, Storage];
   /** One fused AdamW step: returns [param, m, v] updated (new storages; the inputs are not modified). */
   adamw(param: KernelTensor, grad: KernelTensor, m: KernelTensor, v: KernelTensor, hyper: AdamWHyper): [Storage, Storage, Storage];
+
+  // Fused kernels of the hot paths (fewer, bigger dispatches). Each has a plain-loop reference on the CPU.
+  /**
+   * Causal attention, flash-style (scores never stored): q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] (Hq a multiple
+   * of Hkv; query head h reads key/value head floor(h / (Hq / Hkv))), keyBias [B, Tk] added to every score of
+   * its key (or null). Query i sees keys 0 .. i + Tk - Tq. Output [B, Tq, Hq, D]. A key whose bias is at or below
+   * `MASKED_KEY_BIAS` is masked, and a query whose own key (i + Tk - Tq) is masked outputs 0 and passes no
+   * gradient: PyTorch's sdpa gives a padding query's fully masked row 0 (with left padding it sees only padding).
+   */
+  attention(q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, scale: number): Storage;
+  /** [dq, dk, dv] of `attention` for cotangent dOut, given its output `out` (scores recomputed). */
+  attentionBackward(
+    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null,
+    out: KernelTensor, dOut: KernelTensor, scale: number,
+  ): [Storage, Storage, Storage];
+  /**
+   * Rotate-half RoPE of one or two tensors (a layer's queries and keys, in one dispatch): each x [..., H, D] with
+   * cos and sin [..., 1, D/2] (one row per leading index, shared by the heads and the tensors):
+   * (x1 c - x2 s, x2 c + x1 s); `inverse` rotates the other way (x1 c + x2 s, x2 c - x1 s), its adjoint.
+   */
+  rope(xs: readonly KernelTensor[], cos: KernelTensor, sin: KernelTensor, inverse: boolean): Storage[];
+  /** [x + delta, rmsNorm(x + delta)] (same shapes), a residual add and the next pre-norm in one kernel. */
+  addRmsNorm(x: KernelTensor, delta: KernelTensor, weight: KernelTensor, eps: number): [Storage, Storage];
+  /** SwiGLU's gate: silu(gate) * up, elementwise (same shapes). */
+  swiglu(gate: KernelTensor, up: KernelTensor): Storage;
+  /** [dgate, dup] of `swiglu` for cotangent dy. */
+  swigluBackward(gate: KernelTensor, up: KernelTensor, dy: KernelTensor): [Storage, Storage];
+  /**
+   * log softmax(scale * logits)[target] over the last axis: logits [..., V], targets [...] (i32) -> [...];
+   * NaN for a target outside [0, V).
+   */
+  tokenLogProbs(logits: KernelTensor, targets: KernelTensor, scale: number): Storage;
+  /** d logits [..., V] of `tokenLogProbs` for cotangent dy [...]: dy scale (onehot(target) - softmax(scale logits)). */
+  tokenLogProbsBackward(logits: KernelTensor, targets: KernelTensor, dy: KernelTensor, scale: number): Storage;
+  /** sum over every tensor of the sum of its squared entries, as a scalar [] (at least one tensor). */
+  sumSquares(xs: readonly KernelTensor[]): Storage;
+  /**
+   * AdamW on a list of leaves in as few dispatches as the device allows; with `maxNorm`, the gradients are first
+   * scaled by the clip factor of the global norm sqrt(sumSquares) (a scalar tensor, never read to the host).
+   * Returns [param, m, v] per leaf.
+   */
+  adamwMany(
+    params: readonly KernelTensor[], grads: readonly KernelTensor[],
+    m: readonly KernelTensor[], v: readonly KernelTensor[], sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
+  ): [Storage, Storage, Storage][];
 }

@@ -55,6 +55,13 @@ export class NotDifferentiableError extends RlvrError {
   }
 }
 
+/** A second derivative reached a fused backward kernel (a norm's, attention's, SwiGLU's), which has no rule. */
+export class SecondOrderError extends RlvrError {
+  constructor(readonly op: string) {
+    super(`${op}: second-order gradients through this fused backward kernel are not implemented`);
+  }
+}
+
 /** An index tensor holds a value outside [0, size) of the axis it indexes. */
 export class IndexRangeError extends RlvrError {
   constructor(

@@ -2,8 +2,9 @@ import type { Tensor } from '../core/tensor.js';
 import { dispose } from '../core/scope.js';
 
 /**
- * Keys and values of the positions seen so far, per layer: k and v are [B, nKvHeads, length, headDim], keys
- * already rotated by RoPE at their positions. With it, generating a token costs one step of attention over the
+ * Keys and values of the positions seen so far, per layer: k and v are [B, length, nKvHeads, headDim] (the
+ * attention kernel's layout), keys already rotated by RoPE at their positions. With it, generating a token
+ * costs one step of attention over the
  * prefix instead of a forward over the whole sequence. Immutable like everything else: a forward returns a
  * new, longer cache, and the caller disposes the old one (`disposeCache`) when it no longer needs it.
  */

@@ -2,9 +2,8 @@ import { ArgumentError } from '../core/errors.js';
 import { treeLeaves, treeMap, type PyTree } from '../core/pytree.js';
 import type { Tensor } from '../core/tensor.js';
 import { zerosLike } from '../ops/creation.js';
-import { add, div, minimum, mul, sqrt } from '../ops/elementwise.js';
-import { adamwUpdate } from '../ops/optim.js';
-import { sum } from '../ops/reduce.js';
+import { sqrt } from '../ops/elementwise.js';
+import { adamwUpdateMany, sumSquares } from '../ops/optim.js';
 import { lrAt, type LrSchedule } from './schedule.js';
 
 /**
@@ -46,9 +45,7 @@ export function adamwInit<P extends PyTree>(params: P): OptimizerState<P> {
 export function globalNorm(tree: PyTree): Tensor {
   const leaves = treeLeaves(tree);
   if (leaves.length === 0) throw new ArgumentError('globalNorm', 'the tree has no tensors');
-  let total = sum(mul(leaves[0]!, leaves[0]!));
-  for (const g of leaves.slice(1)) total = add(total, sum(mul(g, g)));
-  return sqrt(total);
+  return sqrt(sumSquares(leaves));
 }
 
 /** A type alias (not an interface) so that it is a pytree: `tidy(() => adamwStep(...))` keeps its tensors. */
@@ -61,8 +58,9 @@ export type AdamWStepResult<P> = {
 };
 
 /**
- * One AdamW step. Clipping stays on the device: the scale min(1, maxNorm / (norm + 1e-6)) is a tensor that
- * multiplies the gradients, so no value is read back to the host.
+ * One AdamW step over every leaf as a multi-tensor kernel (a few dispatches, not one per leaf). Clipping stays on
+ * the device: the kernel scales the gradients by min(1, maxNorm / (norm + 1e-6)) from the sum of squares, so no
+ * value is read back to the host.
  */
 export function adamwStep<P extends PyTree>(params: P, grads: P, state: OptimizerState<P>, cfg: AdamWConfig): AdamWStepResult<P> {
   const beta1 = cfg.beta1 ?? 0.9;
@@ -72,15 +70,15 @@ export function adamwStep<P extends PyTree>(params: P, grads: P, state: Optimize
   const decay = cfg.decay ?? ((leaf: Tensor) => leaf.rank >= 2);
   const lr = cfg.schedule ? lrAt(cfg.schedule, state.step) : cfg.lr;
   const step = state.step + 1;
-  const gradNorm = globalNorm(grads);
-  const scale = cfg.maxGradNorm !== undefined ? minimum(div(cfg.maxGradNorm, add(gradNorm, 1e-6)), 1) : null;
   const gs = treeLeaves(grads);
-  const ms = treeLeaves(state.m);
-  const vs = treeLeaves(state.v);
-  const updated = treeLeaves(params).map((p, i) => {
-    const g = scale ? mul(gs[i]!, scale) : gs[i]!;
-    return adamwUpdate(p, g, ms[i]!, vs[i]!, { lr, beta1, beta2, eps, weightDecay: decay(p, i) ? weightDecay : 0, step });
-  });
+  if (gs.length === 0) throw new ArgumentError('adamwStep', 'the gradient tree has no tensors');
+  const sumSq = sumSquares(gs);
+  const gradNorm = sqrt(sumSq);
+  const leaves = treeLeaves(params);
+  const weightDecays = leaves.map((p, i) => (decay(p, i) ? weightDecay : 0));
+  const clip = cfg.maxGradNorm !== undefined;
+  const hyper = { lr, beta1, beta2, eps, step, weightDecays, ...(clip ? { maxNorm: cfg.maxGradNorm } : {}) };
+  const updated = adamwUpdateMany(leaves, gs, treeLeaves(state.m), treeLeaves(state.v), clip ? sumSq : null, hyper);
   return {
     params: treeMap(params, (_, i) => updated[i]!.param),
     state: { step, m: treeMap(state.m, (_, i) => updated[i]!.m), v: treeMap(state.v, (_, i) => updated[i]!.v) },

@@ -4,9 +4,9 @@ import { ArgumentError } from '../core/errors.js';
 import { keep } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
-import { add, mul, sub } from '../ops/elementwise.js';
 import { gather } from '../ops/indexing.js';
-import { concat, reshape, slice } from '../ops/movement.js';
+import { reshape } from '../ops/movement.js';
+import { rotary } from '../ops/rope.js';
 
 /**
  * Rotary position embeddings in the Llama/Hugging Face layout ("rotate half"): the head dimension is split into
@@ -57,12 +57,8 @@ export function ropeAt(tables: RopeTables, positions: Tensor): { cos: Tensor; si
   };
 }
 
-/** Rotate x [B, T, H, headDim] by the angles in cos/sin [B, T, 1, headDim/2]: (x1 c - x2 s, x2 c + x1 s). */
-export function applyRope(x: Tensor, cos: Tensor, sin: Tensor): Tensor {
-  const d = x.shape[x.rank - 1]!;
-  const half = d / 2;
-  const lead = x.shape.slice(0, -1);
-  const x1 = slice(x, [...lead.map(() => 0), 0], [...lead, half]);
-  const x2 = slice(x, [...lead.map(() => 0), half], [...lead, half]);
-  return concat([sub(mul(x1, cos), mul(x2, sin)), add(mul(x2, cos), mul(x1, sin))], -1);
-}
+/**
+ * Rotate x [B, T, H, headDim] by the angles in cos/sin [B, T, 1, headDim/2]: (x1 c - x2 s, x2 c + x1 s), one
+ * fused kernel (`rotary`) forward and one backward.
+ */
+export const applyRope = (x: Tensor, cos: Tensor, sin: Tensor): Tensor => rotary(x, cos, sin);

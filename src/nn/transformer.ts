@@ -7,12 +7,14 @@ import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { causalAttention } from '../ops/attention.js';
 import { ones, randn, tensor, zeros } from '../ops/creation.js';
-import { add, equal, greater, mul, silu, where } from '../ops/elementwise.js';
+import { add, equal, where } from '../ops/elementwise.js';
 import { gather } from '../ops/indexing.js';
 import { matmul } from '../ops/matmul.js';
-import { concat, expandDims, permute, reshape } from '../ops/movement.js';
-import { rmsNorm } from '../ops/norm.js';
-import { applyRope, ropeAt, ropeTables } from './rope.js';
+import { concat, reshape } from '../ops/movement.js';
+import { swiglu } from '../ops/swiglu.js';
+import { addRmsNorm, rmsNorm } from '../ops/norm.js';
+import { rotaryPair } from '../ops/rope.js';
+import { ropeAt, ropeTables } from './rope.js';
 import type { KvCache } from './kv-cache.js';
 
 /**
@@ -163,7 +165,10 @@ export interface ForwardOptions {
   readonly keyBias?: Tensor;
 }
 
-/** The bias that masks a padding key: exp of it underflows to exactly 0, and it stays finite (no 0 * inf). */
+/**
+ * The bias that masks a padding key: exp of it underflows to exactly 0, and it stays finite (no 0 * inf). It is
+ * below `MASKED_KEY_BIAS`, so a padding query's attention output is 0, as PyTorch's sdpa gives it.
+ */
 export const PAD_BIAS = -1e9;
 
 /** x [N, in] times a Hugging Face weight [out, in]. */
@@ -190,25 +195,26 @@ export function hiddenStates(
   const positions = opts.positions ?? defaultPositions(b, t, past, backend);
   const rope = ropeAt(ropeTables(headDim(config), config.maxSeqLen, config.ropeTheta, dtype, backend), positions);
   const keyBias = extendBias(opts.cache?.keyBias ?? null, opts.keyBias ?? null, b, t);
-  const ctx: AttentionContext = { config, b, t, rope, bias: keyBias ? reshape(keyBias, [b, 1, 1, 1, past + t]) : undefined };
+  const ctx: AttentionContext = { config, b, t, rope, bias: keyBias ?? undefined };
 
-  // A padding query attends to nothing: its attention output is 0, as PyTorch's sdpa gives a query whose keys
-  // are all masked (left padding). Real positions never see padding keys, so only padding positions change.
-  const realQuery = opts.keyBias ? reshape(greater(opts.keyBias, PAD_BIAS / 2), [b * t, 1]) : null;
   let x = gather(params.embed.weight, tokens, 0);
   if (config.padTokenId !== undefined) {
     x = where(reshape(equal(tokens, config.padTokenId), [b, t, 1]), stopGradient(x), x);
   }
+  // Each residual add is fused with the RMSNorm that follows it (the next block's, or the final one).
+  let h = rmsNorm(x, params.layers[0]?.attnNorm ?? params.finalNorm, config.rmsEps);
   const layers: { k: Tensor; v: Tensor }[] = [];
   params.layers.forEach((p, l) => {
-    const h = reshape(rmsNorm(x, p.attnNorm, config.rmsEps), [b * t, config.dModel]);
-    const { out, k, v } = attention(p, h, ctx, opts.cache?.layers[l]);
+    const { out, k, v } = attention(p, reshape(h, [b * t, config.dModel]), ctx, opts.cache?.layers[l]);
     layers.push({ k, v });
-    x = add(x, reshape(realQuery ? where(realQuery, out, 0) : out, [b, t, config.dModel]));
-    const h2 = reshape(rmsNorm(x, p.mlpNorm, config.rmsEps), [b * t, config.dModel]);
-    x = add(x, reshape(swiGlu(p, h2), [b, t, config.dModel]));
+    const mid = addRmsNorm(x, reshape(out, [b, t, config.dModel]), p.mlpNorm, config.rmsEps);
+    const next = params.layers[l + 1]?.attnNorm ?? params.finalNorm;
+    const mlp = reshape(swiGlu(p, reshape(mid.normed, [b * t, config.dModel])), [b, t, config.dModel]);
+    const end = addRmsNorm(mid.sum, mlp, next, config.rmsEps);
+    x = end.sum;
+    h = end.normed;
   });
-  const hidden = rmsNorm(x, params.finalNorm, config.rmsEps);
+  const hidden = h;
   return { hidden, cache: opts.cache !== undefined ? { layers, keyBias, length: past + t } : null };
 }
 
@@ -218,7 +224,7 @@ interface AttentionContext {
   readonly t: number;
   /** cos/sin [B, T, 1, dh/2] of the new positions. */
   readonly rope: { readonly cos: Tensor; readonly sin: Tensor };
-  /** The key bias [B, 1, 1, 1, Tk], broadcast over heads and queries; undefined when nothing is masked. */
+  /** The key bias [B, Tk] over all keys (cached and new); undefined when nothing is masked. */
   readonly bias: Tensor | undefined;
 }
 
@@ -226,23 +232,24 @@ interface AttentionContext {
 function attention(p: LayerParams, h: Tensor, ctx: AttentionContext, cached: { k: Tensor; v: Tensor } | undefined): { out: Tensor; k: Tensor; v: Tensor } {
   const { config, b, t, rope } = ctx;
   const dh = headDim(config);
-  const group = config.nHeads / config.nKvHeads;
-  const qHeads = headNorm(reshape(project(h, p.wq, p.bq), [b, t, config.nHeads, dh]), p.qNorm, config);
-  const kHeads = headNorm(reshape(project(h, p.wk, p.bk), [b, t, config.nKvHeads, dh]), p.kNorm, config);
-  const q = applyRope(qHeads, rope.cos, rope.sin);
-  const kNew = applyRope(kHeads, rope.cos, rope.sin);
-  const vNew = reshape(project(h, p.wv, p.bv), [b, t, config.nKvHeads, dh]);
-  // Keys/values are kept as [B, Hkv, T, dh]; cached ones were rotated at their own positions.
-  let k = permute(kNew, [0, 2, 1, 3]);
-  let v = permute(vNew, [0, 2, 1, 3]);
+  // Keys/values are kept as [B, T, Hkv, dh] (flash-attn's layout: no permutes); cached ones were rotated at
+  // their own positions. Grouped-query heads are resolved inside the attention kernel (no repeat_kv copy).
+  // Qwen2's q/k/v biases and Qwen3's per-head q/k norms come before the rotation, as in transformers.
+  const qk = rotaryPair(
+    headNorm(reshape(project(h, p.wq, p.bq), [b, t, config.nHeads, dh]), p.qNorm, config),
+    headNorm(reshape(project(h, p.wk, p.bk), [b, t, config.nKvHeads, dh]), p.kNorm, config),
+    rope.cos,
+    rope.sin,
+  );
+  const q = qk[0];
+  let k = qk[1];
+  let v = reshape(project(h, p.wv, p.bv), [b, t, config.nKvHeads, dh]);
   if (cached) {
-    k = concat([cached.k, k], 2);
-    v = concat([cached.v, v], 2);
+    k = concat([cached.k, k], 1);
+    v = concat([cached.v, v], 1);
   }
-  // Query head j*group + g uses key/value head j (Hugging Face's repeat_kv), by broadcasting, not copying.
-  const q5 = permute(reshape(q, [b, t, config.nKvHeads, group, dh]), [0, 2, 3, 1, 4]);
-  const attn = causalAttention(q5, expandDims(k, 2), expandDims(v, 2), ctx.bias);
-  const merged = reshape(permute(attn, [0, 3, 1, 2, 4]), [b * t, config.nHeads * dh]);
+  const attn = causalAttention(q, k, v, ctx.bias ? { keyBias: ctx.bias } : {});
+  const merged = reshape(attn, [b * t, config.nHeads * dh]);
   return { out: linear(merged, p.wo), k, v };
 }
 
@@ -254,8 +261,8 @@ const project = (h: Tensor, w: Tensor, bias: Tensor | undefined): Tensor =>
 const headNorm = (x: Tensor, gain: Tensor | undefined, config: TransformerConfig): Tensor =>
   gain ? rmsNorm(x, gain, config.rmsEps) : x;
 
-/** SwiGLU: down(silu(gate(h)) * up(h)). */
-const swiGlu = (p: LayerParams, h: Tensor): Tensor => linear(mul(silu(linear(h, p.wGate)), linear(h, p.wUp)), p.wDown);
+/** SwiGLU: down(silu(gate(h)) * up(h)), the gate product one fused kernel. */
+const swiGlu = (p: LayerParams, h: Tensor): Tensor => linear(swiglu(linear(h, p.wGate), linear(h, p.wUp)), p.wDown);
 
 /**
  * The key bias over all keys: the cached one followed by the new tokens' (zeros when only the cache has one).

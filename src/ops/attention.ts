@@ -1,38 +1,61 @@
-import { ShapeError } from '../core/errors.js';
-import { Tensor } from '../core/tensor.js';
-import { tensor } from './creation.js';
-import { add, mul } from './elementwise.js';
-import { matmul } from './matmul.js';
-import { softmax } from './softmax.js';
-import { allocArray } from '../core/dtype.js';
+import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
+import type { Tensor } from '../core/tensor.js';
+import { kt, runBackward, runOp } from './op.js';
 
-/** A large negative finite bias: exp of it underflows to 0, and unlike -Infinity it cannot make 0 * inf = NaN. */
-const MASKED = -1e9;
-
-/**
- * Additive causal mask [tq, tk] for queries that are the last `tq` of `tk` positions (tq < tk when a KV cache
- * holds the earlier keys): query i may attend to keys 0 .. i + (tk - tq).
- */
-export function causalMask(tq: number, tk: number, like: Tensor): Tensor {
-  const values = allocArray(like.dtype, tq * tk);
-  const offset = tk - tq;
-  for (let i = 0; i < tq; i++) for (let j = 0; j < tk; j++) values[i * tk + j] = j <= i + offset ? 0 : MASKED;
-  return tensor(values, [tq, tk], { dtype: like.dtype, backend: like.backend });
+export interface AttentionOptions {
+  /** Additive bias per key [B, Tk] (0 for real tokens, a large negative finite number for padding). */
+  readonly keyBias?: Tensor;
+  /** Multiplies q.k; default 1 / sqrt(D). */
+  readonly scale?: number;
 }
 
 /**
- * Causal scaled dot-product attention, a composite of matmul, softmax and masking.
- * q: [..., H, Tq, D], k and v: [..., H, Tk, D] -> [..., H, Tq, D]. `bias` (broadcast to [..., H, Tq, Tk]) is
- * added to the scores, e.g. to mask padding.
+ * Causal scaled dot-product attention as one fused primitive (flash-style: the [Tq, Tk] scores are never
+ * stored; the backward recomputes them). The layout is flash-attn's: q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D]
+ * with Hq a multiple of Hkv (grouped-query attention: query head h reads key/value head floor(h / (Hq / Hkv)),
+ * Hugging Face's repeat_kv without the copy) -> [B, Tq, Hq, D]. The queries are the last Tq of Tk positions
+ * (Tq < Tk when a KV cache holds the earlier keys): query i sees keys 0 .. i + Tk - Tq. A key whose bias is at
+ * or below `MASKED_KEY_BIAS` (-5e8; the policy's padding bias is -1e9) is masked, and a query whose own key is
+ * masked outputs 0 and passes no gradient, as PyTorch's sdpa does for a left-padded row's padding queries (whose
+ * visible keys are all padding). Never NaN.
+ * Differentiable in q, k and v (once); the key bias is a constant (watching it throws).
  */
-export function causalAttention(q: Tensor, k: Tensor, v: Tensor, bias?: Tensor): Tensor {
-  if (q.rank < 2 || k.rank !== q.rank || v.rank !== q.rank) throw new ShapeError('causalAttention', [q.shape, k.shape, v.shape], 'q, k, v must share a rank >= 2');
-  const d = q.shape[q.rank - 1]!;
-  const tq = q.shape[q.rank - 2]!;
-  const tk = k.shape[k.rank - 2]!;
-  if (k.shape[k.rank - 1] !== d || v.shape[v.rank - 2] !== tk) throw new ShapeError('causalAttention', [q.shape, k.shape, v.shape], 'head sizes or key lengths disagree');
-  if (tq > tk) throw new ShapeError('causalAttention', [q.shape, k.shape], 'more queries than keys');
-  let scores = add(mul(matmul(q, k, { transB: true }), 1 / Math.sqrt(d)), causalMask(tq, tk, q));
-  if (bias) scores = add(scores, bias);
-  return matmul(softmax(scores, -1), v);
+export function causalAttention(q: Tensor, k: Tensor, v: Tensor, opts: AttentionOptions = {}): Tensor {
+  const shapes = [q.shape, k.shape, v.shape];
+  if (q.rank !== 4 || k.rank !== 4 || v.rank !== 4)
+    throw new ShapeError('causalAttention', shapes, 'q, k, v must be [B, T, H, D]');
+  const [b, tq, hq, d] = q.shape as [number, number, number, number];
+  const [bk, tk, hkv, dk] = k.shape as [number, number, number, number];
+  if (bk !== b || dk !== d || v.shape.some((n, i) => n !== k.shape[i]))
+    throw new ShapeError('causalAttention', shapes, 'k and v must be [B, Tk, Hkv, D] like q');
+  if (hq % hkv !== 0)
+    throw new ShapeError('causalAttention', shapes, `${hq} query heads are not a multiple of ${hkv} key/value heads`);
+  if (tq > tk) throw new ShapeError('causalAttention', shapes, 'more queries than keys');
+  if (k.dtype !== q.dtype || v.dtype !== q.dtype)
+    throw new DTypeError('causalAttention', `q, k, v dtypes differ: ${q.dtype}, ${k.dtype}, ${v.dtype}`);
+  const bias = opts.keyBias;
+  if (bias && (bias.rank !== 2 || bias.shape[0] !== b || bias.shape[1] !== tk))
+    throw new ShapeError('causalAttention', [...shapes, bias.shape], `keyBias must be [${b}, ${tk}]`);
+  if (bias && bias.dtype !== q.dtype)
+    throw new DTypeError('causalAttention', `keyBias must be ${q.dtype}, got ${bias.dtype}`);
+  const scale = opts.scale ?? 1 / Math.sqrt(d);
+  if (!Number.isFinite(scale)) throw new ArgumentError('causalAttention', `scale must be finite, got ${scale}`);
+  const op = 'causalAttention';
+  const inputs = bias ? [q, k, v, bias] : [q, k, v];
+  const biasKt = bias ? kt(op, bias) : null;
+  return runOp(
+    op,
+    inputs,
+    q.shape,
+    q.dtype,
+    (be) => be.attention(kt(op, q), kt(op, k), kt(op, v), biasKt, scale),
+    (y) => (g, needs) => {
+      if (needs[3]) throw new ArgumentError(op, 'the key bias is a constant: its gradient is not computed');
+      const back = 'causalAttentionBackward';
+      const biasOf = bias ? kt(back, bias) : null;
+      return runBackward(back, [q, k, v, y, g], [q, k, v], (be) =>
+        be.attentionBackward(kt(back, q), kt(back, k), kt(back, v), biasOf, kt(back, y), kt(back, g), scale),
+      );
+    },
+  );
 }

@@ -1,4 +1,4 @@
-import type { Backend } from '../core/backend.js';
+import type { Backend, Storage } from '../core/backend.js';
 import { allocArray, toTypedArray, type DType, type TypedArray } from '../core/dtype.js';
 import { ArgumentError, ShapeError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
@@ -73,7 +73,10 @@ export function scalar(value: number, opts?: CreateOptions): Tensor {
 export function full(shape: Shape, value: number, opts?: CreateOptions): Tensor {
   assertShape('full', shape);
   const dtype = opts?.dtype ?? 'f32';
-  return runSource('full', backendFor(opts), shape, dtype, (b) => b.fill(shape, dtype, value));
+  // A one-element tensor (the scalars that elementwise ops lift) is uploaded, not filled: no kernel dispatch.
+  const kernel = (b: Backend): Storage =>
+    sizeOf(shape) === 1 ? b.upload(allocArray(dtype, 1).fill(value), dtype) : b.fill(shape, dtype, value);
+  return runSource('full', backendFor(opts), shape, dtype, kernel);
 }
 
 export const zeros = (shape: Shape, opts?: CreateOptions): Tensor => full(shape, 0, opts);

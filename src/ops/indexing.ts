@@ -23,7 +23,8 @@ export function setDebugIndices(on: boolean): void {
   debugIndices = on;
 }
 
-function checkIndices(op: string, indices: Tensor, size: number): void {
+/** Indices in [0, size): checked on a synchronous backend, deferred on a device in the debug mode. */
+export function checkIndices(op: string, indices: Tensor, size: number): void {
   if (indices.dtype !== 'i32') throw new DTypeError(op, `indices must be i32, got ${indices.dtype}`);
   if (indices.size === 0) return;
   if (indices.backend.synchronous) {

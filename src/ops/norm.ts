@@ -1,17 +1,15 @@
 import type { Backend, Storage } from '../core/backend.js';
-import { DTypeError, RlvrError, ShapeError } from '../core/errors.js';
+import { DTypeError, ShapeError } from '../core/errors.js';
+import { shapesEqual } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
-import { kt, refuseGradient, runOp, runOpMulti } from './op.js';
+import { kt, runBackward, runOp } from './op.js';
 
 /**
  * RMSNorm and LayerNorm over the last axis, each a fused forward kernel and a fused backward kernel.
- * The backward kernels are not themselves differentiated: taking a second derivative through a norm throws.
+ * The backward kernels are not themselves differentiated: taking a second derivative through a norm throws
+ * `SecondOrderError`.
  */
-export class SecondOrderError extends RlvrError {
-  constructor(readonly op: string) {
-    super(`${op}: second-order gradients through this fused backward kernel are not implemented`);
-  }
-}
+export { SecondOrderError } from '../core/errors.js';
 
 function checkParam(op: string, x: Tensor, p: Tensor): void {
   if (x.dtype === 'i32' || p.dtype !== x.dtype) {
@@ -21,26 +19,49 @@ function checkParam(op: string, x: Tensor, p: Tensor): void {
   if (p.rank !== 1 || p.shape[0] !== d) throw new ShapeError(op, [x.shape, p.shape], 'parameter must be 1-D with the size of the last axis');
 }
 
-/** The backward kernels run through the door too; an outer tape that reaches them refuses rather than being wrong. */
-const noSecondOrder = refuseGradient((op) => new SecondOrderError(op));
+/** [dx, dweight] of rmsNorm(x, weight) for the cotangent g: one fused kernel. */
+function rmsNormGrads(x: Tensor, weight: Tensor, g: Tensor, eps: number): Tensor[] {
+  const op = 'rmsNormBackward';
+  const kernel = (b: Backend): Storage[] => b.rmsNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
+  return runBackward(op, [x, weight, g], [x, weight], kernel);
+}
 
 /** y = x / sqrt(mean(x^2) + eps) * weight, over the last axis (the Llama/Qwen layout). */
 export function rmsNorm(x: Tensor, weight: Tensor, eps = 1e-6): Tensor {
   checkParam('rmsNorm', x, weight);
-  return runOp('rmsNorm', [x, weight], x.shape, x.dtype, (b) => b.rmsNorm(kt('rmsNorm', x), kt('rmsNorm', weight), eps), () => (g) => {
-    const op = 'rmsNormBackward';
-    const kernel = (b: Backend): Storage[] => b.rmsNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
-    return runOpMulti(op, [x, weight, g], [x, weight], kernel, noSecondOrder);
-  });
+  const kernel = (b: Backend): Storage => b.rmsNorm(kt('rmsNorm', x), kt('rmsNorm', weight), eps);
+  return runOp('rmsNorm', [x, weight], x.shape, x.dtype, kernel, () => (g) => rmsNormGrads(x, weight, g, eps));
+}
+
+/**
+ * A residual add followed by the next pre-norm, { sum: x + delta, normed: rmsNorm(x + delta) }, in one kernel.
+ * The tape sees the two ops it replaces (an add, then an RMSNorm of its result): the norm's cotangent reaches the
+ * sum, joins the sum's own there, and flows on to x and delta once (one accumulation, not one per input).
+ */
+export function addRmsNorm(x: Tensor, delta: Tensor, weight: Tensor, eps = 1e-6): { sum: Tensor; normed: Tensor } {
+  const op = 'addRmsNorm';
+  checkParam(op, x, weight);
+  if (!shapesEqual(x.shape, delta.shape)) throw new ShapeError(op, [x.shape, delta.shape], 'x and delta must have the same shape');
+  let normed: Storage | null = null;
+  // One kernel writes both outputs; the second door call adopts the output the first kernel already wrote.
+  const kernel = (b: Backend): Storage => {
+    const [s, y] = b.addRmsNorm(kt(op, x), kt(op, delta), kt(op, weight), eps);
+    normed = y!;
+    return s!;
+  };
+  const sum = runOp(op, [x, delta], x.shape, x.dtype, kernel, () => (g) => [g, g]);
+  const y = runOp('rmsNorm', [sum, weight], x.shape, x.dtype, () => normed!, () => (g) => rmsNormGrads(sum, weight, g, eps));
+  return { sum, normed: y };
 }
 
 /** y = (x - mean) / sqrt(var + eps) * weight + bias, over the last axis, population variance. */
 export function layerNorm(x: Tensor, weight: Tensor, bias: Tensor, eps = 1e-5): Tensor {
   checkParam('layerNorm', x, weight);
   checkParam('layerNorm', x, bias);
-  return runOp('layerNorm', [x, weight, bias], x.shape, x.dtype, (b) => b.layerNorm(kt('layerNorm', x), kt('layerNorm', weight), kt('layerNorm', bias), eps), () => (g) => {
+  const kernel = (b: Backend): Storage => b.layerNorm(kt('layerNorm', x), kt('layerNorm', weight), kt('layerNorm', bias), eps);
+  return runOp('layerNorm', [x, weight, bias], x.shape, x.dtype, kernel, () => (g) => {
     const op = 'layerNormBackward';
-    const kernel = (b: Backend): Storage[] => b.layerNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
-    return runOpMulti(op, [x, weight, bias, g], [x, weight, bias], kernel, noSecondOrder);
+    const grads = (b: Backend): Storage[] => b.layerNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
+    return runBackward(op, [x, weight, bias, g], [x, weight, bias], grads);
   });
 }

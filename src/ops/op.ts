@@ -5,6 +5,7 @@ import {
   DTypeError,
   NonFiniteError,
   NotDifferentiableError,
+  SecondOrderError,
   type RlvrError,
 } from '../core/errors.js';
 import { throwDeferredFailure } from '../core/deferred.js';
@@ -129,6 +130,19 @@ export function runOpMulti(
   const rules = vjp === undefined ? null : isRefusal(vjp) ? ys.map(() => refusingRule(op, vjp)) : vjp(ys);
   finish(op, inputs, ys, rules);
   return ys;
+}
+
+/**
+ * A fused backward kernel: one gradient per tensor of `likes` (same shapes and dtypes), through the door like any
+ * op. It has no rule of its own: an outer tape that reaches it throws `SecondOrderError` rather than being wrong.
+ */
+export function runBackward(
+  op: string,
+  inputs: readonly Tensor[],
+  likes: readonly Tensor[],
+  kernel: (backend: Backend) => readonly Storage[],
+): Tensor[] {
+  return runOpMulti(op, inputs, likes, kernel, refuseGradient((name) => new SecondOrderError(name)));
 }
 
 /** A new handle over x's storage with another shape of the same size (no kernel runs). */

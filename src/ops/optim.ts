@@ -1,9 +1,10 @@
-import type { AdamWHyper, Backend, Storage } from '../core/backend.js';
-import { ArgumentError, ShapeError } from '../core/errors.js';
+import type { AdamWHyper, AdamWManyHyper, Backend, KernelTensor, Storage } from '../core/backend.js';
+import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import type { Tensor } from '../core/tensor.js';
-import { kt, refuseGradient, runOpMulti } from './op.js';
+import { mul } from './elementwise.js';
+import { kt, refuseGradient, runOp, runOpMulti } from './op.js';
 
-export type { AdamWHyper };
+export type { AdamWHyper, AdamWManyHyper };
 
 export interface AdamWState {
   readonly param: Tensor;
@@ -28,4 +29,51 @@ export function adamwUpdate(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, h
   const kernel = (b: Backend): Storage[] => b.adamw(kt(op, param), kt(op, grad), kt(op, m), kt(op, v), hyper);
   const [p1, m1, v1] = runOpMulti(op, [param, grad, m, v], [like, like, like], kernel, refuseGradient());
   return { param: p1!, m: m1!, v: v1! };
+}
+
+/** sum of the squared entries of every tensor, as a scalar (one kernel, no host read). d/dx_i = 2 g x_i. */
+export function sumSquares(xs: readonly Tensor[]): Tensor {
+  const op = 'sumSquares';
+  if (xs.length === 0) throw new ArgumentError(op, 'no tensors');
+  const dtype = xs[0]!.dtype;
+  for (const x of xs) if (x.dtype !== dtype) throw new DTypeError(op, `dtypes differ: ${x.dtype}, ${dtype}`);
+  const kernel = (b: Backend): Storage => b.sumSquares(xs.map((x) => kt(op, x)));
+  return runOp(op, xs, [], dtype, kernel, () => (g) => xs.map((x) => mul(x, mul(g, 2))));
+}
+
+/**
+ * AdamW on a list of leaves in as few kernels as the backend allows (a multi-tensor step). With `maxNorm`, the
+ * gradients are scaled by min(1, maxNorm / (sqrt(sumSq) + 1e-6)) first (torch.nn.utils.clip_grad_norm_), with
+ * sumSq the scalar tensor from `sumSquares(grads)`, so clipping needs no host read. Not differentiable.
+ */
+export function adamwUpdateMany(
+  params: readonly Tensor[],
+  grads: readonly Tensor[],
+  m: readonly Tensor[],
+  v: readonly Tensor[],
+  sumSq: Tensor | null,
+  hyper: AdamWManyHyper,
+): AdamWState[] {
+  const op = 'adamwUpdateMany';
+  const counts = [grads.length, m.length, v.length, hyper.weightDecays.length];
+  if (counts.some((n) => n !== params.length)) {
+    throw new ArgumentError(op, `${params.length} params, but ${counts.join(', ')} grads, m, v and decays`);
+  }
+  params.forEach((p, i) => {
+    for (const t of [grads[i]!, m[i]!, v[i]!]) {
+      if (t.shape.length !== p.shape.length || t.shape.some((d, k) => d !== p.shape[k])) {
+        throw new ShapeError(op, [p.shape, t.shape], `leaf ${i}: gradient and moments must match the parameter`);
+      }
+    }
+  });
+  if (!(hyper.step >= 1)) throw new ArgumentError(op, `step must be >= 1, got ${hyper.step}`);
+  if ((hyper.maxNorm === undefined) !== (sumSq === null)) throw new ArgumentError(op, 'maxNorm and sumSq go together');
+  if (params.length === 0) return [];
+  const inputs = [...params, ...grads, ...m, ...v, ...(sumSq ? [sumSq] : [])];
+  const views = (ts: readonly Tensor[]): KernelTensor[] => ts.map((t) => kt(op, t));
+  const kernel = (b: Backend): Storage[] =>
+    b.adamwMany(views(params), views(grads), views(m), views(v), sumSq && kt(op, sumSq), hyper).flat();
+  const likes = params.flatMap((p) => [p, p, p]);
+  const outs = runOpMulti(op, inputs, likes, kernel, refuseGradient());
+  return params.map((_, i) => ({ param: outs[3 * i]!, m: outs[3 * i + 1]!, v: outs[3 * i + 2]! }));
 }

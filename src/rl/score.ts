@@ -29,7 +29,9 @@ export interface ScoreOptions {
  */
 export function scoreLogProbs(params: TransformerParams, config: TransformerConfig, batch: SequenceBatch, opts: ScoreOptions = {}): Tensor {
   const { logits, targets, mask } = completionLogits(params, config, batch);
-  return where(mask, tokenLogProbs(scaleLogits(logits, opts.temperature ?? 1), targets), 0);
+  // The temperature scale is applied inside the fused kernel (as scaleLogits would): no scaled copy of the logits.
+  const t = opts.temperature ?? 1;
+  return where(mask, tokenLogProbs(logits, targets, t === 1 || t === 0 ? 1 : 1 / t), 0);
 }
 
 /** Logits [B, C, V] at the positions that predict the completion tokens, their targets [B, C] and mask [B, C]. */

@@ -1,9 +1,15 @@
-import type { AdamWHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp } from '../../core/backend.js';
+import type {
+  AdamWHyper, AdamWManyHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp,
+} from '../../core/backend.js';
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { sizeOf, stridesOf, type Shape } from '../../core/shape.js';
 import { BINARY_KERNELS, UNARY_KERNELS } from '../../core/elementwise-kernels.js';
 import { broadcastOffsets, stridedOffsets } from './strided.js';
 import { matmulKernel } from './matmul.js';
+import {
+  adamwManyKernel, attentionBackwardKernel, attentionKernel, ropeKernel, sumSquaresKernel, swigluBackwardKernel,
+  swigluKernel, tokenLogProbsBackwardKernel, tokenLogProbsKernel, type AttentionDims,
+} from './fused.js';
 import { adamwKernel, layerNormBackwardKernel, layerNormKernel, rmsNormBackwardKernel, rmsNormKernel, softmaxKernel } from './rows.js';
 
 /** The reference backend: plain TypeScript loops over typed arrays. Storage is the typed array itself. */
@@ -314,4 +320,85 @@ export class CpuBackend implements Backend {
     adamwKernel(data(param), data(grad), data(m), data(v), h, p1, m1, v1);
     return [store(p1), store(m1), store(v1)];
   }
+
+  attention(q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, scale: number): Storage {
+    const out = this.alloc(q.dtype, sizeOf(q.shape));
+    attentionKernel(data(q), data(k), data(v), keyBias && data(keyBias), attentionDims(q, k), scale, out);
+    return store(out);
+  }
+
+  attentionBackward(
+    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null,
+    out: KernelTensor, dOut: KernelTensor, scale: number,
+  ): [Storage, Storage, Storage] {
+    const like = (t: KernelTensor): TypedArray => this.alloc(t.dtype, sizeOf(t.shape));
+    const [dq, dk, dv] = [like(q), like(k), like(v)];
+    const [bias, dims] = [keyBias && data(keyBias), attentionDims(q, k)];
+    attentionBackwardKernel(data(q), data(k), data(v), bias, data(out), data(dOut), dims, scale, dq, dk, dv);
+    return [store(dq), store(dk), store(dv)];
+  }
+
+  rope(xs: readonly KernelTensor[], cos: KernelTensor, sin: KernelTensor, inverse: boolean): Storage[] {
+    return xs.map((x) => {
+      const out = this.alloc(x.dtype, sizeOf(x.shape));
+      const [heads, d] = x.shape.slice(-2) as [number, number];
+      ropeKernel(data(x), data(cos), data(sin), heads, d, inverse, out);
+      return store(out);
+    });
+  }
+
+  addRmsNorm(x: KernelTensor, delta: KernelTensor, weight: KernelTensor, eps: number): [Storage, Storage] {
+    const sum = arr(this.binary('add', x, delta, x.shape));
+    const out = this.alloc(x.dtype, sizeOf(x.shape));
+    rmsNormKernel(sum, data(weight), x.shape[x.shape.length - 1]!, eps, out);
+    return [store(sum), store(out)];
+  }
+
+  swiglu(gate: KernelTensor, up: KernelTensor): Storage {
+    const out = this.alloc(gate.dtype, sizeOf(gate.shape));
+    swigluKernel(data(gate), data(up), out);
+    return store(out);
+  }
+
+  swigluBackward(gate: KernelTensor, up: KernelTensor, dy: KernelTensor): [Storage, Storage] {
+    const dGate = this.alloc(gate.dtype, sizeOf(gate.shape));
+    const dUp = this.alloc(gate.dtype, sizeOf(gate.shape));
+    swigluBackwardKernel(data(gate), data(up), data(dy), dGate, dUp);
+    return [store(dGate), store(dUp)];
+  }
+
+  tokenLogProbs(logits: KernelTensor, targets: KernelTensor, scale: number): Storage {
+    const out = this.alloc(logits.dtype, sizeOf(targets.shape));
+    tokenLogProbsKernel(data(logits), data(targets), logits.shape[logits.shape.length - 1]!, scale, out);
+    return store(out);
+  }
+
+  tokenLogProbsBackward(logits: KernelTensor, targets: KernelTensor, dy: KernelTensor, scale: number): Storage {
+    const dx = this.alloc(logits.dtype, sizeOf(logits.shape));
+    const v = logits.shape[logits.shape.length - 1]!;
+    tokenLogProbsBackwardKernel(data(logits), data(targets), data(dy), v, scale, dx);
+    return store(dx);
+  }
+
+  sumSquares(xs: readonly KernelTensor[]): Storage {
+    const out = this.alloc(xs[0]!.dtype, 1);
+    out[0] = sumSquaresKernel(xs.map(data));
+    return store(out);
+  }
+
+  adamwMany(
+    params: readonly KernelTensor[], grads: readonly KernelTensor[],
+    m: readonly KernelTensor[], v: readonly KernelTensor[], sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
+  ): [Storage, Storage, Storage][] {
+    const triple = (p: KernelTensor): TypedArray => this.alloc(p.dtype, sizeOf(p.shape));
+    const outs = params.map((p): [TypedArray, TypedArray, TypedArray] => [triple(p), triple(p), triple(p)]);
+    const ss = sumSquares ? data(sumSquares)[0]! : null;
+    adamwManyKernel(params.map(data), grads.map(data), m.map(data), v.map(data), ss, hyper, outs);
+    return outs.map((o) => o.map(store) as [Storage, Storage, Storage]);
+  }
 }
+
+const attentionDims = (q: KernelTensor, k: KernelTensor): AttentionDims => {
+  const [b, tq, hq, d] = q.shape as [number, number, number, number];
+  return { b, tq, tk: k.shape[1]!, hq, hkv: k.shape[2]!, d };
+};

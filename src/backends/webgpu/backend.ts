@@ -1,10 +1,15 @@
-import type { AdamWHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp } from '../../core/backend.js';
+import type {
+  AdamWHyper, AdamWManyHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp,
+} from '../../core/backend.js';
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { BackendError } from '../../core/errors.js';
 import { sizeOf, type Shape } from '../../core/shape.js';
 import type { PoolStats } from './buffer-pool.js';
 import { acquireDevice, type AcquireOptions, type AdapterDescription } from './device.js';
 import { adamw } from './kernels/adamw.js';
+import { attention, attentionBackward } from './kernels/attention.js';
+import { addRmsNorm, rope, swiglu, swigluBackward, tokenLogProbs } from './kernels/fused.js';
+import { adamwMany, sumSquares } from './kernels/multi-tensor.js';
 import { binaryExpr, elementwise, unaryExpr } from './kernels/elementwise.js';
 import { gather, putAlongAxisAdd, scatterAdd, takeAlongAxis } from './kernels/indexing.js';
 import { matmul } from './kernels/matmul.js';
@@ -186,6 +191,56 @@ export class WebGpuBackend implements Backend {
   adamw(param: KernelTensor, grad: KernelTensor, m: KernelTensor, v: KernelTensor, hyper: AdamWHyper): [Storage, Storage, Storage] {
     const [p1, m1, v1] = adamw(this.runtime, param, grad, m, v, hyper);
     return [this.out(p1), this.out(m1), this.out(v1)];
+  }
+
+  attention(q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, scale: number): Storage {
+    return this.out(attention(this.runtime, q, k, v, keyBias, scale));
+  }
+
+  attentionBackward(
+    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null,
+    out: KernelTensor, dOut: KernelTensor, scale: number,
+  ): [Storage, Storage, Storage] {
+    const [dq, dk, dv] = attentionBackward(this.runtime, q, k, v, keyBias, out, dOut, scale);
+    return [this.out(dq), this.out(dk), this.out(dv)];
+  }
+
+  rope(xs: readonly KernelTensor[], cos: KernelTensor, sin: KernelTensor, inverse: boolean): Storage[] {
+    return rope(this.runtime, xs, cos, sin, inverse).map((b) => this.out(b));
+  }
+
+  addRmsNorm(x: KernelTensor, delta: KernelTensor, weight: KernelTensor, eps: number): [Storage, Storage] {
+    const [sum, y] = addRmsNorm(this.runtime, x, delta, weight, eps);
+    return [this.out(sum), this.out(y)];
+  }
+
+  swiglu(gate: KernelTensor, up: KernelTensor): Storage {
+    return this.out(swiglu(this.runtime, gate, up));
+  }
+
+  swigluBackward(gate: KernelTensor, up: KernelTensor, dy: KernelTensor): [Storage, Storage] {
+    const [dGate, dUp] = swigluBackward(this.runtime, gate, up, dy);
+    return [this.out(dGate), this.out(dUp)];
+  }
+
+  tokenLogProbs(logits: KernelTensor, targets: KernelTensor, scale: number): Storage {
+    return this.out(tokenLogProbs(this.runtime, logits, targets, scale));
+  }
+
+  tokenLogProbsBackward(logits: KernelTensor, targets: KernelTensor, dy: KernelTensor, scale: number): Storage {
+    return this.out(tokenLogProbs(this.runtime, logits, targets, scale, dy));
+  }
+
+  sumSquares(xs: readonly KernelTensor[]): Storage {
+    return this.out(sumSquares(this.runtime, xs));
+  }
+
+  adamwMany(
+    params: readonly KernelTensor[], grads: readonly KernelTensor[],
+    m: readonly KernelTensor[], v: readonly KernelTensor[], sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
+  ): [Storage, Storage, Storage][] {
+    const outs = adamwMany(this.runtime, params, grads, m, v, sumSquares, hyper);
+    return outs.map(([p, m1, v1]) => [this.out(p), this.out(m1), this.out(v1)]);
   }
 }
 

@@ -1,0 +1,128 @@
+// Causal attention backward, part 2 (FlashAttention-2, Dao 2023, Algorithm 2, the dK/dV half): one thread
+// per key row of one key/value head, summing over the query heads of its group_size and over the queries that see
+// the key (i >= j - (Tk - Tq)), with tiles of TK queries (q, dO, and their m, l and delta from `stats`) through
+// workgroup memory: dV = P^T dO, dK = scale dS^T Q with P = exp(S - m) / l, dS = P (dO V^T - delta).
+
+const D: u32 = {{D}}u;
+const TK: u32 = {{TK}}u;
+const WG: u32 = 64u;
+
+struct Params {
+  tq: u32,
+  tk: u32,
+  hq: u32,
+  hkv: u32,
+  scale: f32,
+  has_bias: u32,
+  b: u32,
+  _pad: u32,
+};
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> k: array<f32>;
+@group(0) @binding(2) var<storage, read> v: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read> d_o: array<f32>;
+@group(0) @binding(5) var<storage, read> stats: array<f32>;
+@group(0) @binding(6) var<storage, read_write> dk: array<f32>;
+@group(0) @binding(7) var<storage, read_write> dv: array<f32>;
+@group(0) @binding(8) var<uniform> params: Params;
+
+var<workgroup> q_tile: array<f32, {{TILE}}>;
+var<workgroup> do_tile: array<f32, {{TILE}}>;
+var<workgroup> m_tile: array<f32, TK>;
+var<workgroup> l_tile: array<f32, TK>;
+var<workgroup> delta_tile: array<f32, TK>;
+
+@compute @workgroup_size(64)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let b = wg.z;
+  let kh = wg.y;
+  let j = wg.x * WG + lid;
+  let group_size = params.hq / params.hkv;
+  let offset = params.tk - params.tq;
+  let live = j < params.tk;
+  let ko = ((b * params.tk + min(j, params.tk - 1u)) * params.hkv + kh) * D;
+  var kv: array<f32, D>;
+  var vv: array<f32, D>;
+  var dkv: array<f32, D>;
+  var dvv: array<f32, D>;
+  for (var e = 0u; e < D; e++) {
+    kv[e] = k[ko + e];
+    vv[e] = v[ko + e];
+    dkv[e] = 0.0;
+    dvv[e] = 0.0;
+  }
+  var kb = 0.0;
+  if (params.has_bias != 0u && live) {
+    kb = bias[b * params.tk + j];
+  }
+  // The first query that sees the tile's first key (uniform across the workgroup).
+  let first_key = wg.x * WG;
+  var i_start = 0u;
+  if (first_key > offset) {
+    i_start = first_key - offset;
+  }
+  let rows = params.b * params.hq * params.tq;
+  for (var g = 0u; g < group_size; g++) {
+    let h = kh * group_size + g;
+    for (var i0 = i_start; i0 < params.tq; i0 += TK) {
+      workgroupBarrier();
+      for (var e = lid; e < TK * D; e += WG) {
+        let i = i0 + e / D;
+        var qq = 0.0;
+        var dd = 0.0;
+        if (i < params.tq) {
+          let off = ((b * params.tq + i) * params.hq + h) * D + e % D;
+          qq = q[off];
+          dd = d_o[off];
+        }
+        q_tile[e] = qq;
+        do_tile[e] = dd;
+      }
+      for (var r = lid; r < TK; r += WG) {
+        let i = i0 + r;
+        var mx = 0.0;
+        var sum = 1.0;
+        var delta = 0.0;
+        if (i < params.tq) {
+          let row = (b * params.hq + h) * params.tq + i;
+          mx = stats[row];
+          sum = stats[rows + row];
+          delta = stats[2u * rows + row];
+        }
+        m_tile[r] = mx;
+        l_tile[r] = sum;
+        delta_tile[r] = delta;
+      }
+      workgroupBarrier();
+      if (live) {
+        for (var ii = 0u; ii < TK; ii++) {
+          let i = i0 + ii;
+          if (i >= params.tq || i + offset < j) {
+            continue;
+          }
+          var s = 0.0;
+          var dp = 0.0;
+          for (var e = 0u; e < D; e++) {
+            s += q_tile[ii * D + e] * kv[e];
+            dp += do_tile[ii * D + e] * vv[e];
+          }
+          s = s * params.scale + kb;
+          let p = exp(s - m_tile[ii]) / l_tile[ii];
+          let ds = p * (dp - delta_tile[ii]);
+          for (var e = 0u; e < D; e++) {
+            dvv[e] += p * do_tile[ii * D + e];
+            dkv[e] += ds * q_tile[ii * D + e];
+          }
+        }
+      }
+    }
+  }
+  if (live) {
+    for (var e = 0u; e < D; e++) {
+      dk[ko + e] = dkv[e] * params.scale;
+      dv[ko + e] = dvv[e];
+    }
+  }
+}

@@ -1,0 +1,97 @@
+// Causal attention forward for few queries over many keys (KV-cache decoding; flash-decoding's split over keys):
+// one workgroup per (query, query head, batch row); its S threads take keys j = lid, lid + S, ... of the
+// query's visible keys, each with its own running max m, sum l and accumulator, then merge them: M = max m,
+// l = sum l exp(m - M), out = sum acc exp(m - M) / l (accumulators through workgroup memory). Same layout and
+// bindings as attention.wgsl; a query whose own key is masked outputs 0 there too.
+
+const D: u32 = {{D}}u;
+const S: u32 = {{S}}u;
+const MASKED: f32 = {{MASKED}};
+
+struct Params {
+  tq: u32,
+  tk: u32,
+  hq: u32,
+  hkv: u32,
+  scale: f32,
+  has_bias: u32,
+  _pad0: u32,
+  _pad1: u32,
+};
+
+@group(0) @binding(0) var<storage, read> q: array<f32>;
+@group(0) @binding(1) var<storage, read> k: array<f32>;
+@group(0) @binding(2) var<storage, read> v: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<uniform> params: Params;
+
+var<workgroup> part: array<f32, {{PART}}>; // S accumulators of D floats
+var<workgroup> red: array<f32, S>;
+
+fn tree(lid: u32, v: f32, take_max: bool) -> f32 {
+  workgroupBarrier();
+  red[lid] = v;
+  workgroupBarrier();
+  for (var w = S / 2u; w > 0u; w = w >> 1u) {
+    if (lid < w) {
+      red[lid] = select(red[lid] + red[lid + w], max(red[lid], red[lid + w]), take_max);
+    }
+    workgroupBarrier();
+  }
+  let total = red[0];
+  workgroupBarrier();
+  return total;
+}
+
+@compute @workgroup_size({{S}})
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let i = wg.x;
+  let h = wg.y;
+  let b = wg.z;
+  let kh = h / (params.hq / params.hkv);
+  let qo = ((b * params.tq + i) * params.hq + h) * D;
+  let visible = i + params.tk - params.tq + 1u;
+  var qv: array<f32, D>;
+  var acc: array<f32, D>;
+  for (var e = 0u; e < D; e++) {
+    qv[e] = q[qo + e];
+    acc[e] = 0.0;
+  }
+  var m = -3.0e38;
+  var l = 0.0;
+  for (var j = lid; j < visible; j += S) {
+    let ko = ((b * params.tk + j) * params.hkv + kh) * D;
+    var s = 0.0;
+    for (var e = 0u; e < D; e++) {
+      s += qv[e] * k[ko + e];
+    }
+    s = s * params.scale;
+    if (params.has_bias != 0u) {
+      s += bias[b * params.tk + j];
+    }
+    let m_new = max(m, s);
+    let corr = exp(m - m_new);
+    let p = exp(s - m_new);
+    l = l * corr + p;
+    for (var e = 0u; e < D; e++) {
+      acc[e] = acc[e] * corr + p * v[ko + e];
+    }
+    m = m_new;
+  }
+  let big_m = tree(lid, m, true);
+  let f = exp(m - big_m);
+  let total = tree(lid, l * f, false);
+  for (var e = 0u; e < D; e++) {
+    part[lid * D + e] = acc[e] * f;
+  }
+  workgroupBarrier();
+  let masked = params.has_bias != 0u && bias[b * params.tk + visible - 1u] <= MASKED;
+  for (var e = lid; e < D; e += S) {
+    var sum = 0.0;
+    for (var t = 0u; t < S; t++) {
+      sum += part[t * D + e];
+    }
+    out[qo + e] = select(sum / total, 0.0, masked);
+  }
+}
