@@ -3,6 +3,7 @@ import { BackendError, DTypeError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import matmulSrc from '../../../../shaders/matmul.wgsl';
 import directSrc from '../../../../shaders/matmul_direct.wgsl';
+import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
@@ -296,12 +297,8 @@ export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA:
   const k = transA ? a.shape[a.shape.length - 2]! : a.shape[a.shape.length - 1]!;
   const batchShape = outShape.slice(0, -2);
   const batch = sizeOf(batchShape);
-  const out = rt.alloc(sizeOf(outShape) * 4);
-  if (m * n * batch === 0) return out;
-  if (k === 0) {
-    fillInto(rt, out, m * n * batch, 'f32', 0);
-    return out;
-  }
+  if (m * n * batch === 0) return rt.alloc(0);
+  if (k === 0) return fillInto(rt, m * n * batch * 4, m * n * batch, 'f32', 0);
   const bc = collapse(batchShape, [
     broadcastStrides(a.shape.slice(0, -2), batchShape).map((s) => s * m * k),
     broadcastStrides(b.shape.slice(0, -2), batchShape).map((s) => s * k * n),
@@ -328,14 +325,14 @@ export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA:
   };
   const flags = `${+transA}${+transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}`;
   if (batch > rt.maxWorkgroupsPerDim) throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
-  rt.dispatch({
+  const [out] = launch(rt, {
     kernel: 'matmul',
     key: `matmul:${cfg.kind}:${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`,
-    bindings: ['read', 'read', 'write', 'uniform'],
     source: () => matmulSource(cfg, v),
-    buffers: [bufferOf(a.storage), bufferOf(b.storage), out],
+    inputs: [bufferOf(a.storage), bufferOf(b.storage)],
+    outputs: [m * n * batch * 4],
+    grid: { workgroups: [Math.ceil(n / tn), Math.ceil(m / tm), batch] },
     uniforms: words.u32,
-    workgroups: [Math.ceil(n / tn), Math.ceil(m / tm), batch],
   });
   return out;
 }
