@@ -4,8 +4,9 @@
  * buffers created (`createBuffer` calls), bytes uploaded and bind groups created; the dispatches per kernel; and,
  * with RLVR_PROFILE=1 (or --profile) on an adapter with `timestamp-query`, GPU time per kernel.
  *
- * Run: npm run bench:step [-- --sizes default,small|all --warmup 2 --steps 3 --batch N]
- * On a CPU rasterizer (llvmpipe) only the small sizes run unless asked for; on a GPU all of them. The PyTorch
+ * Run: npm run bench:step [-- --sizes default,small|all --warmup 2 --steps 3 --batch N --max-idle-bytes N]
+ * On a CPU rasterizer (llvmpipe) only the default size runs unless others are asked for (`--sizes all --batch 1`
+ * counts every size's dispatches in minutes: they do not depend on the batch); on a GPU all sizes run. The PyTorch
  * reference at the same sizes: python3 ../shared/tools/torch_reference_step.py step,real (same machine).
  */
 import { createWebGpuBackend, dispose, tidy, valueAndGrad, type WebGpuBackend } from '../src/index.js';
@@ -19,10 +20,15 @@ const WARMUP = Number(argValue('--warmup') ?? 2);
 const STEPS = Number(argValue('--steps') ?? 3);
 const batchOverride = argValue('--batch');
 
-const gpu = await createWebGpuBackend({ profile: hasFlag('--profile') || process.env.RLVR_PROFILE === '1' });
+const maxIdle = argValue('--max-idle-bytes');
+const gpu = await createWebGpuBackend({
+  profile: hasFlag('--profile') || process.env.RLVR_PROFILE === '1',
+  ...(maxIdle ? { maxIdleBytes: Number(maxIdle) } : {}),
+});
 printHeader('bench:step', gpu);
 console.log(`SFT step = valueAndGrad(sftLoss) + adamwStep (lr 1e-4, clip 1.0), loss read back each step`);
 console.log(`warm-up ${WARMUP} steps, then ${STEPS} measured; figures are per step (median for ms)`);
+if (maxIdle) console.log(`buffer pool idle cap: ${maxIdle} bytes (default 512 MiB)`);
 
 interface Row {
   readonly size: string;
@@ -93,8 +99,12 @@ async function runSize(size: ModelSize, g: WebGpuBackend): Promise<Row> {
   return row;
 }
 
+const sizes = selectSizes(argValue('--sizes') ?? process.env.RLVR_BENCH_SIZES, gpu.runtime.cpuLike);
+if (gpu.runtime.cpuLike && !argValue('--sizes') && !process.env.RLVR_BENCH_SIZES) {
+  console.log('CPU rasterizer: the default size only; --sizes small,medium,large,0.6b|all for the others');
+}
 const rows: Row[] = [];
-for (const size of selectSizes(argValue('--sizes') ?? process.env.RLVR_BENCH_SIZES, gpu.runtime.cpuLike)) {
+for (const size of sizes) {
   rows.push(await runSize(size, gpu));
 }
 console.log('');

@@ -17,7 +17,9 @@ import { cpu, describeGpu } from './helpers.js';
 const fresh = (opts: T.WebGpuBackendOptions = {}): Promise<T.WebGpuBackend> => T.createWebGpuBackend(opts);
 
 describeGpu('webgpu runtime: steady state', (gpu) => {
-  it('an SFT step of the default model creates 0 GPU buffers after warm-up, and its losses match the CPU', async () => {
+  it('an SFT step of the default model creates 0 GPU buffers after warm-up, even with its working set over the idle cap, and its losses match the CPU', async () => {
+    // The idle cap far below the step's working set: the old pool destroyed and created buffers every step here.
+    const g = await fresh({ maxIdleBytes: 64 * 1024 });
     const task = additionTask();
     const tok = tokenizerFor(task);
     const config = smallConfig(tok.vocabSize, { ...TRAIN_DEFAULTS.model });
@@ -44,7 +46,7 @@ describeGpu('webgpu runtime: steady state', (gpu) => {
       return losses;
     };
     const snaps: T.RuntimeStats[] = [];
-    const got = await train(gpu, 5, () => snaps.push(gpu.stats()));
+    const got = await train(g, 5, () => snaps.push(g.stats()));
     const want = await train(cpu, 5);
     const [, , s3, s4, s5] = snaps;
     expect(s4!.buffersCreated - s3!.buffersCreated, 'buffers created in step 4').toBe(0);
@@ -52,6 +54,8 @@ describeGpu('webgpu runtime: steady state', (gpu) => {
     expect(s5!.dispatches - s4!.dispatches, 'dispatches per step are the same every step').toBe(s4!.dispatches - s3!.dispatches);
     got.forEach((l, i) => expect(Math.abs(l - want[i]!), `loss at step ${i + 1}: ${l} vs ${want[i]}`).toBeLessThan(1e-4 * Math.abs(want[i]!)));
     expect(got[4]!).toBeLessThan(got[0]!);
+    expect(s5!.idleBytes, 'the working set is over the cap').toBeGreaterThan(64 * 1024);
+    g.dispose();
   });
 
   it('a kernel reuses a buffer freed earlier in the same batch; writing into it first submits what reads the old contents', async () => {

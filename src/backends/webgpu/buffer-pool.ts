@@ -27,15 +27,30 @@ export interface PoolStats {
 /** Epochs (reads) an idle buffer may go unused before it can be destroyed to bring idle bytes under the cap. */
 const KEEP_EPOCHS = 4;
 
+/**
+ * Free buffers by size; each size's list is kept in decreasing creation order, so `pop` hands out the oldest
+ * free buffer. Which buffer a kernel gets then depends only on which ones are free, not on the order they were
+ * released in: the same step run again gets the same buffers, and its bind groups come from the cache.
+ */
 class SizeClasses {
   private readonly lists = new Map<number, GPUBuffer[]>();
   count = 0;
   bytes = 0;
 
+  constructor(private readonly order: (b: GPUBuffer) => number) {}
+
   push(buffer: GPUBuffer): void {
     let list = this.lists.get(buffer.size);
     if (!list) this.lists.set(buffer.size, (list = []));
-    list.push(buffer);
+    const key = this.order(buffer);
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.order(list[mid]!) > key) lo = mid + 1;
+      else hi = mid;
+    }
+    list.splice(lo, 0, buffer);
     this.count++;
     this.bytes += buffer.size;
   }
@@ -69,8 +84,9 @@ class SizeClasses {
 }
 
 export class BufferPool {
-  private readonly idle = new SizeClasses();
-  private readonly pending = new SizeClasses();
+  private readonly serial = new WeakMap<GPUBuffer, number>();
+  private readonly idle = new SizeClasses((b) => this.serial.get(b) ?? 0);
+  private readonly pending = new SizeClasses((b) => this.serial.get(b) ?? 0);
   /** Kernel outputs handed out from `pending` since the last submit: not safe to upload into yet. */
   private readonly reusedInBatch = new Set<GPUBuffer>();
   private readonly lastUse = new WeakMap<GPUBuffer, number>();
@@ -104,7 +120,7 @@ export class BufferPool {
     else buffer = this.idle.pop(size);
     if (!buffer) {
       buffer = this.create(size);
-      this.created++;
+      this.serial.set(buffer, this.created++);
     }
     this.lastUse.set(buffer, this.epoch);
     this.live++;
