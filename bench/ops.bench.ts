@@ -89,8 +89,14 @@ for (let r = 0; r < ROUNDS; r++) {
   await runOurs();
   samples.ours.push(((performance.now() - t0) * 1e3) / OPS);
   const after = ours.stats();
-  counters = { ...after, dispatches: after.dispatches - before.dispatches, submits: after.submits - before.submits,
-    buffersCreated: after.buffersCreated - before.buffersCreated, bindGroupsCreated: after.bindGroupsCreated - before.bindGroupsCreated, uploadedBytes: after.uploadedBytes - before.uploadedBytes };
+  counters = {
+    ...after,
+    dispatches: after.dispatches - before.dispatches,
+    submits: after.submits - before.submits,
+    buffersCreated: after.buffersCreated - before.buffersCreated,
+    bindGroupsCreated: after.bindGroupsCreated - before.bindGroupsCreated,
+    uploadedBytes: after.uploadedBytes - before.uploadedBytes,
+  };
   t0 = performance.now();
   await runTf();
   samples.tfjs.push(((performance.now() - t0) * 1e3) / OPS);
@@ -107,11 +113,14 @@ const tg = median(samples.tfjsGpu);
 const rounds = (xs: number[]): string => xs.map((x) => x.toFixed(1)).join(', ');
 console.log(`ours:                        ${o.toFixed(1)} us/op (rounds: ${rounds(samples.ours)})`);
 console.log(`tfjs, CPU forwarding on:     ${t.toFixed(1)} us/op (rounds: ${rounds(samples.tfjs)}) [default]`);
-console.log(`tfjs, CPU forwarding off:    ${tg.toFixed(1)} us/op (rounds: ${rounds(samples.tfjsGpu)}) [GPU dispatches]`);
+console.log(
+  `tfjs, CPU forwarding off:    ${tg.toFixed(1)} us/op (rounds: ${rounds(samples.tfjsGpu)}) [GPU dispatches]`,
+);
 console.log(`ours / tfjs (GPU dispatches): ${(o / tg).toFixed(2)}x  (target <= 0.50x)`);
 console.log(`ours / tfjs (default, small ops on the CPU): ${(o / t).toFixed(2)}x`);
 console.log(
-  `ours per chain: ${counters.dispatches} dispatches, ${counters.bindGroupsCreated} bind groups created, ${counters.submits} submits, ` +
+  `ours per chain: ${counters.dispatches} dispatches, ${counters.bindGroupsCreated} bind groups created, ` +
+    `${counters.submits} submits, ` +
     `${counters.buffersCreated} buffers created, ${counters.uploadedBytes} bytes uploaded`,
 );
 a.dispose();

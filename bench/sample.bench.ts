@@ -26,14 +26,19 @@ const tokenizer: Tokenizer = {
   pad: base.pad,
   eos: -1,
   encode: (text) => base.encode(text),
-  decode: (ids, opts) => base.decode(ids.filter((id) => id < base.vocabSize), opts),
+  decode: (ids, opts) =>
+    base.decode(
+      ids.filter((id) => id < base.vocabSize),
+      opts,
+    ),
 };
 
 function configFor(name: string): TransformerConfig {
   const maxSeqLen = 16 + Math.max(...MAX_NEW);
   if (name === 'default') return smallConfig(base.vocabSize, { maxSeqLen });
   const size = MODEL_SIZES.find((s) => s.name === name);
-  if (!size) throw new Error(`unknown model ${name}; choose default or one of ${MODEL_SIZES.map((s) => s.name).join(', ')}`);
+  if (!size)
+    throw new Error(`unknown model ${name}; choose default or one of ${MODEL_SIZES.map((s) => s.name).join(', ')}`);
   return { ...size.config, vocabSize: Math.max(size.config.vocabSize, base.vocabSize), maxSeqLen };
 }
 
@@ -50,7 +55,8 @@ async function timeSampling(backend: Backend, maxNewTokens: number): Promise<num
   const t0 = performance.now();
   const out = await sampleRollouts(params, config, tokenizer, prompts, new Rng(3), opts);
   const ms = performance.now() - t0;
-  if (out.completionLen !== maxNewTokens) throw new Error(`generated ${out.completionLen} tokens, wanted ${maxNewTokens}`);
+  if (out.completionLen !== maxNewTokens)
+    throw new Error(`generated ${out.completionLen} tokens, wanted ${maxNewTokens}`);
   dispose(params);
   return ms;
 }
@@ -61,23 +67,34 @@ async function report(name: string, backend: Backend, sizes: readonly number[]):
     const t = await timeSampling(backend, n);
     ms.set(n, t);
     const b = prompts.length * 8;
-    console.log(`${name}: ${b} rows x ${n} new tokens: ${t.toFixed(0)} ms, ${((b * n) / (t / 1000)).toFixed(0)} tokens/s`);
+    console.log(
+      `${name}: ${b} rows x ${n} new tokens: ${t.toFixed(0)} ms, ${((b * n) / (t / 1000)).toFixed(0)} tokens/s`,
+    );
   }
   if (ms.has(64) && ms.has(512)) {
     const early = ms.get(64)! / 64;
     const late = (ms.get(512)! - ms.get(64)!) / (512 - 64);
-    console.log(`${name}: decode ms/token: tokens 1-64 ${early.toFixed(2)} (prefill included), tokens 65-512 ${late.toFixed(2)}: late/early ${(late / early).toFixed(2)}`);
+    console.log(
+      `${name}: decode ms/token: tokens 1-64 ${early.toFixed(2)} (prefill included), ` +
+        `tokens 65-512 ${late.toFixed(2)}: late/early ${(late / early).toFixed(2)}`,
+    );
   }
   return ms;
 }
 
 printHeader('bench:sample', gpu);
 const c = config;
-console.log(`model ${model}: d${c.dModel} L${c.nLayers} heads ${c.nHeads}/${c.nKvHeads} dFf ${c.dFf} vocab ${c.vocabSize}; ${prompts.length * 8} rows (8 per prompt), temperature 1`);
+console.log(
+  `model ${model}: d${c.dModel} L${c.nLayers} heads ${c.nHeads}/${c.nKvHeads} dFf ${c.dFf} vocab ${c.vocabSize}; ` +
+    `${prompts.length * 8} rows (8 per prompt), temperature 1`,
+);
 const before = gpu.stats();
 const ours = await report('webgpu', gpu, MAX_NEW);
 const after = gpu.stats();
-console.log(`webgpu counters over both runs: ${after.dispatches - before.dispatches} dispatches, ${after.submits - before.submits} submits, ${after.buffersCreated - before.buffersCreated} buffers created`);
+console.log(
+  `webgpu counters over both runs: ${after.dispatches - before.dispatches} dispatches, ` +
+    `${after.submits - before.submits} submits, ${after.buffersCreated - before.buffersCreated} buffers created`,
+);
 if (model === 'default' || hasFlag('--cpu')) {
   const cpu = await report('cpu', new CpuBackend(), [64]);
   console.log(`webgpu / cpu time at 64 new tokens: ${(ours.get(64)! / cpu.get(64)!).toFixed(2)}x`);

@@ -89,7 +89,8 @@ async function runSize(size: ModelSize, g: WebGpuBackend): Promise<Row> {
     bindGroups: per('bindGroupsCreated'),
   };
   console.log(
-    `${ms.toFixed(1)} ms/step (steps: ${times.map((t) => t.toFixed(0)).join(', ')}), ${row.tokensPerS.toFixed(0)} tokens/s; ` +
+    `${ms.toFixed(1)} ms/step (steps: ${times.map((t) => t.toFixed(0)).join(', ')}), ` +
+      `${row.tokensPerS.toFixed(0)} tokens/s; ` +
       `per step: ${row.dispatches} dispatches, ${row.submits} submits, ${row.buffersCreated} buffers created, ` +
       `${row.uploadedBytes} bytes uploaded, ${row.bindGroups} bind groups created`,
   );

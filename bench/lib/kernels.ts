@@ -17,8 +17,17 @@ export async function printKernelTable(g: WebGpuBackend, steps: number, top = 25
       })),
     );
   } else {
-    const why = g.runtime.profiling ? '' : g.runtime.device.features.has('timestamp-query') ? ' (set RLVR_PROFILE=1)' : ' (the adapter has no timestamp-query)';
+    const why = g.runtime.profiling
+      ? ''
+      : g.runtime.device.features.has('timestamp-query')
+        ? ' (set RLVR_PROFILE=1)'
+        : ' (the adapter has no timestamp-query)';
     console.log(`dispatches per step by kernel; no GPU times${why}:`);
-    console.log(counts.slice(0, top).map(([k, n]) => `${k} ${n / steps}`).join(', '));
+    console.log(
+      counts
+        .slice(0, top)
+        .map(([k, n]) => `${k} ${n / steps}`)
+        .join(', '),
+    );
   }
 }

@@ -39,9 +39,30 @@ export const MODEL_SIZES: readonly ModelSize[] = [
     seqLen: 0, // the worked solutions' padded length
     small: true,
   },
-  { name: 'small', torchRow: 'small d256 L4 T128 B32', config: mha(256, 256, 4, 8, 768, 128), batch: 32, seqLen: 128, small: false },
-  { name: 'medium', torchRow: 'medium d512 L8 T256 B16', config: mha(1024, 512, 8, 8, 1536, 256), batch: 16, seqLen: 256, small: false },
-  { name: 'large', torchRow: 'large d1024 L8 T256 B16', config: mha(4096, 1024, 8, 16, 2816, 256), batch: 16, seqLen: 256, small: false },
+  {
+    name: 'small',
+    torchRow: 'small d256 L4 T128 B32',
+    config: mha(256, 256, 4, 8, 768, 128),
+    batch: 32,
+    seqLen: 128,
+    small: false,
+  },
+  {
+    name: 'medium',
+    torchRow: 'medium d512 L8 T256 B16',
+    config: mha(1024, 512, 8, 8, 1536, 256),
+    batch: 16,
+    seqLen: 256,
+    small: false,
+  },
+  {
+    name: 'large',
+    torchRow: 'large d1024 L8 T256 B16',
+    config: mha(4096, 1024, 8, 16, 2816, 256),
+    batch: 16,
+    seqLen: 256,
+    small: false,
+  },
   {
     name: '0.6b',
     torchRow: '0.6B-like d1024 L28 V151936 T256 B4',
@@ -63,7 +84,9 @@ export function selectSizes(spec: string | undefined, cpuLike: boolean): ModelSi
   const names = spec.split(',').map((s) => s.trim());
   const unknown = names.filter((n) => !MODEL_SIZES.some((s) => s.name === n));
   if (unknown.length > 0) {
-    throw new Error(`unknown model size ${unknown.join(', ')}; choose from ${MODEL_SIZES.map((s) => s.name).join(', ')}, all`);
+    throw new Error(
+      `unknown model size ${unknown.join(', ')}; choose from ${MODEL_SIZES.map((s) => s.name).join(', ')}, all`,
+    );
   }
   return MODEL_SIZES.filter((s) => names.includes(s.name));
 }

@@ -17,7 +17,7 @@ import { cpu, describeGpu } from './helpers.js';
 const fresh = (opts: T.WebGpuBackendOptions = {}): Promise<T.WebGpuBackend> => T.createWebGpuBackend(opts);
 
 describeGpu('webgpu runtime: steady state', (gpu) => {
-  it('an SFT step of the default model creates 0 GPU buffers after warm-up, even with its working set over the idle cap, and its losses match the CPU', async () => {
+  it('a default-model SFT step creates 0 buffers after warm-up (over the idle cap); losses match the CPU', async () => {
     // The idle cap far below the step's working set: the old pool destroyed and created buffers every step here.
     const g = await fresh({ maxIdleBytes: 64 * 1024 });
     const task = additionTask();
@@ -51,14 +51,20 @@ describeGpu('webgpu runtime: steady state', (gpu) => {
     const [, , s3, s4, s5] = snaps;
     expect(s4!.buffersCreated - s3!.buffersCreated, 'buffers created in step 4').toBe(0);
     expect(s5!.buffersCreated - s4!.buffersCreated, 'buffers created in step 5').toBe(0);
-    expect(s5!.dispatches - s4!.dispatches, 'dispatches per step are the same every step').toBe(s4!.dispatches - s3!.dispatches);
-    got.forEach((l, i) => expect(Math.abs(l - want[i]!), `loss at step ${i + 1}: ${l} vs ${want[i]}`).toBeLessThan(1e-4 * Math.abs(want[i]!)));
+    expect(s5!.dispatches - s4!.dispatches, 'dispatches per step are the same every step').toBe(
+      s4!.dispatches - s3!.dispatches,
+    );
+    got.forEach((l, i) =>
+      expect(Math.abs(l - want[i]!), `loss at step ${i + 1}: ${l} vs ${want[i]}`).toBeLessThan(
+        1e-4 * Math.abs(want[i]!),
+      ),
+    );
     expect(got[4]!).toBeLessThan(got[0]!);
     expect(s5!.idleBytes, 'the working set is over the cap').toBeGreaterThan(64 * 1024);
     g.dispose();
   });
 
-  it('a kernel reuses a buffer freed earlier in the same batch; writing into it first submits what reads the old contents', async () => {
+  it('a kernel reuses a buffer freed earlier in its batch; a host write first submits its readers', async () => {
     const b = await fresh({ dispatchesPerSubmit: 10_000 });
     const x = T.tensor([1, 2, 3, 4], [4], { backend: b });
     const xBuffer = bufferOf(x.storageFor('test'));
@@ -66,7 +72,8 @@ describeGpu('webgpu runtime: steady state', (gpu) => {
     x.dispose(); // freed while the neg that reads it is unsubmitted
     const z = T.exp(y); // a kernel output: takes x's buffer at once
     expect(bufferOf(z.storageFor('test'))).toBe(xBuffer);
-    const upload = T.tensor([7, 7, 7, 7], [4], { backend: b }); // an upload never takes a buffer unsubmitted commands use
+    // An upload never takes a buffer that unsubmitted commands use.
+    const upload = T.tensor([7, 7, 7, 7], [4], { backend: b });
     expect(bufferOf(upload.storageFor('test'))).not.toBe(xBuffer);
     // A raw write into a buffer a kernel of this batch was given must come after the batch.
     const submits = b.stats().submits;
@@ -139,7 +146,7 @@ describeGpu('webgpu runtime: steady state', (gpu) => {
     b.dispose();
   });
 
-  it('idle buffers past the cap are destroyed only when unused for a few reads, never a repeating working set', async () => {
+  it('idle buffers past the cap are destroyed only when unused for a few reads, never a repeating set', async () => {
     const b = await fresh({ maxIdleBytes: 4096 });
     const big = (): T.Tensor => T.zeros([4096], { backend: b }); // 16 KiB each: over the cap when idle
     const stepLike = async (): Promise<void> => {
@@ -162,6 +169,23 @@ describeGpu('webgpu runtime: steady state', (gpu) => {
     expect(b.stats().destroyed).toBeGreaterThan(0);
     expect(b.stats().idleBytes).toBeLessThanOrEqual(4096);
     small.dispose();
+    b.dispose();
+  });
+
+  it('profiling: GPU times per kernel with timestamp-query, none without; dispatch counts always', async () => {
+    const b = await fresh({ profile: true });
+    const x = T.ones([64], { backend: b });
+    const y = T.add(x, x);
+    await y.data();
+    expect(b.runtime.kernelCounts().get('add')).toBe(1);
+    const times = await b.runtime.kernelTimes();
+    expect(b.runtime.profiling).toBe(b.runtime.device.features.has('timestamp-query'));
+    if (b.runtime.profiling) {
+      const add = times?.find((t) => t.kernel === 'add');
+      expect(add?.dispatches).toBe(1);
+      expect(add!.gpuMs).toBeGreaterThanOrEqual(0);
+    } else expect(times).toBeNull();
+    T.dispose([x, y]);
     b.dispose();
   });
 });

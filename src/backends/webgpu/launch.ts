@@ -44,14 +44,20 @@ function bindingsOf(reads: number, writes: number, uniform: boolean): readonly B
   const key = `${reads}/${writes}/${+uniform}`;
   let kinds = bindingCache.get(key);
   if (!kinds) {
-    const list: BindingKind[] = [...Array<BindingKind>(reads).fill('read'), ...Array<BindingKind>(writes).fill('write')];
+    const list: BindingKind[] = [
+      ...Array<BindingKind>(reads).fill('read'),
+      ...Array<BindingKind>(writes).fill('write'),
+    ];
     if (uniform) list.push('uniform');
     bindingCache.set(key, (kinds = list));
   }
   return kinds;
 }
 
-export function launch<const O extends readonly (number | GPUBuffer)[]>(rt: GpuRuntime, spec: LaunchSpec<O>): Outputs<O> {
+export function launch<const O extends readonly (number | GPUBuffer)[]>(
+  rt: GpuRuntime,
+  spec: LaunchSpec<O>,
+): Outputs<O> {
   const outputs = spec.outputs.map((o) => (typeof o === 'number' ? rt.alloc(o) : o)) as Outputs<O>;
   const workgroups: Workgroups =
     'workgroups' in spec.grid

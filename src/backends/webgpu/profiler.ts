@@ -62,7 +62,8 @@ export class KernelProfiler {
     const n = this.kernels.length;
     if (n === 0) return null;
     const bytes = 16 * n;
-    const readback = this.readbacks.pop() ?? this.create(16 * this.capacity, this.usage.mapRead | this.usage.copyDst, 'rlvr:profile');
+    const readback =
+      this.readbacks.pop() ?? this.create(16 * this.capacity, this.usage.mapRead | this.usage.copyDst, 'rlvr:profile');
     encoder.resolveQuerySet(this.querySet, 0, 2 * n, this.resolveBuffer, 0);
     encoder.copyBufferToBuffer(this.resolveBuffer, 0, readback, 0, bytes);
     const kernels = this.kernels;

@@ -105,19 +105,30 @@ export class GpuRuntime {
     this.maxWorkgroupsPerDim = this.device.limits.maxComputeWorkgroupsPerDimension;
     this.cpuLike = opts.cpuLike ?? /llvmpipe|lavapipe|softpipe|swiftshader/i.test(acquired.adapter.summary);
     const tensorUsage = u.STORAGE | u.COPY_SRC | u.COPY_DST;
-    this.pool = new BufferPool((size) => this.createBuffer(size, tensorUsage, 'rlvr:tensor'), opts.maxIdleBytes ?? 512 * 2 ** 20);
-    this.staging = new BufferPool((size) => this.createBuffer(size, u.MAP_READ | u.COPY_DST, 'rlvr:staging'), 64 * 2 ** 20);
+    this.pool = new BufferPool(
+      (size) => this.createBuffer(size, tensorUsage, 'rlvr:tensor'),
+      opts.maxIdleBytes ?? 512 * 2 ** 20,
+    );
+    this.staging = new BufferPool(
+      (size) => this.createBuffer(size, u.MAP_READ | u.COPY_DST, 'rlvr:staging'),
+      64 * 2 ** 20,
+    );
     const align = Math.max(16, this.device.limits.minUniformBufferOffsetAlignment);
     this.uniforms = new UniformStore((size) => this.createBuffer(size, u.UNIFORM | u.COPY_DST, 'rlvr:uniforms'), align);
     this.profiler =
       (opts.profile ?? envProfile()) && KernelProfiler.supported(this.device)
-        ? new KernelProfiler(this.device, (size, usage, label) => this.createBuffer(size, usage, label), {
-            queryResolve: (u as unknown as Record<string, number>).QUERY_RESOLVE ?? 0x200,
-            copySrc: u.COPY_SRC,
-            copyDst: u.COPY_DST,
-            mapRead: u.MAP_READ,
-            mapModeRead: this.mapRead,
-          }, this.perSubmit)
+        ? new KernelProfiler(
+            this.device,
+            (size, usage, label) => this.createBuffer(size, usage, label),
+            {
+              queryResolve: (u as unknown as Record<string, number>).QUERY_RESOLVE ?? 0x200,
+              copySrc: u.COPY_SRC,
+              copyDst: u.COPY_DST,
+              mapRead: u.MAP_READ,
+              mapModeRead: this.mapRead,
+            },
+            this.perSubmit,
+          )
         : null;
     // A failed pipeline is the root cause of the batch errors that follow it: it takes precedence.
     this.pipelines = new PipelineCache(this.device, (e) => this.fail(e, true));
@@ -182,13 +193,16 @@ export class GpuRuntime {
     const oom = this.device.popErrorScope();
     this.track(
       Promise.all([validation, oom]).then(([v, o]) => {
-        for (const e of [v, o]) if (e) this.fail(new GpuValidationError(this.kernelIn(e.message, kernels), e.message, kindOf(e)));
+        for (const e of [v, o])
+          if (e) this.fail(new GpuValidationError(this.kernelIn(e.message, kernels), e.message, kindOf(e)));
       }),
     );
   }
 
   private track(p: Promise<void>): void {
-    const q = p.catch((e: unknown) => this.fail(new GpuValidationError(this.lastKernel, String(e)))).finally(() => this.checks.delete(q));
+    const q = p
+      .catch((e: unknown) => this.fail(new GpuValidationError(this.lastKernel, String(e))))
+      .finally(() => this.checks.delete(q));
     this.checks.add(q);
   }
 
@@ -234,7 +248,10 @@ export class GpuRuntime {
     this.batchKernels.add(d.kernel);
     const given = d.buffers.length + (d.uniforms ? 1 : 0);
     if (given !== d.bindings.length) {
-      throw new BackendError('webgpu', `kernel ${d.kernel}: ${given} bindings given, its layout has ${d.bindings.length}`);
+      throw new BackendError(
+        'webgpu',
+        `kernel ${d.kernel}: ${given} bindings given, its layout has ${d.bindings.length}`,
+      );
     }
     const bindGroup = this.bindGroup(cached, d.buffers, d.uniforms ? this.uniforms.slot(d.uniforms) : null);
     if (this.profiler?.full) this.flush();

@@ -70,7 +70,8 @@ export class UniformStore {
   /** Upload what changed; called just before a submit. Recycles the store if it filled up. */
   upload(queue: GPUQueue): void {
     for (const a of this.arenas) {
-      if (a.dirtyTo > a.dirtyFrom) queue.writeBuffer(a.gpu, a.dirtyFrom, a.cpu.buffer, a.dirtyFrom, a.dirtyTo - a.dirtyFrom);
+      if (a.dirtyTo > a.dirtyFrom)
+        queue.writeBuffer(a.gpu, a.dirtyFrom, a.cpu.buffer, a.dirtyFrom, a.dirtyTo - a.dirtyFrom);
       a.dirtyFrom = a.dirtyTo = 0;
     }
   }
@@ -99,7 +100,5 @@ export class UniformStore {
 /** The words as a string of UTF-16 code units (two per word): a cheap exact map key. */
 function contentKey(words: Uint32Array): string {
   const halves = new Uint16Array(words.buffer, words.byteOffset, words.byteLength / 2);
-  let s = '';
-  for (let i = 0; i < halves.length; i++) s += String.fromCharCode(halves[i]!);
-  return s;
+  return String.fromCharCode.apply(null, halves as unknown as number[]);
 }

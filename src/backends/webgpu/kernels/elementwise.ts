@@ -63,10 +63,20 @@ export function binaryExpr(op: BinaryOp, dtype: DType): string {
 
 type Mode = 'c' | 's' | 'b';
 
-export function elementwise(rt: GpuRuntime, kernel: string, inputs: readonly EwInput[], expr: string, outShape: Shape, outDtype: DType): GPUBuffer {
+export function elementwise(
+  rt: GpuRuntime,
+  kernel: string,
+  inputs: readonly EwInput[],
+  expr: string,
+  outShape: Shape,
+  outDtype: DType,
+): GPUBuffer {
   const outT = wgslType(kernel, outDtype);
   const n = sizeOf(outShape);
-  const { shape, strides } = collapse(outShape, inputs.map((i) => broadcastStrides(i.x.shape, outShape)));
+  const { shape, strides } = collapse(
+    outShape,
+    inputs.map((i) => broadcastStrides(i.x.shape, outShape)),
+  );
   checkRank(kernel, shape.length);
   const modes: Mode[] = strides.map((s) => (s.every((v) => v === 0) ? 's' : isContiguous(shape, s) ? 'c' : 'b'));
   const rank = modes.includes('b') ? shape.length : 0;
@@ -80,7 +90,10 @@ export function elementwise(rt: GpuRuntime, kernel: string, inputs: readonly EwI
     outputs: [n * 4],
     grid: { threads: n, workgroupSize: 256 },
     uniforms: ([gx]) => {
-      const words = new Words(12 + 12 * inputs.length).u(0, n).u(1, gx * 256).list(4, shape);
+      const words = new Words(12 + 12 * inputs.length)
+        .u(0, n)
+        .u(1, gx * 256)
+        .list(4, shape);
       strides.forEach((s, k) => words.list(16 + 12 * k, s));
       return words.u32;
     },
@@ -88,8 +101,17 @@ export function elementwise(rt: GpuRuntime, kernel: string, inputs: readonly EwI
   return out;
 }
 
-function source(inputs: readonly EwInput[], types: readonly string[], modes: readonly Mode[], rank: number, outT: string, expr: string): string {
-  const bindings = inputs.map((inp, k) => `@group(0) @binding(${k}) var<storage, read> in${k}: array<${types[k]}>;`).join('\n');
+function source(
+  inputs: readonly EwInput[],
+  types: readonly string[],
+  modes: readonly Mode[],
+  rank: number,
+  outT: string,
+  expr: string,
+): string {
+  const bindings = inputs
+    .map((inp, k) => `@group(0) @binding(${k}) var<storage, read> in${k}: array<${types[k]}>;`)
+    .join('\n');
   const strided = modes.flatMap((m, k) => (m === 'b' ? [k] : []));
   const offsets =
     strided.length === 0
@@ -105,7 +127,10 @@ function source(inputs: readonly EwInput[], types: readonly string[], modes: rea
           '  }',
         ].join('\n');
   const loads = inputs
-    .map((inp, k) => `  let ${inp.name} = in${k}[${modes[k] === 'c' ? 'i' : modes[k] === 's' ? `in_offset(${k}u)` : `o${k}`}];`)
+    .map(
+      (inp, k) =>
+        `  let ${inp.name} = in${k}[${modes[k] === 'c' ? 'i' : modes[k] === 's' ? `in_offset(${k}u)` : `o${k}`}];`,
+    )
     .join('\n');
   const body = fillTemplate('elementwise.wgsl', template, {
     NV: 3 + 3 * inputs.length,

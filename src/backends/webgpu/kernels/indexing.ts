@@ -51,7 +51,18 @@ export function gather(rt: GpuRuntime, x: KernelTensor, indices: KernelTensor, a
   const t = wgslType('gather', x.dtype);
   const [outer, len, inner] = split(x.shape, axis);
   const n = sizeOf(indices.shape);
-  return run(rt, 'gather', 'gather', 'gather', t, bufferOf(x.storage), indicesOf('gather', indices), [outer, len, inner], n, outer * n * inner);
+  return run(
+    rt,
+    'gather',
+    'gather',
+    'gather',
+    t,
+    bufferOf(x.storage),
+    indicesOf('gather', indices),
+    [outer, len, inner],
+    n,
+    outer * n * inner,
+  );
 }
 
 export function takeAlongAxis(rt: GpuRuntime, x: KernelTensor, indices: KernelTensor, axis: number): GPUBuffer {
@@ -59,20 +70,65 @@ export function takeAlongAxis(rt: GpuRuntime, x: KernelTensor, indices: KernelTe
   const [outer, len, inner] = split(x.shape, axis);
   const n = indices.shape[axis]!;
   const idx = indicesOf('takeAlongAxis', indices);
-  return run(rt, 'takeAlongAxis', 'take_along_axis', 'gather', t, bufferOf(x.storage), idx, [outer, len, inner], n, sizeOf(indices.shape));
+  return run(
+    rt,
+    'takeAlongAxis',
+    'take_along_axis',
+    'gather',
+    t,
+    bufferOf(x.storage),
+    idx,
+    [outer, len, inner],
+    n,
+    sizeOf(indices.shape),
+  );
 }
 
-export function scatterAdd(rt: GpuRuntime, updates: KernelTensor, indices: KernelTensor, axis: number, outShape: Shape): GPUBuffer {
+export function scatterAdd(
+  rt: GpuRuntime,
+  updates: KernelTensor,
+  indices: KernelTensor,
+  axis: number,
+  outShape: Shape,
+): GPUBuffer {
   const t = wgslType('scatterAdd', updates.dtype);
   const [outer, len, inner] = split(outShape, axis);
   const idx = indicesOf('scatterAdd', indices);
-  return run(rt, 'scatterAdd', 'scatter_add', 'scatter', t, bufferOf(updates.storage), idx, [outer, len, inner], sizeOf(indices.shape), sizeOf(outShape));
+  return run(
+    rt,
+    'scatterAdd',
+    'scatter_add',
+    'scatter',
+    t,
+    bufferOf(updates.storage),
+    idx,
+    [outer, len, inner],
+    sizeOf(indices.shape),
+    sizeOf(outShape),
+  );
 }
 
-export function putAlongAxisAdd(rt: GpuRuntime, updates: KernelTensor, indices: KernelTensor, axis: number, outShape: Shape): GPUBuffer {
+export function putAlongAxisAdd(
+  rt: GpuRuntime,
+  updates: KernelTensor,
+  indices: KernelTensor,
+  axis: number,
+  outShape: Shape,
+): GPUBuffer {
   const t = wgslType('putAlongAxisAdd', updates.dtype);
   const [outer, len, inner] = split(outShape, axis);
   const idx = indicesOf('putAlongAxisAdd', indices);
   const n = indices.shape[axis]!;
-  return run(rt, 'putAlongAxisAdd', 'put_along_axis_add', 'scatter', t, bufferOf(updates.storage), idx, [outer, len, inner], n, sizeOf(outShape));
+  return run(
+    rt,
+    'putAlongAxisAdd',
+    'put_along_axis_add',
+    'scatter',
+    t,
+    bufferOf(updates.storage),
+    idx,
+    [outer, len, inner],
+    n,
+    sizeOf(outShape),
+  );
 }

@@ -35,7 +35,8 @@ export function collapse(shape: Shape, strides: readonly (readonly number[])[]):
 }
 
 export function checkRank(kernel: string, rank: number): void {
-  if (rank > MAX_RANK) throw new BackendError('webgpu', `${kernel}: rank ${rank} after merging contiguous dims exceeds ${MAX_RANK}`);
+  if (rank > MAX_RANK)
+    throw new BackendError('webgpu', `${kernel}: rank ${rank} after merging contiguous dims exceeds ${MAX_RANK}`);
 }
 
 /** Is `strides` the row-major layout of `shape`? */
@@ -43,7 +44,6 @@ export const isContiguous = (shape: Shape, strides: readonly number[]): boolean 
   const c = stridesOf(shape);
   return shape.every((d, i) => d === 1 || strides[i] === c[i]);
 };
-
 
 /** A uniform block of `words` 32-bit words (rounded up to whole vec4s). */
 export class Words {
@@ -74,4 +74,3 @@ export class Words {
     return this;
   }
 }
-

@@ -71,7 +71,8 @@ interface Variant {
   readonly full: boolean;
 }
 
-const guard = (full: boolean, cond: string, body: string): string => (full ? `    ${body}` : `    if (${cond}) {\n      ${body}\n    }`);
+const guard = (full: boolean, cond: string, body: string): string =>
+  full ? `    ${body}` : `    if (${cond}) {\n      ${body}\n    }`;
 
 function loadA(v: Variant): string {
   if (!v.transA && v.vecA) {
@@ -289,8 +290,16 @@ export function matmulSource(cfg: TileConfig, v: Variant): string {
   });
 }
 
-export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA: boolean, transB: boolean, outShape: Shape): GPUBuffer {
-  if (a.dtype !== 'f32' || b.dtype !== 'f32') throw new DTypeError('matmul', `the WebGPU kernel needs f32, got ${a.dtype} and ${b.dtype}`);
+export function matmul(
+  rt: GpuRuntime,
+  a: KernelTensor,
+  b: KernelTensor,
+  transA: boolean,
+  transB: boolean,
+  outShape: Shape,
+): GPUBuffer {
+  if (a.dtype !== 'f32' || b.dtype !== 'f32')
+    throw new DTypeError('matmul', `the WebGPU kernel needs f32, got ${a.dtype} and ${b.dtype}`);
   const r = outShape.length;
   const m = outShape[r - 2]!;
   const n = outShape[r - 1]!;
@@ -303,7 +312,8 @@ export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA:
     broadcastStrides(a.shape.slice(0, -2), batchShape).map((s) => s * m * k),
     broadcastStrides(b.shape.slice(0, -2), batchShape).map((s) => s * k * n),
   ]);
-  if (bc.shape.length > 4) throw new BackendError('webgpu', `matmul: ${bc.shape.length} batch dims after merging exceed 4`);
+  if (bc.shape.length > 4)
+    throw new BackendError('webgpu', `matmul: ${bc.shape.length} batch dims after merging exceed 4`);
   const pad = 4 - bc.shape.length;
   const words = new Words(16)
     .list(0, [m, n, k, 0])
@@ -321,10 +331,13 @@ export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA:
     vecA: (transA ? m : k) % 4 === 0,
     vecB: (transB ? k : n) % 4 === 0,
     vecC: n % 4 === 0,
-    full: direct ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0 : m % tm === 0 && n % tn === 0 && k % cfg.tk === 0,
+    full: direct
+      ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0
+      : m % tm === 0 && n % tn === 0 && k % cfg.tk === 0,
   };
   const flags = `${+transA}${+transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}`;
-  if (batch > rt.maxWorkgroupsPerDim) throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
+  if (batch > rt.maxWorkgroupsPerDim)
+    throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
   const [out] = launch(rt, {
     kernel: 'matmul',
     key: `matmul:${cfg.kind}:${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`,

@@ -27,7 +27,11 @@ export function fillInto(rt: GpuRuntime, out: GPUBuffer | number, n: number, dty
     inputs: [],
     outputs: [out],
     grid: { threads: n, workgroupSize: 256 },
-    uniforms: ([gx]) => new Words(4).u(0, n).u(1, gx * 256).u(2, bitsOf(dtype, value)).u32,
+    uniforms: ([gx]) =>
+      new Words(4)
+        .u(0, n)
+        .u(1, gx * 256)
+        .u(2, bitsOf(dtype, value)).u32,
   });
   return filled;
 }
@@ -81,7 +85,17 @@ const checked = (op: string, x: KernelTensor): GPUBuffer => {
 export function expand(rt: GpuRuntime, x: KernelTensor, outShape: Shape): GPUBuffer {
   const src = checked('expand', x);
   const bytes = sizeOf(outShape) * 4;
-  return copyStrided(rt, 'expand', src, bytes, outShape, broadcastStrides(x.shape, outShape), 0, stridesOf(outShape), 0);
+  return copyStrided(
+    rt,
+    'expand',
+    src,
+    bytes,
+    outShape,
+    broadcastStrides(x.shape, outShape),
+    0,
+    stridesOf(outShape),
+    0,
+  );
 }
 
 export function permute(rt: GpuRuntime, x: KernelTensor, perm: readonly number[]): GPUBuffer {
@@ -89,7 +103,17 @@ export function permute(rt: GpuRuntime, x: KernelTensor, perm: readonly number[]
   const strides = stridesOf(x.shape);
   const outShape = perm.map((p) => x.shape[p]!);
   const bytes = sizeOf(outShape) * 4;
-  return copyStrided(rt, 'permute', src, bytes, outShape, perm.map((p) => strides[p]!), 0, stridesOf(outShape), 0);
+  return copyStrided(
+    rt,
+    'permute',
+    src,
+    bytes,
+    outShape,
+    perm.map((p) => strides[p]!),
+    0,
+    stridesOf(outShape),
+    0,
+  );
 }
 
 export function slice(rt: GpuRuntime, x: KernelTensor, begin: readonly number[], outShape: Shape): GPUBuffer {

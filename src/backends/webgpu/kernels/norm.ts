@@ -27,7 +27,11 @@ function rowsOf(kernel: string, x: KernelTensor): [rows: number, d: number] {
 const params =
   (rows: number, d: number, eps: number) =>
   ([gx]: readonly number[]): Uint32Array =>
-    new Words(4).u(0, rows).u(1, d).f(2, eps).u(3, gx ?? 0).u32;
+    new Words(4)
+      .u(0, rows)
+      .u(1, d)
+      .f(2, eps)
+      .u(3, gx ?? 0).u32;
 /** One workgroup per row. */
 const perRow = (rows: number): { threads: number; workgroupSize: number } => ({ threads: rows, workgroupSize: 1 });
 const withRows = (src: string) => (): string => `${rowReduce}\n${normRows}\n${src}`;
@@ -47,11 +51,22 @@ export function rmsNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, eps: n
   return y;
 }
 
-export function rmsNormBackward(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, dy: KernelTensor, eps: number): [GPUBuffer, GPUBuffer] {
+export function rmsNormBackward(
+  rt: GpuRuntime,
+  x: KernelTensor,
+  w: KernelTensor,
+  dy: KernelTensor,
+  eps: number,
+): [GPUBuffer, GPUBuffer] {
   const [rows, d] = rowsOf('rmsNormBackward', x);
   if (rows * d === 0) return [rt.alloc(rows * d * 4), fillInto(rt, d * 4, d, 'f32', 0)];
   const inputs = [bufferOf(x.storage), bufferOf(w.storage), bufferOf(dy.storage)];
-  const common = { kernel: 'rmsNormBackward', source: withRows(rmsNormBackwardSrc), inputs, uniforms: params(rows, d, eps) };
+  const common = {
+    kernel: 'rmsNormBackward',
+    source: withRows(rmsNormBackwardSrc),
+    inputs,
+    uniforms: params(rows, d, eps),
+  };
   // Rows first (dx, and each row's statistic saved in `stats`), then columns (dw) reading the statistics.
   const [dx, dw, stats] = launch(rt, {
     ...common,
@@ -99,7 +114,12 @@ export function layerNormBackward(
     return [rt.alloc(rows * d * 4), fillInto(rt, d * 4, d, 'f32', 0), fillInto(rt, d * 4, d, 'f32', 0)];
   }
   const inputs = [bufferOf(x.storage), bufferOf(w.storage), bufferOf(dy.storage)];
-  const common = { kernel: 'layerNormBackward', source: withRows(layerNormBackwardSrc), inputs, uniforms: params(rows, d, eps) };
+  const common = {
+    kernel: 'layerNormBackward',
+    source: withRows(layerNormBackwardSrc),
+    inputs,
+    uniforms: params(rows, d, eps),
+  };
   const [dx, dw, db, stats] = launch(rt, {
     ...common,
     key: 'layer_norm_backward:rows',

@@ -21,7 +21,8 @@ const TREE_MIN = 128;
 
 export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: readonly number[]): GPUBuffer {
   const t = wgslType(op, x.dtype);
-  if (op === 'logsumexp' && t !== 'f32') throw new DTypeError('logsumexp', `the WebGPU kernel needs f32, got ${x.dtype}`);
+  if (op === 'logsumexp' && t !== 'f32')
+    throw new DTypeError('logsumexp', `the WebGPU kernel needs f32, got ${x.dtype}`);
   const nOut = sizeOf(x.shape.map((d, i) => (axes.includes(i) ? 1 : d)));
   if (nOut === 0) return rt.alloc(0);
   // Runs of (reduced?, size), size-1 dims dropped.
@@ -52,7 +53,17 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
     const perm = [...kept, ...axes];
     const strides = stridesOf(x.shape);
     const permShape = perm.map((p) => x.shape[p]!);
-    temp = copyStrided(rt, op, src, sizeOf(x.shape) * 4, permShape, perm.map((p) => strides[p]!), 0, stridesOf(permShape), 0);
+    temp = copyStrided(
+      rt,
+      op,
+      src,
+      sizeOf(x.shape) * 4,
+      permShape,
+      perm.map((p) => strides[p]!),
+      0,
+      stridesOf(permShape),
+      0,
+    );
     src = temp;
     outer = nOut;
     r = sizeOf(x.shape) / nOut;
@@ -76,7 +87,12 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
     outputs: [nOut * 4],
     // tree: one workgroup per output row; loop: one thread per (outer, inner) output, 64 per workgroup.
     grid: tree ? { threads: outer, workgroupSize: 1 } : { threads: outer * inner, workgroupSize: 64 },
-    uniforms: ([gx]) => new Words(4).u(0, outer).u(1, r).u(2, inner).u(3, tree ? gx : gx * 64).u32,
+    uniforms: ([gx]) =>
+      new Words(4)
+        .u(0, outer)
+        .u(1, r)
+        .u(2, inner)
+        .u(3, tree ? gx : gx * 64).u32,
   });
   if (temp) rt.release(temp);
   return out;

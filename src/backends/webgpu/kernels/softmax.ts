@@ -29,7 +29,12 @@ export function softmax(rt: GpuRuntime, x: KernelTensor, axis: number, log: bool
     outputs: [n * 4],
     // tree: one workgroup per row; loop: one thread per (outer, inner) line, 64 per workgroup.
     grid: tree ? { threads: outer, workgroupSize: 1 } : { threads: outer * inner, workgroupSize: 64 },
-    uniforms: ([gx]) => new Words(4).u(0, outer).u(1, len).u(2, inner).u(3, tree ? gx : gx * 64).u32,
+    uniforms: ([gx]) =>
+      new Words(4)
+        .u(0, outer)
+        .u(1, len)
+        .u(2, inner)
+        .u(3, tree ? gx : gx * 64).u32,
   });
   return out;
 }
