@@ -81,6 +81,9 @@ export class GpuRuntime {
 
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
+  /** What the current pass has bound, so an unchanged pipeline or bind group is not set again. */
+  private passPipeline: GPUComputePipeline | null = null;
+  private passBindGroup: GPUBindGroup | null = null;
   private scopeOpen = false;
   private batchKernels = new Set<string>();
   private dispatches = 0;
@@ -259,10 +262,15 @@ export class GpuRuntime {
     if (this.profiler) {
       this.pass?.end();
       this.pass = this.encoder.beginComputePass(this.profiler.pass(d.kernel));
+      this.passPipeline = this.passBindGroup = null;
     }
-    this.pass ??= this.encoder.beginComputePass({ label: 'rlvr:batch' });
-    this.pass.setPipeline(cached.pipeline);
-    this.pass.setBindGroup(0, bindGroup);
+    if (!this.pass) {
+      this.pass = this.encoder.beginComputePass({ label: 'rlvr:batch' });
+      this.passPipeline = this.passBindGroup = null;
+    }
+    // Consecutive dispatches of one kernel (AdamW over every leaf, a chain of adds) skip the repeated state.
+    if (this.passPipeline !== cached.pipeline) this.pass.setPipeline((this.passPipeline = cached.pipeline));
+    if (this.passBindGroup !== bindGroup) this.pass.setBindGroup(0, (this.passBindGroup = bindGroup));
     this.pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
     this.counts.dispatches++;
     this.perKernel.set(d.kernel, (this.perKernel.get(d.kernel) ?? 0) + 1);
