@@ -10,6 +10,10 @@ import { grid } from './wgsl.js';
  *
  * A kernel file builds a `LaunchSpec` and returns what `launch` returns; `GpuRuntime.dispatch` stays the
  * lower-level call underneath (for kernels not yet written this way, and for tests that need a raw dispatch).
+ * Porting an `rt.alloc` + `grid` + `rt.dispatch` kernel: `buffers: [a, b, out]` becomes `inputs: [a, b]` and
+ * `outputs: [outBytes]` (the shader's bindings must be ordered reads, writes, uniform); the `if (n === 0)` guard
+ * and the `grid(...)` call become `grid: { threads: n, workgroupSize: 256 }`; a uniform that uses gx becomes
+ * `uniforms: ([gx]) => ...`; a second dispatch over the same buffers passes them as `outputs`.
  */
 export type Workgroups = readonly [number, number, number];
 
