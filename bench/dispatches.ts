@@ -36,29 +36,22 @@ export async function countStep(
   let opt = adamwInit(params);
   const ids = (n: number): number[] => Array.from({ length: n }, (_, i) => 1 + ((i * 7) % (config.vocabSize - 1)));
   const batch = packSequences([ids(2), ids(3)], [ids(5), ids(4)], 0);
-  const byKernel = new Map<string, number>();
   const rt = gpu.runtime;
-  const original = rt.dispatch.bind(rt);
-  let counting = false;
-  rt.dispatch = (d) => {
-    if (counting) byKernel.set(d.kernel, (byKernel.get(d.kernel) ?? 0) + 1);
-    original(d);
-  };
   let total = 0;
   for (let s = 0; s < 2; s++) {
-    counting = s === 1;
-    const before = rt.dispatchCount;
+    rt.resetKernelCounts();
+    const before = rt.stats().dispatches;
     const out = tidy(() => {
       const [loss, grads] = valueAndGrad((p: TransformerParams) => sftLoss(p, config, batch))(params);
       return { loss, ...adamwStep(params, grads, opt, { lr: 1e-3, maxGradNorm: 1 }) };
     });
-    total = rt.dispatchCount - before;
+    total = rt.stats().dispatches - before;
     await out.loss.data();
     dispose([params, opt.m, opt.v, out.loss, out.gradNorm]);
     params = out.params;
     opt = out.state;
   }
-  rt.dispatch = original;
+  const byKernel = rt.kernelCounts();
   dispose([params, opt.m, opt.v]);
   return { total, byKernel };
 }

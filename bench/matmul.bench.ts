@@ -19,6 +19,7 @@
 import { Bench } from 'tinybench';
 import { createWebGpuBackend, matmul, tensor, type Tensor, type WebGpuBackend } from '../src/index.js';
 import { setMatmulKernel } from '../src/backends/webgpu/kernels/matmul.js';
+import { loadTfjs } from './lib/tfjs.js';
 
 interface Shape {
   readonly name: string;
@@ -41,22 +42,6 @@ const SHAPES: Shape[] = [
 ];
 
 const quick = process.argv.includes('--quick');
-
-/** Minimal view of tfjs used here (its types pin an older @webgpu/types, so it is loaded untyped). */
-interface TfTensor {
-  data(): Promise<Float32Array>;
-  dispose(): void;
-}
-interface Tf {
-  tensor2d(values: Float32Array, shape: [number, number]): TfTensor;
-  matMul(a: TfTensor, b: TfTensor, transposeA?: boolean, transposeB?: boolean): TfTensor;
-  registerBackend(name: string, factory: () => unknown, priority?: number): boolean;
-  removeBackend(name: string): void;
-  setBackend(name: string): Promise<boolean>;
-  ready(): Promise<void>;
-  getBackend(): string;
-  version_core: string;
-}
 
 function values(n: number, seed: number): Float32Array {
   const a = new Float32Array(n);
@@ -90,32 +75,6 @@ async function scoped<T>(device: GPUDevice, who: string, f: () => Promise<T>): P
   const err = await device.popErrorScope();
   if (err) throw new Error(`${who}: validation error: ${err.message}`);
   return out;
-}
-
-async function loadTfjs(ours: WebGpuBackend): Promise<Tf> {
-  // tfjs looks for navigator.gpu and the GPU* constants; provide them only while its backend is created.
-  const g = globalThis as Record<string, unknown>;
-  const dawnGlobals = (await import('webgpu')).globals as Record<string, unknown>;
-  const added = Object.keys(dawnGlobals).filter((k) => !(k in g));
-  for (const k of added) g[k] = dawnGlobals[k];
-  const hadNavigator = 'navigator' in g;
-  const navigator = (g.navigator ?? {}) as Record<string, unknown>;
-  if (!hadNavigator) Object.defineProperty(g, 'navigator', { value: navigator, configurable: true, writable: true });
-  navigator.gpu = {};
-  try {
-    const tf = (await import('@tensorflow/tfjs-core')) as unknown as Tf;
-    const { WebGPUBackend } = (await import('@tensorflow/tfjs-backend-webgpu')) as unknown as { WebGPUBackend: new (d: GPUDevice) => unknown };
-    const device = ours.runtime.device;
-    // Importing the package registered a factory that requests its own adapter; use ours (same device) instead.
-    tf.removeBackend('webgpu');
-    tf.registerBackend('webgpu', () => new WebGPUBackend(device), 10);
-    if (!(await tf.setBackend('webgpu'))) throw new Error('tfjs: could not set the webgpu backend');
-    await tf.ready();
-    return tf;
-  } finally {
-    delete navigator.gpu;
-    if (!hadNavigator) delete g.navigator;
-  }
 }
 
 interface Row {

@@ -30,6 +30,9 @@ export {
   type AdapterDescription,
   type AdapterPath,
   type PoolStats,
+  type RuntimeStats,
+  type RuntimeCounters,
+  type KernelTime,
 } from './backends/webgpu/index.js';
 export * from './ops/creation.js';
 export * from './ops/elementwise.js';

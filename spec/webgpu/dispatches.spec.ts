@@ -33,12 +33,12 @@ describeGpu('webgpu dispatch budget', (gpu) => {
       ],
       0,
     );
-    const before = gpu.runtime.dispatchCount;
+    const before = gpu.runtime.stats().dispatches;
     const out = T.tidy(() => {
       const [loss, grads] = T.valueAndGrad((p: T.TransformerParams) => T.sftLoss(p, config, batch))(params);
       return { loss, ...T.adamwStep(params, grads, opt, { lr: 1e-3, maxGradNorm: 1 }) };
     });
-    const dispatches = gpu.runtime.dispatchCount - before;
+    const dispatches = gpu.runtime.stats().dispatches - before;
     expect(Number.isFinite((await out.loss.data())[0]!)).toBe(true);
     T.dispose([params, opt.m, opt.v, out]);
     expect(dispatches).toBeLessThanOrEqual(400);

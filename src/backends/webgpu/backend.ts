@@ -4,7 +4,6 @@ import type {
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { BackendError } from '../../core/errors.js';
 import { sizeOf, type Shape } from '../../core/shape.js';
-import type { PoolStats } from './buffer-pool.js';
 import { acquireDevice, type AcquireOptions, type AdapterDescription } from './device.js';
 import { adamw } from './kernels/adamw.js';
 import { attention, attentionBackward } from './kernels/attention.js';
@@ -17,7 +16,7 @@ import * as move from './kernels/movement.js';
 import { layerNorm, layerNormBackward, rmsNorm, rmsNormBackward } from './kernels/norm.js';
 import { reduce } from './kernels/reduce.js';
 import { softmax } from './kernels/softmax.js';
-import { GpuRuntime, type RuntimeOptions } from './runtime.js';
+import { GpuRuntime, type RuntimeOptions, type RuntimeStats } from './runtime.js';
 import { asStorage, gpuStorage } from './storage.js';
 import { wgslType } from './wgsl.js';
 
@@ -57,9 +56,7 @@ export class WebGpuBackend implements Backend {
   upload(values: TypedArray, dtype: DType): Storage {
     wgslType('upload', dtype);
     const data = values.BYTES_PER_ELEMENT === 4 && (dtype === 'i32') === values instanceof Int32Array ? values : toDType(values, dtype);
-    const buffer = this.runtime.alloc(data.byteLength);
-    if (data.byteLength > 0) this.runtime.write(buffer, data);
-    return this.out(buffer);
+    return this.out(this.runtime.upload(data));
   }
 
   async read(x: KernelTensor): Promise<TypedArray> {
@@ -84,8 +81,11 @@ export class WebGpuBackend implements Backend {
     return { buffers: s.liveBuffers, bytes: s.liveBytes };
   }
 
-  /** Pool and runtime counters: live, pending and idle buffers, pipelines, dispatches and submits. */
-  stats(): PoolStats & { pipelines: number; dispatches: number; submits: number } {
+  /**
+   * Pool and runtime counters: live, pending and idle buffers, pipelines, dispatches, submits, buffers created
+   * (`createBuffer` calls), uploaded bytes and bind groups created.
+   */
+  stats(): RuntimeStats {
     return this.runtime.stats();
   }
 

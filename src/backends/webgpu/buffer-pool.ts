@@ -1,36 +1,103 @@
 /**
- * GPU buffers recycled by size class. A buffer released while commands that use it may still be unsubmitted
- * (the op layer frees a tensor the moment its last reference goes, often right after encoding the kernel that
- * read it) waits in `pending` until the runtime has submitted those commands: only then can it be handed out
- * again, since a later upload (`queue.writeBuffer`) would otherwise land before the commands that read the old
- * contents. Idle buffers beyond `maxIdleBytes` are destroyed.
+ * GPU buffers recycled by size class. The op layer frees a tensor the moment its last reference goes, often
+ * right after encoding the kernel that read it, while those commands are still unsubmitted. Such a buffer is
+ * `pending` until the runtime submits: a later kernel may write it at once (commands in one command buffer run
+ * in order, so the reads encoded before come first), but a host upload may not (`queue.writeBuffer` lands on the
+ * queue before the unsubmitted commands that read the old contents), so uploads take only `idle` buffers.
+ *
+ * Nothing is destroyed on release. At each sync point (`endEpoch`, called on every read), when the idle bytes
+ * exceed `maxIdleBytes`, idle buffers nobody acquired during the last few epochs are destroyed: a working set
+ * that repeats every training step is never destroyed and created again, however large it is.
  */
 export interface PoolStats {
   /** Buffers handed out and not yet released (what tensors hold). */
   readonly liveBuffers: number;
   readonly liveBytes: number;
-  /** Released buffers waiting for the submit of the commands that last used them. */
+  /** Released buffers whose last readers are not submitted yet (kernel outputs may reuse them, uploads not). */
   readonly pendingBuffers: number;
-  /** Released buffers ready for reuse. */
+  /** Released buffers ready for any reuse. */
   readonly idleBuffers: number;
   readonly idleBytes: number;
   /** Buffers ever created by this pool. */
   readonly created: number;
+  /** Buffers this pool destroyed because they sat idle past the cap. */
+  readonly destroyed: number;
+}
+
+/** Epochs (reads) an idle buffer may go unused before it can be destroyed to bring idle bytes under the cap. */
+const KEEP_EPOCHS = 4;
+
+/**
+ * Free buffers by size; each size's list is kept in decreasing creation order, so `pop` hands out the oldest
+ * free buffer. Which buffer a kernel gets then depends only on which ones are free, not on the order they were
+ * released in: the same step run again gets the same buffers, and its bind groups come from the cache.
+ */
+class SizeClasses {
+  private readonly lists = new Map<number, GPUBuffer[]>();
+  count = 0;
+  bytes = 0;
+
+  constructor(private readonly order: (b: GPUBuffer) => number) {}
+
+  push(buffer: GPUBuffer): void {
+    let list = this.lists.get(buffer.size);
+    if (!list) this.lists.set(buffer.size, (list = []));
+    const key = this.order(buffer);
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.order(list[mid]!) > key) lo = mid + 1;
+      else hi = mid;
+    }
+    list.splice(lo, 0, buffer);
+    this.count++;
+    this.bytes += buffer.size;
+  }
+
+  pop(size: number): GPUBuffer | undefined {
+    const buffer = this.lists.get(size)?.pop();
+    if (buffer) {
+      this.count--;
+      this.bytes -= size;
+    }
+    return buffer;
+  }
+
+  /** Remove and return every buffer for which `drop` holds. */
+  removeWhere(drop: (b: GPUBuffer) => boolean): GPUBuffer[] {
+    const out: GPUBuffer[] = [];
+    for (const [size, list] of this.lists) {
+      const keep = list.filter((b) => !drop(b));
+      if (keep.length === list.length) continue;
+      for (const b of list) if (drop(b)) out.push(b);
+      this.lists.set(size, keep);
+      this.count -= list.length - keep.length;
+      this.bytes -= (list.length - keep.length) * size;
+    }
+    return out;
+  }
+
+  drain(): GPUBuffer[] {
+    return this.removeWhere(() => true);
+  }
 }
 
 export class BufferPool {
-  private readonly idle = new Map<number, GPUBuffer[]>();
-  private pending: GPUBuffer[] = [];
+  private readonly serial = new WeakMap<GPUBuffer, number>();
+  private readonly idle = new SizeClasses((b) => this.serial.get(b) ?? 0);
+  private readonly pending = new SizeClasses((b) => this.serial.get(b) ?? 0);
+  /** Kernel outputs handed out from `pending` since the last submit: not safe to upload into yet. */
+  private readonly reusedInBatch = new Set<GPUBuffer>();
+  private readonly lastUse = new WeakMap<GPUBuffer, number>();
+  private epoch = 0;
   private live = 0;
   private liveBytes = 0;
-  private idleCount = 0;
-  private idleBytes = 0;
   private created = 0;
+  private destroyed = 0;
 
   constructor(
-    private readonly device: GPUDevice,
-    private readonly usage: number,
-    private readonly label: string,
+    private readonly create: (size: number) => GPUBuffer,
     private readonly maxIdleBytes: number,
   ) {}
 
@@ -42,23 +109,31 @@ export class BufferPool {
     return Math.ceil(b / step) * step;
   }
 
-  acquire(bytes: number): GPUBuffer {
+  /**
+   * A buffer of at least `bytes`. For a kernel output (`forUpload` false) a buffer released in the current batch
+   * is preferred; for an upload only one released before the last submit will do.
+   */
+  acquire(bytes: number, forUpload = false): GPUBuffer {
     const size = BufferPool.sizeClass(bytes);
-    const list = this.idle.get(size);
-    let buffer = list?.pop();
-    if (buffer) {
-      this.idleCount--;
-      this.idleBytes -= size;
-    } else {
-      buffer = this.device.createBuffer({ size, usage: this.usage, label: this.label });
-      this.created++;
+    let buffer = forUpload ? undefined : this.pending.pop(size);
+    if (buffer) this.reusedInBatch.add(buffer);
+    else buffer = this.idle.pop(size);
+    if (!buffer) {
+      buffer = this.create(size);
+      this.serial.set(buffer, this.created++);
     }
+    this.lastUse.set(buffer, this.epoch);
     this.live++;
     this.liveBytes += size;
     return buffer;
   }
 
-  /** Give a buffer back; it becomes reusable after the next submit (`afterSubmit`). */
+  /** Whether a host upload into `buffer` must wait for a submit (it was reused by a kernel of this batch). */
+  uploadMustWait(buffer: GPUBuffer): boolean {
+    return this.reusedInBatch.has(buffer);
+  }
+
+  /** Give a buffer back; kernels may reuse it at once, uploads after the next submit (`afterSubmit`). */
   release(buffer: GPUBuffer): void {
     this.live--;
     this.liveBytes -= buffer.size;
@@ -67,36 +142,33 @@ export class BufferPool {
 
   /** Called by the runtime once everything encoded so far has been submitted. */
   afterSubmit(): void {
-    for (const buffer of this.pending) {
-      if (this.idleBytes + buffer.size > this.maxIdleBytes) {
-        buffer.destroy();
-        continue;
-      }
-      let list = this.idle.get(buffer.size);
-      if (!list) this.idle.set(buffer.size, (list = []));
-      list.push(buffer);
-      this.idleCount++;
-      this.idleBytes += buffer.size;
-    }
-    this.pending = [];
+    for (const b of this.pending.drain()) this.idle.push(b);
+    this.reusedInBatch.clear();
+  }
+
+  /** A sync point (a read): over the cap, destroy idle buffers unused for the last KEEP_EPOCHS epochs. */
+  endEpoch(): void {
+    this.epoch++;
+    if (this.idle.bytes <= this.maxIdleBytes) return;
+    const stale = this.idle.removeWhere((b) => (this.lastUse.get(b) ?? 0) < this.epoch - KEEP_EPOCHS);
+    for (const b of stale) b.destroy();
+    this.destroyed += stale.length;
   }
 
   stats(): PoolStats {
     return {
       liveBuffers: this.live,
       liveBytes: this.liveBytes,
-      pendingBuffers: this.pending.length,
-      idleBuffers: this.idleCount,
-      idleBytes: this.idleBytes,
+      pendingBuffers: this.pending.count,
+      idleBuffers: this.idle.count,
+      idleBytes: this.idle.bytes,
       created: this.created,
+      destroyed: this.destroyed,
     };
   }
 
-  /** Destroy the idle buffers (live ones die with the device). */
+  /** Destroy the idle buffers (live and pending ones die with the device). */
   trim(): void {
-    for (const list of this.idle.values()) for (const b of list) b.destroy();
-    this.idle.clear();
-    this.idleCount = 0;
-    this.idleBytes = 0;
+    for (const b of this.idle.drain()) b.destroy();
   }
 }

@@ -145,7 +145,9 @@ export async function acquireDevice(opts: AcquireOptions = {}): Promise<Acquired
       const v = limits[name];
       if (typeof v === 'number') requiredLimits[name] = v;
     }
-    const device = await adapter.requestDevice({ requiredLimits, label: 'rlvr-webgpu' });
+    // Per-kernel GPU times (RLVR_PROFILE=1) need timestamp queries; requested whenever the adapter offers them.
+    const requiredFeatures = (['timestamp-query'] as const).filter((f) => adapter.features.has(f));
+    const device = await adapter.requestDevice({ requiredLimits, requiredFeatures, label: 'rlvr-webgpu' });
     return { gpu, gpuAdapter: adapter, device, adapter: describe(path, adapter.info), globals: mod.globals as DawnGlobals };
   }
   throw new NoAdapterError(tried.length > 0 ? tried : ['no path (RLVR_WEBGPU_PATHS=none)']);

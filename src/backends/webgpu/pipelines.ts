@@ -26,6 +26,8 @@ export interface CachedPipeline {
   readonly label: string;
   readonly pipeline: GPUComputePipeline;
   readonly layout: GPUBindGroupLayout;
+  /** Identifies the pipeline and its layout in bind-group cache keys. */
+  readonly cacheKey: string;
   state: 'validating' | 'valid';
 }
 
@@ -62,7 +64,8 @@ export class PipelineCache {
       layout: this.device.createPipelineLayout({ bindGroupLayouts: [layout], label }),
       compute: { module, entryPoint: spec.entryPoint ?? 'main' },
     });
-    const entry: CachedPipeline = { kernel: spec.kernel, label, pipeline, layout, state: 'validating' };
+    const cacheKey = `${label}|${spec.bindings.join(',')}`;
+    const entry: CachedPipeline = { kernel: spec.kernel, label, pipeline, layout, cacheKey, state: 'validating' };
     this.cache.set(spec.key, entry);
     const check = this.device
       .popErrorScope()

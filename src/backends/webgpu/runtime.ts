@@ -2,25 +2,37 @@ import { BackendError, RlvrError } from '../../core/errors.js';
 import { BufferPool, type PoolStats } from './buffer-pool.js';
 import type { AcquiredDevice, AdapterDescription } from './device.js';
 import { DeviceLostError, GpuValidationError } from './errors.js';
-import { PipelineCache, type KernelSpec } from './pipelines.js';
+import { PipelineCache, type CachedPipeline, type KernelSpec } from './pipelines.js';
+import { KernelProfiler, type KernelTime } from './profiler.js';
+import { UniformStore, type UniformSlot } from './uniforms.js';
 
 /**
  * The command runtime: one long-lived command encoder and compute pass collect dispatches, submitted every
  * `dispatchesPerSubmit` dispatches or when a read needs the results. Everything done between two submits runs
- * inside one validation and one out-of-memory error scope; their verdicts, the pipelines' own scopes, the
- * `uncapturederror` listener and `device.lost` all end in one sticky typed error that names the kernel and is
- * thrown by the next `read()` and every later call. Nothing fails silently.
+ * inside one validation and one out-of-memory error scope (two pushes and two pops per submit, nothing per
+ * dispatch); their verdicts, the pipelines' own scopes, the `uncapturederror` listener and `device.lost` all end
+ * in one sticky typed error that names the kernel and is thrown by the next `read()` and every later call.
+ * Nothing fails silently.
+ *
+ * Per dispatch the host work is small: uniforms are slots looked up by content (`uniforms.ts`), bind groups are
+ * cached by (pipeline, buffers, uniform slot), and buffers come from the pool (`buffer-pool.ts`), which hands
+ * kernels buffers freed earlier in the same batch. Kernels launch through `launch.ts`, which calls `dispatch`.
  */
 export interface RuntimeOptions {
   /** Dispatches encoded before a submit (default 32). */
   readonly dispatchesPerSubmit?: number;
-  /** Idle bytes the buffer pool keeps for reuse (default 512 MiB). */
+  /** Idle bytes above which the buffer pool destroys buffers unused for a few reads (default 512 MiB). */
   readonly maxIdleBytes?: number;
   /**
    * Whether the adapter is a CPU rasterizer (llvmpipe, lavapipe, SwiftShader), which picks kernels that do
    * not stage data in workgroup memory. Default: detected from the adapter's description.
    */
   readonly cpuLike?: boolean;
+  /**
+   * Per-kernel GPU times from `timestamp-query` (one pass per dispatch), where the device has the feature.
+   * Default: the environment variable RLVR_PROFILE=1.
+   */
+  readonly profile?: boolean;
 }
 
 export interface Dispatch extends KernelSpec {
@@ -30,13 +42,24 @@ export interface Dispatch extends KernelSpec {
   readonly workgroups: readonly [number, number, number];
 }
 
-interface Arena {
-  readonly gpu: GPUBuffer;
-  readonly cpu: Uint8Array;
-  used: number;
+/** What the runtime counts, for tests (asserted) and benchmarks (printed). */
+export interface RuntimeCounters {
+  readonly dispatches: number;
+  readonly submits: number;
+  /** `createBuffer` calls made by the runtime (tensor pool, staging, uniform arenas, profiling). */
+  readonly buffersCreated: number;
+  /** Bytes written from the host with `queue.writeBuffer` for tensor uploads (uniforms not included). */
+  readonly uploadedBytes: number;
+  /** Bind groups created (a cache miss each). */
+  readonly bindGroupsCreated: number;
 }
 
-const ARENA_BYTES = 64 * 1024;
+export type RuntimeStats = PoolStats & RuntimeCounters & { pipelines: number };
+
+/** Cached bind groups kept before the cache is cleared (a bound on what a changing workload can pin). */
+const MAX_BIND_GROUPS = 16_384;
+
+const envProfile = (): boolean => typeof process !== 'undefined' && process.env?.RLVR_PROFILE === '1';
 
 export class GpuRuntime {
   readonly device: GPUDevice;
@@ -49,41 +72,67 @@ export class GpuRuntime {
   readonly pool: BufferPool;
   readonly pipelines: PipelineCache;
   private readonly staging: BufferPool;
-  private readonly usage: AcquiredDevice['globals']['GPUBufferUsage'];
+  private readonly uniforms: UniformStore;
+  private readonly profiler: KernelProfiler | null;
   private readonly mapRead: number;
   private readonly perSubmit: number;
-  private readonly uniformAlign: number;
   readonly maxWorkgroupsPerDim: number;
   readonly cpuLike: boolean;
 
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
+  /** What the current pass has bound, so an unchanged pipeline or bind group is not set again. */
+  private passPipeline: GPUComputePipeline | null = null;
+  private passBindGroup: GPUBindGroup | null = null;
   private scopeOpen = false;
   private batchKernels = new Set<string>();
   private dispatches = 0;
-  private arenas: Arena[] = [];
-  private freeArenas: Arena[] = [];
+  private readonly bindGroups = new Map<string, GPUBindGroup>();
+  private bindGroupGeneration = 0;
+  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
+  private nextBufferId = 0;
   private readonly checks = new Set<Promise<void>>();
   private failure: RlvrError | null = null;
   private lastKernel = '(none)';
   private destroyed = false;
-  /** Dispatches encoded and submits made, for tests and benchmarks. */
-  dispatchCount = 0;
-  submitCount = 0;
+  private readonly perKernel = new Map<string, number>();
+  private counts = { dispatches: 0, submits: 0, buffersCreated: 0, uploadedBytes: 0, bindGroupsCreated: 0 };
 
   constructor(acquired: AcquiredDevice, opts: RuntimeOptions = {}) {
     this.device = acquired.device;
     this.adapter = acquired.adapter;
     this.instance = { gpu: acquired.gpu, gpuAdapter: acquired.gpuAdapter };
-    this.usage = acquired.globals.GPUBufferUsage;
+    const u = acquired.globals.GPUBufferUsage;
     this.mapRead = acquired.globals.GPUMapMode.READ;
     this.perSubmit = opts.dispatchesPerSubmit ?? 32;
-    this.uniformAlign = Math.max(16, this.device.limits.minUniformBufferOffsetAlignment);
     this.maxWorkgroupsPerDim = this.device.limits.maxComputeWorkgroupsPerDimension;
     this.cpuLike = opts.cpuLike ?? /llvmpipe|lavapipe|softpipe|swiftshader/i.test(acquired.adapter.summary);
-    const u = this.usage;
-    this.pool = new BufferPool(this.device, u.STORAGE | u.COPY_SRC | u.COPY_DST, 'rlvr:tensor', opts.maxIdleBytes ?? 512 * 2 ** 20);
-    this.staging = new BufferPool(this.device, u.MAP_READ | u.COPY_DST, 'rlvr:staging', 64 * 2 ** 20);
+    const tensorUsage = u.STORAGE | u.COPY_SRC | u.COPY_DST;
+    this.pool = new BufferPool(
+      (size) => this.createBuffer(size, tensorUsage, 'rlvr:tensor'),
+      opts.maxIdleBytes ?? 512 * 2 ** 20,
+    );
+    this.staging = new BufferPool(
+      (size) => this.createBuffer(size, u.MAP_READ | u.COPY_DST, 'rlvr:staging'),
+      64 * 2 ** 20,
+    );
+    const align = Math.max(16, this.device.limits.minUniformBufferOffsetAlignment);
+    this.uniforms = new UniformStore((size) => this.createBuffer(size, u.UNIFORM | u.COPY_DST, 'rlvr:uniforms'), align);
+    this.profiler =
+      (opts.profile ?? envProfile()) && KernelProfiler.supported(this.device)
+        ? new KernelProfiler(
+            this.device,
+            (size, usage, label) => this.createBuffer(size, usage, label),
+            {
+              queryResolve: (u as unknown as Record<string, number>).QUERY_RESOLVE ?? 0x200,
+              copySrc: u.COPY_SRC,
+              copyDst: u.COPY_DST,
+              mapRead: u.MAP_READ,
+              mapModeRead: this.mapRead,
+            },
+            this.perSubmit,
+          )
+        : null;
     // A failed pipeline is the root cause of the batch errors that follow it: it takes precedence.
     this.pipelines = new PipelineCache(this.device, (e) => this.fail(e, true));
     this.device.addEventListener('uncapturederror', (ev) => {
@@ -93,6 +142,12 @@ export class GpuRuntime {
     void this.device.lost.then((info) => {
       if (!this.destroyed) this.fail(new DeviceLostError(info.reason ?? 'unknown', info.message, this.lastKernel));
     });
+  }
+
+  /** Every GPU buffer the runtime makes goes through here, so `buffersCreated` counts them all. */
+  private createBuffer(size: number, usage: number, label: string): GPUBuffer {
+    this.counts.buffersCreated++;
+    return this.device.createBuffer({ size, usage, label });
   }
 
   /** The first error recorded, if any (tests assert there is none). */
@@ -116,7 +171,7 @@ export class GpuRuntime {
 
   /** The kernel a Dawn message names through our `rlvr:` labels, else the kernels of the current batch. */
   private kernelIn(message: string, fallback: Iterable<string> = this.batchKernels): string {
-    const infra = ['batch', 'uniforms', 'tensor', 'staging', 'read'];
+    const infra = ['batch', 'uniforms', 'tensor', 'staging', 'read', 'profile'];
     const labels = [...message.matchAll(/rlvr:([^"\]\s]+)/g)].map((m) => m[1]!);
     const named = [...new Set(labels)].filter((k) => !k.startsWith('layout') && !infra.includes(k));
     if (named.length > 0) return named.join(', ');
@@ -141,88 +196,127 @@ export class GpuRuntime {
     const oom = this.device.popErrorScope();
     this.track(
       Promise.all([validation, oom]).then(([v, o]) => {
-        for (const e of [v, o]) if (e) this.fail(new GpuValidationError(this.kernelIn(e.message, kernels), e.message, kindOf(e)));
+        for (const e of [v, o])
+          if (e) this.fail(new GpuValidationError(this.kernelIn(e.message, kernels), e.message, kindOf(e)));
       }),
     );
   }
 
   private track(p: Promise<void>): void {
-    const q = p.catch((e: unknown) => this.fail(new GpuValidationError(this.lastKernel, String(e)))).finally(() => this.checks.delete(q));
+    const q = p
+      .catch((e: unknown) => this.fail(new GpuValidationError(this.lastKernel, String(e))))
+      .finally(() => this.checks.delete(q));
     this.checks.add(q);
   }
 
-  /** A storage buffer of at least `bytes` from the pool. */
+  /** A storage buffer of at least `bytes` for a kernel to write (it may be one freed earlier in this batch). */
   alloc(bytes: number): GPUBuffer {
     this.check();
     this.openScope();
     return this.pool.acquire(bytes);
   }
 
-  /** Return a buffer to the pool (reused only after the commands using it are submitted). */
+  /** A new storage buffer holding `data` (never one that unsubmitted commands still read). */
+  upload(data: ArrayBufferView): GPUBuffer {
+    this.check();
+    this.openScope();
+    const buffer = this.pool.acquire(data.byteLength, true);
+    if (data.byteLength > 0) this.write(buffer, data);
+    return buffer;
+  }
+
+  /** Return a buffer to the pool. */
   release(buffer: GPUBuffer): void {
     this.pool.release(buffer);
   }
 
+  /**
+   * Write host data into a buffer. A buffer that a kernel of the unsubmitted batch was given may still be read
+   * or written by those commands, which run after any `writeBuffer`: the batch is submitted first.
+   */
   write(buffer: GPUBuffer, data: ArrayBufferView): void {
     this.check();
+    if (this.pool.uploadMustWait(buffer)) this.flush();
     this.openScope();
     this.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
+    this.counts.uploadedBytes += data.byteLength;
   }
 
+  /** Encode one dispatch (the lower-level call under `launch()`; kernels should use `launch()`). */
   dispatch(d: Dispatch): void {
     this.check();
     this.openScope();
     const cached = this.pipelines.get(d);
     this.lastKernel = d.kernel;
     this.batchKernels.add(d.kernel);
-    const entries: GPUBindGroupEntry[] = d.buffers.map((buffer, binding) => ({ binding, resource: { buffer } }));
-    if (d.uniforms) entries.push({ binding: entries.length, resource: this.uniformSlice(d.uniforms) });
-    if (entries.length !== d.bindings.length) {
-      throw new BackendError('webgpu', `kernel ${d.kernel}: ${entries.length} bindings given, its layout has ${d.bindings.length}`);
+    const given = d.buffers.length + (d.uniforms ? 1 : 0);
+    if (given !== d.bindings.length) {
+      throw new BackendError(
+        'webgpu',
+        `kernel ${d.kernel}: ${given} bindings given, its layout has ${d.bindings.length}`,
+      );
     }
-    const bindGroup = this.device.createBindGroup({ layout: cached.layout, entries, label: cached.label });
+    const bindGroup = this.bindGroup(cached, d.buffers, d.uniforms ? this.uniforms.slot(d.uniforms) : null);
+    if (this.profiler?.full) this.flush();
     this.encoder ??= this.device.createCommandEncoder({ label: 'rlvr:batch' });
-    this.pass ??= this.encoder.beginComputePass({ label: 'rlvr:batch' });
-    this.pass.setPipeline(cached.pipeline);
-    this.pass.setBindGroup(0, bindGroup);
+    if (this.profiler) {
+      this.pass?.end();
+      this.pass = this.encoder.beginComputePass(this.profiler.pass(d.kernel));
+      this.passPipeline = this.passBindGroup = null;
+    }
+    if (!this.pass) {
+      this.pass = this.encoder.beginComputePass({ label: 'rlvr:batch' });
+      this.passPipeline = this.passBindGroup = null;
+    }
+    // Consecutive dispatches of one kernel (AdamW over every leaf, a chain of adds) skip the repeated state.
+    if (this.passPipeline !== cached.pipeline) this.pass.setPipeline((this.passPipeline = cached.pipeline));
+    if (this.passBindGroup !== bindGroup) this.pass.setBindGroup(0, (this.passBindGroup = bindGroup));
     this.pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
-    this.dispatchCount++;
+    this.counts.dispatches++;
+    this.perKernel.set(d.kernel, (this.perKernel.get(d.kernel) ?? 0) + 1);
     if (++this.dispatches >= this.perSubmit) this.flush();
   }
 
-  /** Copy words into this batch's uniform arena; the arena is uploaded just before the submit. */
-  private uniformSlice(words: Uint32Array): GPUBufferBinding {
-    const size = Math.ceil(words.byteLength / 16) * 16;
-    let arena = this.arenas[this.arenas.length - 1];
-    let offset = arena ? Math.ceil(arena.used / this.uniformAlign) * this.uniformAlign : 0;
-    if (!arena || offset + size > ARENA_BYTES) {
-      arena = this.freeArenas.pop() ?? {
-        gpu: this.device.createBuffer({ size: ARENA_BYTES, usage: this.usage.UNIFORM | this.usage.COPY_DST, label: 'rlvr:uniforms' }),
-        cpu: new Uint8Array(ARENA_BYTES),
-        used: 0,
-      };
-      this.arenas.push(arena);
-      offset = 0;
+  private bindGroup(cached: CachedPipeline, buffers: readonly GPUBuffer[], uniform: UniformSlot | null): GPUBindGroup {
+    if (this.bindGroupGeneration !== this.uniforms.generation) {
+      // The uniform store was recycled: bind groups naming its old slots can never be hit again.
+      this.bindGroups.clear();
+      this.bindGroupGeneration = this.uniforms.generation;
     }
-    arena.cpu.set(new Uint8Array(words.buffer, words.byteOffset, words.byteLength), offset);
-    arena.used = offset + size;
-    return { buffer: arena.gpu, offset, size };
+    let key = cached.cacheKey;
+    for (const b of buffers) key += `,${this.idOf(b)}`;
+    if (uniform) key += `|${uniform.id}`;
+    const hit = this.bindGroups.get(key);
+    if (hit) return hit;
+    const entries: GPUBindGroupEntry[] = buffers.map((buffer, binding) => ({ binding, resource: { buffer } }));
+    if (uniform) entries.push({ binding: entries.length, resource: uniform.binding });
+    const group = this.device.createBindGroup({ layout: cached.layout, entries, label: cached.label });
+    this.counts.bindGroupsCreated++;
+    if (this.bindGroups.size >= MAX_BIND_GROUPS) this.bindGroups.clear();
+    this.bindGroups.set(key, group);
+    return group;
   }
 
-  /** Submit everything encoded so far; released buffers become reusable. */
+  private idOf(buffer: GPUBuffer): number {
+    let id = this.bufferIds.get(buffer);
+    if (id === undefined) this.bufferIds.set(buffer, (id = this.nextBufferId++));
+    return id;
+  }
+
+  /** Submit everything encoded so far; buffers released so far become reusable by uploads too. */
   flush(): void {
     if (this.destroyed) return;
     if (this.encoder) {
       this.pass?.end();
       this.pass = null;
-      for (const a of this.arenas) this.device.queue.writeBuffer(a.gpu, 0, a.cpu.buffer, 0, a.used);
+      const collect = this.profiler?.resolve(this.encoder) ?? null;
+      this.uniforms.upload(this.device.queue);
       this.device.queue.submit([this.encoder.finish({ label: 'rlvr:batch' })]);
-      this.submitCount++;
+      this.counts.submits++;
       this.encoder = null;
+      collect?.();
     }
-    for (const a of this.arenas) a.used = 0;
-    this.freeArenas.push(...this.arenas);
-    this.arenas = [];
+    this.uniforms.afterSubmit();
     this.dispatches = 0;
     this.closeScope();
     this.pool.afterSubmit();
@@ -242,7 +336,7 @@ export class GpuRuntime {
     const encoder = this.device.createCommandEncoder({ label: 'rlvr:read' });
     encoder.copyBufferToBuffer(buffer, 0, staging, 0, byteLength);
     this.device.queue.submit([encoder.finish()]);
-    this.submitCount++;
+    this.counts.submits++;
     this.closeScope();
     try {
       await staging.mapAsync(this.mapRead, 0, byteLength);
@@ -254,6 +348,7 @@ export class GpuRuntime {
     staging.unmap();
     this.staging.release(staging);
     this.staging.afterSubmit();
+    this.pool.endEpoch();
     await this.settle();
     return out;
   }
@@ -263,6 +358,7 @@ export class GpuRuntime {
     this.check();
     this.flush();
     await this.device.queue.onSubmittedWorkDone();
+    this.pool.endEpoch();
     await this.settle();
   }
 
@@ -272,8 +368,28 @@ export class GpuRuntime {
     this.check();
   }
 
-  stats(): PoolStats & { pipelines: number; dispatches: number; submits: number } {
-    return { ...this.pool.stats(), pipelines: this.pipelines.size, dispatches: this.dispatchCount, submits: this.submitCount };
+  stats(): RuntimeStats {
+    return { ...this.pool.stats(), ...this.counts, pipelines: this.pipelines.size };
+  }
+
+  /** Dispatches per kernel name since the runtime was made (or `resetKernelCounts`). */
+  kernelCounts(): Map<string, number> {
+    return new Map(this.perKernel);
+  }
+
+  resetKernelCounts(): void {
+    this.perKernel.clear();
+    this.profiler?.reset();
+  }
+
+  /** Whether per-kernel GPU times are being recorded (profiling on and `timestamp-query` available). */
+  get profiling(): boolean {
+    return this.profiler !== null;
+  }
+
+  /** Per-kernel GPU times recorded so far (null when not profiling); call after a sync. */
+  async kernelTimes(): Promise<KernelTime[] | null> {
+    return this.profiler ? this.profiler.table() : null;
   }
 
   destroy(): void {
@@ -286,6 +402,9 @@ export class GpuRuntime {
     this.destroyed = true;
     this.pool.trim();
     this.staging.trim();
+    this.uniforms.destroy();
+    this.profiler?.destroy();
+    this.bindGroups.clear();
     this.device.destroy();
     this.instance = null;
   }

@@ -2,38 +2,42 @@ import type { AdamWHyper, KernelTensor } from '../../../core/backend.js';
 import { DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwSrc from '../../../../shaders/adamw.wgsl';
+import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
-import { grid } from '../wgsl.js';
 import { Words } from './layout.js';
 
 /** One fused AdamW step (shaders/adamw.wgsl); the bias corrections are computed here in double precision. */
-export function adamw(rt: GpuRuntime, p: KernelTensor, g: KernelTensor, m: KernelTensor, v: KernelTensor, h: AdamWHyper): [GPUBuffer, GPUBuffer, GPUBuffer] {
-  for (const t of [p, g, m, v]) if (t.dtype !== 'f32') throw new DTypeError('adamw', `the WebGPU kernel needs f32, got ${t.dtype}`);
+export function adamw(
+  rt: GpuRuntime,
+  p: KernelTensor,
+  g: KernelTensor,
+  m: KernelTensor,
+  v: KernelTensor,
+  h: AdamWHyper,
+): [GPUBuffer, GPUBuffer, GPUBuffer] {
+  for (const t of [p, g, m, v])
+    if (t.dtype !== 'f32') throw new DTypeError('adamw', `the WebGPU kernel needs f32, got ${t.dtype}`);
   const n = sizeOf(p.shape);
-  const outs: [GPUBuffer, GPUBuffer, GPUBuffer] = [rt.alloc(n * 4), rt.alloc(n * 4), rt.alloc(n * 4)];
-  if (n === 0) return outs;
-  const [gx, gy, gz] = grid(Math.ceil(n / 256), rt.maxWorkgroupsPerDim);
-  const words = new Words(12)
-    .u(0, n)
-    .u(1, gx * 256)
-    .f(2, h.lr)
-    .f(3, h.beta1)
-    .f(4, h.beta2)
-    .f(5, h.eps)
-    .f(6, 1 - h.lr * h.weightDecay)
-    .f(7, 1 - h.beta1 ** h.step)
-    .f(8, 1 - h.beta2 ** h.step)
-    .f(9, 1 - h.beta1)
-    .f(10, 1 - h.beta2);
-  rt.dispatch({
+  const words = (gx: number): Uint32Array =>
+    new Words(12)
+      .u(0, n)
+      .u(1, gx * 256)
+      .f(2, h.lr)
+      .f(3, h.beta1)
+      .f(4, h.beta2)
+      .f(5, h.eps)
+      .f(6, 1 - h.lr * h.weightDecay)
+      .f(7, 1 - h.beta1 ** h.step)
+      .f(8, 1 - h.beta2 ** h.step)
+      .f(9, 1 - h.beta1)
+      .f(10, 1 - h.beta2).u32;
+  return launch(rt, {
     kernel: 'adamw',
-    key: 'adamw',
-    bindings: ['read', 'read', 'read', 'read', 'write', 'write', 'write', 'uniform'],
     source: () => adamwSrc,
-    buffers: [p, g, m, v].map((t) => bufferOf(t.storage)).concat(outs),
-    uniforms: words.u32,
-    workgroups: [gx, gy, gz],
+    inputs: [p, g, m, v].map((t) => bufferOf(t.storage)),
+    outputs: [n * 4, n * 4, n * 4],
+    grid: { threads: n, workgroupSize: 256 },
+    uniforms: ([gx]) => words(gx),
   });
-  return outs;
 }

@@ -7,6 +7,7 @@ import dqSrc from '../../../../shaders/attention_backward_dq.wgsl';
 import dkvSrc from '../../../../shaders/attention_backward_dkv.wgsl';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
+import { launch } from '../launch.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
 import { fillInto } from './movement.js';
@@ -78,33 +79,29 @@ export function attention(
   scale: number,
 ): GPUBuffer {
   const x = dimsOf(rt, 'attention', q, k, v, bias);
-  const out = rt.alloc(sizeOf(q.shape) * 4);
-  if (sizeOf(q.shape) === 0) return out;
-  const buffers = [q, k, v, bias ?? q].map((t) => bufferOf(t.storage)).concat([out]);
-  const bindings = ['read', 'read', 'read', 'read', 'write', 'uniform'] as const;
+  const common = {
+    kernel: 'attention',
+    inputs: [q, k, v, bias ?? q].map((t) => bufferOf(t.storage)),
+    outputs: [sizeOf(q.shape) * 4],
+    uniforms: uniforms(x, scale, bias !== null),
+  } as const;
   if (x.tq <= DECODE_MAX_QUERIES && x.tk > x.tq) {
     // A thread per query row would leave 60+ of 64 threads idle: split the keys over the workgroup instead.
     // S threads keep S accumulators of D floats (and S for a tree) in workgroup memory.
     const split = Math.max(1, Math.min(64, 2 ** Math.floor(Math.log2(workgroupFloats(rt) / (x.d + 1)))));
-    rt.dispatch({
-      kernel: 'attention',
+    const [out] = launch(rt, {
+      ...common,
       key: `attention_decode:${x.d}:${split}`,
-      bindings,
       source: () => fillTemplate('attention_decode.wgsl', decodeSrc, { D: x.d, S: split, PART: split * x.d, MASKED }),
-      buffers,
-      uniforms: uniforms(x, scale, bias !== null),
-      workgroups: [x.tq, x.hq, x.b],
+      grid: { workgroups: [x.tq, x.hq, x.b] },
     });
     return out;
   }
-  rt.dispatch({
-    kernel: 'attention',
+  const [out] = launch(rt, {
+    ...common,
     key: `attention:${x.d}:${x.tile}`,
-    bindings,
     source: source('attention.wgsl', attentionSrc, x),
-    buffers,
-    uniforms: uniforms(x, scale, bias !== null),
-    workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b],
+    grid: { workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b] },
   });
   return out;
 }
@@ -121,36 +118,28 @@ export function attentionBackward(
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
   const x = dimsOf(rt, 'attentionBackward', q, k, v, bias);
   const [nq, nk] = [sizeOf(q.shape), sizeOf(k.shape)];
-  const dq = rt.alloc(nq * 4);
-  const dk = rt.alloc(nk * 4);
-  const dv = rt.alloc(nk * 4);
-  if (nq === 0 || nk === 0) {
+  if (nq === 0) {
     // No queries: nothing reaches the keys (and no keys means no queries, Tq <= Tk).
-    fillInto(rt, dk, nk, 'f32', 0);
-    fillInto(rt, dv, nk, 'f32', 0);
-    return [dq, dk, dv];
+    return [rt.alloc(0), fillInto(rt, nk * 4, nk, 'f32', 0), fillInto(rt, nk * 4, nk, 'f32', 0)];
   }
-  const stats = rt.alloc(3 * x.b * x.hq * x.tq * 4);
   const [qb, kb, vb, bb] = [q, k, v, bias ?? q].map((t) => bufferOf(t.storage));
-  const common = {
-    bindings: ['read', 'read', 'read', 'read', 'read', 'read', 'write', 'write', 'uniform'] as const,
-    uniforms: uniforms(x, scale, bias !== null),
-  };
-  rt.dispatch({
+  const common = { kernel: 'attentionBackward', uniforms: uniforms(x, scale, bias !== null) } as const;
+  // dQ, and each query row's statistics (m, l, delta) for the dK/dV kernel.
+  const [dq, stats] = launch(rt, {
     ...common,
-    kernel: 'attentionBackward',
     key: `attention_backward_dq:${x.d}:${x.tile}`,
     source: source('attention_backward_dq.wgsl', dqSrc, x),
-    buffers: [qb!, kb!, vb!, bb!, bufferOf(out.storage), bufferOf(dOut.storage), dq, stats],
-    workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b],
+    inputs: [qb!, kb!, vb!, bb!, bufferOf(out.storage), bufferOf(dOut.storage)],
+    outputs: [nq * 4, 3 * x.b * x.hq * x.tq * 4],
+    grid: { workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b] },
   });
-  rt.dispatch({
+  const [dk, dv] = launch(rt, {
     ...common,
-    kernel: 'attentionBackward',
     key: `attention_backward_dkv:${x.d}:${x.tile}`,
     source: source('attention_backward_dkv.wgsl', dkvSrc, x),
-    buffers: [qb!, kb!, vb!, bb!, bufferOf(dOut.storage), stats, dk, dv],
-    workgroups: [Math.ceil(x.tk / ROWS), x.hkv, x.b],
+    inputs: [qb!, kb!, vb!, bb!, bufferOf(dOut.storage), stats],
+    outputs: [nk * 4, nk * 4],
+    grid: { workgroups: [Math.ceil(x.tk / ROWS), x.hkv, x.b] },
   });
   rt.release(stats);
   return [dq, dk, dv];

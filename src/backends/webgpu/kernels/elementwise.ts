@@ -5,9 +5,10 @@ import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import { BINARY_KERNELS, UNARY_KERNELS } from '../../../core/elementwise-kernels.js';
 import prelude from '../../../../shaders/prelude.wgsl';
 import template from '../../../../shaders/elementwise.wgsl';
+import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
-import { fillTemplate, grid, wgslType } from '../wgsl.js';
+import { fillTemplate, wgslType } from '../wgsl.js';
 import { checkRank, collapse, isContiguous, Words } from './layout.js';
 
 /**
@@ -62,35 +63,55 @@ export function binaryExpr(op: BinaryOp, dtype: DType): string {
 
 type Mode = 'c' | 's' | 'b';
 
-export function elementwise(rt: GpuRuntime, kernel: string, inputs: readonly EwInput[], expr: string, outShape: Shape, outDtype: DType): GPUBuffer {
+export function elementwise(
+  rt: GpuRuntime,
+  kernel: string,
+  inputs: readonly EwInput[],
+  expr: string,
+  outShape: Shape,
+  outDtype: DType,
+): GPUBuffer {
   const outT = wgslType(kernel, outDtype);
   const n = sizeOf(outShape);
-  const out = rt.alloc(n * 4);
-  if (n === 0) return out;
-  const { shape, strides } = collapse(outShape, inputs.map((i) => broadcastStrides(i.x.shape, outShape)));
+  const { shape, strides } = collapse(
+    outShape,
+    inputs.map((i) => broadcastStrides(i.x.shape, outShape)),
+  );
   checkRank(kernel, shape.length);
   const modes: Mode[] = strides.map((s) => (s.every((v) => v === 0) ? 's' : isContiguous(shape, s) ? 'c' : 'b'));
   const rank = modes.includes('b') ? shape.length : 0;
   const types = inputs.map((i) => wgslType(kernel, i.x.dtype));
   const key = `ew:${outT}:${inputs.map((i, k) => `${i.name}/${types[k]}/${modes[k]}`).join(',')}:r${rank}:${expr}`;
-  const words = new Words(12 + 12 * inputs.length);
-  const [gx, gy, gz] = grid(Math.ceil(n / 256), rt.maxWorkgroupsPerDim);
-  words.u(0, n).u(1, gx * 256).list(4, shape);
-  strides.forEach((s, k) => words.list(16 + 12 * k, s));
-  rt.dispatch({
+  const [out] = launch(rt, {
     kernel,
     key,
-    bindings: [...inputs.map(() => 'read' as const), 'write', 'uniform'],
     source: () => source(inputs, types, modes, rank, outT, expr),
-    buffers: [...inputs.map((i) => bufferOf(i.x.storage)), out],
-    uniforms: words.u32,
-    workgroups: [gx, gy, gz],
+    inputs: inputs.map((i) => bufferOf(i.x.storage)),
+    outputs: [n * 4],
+    grid: { threads: n, workgroupSize: 256 },
+    uniforms: ([gx]) => {
+      const words = new Words(12 + 12 * inputs.length)
+        .u(0, n)
+        .u(1, gx * 256)
+        .list(4, shape);
+      strides.forEach((s, k) => words.list(16 + 12 * k, s));
+      return words.u32;
+    },
   });
   return out;
 }
 
-function source(inputs: readonly EwInput[], types: readonly string[], modes: readonly Mode[], rank: number, outT: string, expr: string): string {
-  const bindings = inputs.map((inp, k) => `@group(0) @binding(${k}) var<storage, read> in${k}: array<${types[k]}>;`).join('\n');
+function source(
+  inputs: readonly EwInput[],
+  types: readonly string[],
+  modes: readonly Mode[],
+  rank: number,
+  outT: string,
+  expr: string,
+): string {
+  const bindings = inputs
+    .map((inp, k) => `@group(0) @binding(${k}) var<storage, read> in${k}: array<${types[k]}>;`)
+    .join('\n');
   const strided = modes.flatMap((m, k) => (m === 'b' ? [k] : []));
   const offsets =
     strided.length === 0
@@ -106,7 +127,10 @@ function source(inputs: readonly EwInput[], types: readonly string[], modes: rea
           '  }',
         ].join('\n');
   const loads = inputs
-    .map((inp, k) => `  let ${inp.name} = in${k}[${modes[k] === 'c' ? 'i' : modes[k] === 's' ? `in_offset(${k}u)` : `o${k}`}];`)
+    .map(
+      (inp, k) =>
+        `  let ${inp.name} = in${k}[${modes[k] === 'c' ? 'i' : modes[k] === 's' ? `in_offset(${k}u)` : `o${k}`}];`,
+    )
     .join('\n');
   const body = fillTemplate('elementwise.wgsl', template, {
     NV: 3 + 3 * inputs.length,

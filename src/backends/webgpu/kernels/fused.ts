@@ -10,7 +10,8 @@ import swigluBackwardSrc from '../../../../shaders/swiglu_backward.wgsl';
 import tokenLogProbsSrc from '../../../../shaders/token_log_probs.wgsl';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
-import { fillTemplate, grid } from '../wgsl.js';
+import { launch } from '../launch.js';
+import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
 
 /** Small fused kernels of the hot paths: RoPE, SwiGLU's gate and token log-probs, each with its backward. */
@@ -40,59 +41,47 @@ export function rope(
   inverse: boolean,
 ): GPUBuffer[] {
   f32Only('rope', ...xs, cos, sin);
-  const outs = xs.map((x) => rt.alloc(sizeOf(x.shape) * 4));
   const half = cos.shape[cos.shape.length - 1]!;
   const pairs = xs.map((x) => sizeOf(x.shape) / 2);
   const total = pairs.reduce((a, b) => a + b, 0);
-  if (total === 0) return outs;
   const pair = xs.length === 2;
   const heads = xs.map((x) => x.shape[x.shape.length - 2]!);
-  const [gx, gy, gz] = grid(Math.ceil(total / 64), rt.maxWorkgroupsPerDim);
   const names = pair ? ['x0', 'x1_in', 'out0', 'out1'] : ['x0', 'out0'];
   const bindings = names.map(
     (n, k) =>
       `@group(0) @binding(${2 + k}) var<storage, ${n.startsWith('out') ? 'read_write' : 'read'}> ${n}: array<f32>;`,
   );
   bindings.push(`@group(0) @binding(${2 + names.length}) var<uniform> params: Params;`);
-  rt.dispatch({
+  return launch(rt, {
     kernel: 'rope',
     key: `rope:${pair}`,
-    bindings: [
-      'read',
-      'read',
-      ...names.map((n) => (n.startsWith('out') ? ('write' as const) : ('read' as const))),
-      'uniform',
-    ],
     source: () =>
       fillTemplate('rope.wgsl', ropeSrc, { PAIR: pair, BINDINGS: bindings.join('\n'), SECOND: pair ? SECOND : '' }),
-    buffers: [cos, sin, ...xs].map((t) => bufferOf(t.storage)).concat(outs),
-    uniforms: new Words(8)
-      .u(0, pairs[0]!)
-      .u(1, pairs[1] ?? 0)
-      .u(2, heads[0]!)
-      .u(3, heads[1] ?? 1)
-      .u(4, half)
-      .u(5, gx * 64)
-      .f(6, inverse ? -1 : 1).u32,
-    workgroups: [gx, gy, gz],
+    inputs: [cos, sin, ...xs].map((t) => bufferOf(t.storage)),
+    outputs: xs.map((x) => sizeOf(x.shape) * 4),
+    grid: { threads: total, workgroupSize: 64 },
+    uniforms: ([gx]) =>
+      new Words(8)
+        .u(0, pairs[0]!)
+        .u(1, pairs[1] ?? 0)
+        .u(2, heads[0]!)
+        .u(3, heads[1] ?? 1)
+        .u(4, half)
+        .u(5, gx * 64)
+        .f(6, inverse ? -1 : 1).u32,
   });
-  return outs;
 }
 
 export function swiglu(rt: GpuRuntime, gate: KernelTensor, up: KernelTensor): GPUBuffer {
   f32Only('swiglu', gate, up);
   const n = sizeOf(gate.shape);
-  const out = rt.alloc(n * 4);
-  if (n === 0) return out;
-  const [gx, gy, gz] = grid(Math.ceil(n / 64), rt.maxWorkgroupsPerDim);
-  rt.dispatch({
+  const [out] = launch(rt, {
     kernel: 'swiglu',
-    key: 'swiglu',
-    bindings: ['read', 'read', 'write', 'uniform'],
     source: () => `${prelude}\n${swigluSrc}`,
-    buffers: [bufferOf(gate.storage), bufferOf(up.storage), out],
-    uniforms: new Words(4).u(0, n).u(1, gx * 64).u32,
-    workgroups: [gx, gy, gz],
+    inputs: [bufferOf(gate.storage), bufferOf(up.storage)],
+    outputs: [n * 4],
+    grid: { threads: n, workgroupSize: 64 },
+    uniforms: ([gx]) => new Words(4).u(0, n).u(1, gx * 64).u32,
   });
   return out;
 }
@@ -105,19 +94,14 @@ export function swigluBackward(
 ): [GPUBuffer, GPUBuffer] {
   f32Only('swigluBackward', gate, up, dy);
   const n = sizeOf(gate.shape);
-  const outs: [GPUBuffer, GPUBuffer] = [rt.alloc(n * 4), rt.alloc(n * 4)];
-  if (n === 0) return outs;
-  const [gx, gy, gz] = grid(Math.ceil(n / 64), rt.maxWorkgroupsPerDim);
-  rt.dispatch({
+  return launch(rt, {
     kernel: 'swigluBackward',
-    key: 'swiglu_backward',
-    bindings: ['read', 'read', 'read', 'write', 'write', 'uniform'],
     source: () => `${prelude}\n${swigluBackwardSrc}`,
-    buffers: [gate, up, dy].map((t) => bufferOf(t.storage)).concat(outs),
-    uniforms: new Words(4).u(0, n).u(1, gx * 64).u32,
-    workgroups: [gx, gy, gz],
+    inputs: [gate, up, dy].map((t) => bufferOf(t.storage)),
+    outputs: [n * 4, n * 4],
+    grid: { threads: n, workgroupSize: 64 },
+    uniforms: ([gx]) => new Words(4).u(0, n).u(1, gx * 64).u32,
   });
-  return outs;
 }
 
 const FORWARD = {
@@ -155,18 +139,16 @@ export function tokenLogProbs(
   if (targets.dtype !== 'i32') throw new DTypeError(kernel, `targets must be i32, got ${targets.dtype}`);
   const rows = sizeOf(targets.shape);
   const v = logits.shape[logits.shape.length - 1]!;
-  const out = rt.alloc((dy ? rows * v : rows) * 4);
-  if (rows === 0) return out;
-  const [gx, gy, gz] = grid(rows, rt.maxWorkgroupsPerDim);
   const vars = { BACKWARD: dy !== undefined, ...(dy ? BACKWARD : FORWARD) };
-  rt.dispatch({
+  // One workgroup per row.
+  const [out] = launch(rt, {
     kernel,
     key: `token_log_probs:${dy !== undefined}`,
-    bindings: dy ? ['read', 'read', 'read', 'write', 'uniform'] : ['read', 'read', 'write', 'uniform'],
     source: () => `${prelude}\n${rowReduce}\n${fillTemplate('token_log_probs.wgsl', tokenLogProbsSrc, vars)}`,
-    buffers: [logits, targets, ...(dy ? [dy] : [])].map((t) => bufferOf(t.storage)).concat([out]),
-    uniforms: new Words(4).u(0, rows).u(1, v).u(2, gx).f(3, scale).u32,
-    workgroups: [gx, gy, gz],
+    inputs: [logits, targets, ...(dy ? [dy] : [])].map((t) => bufferOf(t.storage)),
+    outputs: [(dy ? rows * v : rows) * 4],
+    grid: { threads: rows, workgroupSize: 1 },
+    uniforms: ([gx]) => new Words(4).u(0, rows).u(1, v).u(2, gx).f(3, scale).u32,
   });
   return out;
 }
@@ -181,19 +163,16 @@ export function addRmsNorm(
 ): [GPUBuffer, GPUBuffer] {
   f32Only('addRmsNorm', a, b, w);
   const size = sizeOf(a.shape);
-  const outs: [GPUBuffer, GPUBuffer] = [rt.alloc(size * 4), rt.alloc(size * 4)];
   const d = a.shape[a.shape.length - 1] ?? 1;
-  if (size === 0) return outs;
-  const rows = size / d;
-  const [gx, gy, gz] = grid(rows, rt.maxWorkgroupsPerDim);
-  rt.dispatch({
+  const rows = size === 0 ? 0 : size / d;
+  // One workgroup per row.
+  return launch(rt, {
     kernel: 'addRmsNorm',
     key: 'add_rms_norm',
-    bindings: ['read', 'read', 'read', 'write', 'write', 'uniform'],
     source: () => `${rowReduce}\n${addRmsNormSrc}`,
-    buffers: [a, b, w].map((t) => bufferOf(t.storage)).concat(outs),
-    uniforms: new Words(4).u(0, rows).u(1, d).f(2, eps).u(3, gx).u32,
-    workgroups: [gx, gy, gz],
+    inputs: [a, b, w].map((t) => bufferOf(t.storage)),
+    outputs: [size * 4, size * 4],
+    grid: { threads: rows, workgroupSize: 1 },
+    uniforms: ([gx]) => new Words(4).u(0, rows).u(1, d).f(2, eps).u(3, gx).u32,
   });
-  return outs;
 }

@@ -3,9 +3,10 @@ import { DTypeError } from '../../../core/errors.js';
 import { sizeOf, type Shape } from '../../../core/shape.js';
 import gatherSrc from '../../../../shaders/gather.wgsl';
 import scatterSrc from '../../../../shaders/scatter_add.wgsl';
+import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
-import { fillTemplate, grid, wgslType } from '../wgsl.js';
+import { fillTemplate, wgslType } from '../wgsl.js';
 import { Words } from './layout.js';
 
 /** gather / takeAlongAxis (reads) and their adjoints scatterAdd / putAlongAxisAdd (owner-computes sums). */
@@ -21,7 +22,7 @@ function indicesOf(op: string, indices: KernelTensor): GPUBuffer {
   return bufferOf(indices.storage);
 }
 
-function launch(
+function run(
   rt: GpuRuntime,
   kernel: string,
   entry: string,
@@ -33,18 +34,15 @@ function launch(
   n: number,
   total: number,
 ): GPUBuffer {
-  const out = rt.alloc(total * 4);
-  if (total === 0) return out;
-  const [gx, gy, gz] = grid(Math.ceil(total / 256), rt.maxWorkgroupsPerDim);
-  rt.dispatch({
+  const [out] = launch(rt, {
     kernel,
     key: file === 'gather' ? `gather:${entry}` : `scatter:${entry}:${t}`,
     entryPoint: entry,
-    bindings: ['read', 'read', 'write', 'uniform'],
     source: () => (file === 'gather' ? gatherSrc : fillTemplate('scatter_add.wgsl', scatterSrc, { T: t })),
-    buffers: [src, idx, out],
-    uniforms: new Words(8).list(0, [outer, len, inner, n, total, gx * 256]).u32,
-    workgroups: [gx, gy, gz],
+    inputs: [src, idx],
+    outputs: [total * 4],
+    grid: { threads: total, workgroupSize: 256 },
+    uniforms: ([gx]) => new Words(8).list(0, [outer, len, inner, n, total, gx * 256]).u32,
   });
   return out;
 }
@@ -53,7 +51,18 @@ export function gather(rt: GpuRuntime, x: KernelTensor, indices: KernelTensor, a
   const t = wgslType('gather', x.dtype);
   const [outer, len, inner] = split(x.shape, axis);
   const n = sizeOf(indices.shape);
-  return launch(rt, 'gather', 'gather', 'gather', t, bufferOf(x.storage), indicesOf('gather', indices), [outer, len, inner], n, outer * n * inner);
+  return run(
+    rt,
+    'gather',
+    'gather',
+    'gather',
+    t,
+    bufferOf(x.storage),
+    indicesOf('gather', indices),
+    [outer, len, inner],
+    n,
+    outer * n * inner,
+  );
 }
 
 export function takeAlongAxis(rt: GpuRuntime, x: KernelTensor, indices: KernelTensor, axis: number): GPUBuffer {
@@ -61,20 +70,65 @@ export function takeAlongAxis(rt: GpuRuntime, x: KernelTensor, indices: KernelTe
   const [outer, len, inner] = split(x.shape, axis);
   const n = indices.shape[axis]!;
   const idx = indicesOf('takeAlongAxis', indices);
-  return launch(rt, 'takeAlongAxis', 'take_along_axis', 'gather', t, bufferOf(x.storage), idx, [outer, len, inner], n, sizeOf(indices.shape));
+  return run(
+    rt,
+    'takeAlongAxis',
+    'take_along_axis',
+    'gather',
+    t,
+    bufferOf(x.storage),
+    idx,
+    [outer, len, inner],
+    n,
+    sizeOf(indices.shape),
+  );
 }
 
-export function scatterAdd(rt: GpuRuntime, updates: KernelTensor, indices: KernelTensor, axis: number, outShape: Shape): GPUBuffer {
+export function scatterAdd(
+  rt: GpuRuntime,
+  updates: KernelTensor,
+  indices: KernelTensor,
+  axis: number,
+  outShape: Shape,
+): GPUBuffer {
   const t = wgslType('scatterAdd', updates.dtype);
   const [outer, len, inner] = split(outShape, axis);
   const idx = indicesOf('scatterAdd', indices);
-  return launch(rt, 'scatterAdd', 'scatter_add', 'scatter', t, bufferOf(updates.storage), idx, [outer, len, inner], sizeOf(indices.shape), sizeOf(outShape));
+  return run(
+    rt,
+    'scatterAdd',
+    'scatter_add',
+    'scatter',
+    t,
+    bufferOf(updates.storage),
+    idx,
+    [outer, len, inner],
+    sizeOf(indices.shape),
+    sizeOf(outShape),
+  );
 }
 
-export function putAlongAxisAdd(rt: GpuRuntime, updates: KernelTensor, indices: KernelTensor, axis: number, outShape: Shape): GPUBuffer {
+export function putAlongAxisAdd(
+  rt: GpuRuntime,
+  updates: KernelTensor,
+  indices: KernelTensor,
+  axis: number,
+  outShape: Shape,
+): GPUBuffer {
   const t = wgslType('putAlongAxisAdd', updates.dtype);
   const [outer, len, inner] = split(outShape, axis);
   const idx = indicesOf('putAlongAxisAdd', indices);
   const n = indices.shape[axis]!;
-  return launch(rt, 'putAlongAxisAdd', 'put_along_axis_add', 'scatter', t, bufferOf(updates.storage), idx, [outer, len, inner], n, sizeOf(outShape));
+  return run(
+    rt,
+    'putAlongAxisAdd',
+    'put_along_axis_add',
+    'scatter',
+    t,
+    bufferOf(updates.storage),
+    idx,
+    [outer, len, inner],
+    n,
+    sizeOf(outShape),
+  );
 }

@@ -35,7 +35,8 @@ export function collapse(shape: Shape, strides: readonly (readonly number[])[]):
 }
 
 export function checkRank(kernel: string, rank: number): void {
-  if (rank > MAX_RANK) throw new BackendError('webgpu', `${kernel}: rank ${rank} after merging contiguous dims exceeds ${MAX_RANK}`);
+  if (rank > MAX_RANK)
+    throw new BackendError('webgpu', `${kernel}: rank ${rank} after merging contiguous dims exceeds ${MAX_RANK}`);
 }
 
 /** Is `strides` the row-major layout of `shape`? */
@@ -44,34 +45,30 @@ export const isContiguous = (shape: Shape, strides: readonly number[]): boolean 
   return shape.every((d, i) => d === 1 || strides[i] === c[i]);
 };
 
-
 /** A uniform block of `words` 32-bit words (rounded up to whole vec4s). */
 export class Words {
   readonly u32: Uint32Array;
-  private readonly f32: Float32Array;
-  private readonly i32: Int32Array;
+  // Float and int views only when a kernel writes such a word (most blocks are all u32).
+  private f32v: Float32Array | null = null;
+  private i32v: Int32Array | null = null;
   constructor(words: number) {
-    const buf = new ArrayBuffer(Math.ceil(words / 4) * 16);
-    this.u32 = new Uint32Array(buf);
-    this.f32 = new Float32Array(buf);
-    this.i32 = new Int32Array(buf);
+    this.u32 = new Uint32Array(Math.ceil(words / 4) * 4);
   }
   u(i: number, v: number): this {
     this.u32[i] = v;
     return this;
   }
   f(i: number, v: number): this {
-    this.f32[i] = v;
+    (this.f32v ??= new Float32Array(this.u32.buffer))[i] = v;
     return this;
   }
   i(i: number, v: number): this {
-    this.i32[i] = v;
+    (this.i32v ??= new Int32Array(this.u32.buffer))[i] = v;
     return this;
   }
   /** Write a list of u32 values starting at word i. */
   list(i: number, vs: readonly number[]): this {
-    vs.forEach((v, k) => (this.u32[i + k] = v));
+    for (let k = 0; k < vs.length; k++) this.u32[i + k] = vs[k]!;
     return this;
   }
 }
-

@@ -3,6 +3,7 @@ import { BackendError, DTypeError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import matmulSrc from '../../../../shaders/matmul.wgsl';
 import directSrc from '../../../../shaders/matmul_direct.wgsl';
+import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
@@ -70,7 +71,8 @@ interface Variant {
   readonly full: boolean;
 }
 
-const guard = (full: boolean, cond: string, body: string): string => (full ? `    ${body}` : `    if (${cond}) {\n      ${body}\n    }`);
+const guard = (full: boolean, cond: string, body: string): string =>
+  full ? `    ${body}` : `    if (${cond}) {\n      ${body}\n    }`;
 
 function loadA(v: Variant): string {
   if (!v.transA && v.vecA) {
@@ -288,25 +290,30 @@ export function matmulSource(cfg: TileConfig, v: Variant): string {
   });
 }
 
-export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA: boolean, transB: boolean, outShape: Shape): GPUBuffer {
-  if (a.dtype !== 'f32' || b.dtype !== 'f32') throw new DTypeError('matmul', `the WebGPU kernel needs f32, got ${a.dtype} and ${b.dtype}`);
+export function matmul(
+  rt: GpuRuntime,
+  a: KernelTensor,
+  b: KernelTensor,
+  transA: boolean,
+  transB: boolean,
+  outShape: Shape,
+): GPUBuffer {
+  if (a.dtype !== 'f32' || b.dtype !== 'f32')
+    throw new DTypeError('matmul', `the WebGPU kernel needs f32, got ${a.dtype} and ${b.dtype}`);
   const r = outShape.length;
   const m = outShape[r - 2]!;
   const n = outShape[r - 1]!;
   const k = transA ? a.shape[a.shape.length - 2]! : a.shape[a.shape.length - 1]!;
   const batchShape = outShape.slice(0, -2);
   const batch = sizeOf(batchShape);
-  const out = rt.alloc(sizeOf(outShape) * 4);
-  if (m * n * batch === 0) return out;
-  if (k === 0) {
-    fillInto(rt, out, m * n * batch, 'f32', 0);
-    return out;
-  }
+  if (m * n * batch === 0) return rt.alloc(0);
+  if (k === 0) return fillInto(rt, m * n * batch * 4, m * n * batch, 'f32', 0);
   const bc = collapse(batchShape, [
     broadcastStrides(a.shape.slice(0, -2), batchShape).map((s) => s * m * k),
     broadcastStrides(b.shape.slice(0, -2), batchShape).map((s) => s * k * n),
   ]);
-  if (bc.shape.length > 4) throw new BackendError('webgpu', `matmul: ${bc.shape.length} batch dims after merging exceed 4`);
+  if (bc.shape.length > 4)
+    throw new BackendError('webgpu', `matmul: ${bc.shape.length} batch dims after merging exceed 4`);
   const pad = 4 - bc.shape.length;
   const words = new Words(16)
     .list(0, [m, n, k, 0])
@@ -324,18 +331,21 @@ export function matmul(rt: GpuRuntime, a: KernelTensor, b: KernelTensor, transA:
     vecA: (transA ? m : k) % 4 === 0,
     vecB: (transB ? k : n) % 4 === 0,
     vecC: n % 4 === 0,
-    full: direct ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0 : m % tm === 0 && n % tn === 0 && k % cfg.tk === 0,
+    full: direct
+      ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0
+      : m % tm === 0 && n % tn === 0 && k % cfg.tk === 0,
   };
   const flags = `${+transA}${+transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}`;
-  if (batch > rt.maxWorkgroupsPerDim) throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
-  rt.dispatch({
+  if (batch > rt.maxWorkgroupsPerDim)
+    throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
+  const [out] = launch(rt, {
     kernel: 'matmul',
     key: `matmul:${cfg.kind}:${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`,
-    bindings: ['read', 'read', 'write', 'uniform'],
     source: () => matmulSource(cfg, v),
-    buffers: [bufferOf(a.storage), bufferOf(b.storage), out],
+    inputs: [bufferOf(a.storage), bufferOf(b.storage)],
+    outputs: [m * n * batch * 4],
+    grid: { workgroups: [Math.ceil(n / tn), Math.ceil(m / tm), batch] },
     uniforms: words.u32,
-    workgroups: [Math.ceil(n / tn), Math.ceil(m / tm), batch],
   });
   return out;
 }

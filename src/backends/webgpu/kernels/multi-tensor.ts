@@ -1,11 +1,12 @@
 import type { AdamWManyHyper, KernelTensor } from '../../../core/backend.js';
-import { DTypeError } from '../../../core/errors.js';
+import { ArgumentError, DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwManySrc from '../../../../shaders/adamw_many.wgsl';
 import sumSquaresSrc from '../../../../shaders/sum_squares.wgsl';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
-import { fillTemplate, grid } from '../wgsl.js';
+import { launch } from '../launch.js';
+import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
 
 /**
@@ -30,21 +31,22 @@ const readBindings = (names: readonly string[], first: number, kind: 'read' | 'r
 export function sumSquares(rt: GpuRuntime, xs: readonly KernelTensor[]): GPUBuffer {
   for (const x of xs)
     if (x.dtype !== 'f32') throw new DTypeError('sumSquares', `the WebGPU kernel needs f32, got ${x.dtype}`);
-  const out = rt.alloc(4);
   const groups = chunks(xs, storageLimit(rt) - 1);
-  const partials = rt.alloc(groups.length * PARTIALS * 4);
-  groups.forEach((group, c) => {
-    dispatchSumSquares(
+  // Each chunk writes its PARTIALS workgroup sums into its own slice of one buffer; a last pass adds them up.
+  let partials: GPUBuffer | null = null;
+  for (const [c, group] of groups.entries()) {
+    partials = dispatchSumSquares(
       rt,
       group.map((x) => bufferOf(x.storage)),
       group.map((x) => sizeOf(x.shape)),
-      partials,
+      partials ?? groups.length * PARTIALS * 4,
       c * PARTIALS,
       PARTIALS,
       true,
     );
-  });
-  dispatchSumSquares(rt, [partials], [groups.length * PARTIALS], out, 0, 1, false);
+  }
+  if (partials === null) throw new ArgumentError('sumSquares', 'no tensors');
+  const out = dispatchSumSquares(rt, [partials], [groups.length * PARTIALS], 4, 0, 1, false);
   rt.release(partials);
   return out;
 }
@@ -54,11 +56,11 @@ function dispatchSumSquares(
   rt: GpuRuntime,
   inputs: GPUBuffer[],
   sizes: number[],
-  out: GPUBuffer,
+  out: GPUBuffer | number,
   first: number,
   workgroups: number,
   square: boolean,
-): void {
+): GPUBuffer {
   const slots = inputs.length;
   const names = inputs.map((_, k) => `x${k}`);
   const body = names
@@ -74,10 +76,9 @@ function dispatchSumSquares(
     .join('\n  ');
   const words = new Words(4 + 4 * Math.ceil(slots / 4)).u(0, first).u(1, workgroups);
   sizes.forEach((n, k) => words.u(4 + k, n));
-  rt.dispatch({
+  const [written] = launch(rt, {
     kernel: 'sumSquares',
     key: `sum_squares:${slots}:${square}`,
-    bindings: [...inputs.map(() => 'read' as const), 'write', 'uniform'],
     source: () =>
       fillTemplate('sum_squares.wgsl', sumSquaresSrc, {
         SLOTS: slots,
@@ -87,10 +88,12 @@ function dispatchSumSquares(
         BODY: body,
         STORE: 'out[params.first_slot + wg.x] = red[0];',
       }),
-    buffers: [...inputs, out],
+    inputs,
+    outputs: [out],
     uniforms: words.u32,
-    workgroups: [workgroups, 1, 1],
+    grid: { workgroups: [workgroups, 1, 1] },
   });
+  return written;
 }
 
 /** AdamW over every leaf, floor((limit - 1) / 7) leaves per dispatch (7 buffers each, plus the sum of squares). */
@@ -105,9 +108,7 @@ export function adamwMany(
 ): [GPUBuffer, GPUBuffer, GPUBuffer][] {
   for (const t of [...params, ...grads, ...m, ...v])
     if (t.dtype !== 'f32') throw new DTypeError('adamwMany', `the WebGPU kernel needs f32, got ${t.dtype}`);
-  const outs = params.map(
-    (p) => [0, 1, 2].map(() => rt.alloc(sizeOf(p.shape) * 4)) as [GPUBuffer, GPUBuffer, GPUBuffer],
-  );
+  const outs: [GPUBuffer, GPUBuffer, GPUBuffer][] = [];
   const perChunk = Math.max(1, Math.floor((storageLimit(rt) - 1) / 7));
   const clip = sumSq !== null && h.maxNorm !== undefined;
   const indices = params.map((_, i) => i).filter((i) => sizeOf(params[i]!.shape) > 0);
@@ -115,8 +116,8 @@ export function adamwMany(
   for (const chunk of chunks(indices, perChunk)) {
     const slots = chunk.length;
     const largest = Math.max(...chunk.map((i) => sizeOf(params[i]!.shape)));
-    const [gx, gy, gz] = grid(Math.ceil(largest / 256), rt.maxWorkgroupsPerDim);
-    const words = new Words(12 + 4 * slots)
+    const words = (gx: number): Words =>
+      new Words(12 + 4 * slots)
       .u(0, gx * 256)
       .f(1, h.lr)
       .f(2, h.beta1)
@@ -127,7 +128,11 @@ export function adamwMany(
       .f(7, 1 - h.beta1)
       .f(8, 1 - h.beta2)
       .f(9, h.maxNorm ?? 0);
-    chunk.forEach((i, k) => words.u(12 + 4 * k, sizeOf(params[i]!.shape)).f(13 + 4 * k, 1 - h.lr * h.weightDecays[i]!));
+    const uniforms = ([gx]: readonly number[]): Uint32Array => {
+      const w = words(gx!);
+      chunk.forEach((i, k) => w.u(12 + 4 * k, sizeOf(params[i]!.shape)).f(13 + 4 * k, 1 - h.lr * h.weightDecays[i]!));
+      return w.u32;
+    };
     const names = chunk.flatMap((_, k) => [`p${k}`, `g${k}`, `m${k}`, `v${k}`]);
     const outNames = chunk.flatMap((_, k) => [`p${k}_out`, `m${k}_out`, `v${k}_out`]);
     const body = chunk
@@ -142,10 +147,9 @@ export function adamwMany(
         ].join('\n'),
       )
       .join('\n  ');
-    rt.dispatch({
+    const written = launch(rt, {
       kernel: 'adamwMany',
       key: `adamw_many:${slots}:${clip}`,
-      bindings: ['read', ...names.map(() => 'read' as const), ...outNames.map(() => 'write' as const), 'uniform'],
       source: () =>
         fillTemplate('adamw_many.wgsl', adamwManySrc, {
           SLOTS: slots,
@@ -154,14 +158,21 @@ export function adamwMany(
           UNIFORM: 1 + names.length + outNames.length,
           BODY: body,
         }),
-      buffers: [
+      inputs: [
         sumBuffer,
         ...chunk.flatMap((i) => [params[i]!, grads[i]!, m[i]!, v[i]!].map((t) => bufferOf(t.storage))),
-        ...chunk.flatMap((i) => outs[i]!),
       ],
-      uniforms: words.u32,
-      workgroups: [gx, gy, gz],
+      outputs: chunk.flatMap((i) => [0, 1, 2].map(() => sizeOf(params[i]!.shape) * 4)),
+      grid: { threads: largest, workgroupSize: 256 },
+      uniforms,
+    });
+    chunk.forEach((i, k) => {
+      outs[i] = [written[3 * k]!, written[3 * k + 1]!, written[3 * k + 2]!];
     });
   }
+  // Empty leaves get empty buffers (no dispatch touched them).
+  params.forEach((p, i) => {
+    outs[i] ??= [0, 1, 2].map(() => rt.alloc(sizeOf(p.shape) * 4)) as [GPUBuffer, GPUBuffer, GPUBuffer];
+  });
   return outs;
 }

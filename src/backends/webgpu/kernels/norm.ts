@@ -7,6 +7,7 @@ import rmsNormSrc from '../../../../shaders/rms_norm.wgsl';
 import rmsNormBackwardSrc from '../../../../shaders/rms_norm_backward.wgsl';
 import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import normRows from '../../../../shaders/norm_rows.wgsl';
+import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
 import { grid } from '../wgsl.js';
@@ -23,60 +24,80 @@ function rowsOf(kernel: string, x: KernelTensor): [rows: number, d: number] {
   return [d === 0 ? 0 : sizeOf(x.shape) / d, d];
 }
 
-const params = (rows: number, d: number, eps: number, gx: number): Uint32Array => new Words(4).u(0, rows).u(1, d).f(2, eps).u(3, gx).u32;
+const params =
+  (rows: number, d: number, eps: number) =>
+  ([gx]: readonly number[]): Uint32Array =>
+    new Words(4)
+      .u(0, rows)
+      .u(1, d)
+      .f(2, eps)
+      .u(3, gx ?? 0).u32;
+/** One workgroup per row. */
+const perRow = (rows: number): { threads: number; workgroupSize: number } => ({ threads: rows, workgroupSize: 1 });
 const withRows = (src: string) => (): string => `${rowReduce}\n${normRows}\n${src}`;
 
 export function rmsNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, eps: number): GPUBuffer {
   const [rows, d] = rowsOf('rmsNorm', x);
-  const y = rt.alloc(rows * d * 4);
-  if (rows * d === 0) return y;
-  const [gx, gy, gz] = grid(rows, rt.maxWorkgroupsPerDim);
-  rt.dispatch({
+  const [y] = launch(rt, {
     kernel: 'rmsNorm',
     key: 'rms_norm',
     entryPoint: 'rms_norm',
-    bindings: ['read', 'read', 'write', 'uniform'],
     source: withRows(rmsNormSrc),
-    buffers: [bufferOf(x.storage), bufferOf(w.storage), y],
-    uniforms: params(rows, d, eps, gx),
-    workgroups: [gx, gy, gz],
+    inputs: [bufferOf(x.storage), bufferOf(w.storage)],
+    outputs: [rows * d * 4],
+    grid: perRow(d === 0 ? 0 : rows),
+    uniforms: params(rows, d, eps),
   });
   return y;
 }
 
-export function rmsNormBackward(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, dy: KernelTensor, eps: number): [GPUBuffer, GPUBuffer] {
+export function rmsNormBackward(
+  rt: GpuRuntime,
+  x: KernelTensor,
+  w: KernelTensor,
+  dy: KernelTensor,
+  eps: number,
+): [GPUBuffer, GPUBuffer] {
   const [rows, d] = rowsOf('rmsNormBackward', x);
-  const dx = rt.alloc(rows * d * 4);
-  const dw = rt.alloc(d * 4);
-  if (rows * d === 0) {
-    fillInto(rt, dw, d, 'f32', 0);
-    return [dx, dw];
-  }
-  const stats = rt.alloc(rows * 4);
-  const buffers = [bufferOf(x.storage), bufferOf(w.storage), bufferOf(dy.storage), dx, dw, stats];
-  const bindings = ['read', 'read', 'read', 'write', 'write', 'write', 'uniform'] as const;
-  const [gx, gy, gz] = grid(rows, rt.maxWorkgroupsPerDim);
-  const common = { bindings, source: withRows(rmsNormBackwardSrc), buffers, uniforms: params(rows, d, eps, gx) };
-  rt.dispatch({ ...common, kernel: 'rmsNormBackward', key: 'rms_norm_backward:rows', entryPoint: 'rms_norm_backward_rows', workgroups: [gx, gy, gz] });
-  rt.dispatch({ ...common, kernel: 'rmsNormBackward', key: 'rms_norm_backward:cols', entryPoint: 'rms_norm_backward_cols', workgroups: [Math.ceil(d / 64), 1, 1] });
+  if (rows * d === 0) return [rt.alloc(rows * d * 4), fillInto(rt, d * 4, d, 'f32', 0)];
+  const inputs = [bufferOf(x.storage), bufferOf(w.storage), bufferOf(dy.storage)];
+  const common = {
+    kernel: 'rmsNormBackward',
+    source: withRows(rmsNormBackwardSrc),
+    inputs,
+    uniforms: params(rows, d, eps),
+  };
+  // Rows first (dx, and each row's statistic saved in `stats`), then columns (dw) reading the statistics.
+  const [dx, dw, stats] = launch(rt, {
+    ...common,
+    key: 'rms_norm_backward:rows',
+    entryPoint: 'rms_norm_backward_rows',
+    outputs: [rows * d * 4, d * 4, rows * 4],
+    grid: perRow(rows),
+  });
+  launch(rt, {
+    ...common,
+    key: 'rms_norm_backward:cols',
+    entryPoint: 'rms_norm_backward_cols',
+    outputs: [dx, dw, stats],
+    grid: { threads: d, workgroupSize: 64 },
+    uniforms: params(rows, d, eps)(grid(rows, rt.maxWorkgroupsPerDim)),
+  });
   rt.release(stats);
   return [dx, dw];
 }
 
 export function layerNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, b: KernelTensor, eps: number): GPUBuffer {
   const [rows, d] = rowsOf('layerNorm', x);
-  const y = rt.alloc(rows * d * 4);
-  if (rows * d === 0) return y;
-  const [gx, gy, gz] = grid(rows, rt.maxWorkgroupsPerDim);
-  rt.dispatch({
+  const [y] = launch(rt, {
     kernel: 'layerNorm',
     key: 'layer_norm',
     entryPoint: 'layer_norm',
-    bindings: ['read', 'read', 'read', 'write', 'uniform'],
     source: withRows(layerNormSrc),
-    buffers: [bufferOf(x.storage), bufferOf(w.storage), bufferOf(b.storage), y],
-    uniforms: params(rows, d, eps, gx),
-    workgroups: [gx, gy, gz],
+    inputs: [bufferOf(x.storage), bufferOf(w.storage), bufferOf(b.storage)],
+    outputs: [rows * d * 4],
+    grid: perRow(d === 0 ? 0 : rows),
+    uniforms: params(rows, d, eps),
   });
   return y;
 }
@@ -89,21 +110,31 @@ export function layerNormBackward(
   eps: number,
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
   const [rows, d] = rowsOf('layerNormBackward', x);
-  const dx = rt.alloc(rows * d * 4);
-  const dw = rt.alloc(d * 4);
-  const db = rt.alloc(d * 4);
   if (rows * d === 0) {
-    fillInto(rt, dw, d, 'f32', 0);
-    fillInto(rt, db, d, 'f32', 0);
-    return [dx, dw, db];
+    return [rt.alloc(rows * d * 4), fillInto(rt, d * 4, d, 'f32', 0), fillInto(rt, d * 4, d, 'f32', 0)];
   }
-  const stats = rt.alloc(rows * 8);
-  const buffers = [bufferOf(x.storage), bufferOf(w.storage), bufferOf(dy.storage), dx, dw, db, stats];
-  const bindings = ['read', 'read', 'read', 'write', 'write', 'write', 'write', 'uniform'] as const;
-  const [gx, gy, gz] = grid(rows, rt.maxWorkgroupsPerDim);
-  const common = { bindings, source: withRows(layerNormBackwardSrc), buffers, uniforms: params(rows, d, eps, gx) };
-  rt.dispatch({ ...common, kernel: 'layerNormBackward', key: 'layer_norm_backward:rows', entryPoint: 'layer_norm_backward_rows', workgroups: [gx, gy, gz] });
-  rt.dispatch({ ...common, kernel: 'layerNormBackward', key: 'layer_norm_backward:cols', entryPoint: 'layer_norm_backward_cols', workgroups: [Math.ceil(d / 64), 1, 1] });
+  const inputs = [bufferOf(x.storage), bufferOf(w.storage), bufferOf(dy.storage)];
+  const common = {
+    kernel: 'layerNormBackward',
+    source: withRows(layerNormBackwardSrc),
+    inputs,
+    uniforms: params(rows, d, eps),
+  };
+  const [dx, dw, db, stats] = launch(rt, {
+    ...common,
+    key: 'layer_norm_backward:rows',
+    entryPoint: 'layer_norm_backward_rows',
+    outputs: [rows * d * 4, d * 4, d * 4, rows * 8],
+    grid: perRow(rows),
+  });
+  launch(rt, {
+    ...common,
+    key: 'layer_norm_backward:cols',
+    entryPoint: 'layer_norm_backward_cols',
+    outputs: [dx, dw, db, stats],
+    grid: { threads: d, workgroupSize: 64 },
+    uniforms: params(rows, d, eps)(grid(rows, rt.maxWorkgroupsPerDim)),
+  });
   rt.release(stats);
   return [dx, dw, db];
 }

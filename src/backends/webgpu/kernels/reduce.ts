@@ -2,9 +2,10 @@ import type { KernelTensor, ReduceOp } from '../../../core/backend.js';
 import { DTypeError } from '../../../core/errors.js';
 import { sizeOf, stridesOf } from '../../../core/shape.js';
 import reduceSrc from '../../../../shaders/reduce.wgsl';
+import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
 import { bufferOf } from '../storage.js';
-import { fillTemplate, grid, wgslType } from '../wgsl.js';
+import { fillTemplate, wgslType } from '../wgsl.js';
 import { copyStrided } from './movement.js';
 import { Words } from './layout.js';
 
@@ -20,10 +21,10 @@ const TREE_MIN = 128;
 
 export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: readonly number[]): GPUBuffer {
   const t = wgslType(op, x.dtype);
-  if (op === 'logsumexp' && t !== 'f32') throw new DTypeError('logsumexp', `the WebGPU kernel needs f32, got ${x.dtype}`);
+  if (op === 'logsumexp' && t !== 'f32')
+    throw new DTypeError('logsumexp', `the WebGPU kernel needs f32, got ${x.dtype}`);
   const nOut = sizeOf(x.shape.map((d, i) => (axes.includes(i) ? 1 : d)));
-  const out = rt.alloc(nOut * 4);
-  if (nOut === 0) return out;
+  if (nOut === 0) return rt.alloc(0);
   // Runs of (reduced?, size), size-1 dims dropped.
   const runs: { red: boolean; size: number }[] = [];
   x.shape.forEach((d, i) => {
@@ -52,8 +53,17 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
     const perm = [...kept, ...axes];
     const strides = stridesOf(x.shape);
     const permShape = perm.map((p) => x.shape[p]!);
-    temp = rt.alloc(sizeOf(x.shape) * 4);
-    copyStrided(rt, op, src, temp, permShape, perm.map((p) => strides[p]!), 0, stridesOf(permShape), 0);
+    temp = copyStrided(
+      rt,
+      op,
+      src,
+      sizeOf(x.shape) * 4,
+      permShape,
+      perm.map((p) => strides[p]!),
+      0,
+      stridesOf(permShape),
+      0,
+    );
     src = temp;
     outer = nOut;
     r = sizeOf(x.shape) / nOut;
@@ -61,11 +71,9 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
   const tree = inner === 1 && r >= TREE_MIN;
   const s = op === 'logsumexp' ? 'vec2<f32>' : 'T';
   const key = `reduce:${OPS[op]}:${t}:${tree ? 'tree' : 'loop'}`;
-  const [gx, gy, gz] = tree ? grid(outer, rt.maxWorkgroupsPerDim) : grid(Math.ceil((outer * inner) / 64), rt.maxWorkgroupsPerDim);
-  rt.dispatch({
+  const [out] = launch(rt, {
     kernel: op,
     key,
-    bindings: ['read', 'write', 'uniform'],
     entryPoint: tree ? 'reduce_tree' : 'reduce_loop',
     source: () =>
       fillTemplate('reduce.wgsl', reduceSrc, {
@@ -75,9 +83,16 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
         LOWEST: t === 'f32' ? 'return neg_inf();' : 'return -2147483647 - 1;',
         HIGHEST: t === 'f32' ? 'return -neg_inf();' : 'return 2147483647;',
       }),
-    buffers: [src, out],
-    uniforms: new Words(4).u(0, outer).u(1, r).u(2, inner).u(3, tree ? gx : gx * 64).u32,
-    workgroups: [gx, gy, gz],
+    inputs: [src],
+    outputs: [nOut * 4],
+    // tree: one workgroup per output row; loop: one thread per (outer, inner) output, 64 per workgroup.
+    grid: tree ? { threads: outer, workgroupSize: 1 } : { threads: outer * inner, workgroupSize: 64 },
+    uniforms: ([gx]) =>
+      new Words(4)
+        .u(0, outer)
+        .u(1, r)
+        .u(2, inner)
+        .u(3, tree ? gx : gx * 64).u32,
   });
   if (temp) rt.release(temp);
   return out;
