@@ -22,3 +22,4 @@ export { type LrSchedule, lrAt } from './schedule.js';
 export { CheckpointError, type CheckpointErrorKind, type HostTensor, type SafetensorsFile, encodeSafetensors, decodeSafetensors } from './safetensors.js';
 export { toHfNames, fromHfNames, expectedShapes, toHfConfig, fromHfConfig, type LoadOptions } from './hf.js';
 export { type Checkpoint, type Json, CHECKPOINT_FILES, saveCheckpoint, loadCheckpoint } from './checkpoint.js';
+export { checkpointToBytes, checkpointToBlob, checkpointFromBytes } from './checkpoint-bytes.js';

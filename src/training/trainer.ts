@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from '../platform/files.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
 import { getDefaultBackend } from '../core/runtime.js';
@@ -38,6 +38,16 @@ export interface TrainHooks {
   readonly onRecord?: (record: MetricRecord) => void;
   /** Called once per step with the phase's progress, for a progress display. */
   readonly onProgress?: (p: { phase: 'warmstart' | 'rl'; step: number; total: number; record: MetricRecord }) => void;
+  /** Each RL step's rollouts with the verifier's rewards, for a display (row r answers `prompts[promptIndex[r]]`). */
+  readonly onRollouts?: (r: RolloutView) => void;
+}
+
+export interface RolloutView {
+  readonly step: number;
+  readonly prompts: readonly string[];
+  readonly promptIndex: readonly number[];
+  readonly completions: readonly string[];
+  readonly rewards: readonly number[];
 }
 
 export interface TrainResult {
@@ -184,6 +194,8 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   // Off the CPU reference, pi_old is re-scored by the training forward so the first ratio is exactly 1.
   const rollouts = run.params.embed.weight.backend.name === 'cpu' ? sampled : await rescoreOldLogProbs(run.params, run.config, sampled);
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
+  const { promptIndex, completions } = rollouts;
+  hooks.onRollouts?.({ step: run.at.step + 1, prompts: problems.map((p) => p.prompt), promptIndex, completions, rewards });
   const advantages =
     cfg.advantage === 'rcc'
       ? rccAdvantages(rewards, sequenceDeltas(rollouts.oldLogProbs, rollouts.refLogProbs!, rollouts.completionMask, rollouts.completionLen, cfg.rccDelta), rollouts.promptIndex)

@@ -1,0 +1,38 @@
+import type { AcquiredDevice, AdapterDescription, AdapterPath, DawnGlobals } from './device.js';
+
+/** Limits requested at the adapter's value (when it reports them). */
+const LIMITS = [
+  'maxComputeInvocationsPerWorkgroup',
+  'maxComputeWorkgroupSizeX',
+  'maxComputeWorkgroupSizeY',
+  'maxComputeWorkgroupSizeZ',
+  'maxComputeWorkgroupsPerDimension',
+  'maxComputeWorkgroupStorageSize',
+  'maxStorageBufferBindingSize',
+  'maxBufferSize',
+  'maxStorageBuffersPerShaderStage',
+  'maxUniformBufferBindingSize',
+  'maxUniformBuffersPerShaderStage',
+  'maxBindingsPerBindGroup',
+] as const;
+
+function describe(path: AdapterPath, info: GPUAdapterInfo): AdapterDescription {
+  const vendor = info.vendor ?? '';
+  const architecture = info.architecture ?? '';
+  const device = info.device ?? '';
+  const description = info.description ?? '';
+  const summary = `${path}: ${[vendor, architecture, device, description].filter((s) => s !== '').join(' / ') || 'unknown adapter'}`;
+  return { path, vendor, architecture, device, description, summary };
+}
+
+/** The device of an adapter that a platform found, requested with the adapter's own limits. Shared by both platforms. */
+export async function openDevice(path: AdapterPath, gpu: GPU, adapter: GPUAdapter, globals: DawnGlobals): Promise<AcquiredDevice> {
+  const requiredLimits: Record<string, number> = {};
+  const limits = adapter.limits as unknown as Record<string, number | undefined>;
+  for (const name of LIMITS) {
+    const v = limits[name];
+    if (typeof v === 'number') requiredLimits[name] = v;
+  }
+  const device = await adapter.requestDevice({ requiredLimits, label: 'rlvr-webgpu' });
+  return { gpu, gpuAdapter: adapter, device, adapter: describe(path, adapter.info), globals };
+}
