@@ -20,7 +20,12 @@ export const browserTwins = {
   setup(b) {
     b.onResolve({ filter: /^\.\.?\// }, async (args) => {
       if (args.pluginData === 'twin') return undefined;
-      const r = await b.resolve(args.path, { kind: args.kind, importer: args.importer, resolveDir: args.resolveDir, pluginData: 'twin' });
+      const r = await b.resolve(args.path, {
+        kind: args.kind,
+        importer: args.importer,
+        resolveDir: args.resolveDir,
+        pluginData: 'twin',
+      });
       if (r.errors.length > 0 || !r.path.startsWith(SRC) || !r.path.endsWith('.ts')) return r;
       const twin = r.path.replace(/\.ts$/, '.browser.ts');
       return existsSync(twin) ? { ...r, path: twin } : r;
@@ -36,7 +41,8 @@ export function nodeOnlyImports(metafile) {
   const found = [];
   for (const [input, info] of Object.entries(metafile.inputs)) {
     // A relative import marked external is one esbuild elided (used for types only): it is not in the bundle.
-    for (const imp of info.imports) if (imp.external && !imp.path.startsWith('.')) found.push(`${input} imports ${imp.path}`);
+    for (const imp of info.imports)
+      if (imp.external && !imp.path.startsWith('.')) found.push(`${input} imports ${imp.path}`);
     if (/(^|\/)node_modules\/(webgpu|cli-progress)\//.test(input)) found.push(`${input} is a Node-only package`);
   }
   return found;
@@ -46,8 +52,10 @@ export function nodeOnlyImports(metafile) {
 export function checkBrowserBundle(metafile, what) {
   const found = nodeOnlyImports(metafile);
   if (found.length > 0) {
-    throw new Error(`the browser bundle ${what} would need Node-only modules:\n  ${found.join('\n  ')}\n` +
-      'Route file access through src/platform/files.ts and keep Node-only code out of what a page imports.');
+    throw new Error(
+      `the browser bundle ${what} would need Node-only modules:\n  ${found.join('\n  ')}\n` +
+        'Route file access through src/platform/files.ts and keep Node-only code out of what a page imports.',
+    );
   }
 }
 

@@ -20,7 +20,13 @@ export class LiveChart {
     private readonly spec: TopLevelSpec,
   ) {}
 
-  static line(container: HTMLElement, title: string, xTitle: string, yTitle: string, yDomain?: [number, number]): LiveChart {
+  static line(
+    container: HTMLElement,
+    title: string,
+    xTitle: string,
+    yTitle: string,
+    yDomain?: [number, number],
+  ): LiveChart {
     return new LiveChart(container, {
       $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
       title,
@@ -29,8 +35,14 @@ export class LiveChart {
       data: { name: 'points' },
       mark: { type: 'line', point: true },
       encoding: {
-        // Steps are integers: ticks between them stay unlabelled (vega 5 ignores tickMinStep with a computed tick count).
-        x: { field: 'x', type: 'quantitative', title: xTitle, axis: { labelExpr: "datum.value % 1 === 0 ? datum.label : ''" } },
+        // Steps are integers: ticks between them stay unlabelled (vega 5 ignores tickMinStep with a computed
+        // tick count).
+        x: {
+          field: 'x',
+          type: 'quantitative',
+          title: xTitle,
+          axis: { labelExpr: "datum.value % 1 === 0 ? datum.label : ''" },
+        },
         y: { field: 'y', type: 'quantitative', title: yTitle, ...(yDomain ? { scale: { domain: yDomain } } : {}) },
         color: { field: 'series', type: 'nominal', title: null, legend: { orient: 'bottom' } },
       },

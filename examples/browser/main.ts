@@ -4,7 +4,14 @@
  * Training runs in `worker.ts`. Any field can be preset from the URL (`?objective=grpo&steps=5&autostart=1`).
  * `globalThis.rlvrPage` exposes the run's state to scripts (the browser spec reads it).
  */
-import { TASK_NAMES, TRAIN_DEFAULTS, objectives, type MetricRecord, type RolloutView, type TrainConfig } from '../../src/index.js';
+import {
+  TASK_NAMES,
+  TRAIN_DEFAULTS,
+  objectives,
+  type MetricRecord,
+  type RolloutView,
+  type TrainConfig,
+} from '../../src/index.js';
 import { LiveChart } from './charts.js';
 import type { BackendChoice, FromWorker, StartMessage } from './protocol.js';
 
@@ -24,20 +31,45 @@ const FIELDS = [
   ['seed', 'seed'],
 ] as const satisfies readonly (readonly [string, keyof TrainConfig])[];
 
-type Preset = Pick<TrainConfig, 'model' | 'digits' | 'warmStartSteps' | 'warmStartBatchSize' | 'steps' | 'promptsPerStep' | 'numGenerations' | 'evalPrompts' | 'evalK' | 'evalEvery'>;
+type Preset = Pick<
+  TrainConfig,
+  | 'model'
+  | 'digits'
+  | 'warmStartSteps'
+  | 'warmStartBatchSize'
+  | 'steps'
+  | 'promptsPerStep'
+  | 'numGenerations'
+  | 'evalPrompts'
+  | 'evalK'
+  | 'evalEvery'
+>;
 
 /** `tiny` (1-digit operands) trains in about a minute on a software adapter; `small` is the CLI's default run. */
 const PRESETS: Readonly<Record<'tiny' | 'small', Preset>> = {
   tiny: {
     model: { dModel: 32, nLayers: 1, nHeads: 2, nKvHeads: 2, dFf: 64, maxSeqLen: 32 },
-    digits: 1, warmStartSteps: 150, warmStartBatchSize: 16, steps: 20, promptsPerStep: 4, numGenerations: 8, evalPrompts: 20, evalK: 2,
+    digits: 1,
+    warmStartSteps: 150,
+    warmStartBatchSize: 16,
+    steps: 20,
+    promptsPerStep: 4,
+    numGenerations: 8,
+    evalPrompts: 20,
+    evalK: 2,
     evalEvery: 5,
   },
   small: {
     model: TRAIN_DEFAULTS.model,
     digits: TRAIN_DEFAULTS.digits,
-    warmStartSteps: TRAIN_DEFAULTS.warmStartSteps, warmStartBatchSize: TRAIN_DEFAULTS.warmStartBatchSize, steps: TRAIN_DEFAULTS.steps,
-    promptsPerStep: TRAIN_DEFAULTS.promptsPerStep, numGenerations: TRAIN_DEFAULTS.numGenerations, evalPrompts: 200, evalK: 4, evalEvery: 10,
+    warmStartSteps: TRAIN_DEFAULTS.warmStartSteps,
+    warmStartBatchSize: TRAIN_DEFAULTS.warmStartBatchSize,
+    steps: TRAIN_DEFAULTS.steps,
+    promptsPerStep: TRAIN_DEFAULTS.promptsPerStep,
+    numGenerations: TRAIN_DEFAULTS.numGenerations,
+    evalPrompts: 200,
+    evalK: 4,
+    evalEvery: 10,
   },
 };
 
@@ -95,7 +127,10 @@ let optionInputs: { key: string; control: HTMLInputElement; initial: string }[] 
 function showObjectiveOptions(first: boolean): void {
   optionsForm.replaceChildren();
   $('objective-legend').textContent = `${objective.value} options (defaults from the paper; TRL names)`;
-  const defaults = objectives.OBJECTIVES[objective.value as objectives.ObjectiveName].defaults as unknown as Record<string, unknown>;
+  const defaults = objectives.OBJECTIVES[objective.value as objectives.ObjectiveName].defaults as unknown as Record<
+    string,
+    unknown
+  >;
   optionInputs = Object.entries(defaults)
     .filter(([key, v]) => !NOT_OPTIONS.has(key) && (v === null || ['number', 'string', 'boolean'].includes(typeof v)))
     .map(([key, v]) => {
@@ -115,14 +150,26 @@ function objectiveOptions(): Record<string, unknown> {
   for (const { key, control, initial } of optionInputs) {
     const v = control.value.trim();
     if (v === initial) continue;
-    out[key] = v === 'true' || v === 'false' ? v === 'true' : v !== '' && Number.isFinite(Number(v)) ? Number(v) : v === '' ? null : v;
+    out[key] = optionValue(v);
   }
   return out;
 }
 
+/** A field's text as the option's type: empty is null (off), then booleans, numbers, else the string. */
+function optionValue(text: string): unknown {
+  if (text === '') return null;
+  if (text === 'true' || text === 'false') return text === 'true';
+  return Number.isFinite(Number(text)) ? Number(text) : text;
+}
+
 function configFromForm(): Partial<TrainConfig> {
   const p = PRESETS[preset.value as keyof typeof PRESETS];
-  const cfg: Record<string, unknown> = { ...p, task: task.value, objective: objective.value, objectiveOptions: objectiveOptions() };
+  const cfg: Record<string, unknown> = {
+    ...p,
+    task: task.value,
+    objective: objective.value,
+    objectiveOptions: objectiveOptions(),
+  };
   // An empty field is null (digits: the task's default); parseTrainConfig names any other bad value.
   for (const [key, control] of numbers) cfg[key] = control.value.trim() === '' ? null : Number(control.value);
   return cfg as Partial<TrainConfig>;
@@ -150,7 +197,11 @@ function showRollouts(view: RolloutView): void {
   const rows = view.completions.slice(0, 12).map((completion, r) => {
     const tr = document.createElement('tr');
     const ok = view.rewards[r]! > 0.5;
-    for (const [text, cls] of [[view.prompts[view.promptIndex[r]!]!, ''], [completion, ''], [`${ok ? '✓' : '✗'} reward ${view.rewards[r]!.toFixed(2)}`, ok ? 'ok' : 'bad']] as const) {
+    for (const [text, cls] of [
+      [view.prompts[view.promptIndex[r]!]!, ''],
+      [completion, ''],
+      [`${ok ? '✓' : '✗'} reward ${view.rewards[r]!.toFixed(2)}`, ok ? 'ok' : 'bad'],
+    ] as const) {
       const td = document.createElement('td');
       td.textContent = text;
       if (cls) td.className = cls;
@@ -158,7 +209,9 @@ function showRollouts(view: RolloutView): void {
     }
     return tr;
   });
-  $('completions').querySelector('tbody')!.replaceChildren(...rows);
+  $('completions')
+    .querySelector('tbody')!
+    .replaceChildren(...rows);
 }
 
 async function onMessage(m: FromWorker): Promise<void> {
@@ -179,7 +232,10 @@ async function onMessage(m: FromWorker): Promise<void> {
       state.records.push(r);
       if (r.phase === 'warmstart') await lossChart.add([{ series: 'loss', x: r.step, y: Number(r.loss) }]);
       if (r.phase === 'rl') await rewardChart.add([{ series: 'mean reward', x: r.step, y: Number(r.reward) }]);
-      if (r.phase === 'eval') await rewardChart.add([{ series: 'pass@1 (greedy, held out)', x: r.at === 'rl' ? r.step : 0, y: Number(r.pass_at_1) }]);
+      if (r.phase === 'eval')
+        await rewardChart.add([
+          { series: 'pass@1 (greedy, held out)', x: r.at === 'rl' ? r.step : 0, y: Number(r.pass_at_1) },
+        ]);
       if (r.phase === 'eval') status.textContent = `evaluated (${r.label}): pass@1 ${Number(r.pass_at_1).toFixed(3)}`;
       return;
     }
@@ -191,7 +247,8 @@ async function onMessage(m: FromWorker): Promise<void> {
       finish('done');
       progress.value = 1;
       const before = m.before === null ? 'n/a' : m.before.toFixed(3);
-      status.textContent = `done in ${m.seconds.toFixed(0)} s: pass@1 after warm-start ${before}, after RL ${m.after.toFixed(3)}`;
+      const after = m.after.toFixed(3);
+      status.textContent = `done in ${m.seconds.toFixed(0)} s: pass@1 after warm-start ${before}, after RL ${after}`;
       const link = $<HTMLAnchorElement>('download');
       link.href = URL.createObjectURL(new Blob([m.checkpoint], { type: 'application/octet-stream' }));
       link.hidden = false;

@@ -16,5 +16,11 @@ export type FromWorker =
   | { readonly type: 'record'; readonly record: MetricRecord }
   | { readonly type: 'progress'; readonly phase: 'warmstart' | 'rl'; readonly step: number; readonly total: number }
   | { readonly type: 'rollouts'; readonly view: RolloutView }
-  | { readonly type: 'done'; readonly before: number | null; readonly after: number; readonly seconds: number; readonly checkpoint: ArrayBuffer }
+  | {
+      readonly type: 'done';
+      readonly before: number | null;
+      readonly after: number;
+      readonly seconds: number;
+      readonly checkpoint: ArrayBuffer;
+    }
   | { readonly type: 'error'; readonly message: string };

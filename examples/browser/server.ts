@@ -28,7 +28,13 @@ export function serveStatic(dir: string, port = 0): Promise<Served> {
       return;
     }
     readFile(file).then(
-      (body) => res.writeHead(200, { 'content-type': TYPES[extname(file)] ?? 'application/octet-stream', 'cache-control': 'no-store' }).end(body),
+      (body) =>
+        res
+          .writeHead(200, {
+            'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
+            'cache-control': 'no-store',
+          })
+          .end(body),
       () => res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found: ${path}`),
     );
   });
@@ -37,7 +43,11 @@ export function serveStatic(dir: string, port = 0): Promise<Served> {
     server.listen(port, '127.0.0.1', () => {
       const address = server.address();
       const bound = typeof address === 'object' && address ? address.port : port;
-      resolve({ url: `http://127.0.0.1:${bound}/`, server, close: () => new Promise((done) => server.close(() => done())) });
+      resolve({
+        url: `http://127.0.0.1:${bound}/`,
+        server,
+        close: () => new Promise((done) => server.close(() => done())),
+      });
     });
   });
 }

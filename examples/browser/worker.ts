@@ -46,9 +46,14 @@ async function run(msg: StartMessage): Promise<void> {
   });
   const bytes = await checkpointToBytes({ config: result.config, params: result.params })();
   if (E.isLeft(bytes)) throw bytes.left;
-  const checkpoint = bytes.right.buffer.slice(bytes.right.byteOffset, bytes.right.byteOffset + bytes.right.byteLength) as ArrayBuffer;
+  const checkpoint = bytes.right.buffer.slice(
+    bytes.right.byteOffset,
+    bytes.right.byteOffset + bytes.right.byteLength,
+  ) as ArrayBuffer;
   const seconds = (performance.now() - t0) / 1000;
-  post({ type: 'done', before: result.warmStart?.passAt1 ?? null, after: result.final.passAt1, seconds, checkpoint }, [checkpoint]);
+  post({ type: 'done', before: result.warmStart?.passAt1 ?? null, after: result.final.passAt1, seconds, checkpoint }, [
+    checkpoint,
+  ]);
 }
 
 self.onmessage = (ev: MessageEvent<StartMessage>) => {

@@ -10,7 +10,10 @@ afterAll(() => rmSync(out, { recursive: true, force: true }));
 
 describe('browser build', () => {
   it('bundles the library with the page twins of the Node platform files, and no Dawn, fs or path', async () => {
-    const inputs = Object.keys((await buildForBrowser({ entryPoints: { index: 'src/index.ts' }, outdir: join(out, 'lib'), sourcemap: false })).inputs);
+    const inputs = Object.keys(
+      (await buildForBrowser({ entryPoints: { index: 'src/index.ts' }, outdir: join(out, 'lib'), sourcemap: false }))
+        .inputs,
+    );
     expect(inputs).toContain('src/backends/webgpu/platform.browser.ts');
     expect(inputs).toContain('src/platform/files.browser.ts');
     expect(inputs).not.toContain('src/backends/webgpu/platform.ts');
@@ -18,11 +21,20 @@ describe('browser build', () => {
     expect(inputs.filter((i) => i.includes('node_modules/') && !i.includes('node_modules/fp-ts/'))).toEqual([]);
   });
 
-  it('fails, naming the importer and the module, when page code imports a Node built-in or a Node-only package', async () => {
-    const offender = { contents: "import 'node:fs';\nimport 'webgpu';\nimport 'cli-progress';\n", resolveDir: '.', sourcefile: 'offender.ts', loader: 'ts' as const };
-    const err = await buildForBrowser({ stdin: offender, outdir: join(out, 'bad') }).then(() => null, (e: unknown) => e);
+  it('fails, naming importer and module, when page code imports a Node built-in or a Node-only package', async () => {
+    const offender = {
+      contents: "import 'node:fs';\nimport 'webgpu';\nimport 'cli-progress';\n",
+      resolveDir: '.',
+      sourcefile: 'offender.ts',
+      loader: 'ts' as const,
+    };
+    const err = await buildForBrowser({ stdin: offender, outdir: join(out, 'bad') }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(Error);
     const message = (err as Error).message;
-    for (const m of ['offender.ts imports node:fs', 'offender.ts imports webgpu', 'offender.ts imports cli-progress']) expect(message).toContain(m);
+    for (const m of ['offender.ts imports node:fs', 'offender.ts imports webgpu', 'offender.ts imports cli-progress'])
+      expect(message).toContain(m);
   });
 });

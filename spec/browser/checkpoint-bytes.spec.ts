@@ -25,7 +25,15 @@ describe('checkpoints as bytes', () => {
     const optimizer = { step: 7, m: initParams(config, new Rng(5), { dtype: 'f64' }), v: init.v };
     const rng = new Rng(11);
     rng.normal();
-    const blob = right(await checkpointToBlob({ config, params, optimizer, rngs: { train: rng.state() }, trainerState: { phase: 'rl', step: 7 } })());
+    const blob = right(
+      await checkpointToBlob({
+        config,
+        params,
+        optimizer,
+        rngs: { train: rng.state() },
+        trainerState: { phase: 'rl', step: 7 },
+      })(),
+    );
     const ck = right(await checkpointFromBytes(blob)());
     expect(ck.config).toEqual(config);
     expect(values(ck.params)).toEqual(values(params));
@@ -37,14 +45,18 @@ describe('checkpoints as bytes', () => {
     expect([resumed.normal(), resumed.uniform()]).toEqual([rng.normal(), rng.uniform()]);
   });
 
-  it('is a plain safetensors file: Hugging Face names for the weights, exp_avg.* for the moments, config in the metadata', async () => {
+  it('is a plain safetensors file: HF names for weights, exp_avg.* for moments, config in the metadata', async () => {
     const config = tinyConfig();
     const params = initParams(config, new Rng(6));
     const bytes = right(await checkpointToBytes({ config, params, optimizer: adamwInit(params) })());
     const file = right(decodeSafetensors(bytes));
     expect(file.tensors.has('model.layers.1.self_attn.k_proj.weight')).toBe(true);
     expect(file.tensors.has('exp_avg_sq.model.norm.weight')).toBe(true);
-    expect(JSON.parse(file.metadata.config!)).toMatchObject({ model_type: 'llama', hidden_size: config.dModel, torch_dtype: 'float32' });
+    expect(JSON.parse(file.metadata.config!)).toMatchObject({
+      model_type: 'llama',
+      hidden_size: config.dModel,
+      torch_dtype: 'float32',
+    });
     const weightsOnly = new Map([...file.tensors].filter(([n]) => !n.startsWith('exp_avg')));
     expect(values(right(fromHfNames(weightsOnly, config)))).toEqual(values(params));
     // Weights only (no optimizer): no moments, no step, and an ArrayBuffer is accepted too.
@@ -57,8 +69,13 @@ describe('checkpoints as bytes', () => {
   it('names what is wrong in a damaged file', async () => {
     const config = tinyConfig();
     const params = initParams(config, new Rng(7));
-    const file = right(decodeSafetensors(right(await checkpointToBytes({ config, params, optimizer: adamwInit(params) })())));
-    const variant = async (tensors: Map<string, unknown>, metadata: Record<string, string>): Promise<CheckpointError> => {
+    const file = right(
+      decodeSafetensors(right(await checkpointToBytes({ config, params, optimizer: adamwInit(params) })())),
+    );
+    const variant = async (
+      tensors: Map<string, unknown>,
+      metadata: Record<string, string>,
+    ): Promise<CheckpointError> => {
       const r = await checkpointFromBytes(encodeSafetensors(tensors as typeof file.tensors, metadata))();
       if (E.isRight(r)) throw new Error('expected a CheckpointError');
       return r.left;
@@ -66,12 +83,28 @@ describe('checkpoints as bytes', () => {
     const tensors = new Map(file.tensors);
     const { config: configJson, ...noConfig } = file.metadata;
     expect(await variant(tensors, noConfig)).toMatchObject({ kind: 'bad-header', field: '__metadata__.config' });
-    expect(await variant(tensors, { ...file.metadata, config: '{' })).toMatchObject({ kind: 'bad-header', field: '__metadata__.config' });
-    expect(await variant(tensors, { ...file.metadata, config: configJson!.replace('"hidden_size":16', '"hidden_size":"16"') })).toMatchObject({ kind: 'bad-config', field: 'hidden_size' });
-    expect(await variant(tensors, { ...file.metadata, step: '-1' })).toMatchObject({ kind: 'bad-state', field: '__metadata__.step' });
+    expect(await variant(tensors, { ...file.metadata, config: '{' })).toMatchObject({
+      kind: 'bad-header',
+      field: '__metadata__.config',
+    });
+    expect(
+      await variant(tensors, {
+        ...file.metadata,
+        config: configJson!.replace('"hidden_size":16', '"hidden_size":"16"'),
+      }),
+    ).toMatchObject({ kind: 'bad-config', field: 'hidden_size' });
+    expect(await variant(tensors, { ...file.metadata, step: '-1' })).toMatchObject({
+      kind: 'bad-state',
+      field: '__metadata__.step',
+    });
     const noMoment = new Map(tensors);
     noMoment.delete('exp_avg.model.norm.weight');
-    expect(await variant(noMoment, file.metadata)).toMatchObject({ kind: 'missing-tensor', field: 'exp_avg.model.norm.weight' });
-    expect(await variant(tensors, { ...file.metadata, trainer_state: '{"rngs": {"train": {"s": [1]}}}' })).toMatchObject({ kind: 'bad-state', field: 'rngs.train' });
+    expect(await variant(noMoment, file.metadata)).toMatchObject({
+      kind: 'missing-tensor',
+      field: 'exp_avg.model.norm.weight',
+    });
+    expect(
+      await variant(tensors, { ...file.metadata, trainer_state: '{"rngs": {"train": {"s": [1]}}}' }),
+    ).toMatchObject({ kind: 'bad-state', field: 'rngs.train' });
   });
 });

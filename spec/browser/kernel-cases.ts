@@ -38,7 +38,7 @@ const EXACT: Tol = { atol: 0, rtol: 0 };
 const gradTol = (n: number, scale = 1): Tol => ({ atol: 2e-6 * Math.max(1, n) * scale, rtol: 2e-5 * scale });
 const size = (shape: readonly number[]): number => shape.reduce((a, b) => a * b, 1);
 
-/** A deterministic stream (an LCG) of grid points in [lo, hi]: f32-exact, so both backends start from the same numbers. */
+/** A deterministic stream (an LCG) of grid points in [lo, hi]: f32-exact, so both backends get the same numbers. */
 function grid(shape: readonly number[], lo: number, hi: number, seed: number): Arg {
   let s = seed * 7919 + 17;
   const values = Array.from({ length: size(shape) }, () => {
@@ -57,21 +57,74 @@ function ints(shape: readonly number[], below: number, seed: number): Arg {
   return { shape, values, dtype: 'i32' };
 }
 
-const one = (f: (x: T.Tensor) => T.Tensor) => (xs: T.Tensor[]): T.Tensor[] => [f(xs[0]!)];
-const two = (f: (a: T.Tensor, b: T.Tensor) => T.Tensor) => (xs: T.Tensor[]): T.Tensor[] => [f(xs[0]!, xs[1]!)];
+const one =
+  (f: (x: T.Tensor) => T.Tensor) =>
+  (xs: T.Tensor[]): T.Tensor[] => [f(xs[0]!)];
+const two =
+  (f: (a: T.Tensor, b: T.Tensor) => T.Tensor) =>
+  (xs: T.Tensor[]): T.Tensor[] => [f(xs[0]!, xs[1]!)];
 
 export const CASES: readonly KernelCase[] = [
-  // spec/webgpu/elementwise.spec.ts: exp rtol 2e-6 (3 + 2|x| ULP), log atol = rtol = 1e-6, tanh (transcendental) 1e-6 / 3e-6.
-  { name: 'exp', args: [grid([3, 5], -3, 3, 1)], f: one(T.exp), forward: { atol: 0, rtol: 2e-6 }, grad: gradTol(15, 4) },
-  { name: 'log', args: [grid([3, 5], 0.2, 3, 2)], f: one(T.log), forward: { atol: 1e-6, rtol: 1e-6 }, grad: gradTol(15, 4) },
-  { name: 'tanh', args: [grid([2, 3, 4], -3, 3, 3)], f: one(T.tanh), forward: { atol: 1e-6, rtol: 3e-6 }, grad: gradTol(24, 4) },
+  // spec/webgpu/elementwise.spec.ts: exp rtol 2e-6 (3 + 2|x| ULP), log atol = rtol = 1e-6,
+  // tanh (transcendental) 1e-6 / 3e-6.
+  {
+    name: 'exp',
+    args: [grid([3, 5], -3, 3, 1)],
+    f: one(T.exp),
+    forward: { atol: 0, rtol: 2e-6 },
+    grad: gradTol(15, 4),
+  },
+  {
+    name: 'log',
+    args: [grid([3, 5], 0.2, 3, 2)],
+    f: one(T.log),
+    forward: { atol: 1e-6, rtol: 1e-6 },
+    grad: gradTol(15, 4),
+  },
+  {
+    name: 'tanh',
+    args: [grid([2, 3, 4], -3, 3, 3)],
+    f: one(T.tanh),
+    forward: { atol: 1e-6, rtol: 3e-6 },
+    grad: gradTol(24, 4),
+  },
   // Binary ops with broadcasting: mul is one correctly rounded multiply (exact), div 2.5 ULP.
-  { name: 'mul (broadcast)', args: [grid([3, 1, 4], -2, 2, 4), grid([5, 4], -2, 2, 5)], f: two(T.mul), forward: EXACT, grad: gradTol(12 * 20, 4) },
-  { name: 'div (broadcast)', args: [grid([4, 5], -2, 2, 6), grid([5], 0.5, 2, 7)], f: two(T.div), forward: { atol: 0, rtol: 4e-7 }, grad: gradTol(20 * 5, 4) },
+  {
+    name: 'mul (broadcast)',
+    args: [grid([3, 1, 4], -2, 2, 4), grid([5, 4], -2, 2, 5)],
+    f: two(T.mul),
+    forward: EXACT,
+    grad: gradTol(12 * 20, 4),
+  },
+  {
+    name: 'div (broadcast)',
+    args: [grid([4, 5], -2, 2, 6), grid([5], 0.5, 2, 7)],
+    f: two(T.div),
+    forward: { atol: 0, rtol: 4e-7 },
+    grad: gradTol(20 * 5, 4),
+  },
   // spec/webgpu/reduce.spec.ts: sums atol 2e-6 per reduced element, rtol 1e-6; max exact; logsumexp 2e-6 / 2e-6.
-  { name: 'sum over an axis', args: [grid([3, 4, 5], -2, 2, 8)], f: one((x) => T.sum(x, [1])), forward: { atol: 2e-6 * 4, rtol: 1e-6 }, grad: gradTol(60, 4) },
-  { name: 'max over two axes', args: [grid([3, 4, 5], -2, 2, 9)], f: one((x) => T.max(x, [0, 2])), forward: EXACT, grad: gradTol(60, 4) },
-  { name: 'logsumexp', args: [grid([4, 7], -2, 2, 10)], f: one((x) => T.logsumexp(x, [1])), forward: { atol: 2e-6, rtol: 2e-6 }, grad: gradTol(28, 4) },
+  {
+    name: 'sum over an axis',
+    args: [grid([3, 4, 5], -2, 2, 8)],
+    f: one((x) => T.sum(x, [1])),
+    forward: { atol: 2e-6 * 4, rtol: 1e-6 },
+    grad: gradTol(60, 4),
+  },
+  {
+    name: 'max over two axes',
+    args: [grid([3, 4, 5], -2, 2, 9)],
+    f: one((x) => T.max(x, [0, 2])),
+    forward: EXACT,
+    grad: gradTol(60, 4),
+  },
+  {
+    name: 'logsumexp',
+    args: [grid([4, 7], -2, 2, 10)],
+    f: one((x) => T.logsumexp(x, [1])),
+    forward: { atol: 2e-6, rtol: 2e-6 },
+    grad: gradTol(28, 4),
+  },
   // spec/webgpu/matmul.spec.ts: atol 1e-6 K, rtol 1e-6; grad.spec.ts: gradTol(m n 4, K).
   {
     name: 'matmul (broadcast batch, transposed B)',
@@ -81,7 +134,13 @@ export const CASES: readonly KernelCase[] = [
     grad: gradTol(2 * 5 * 6 * 4, 7),
   },
   // spec/webgpu/rows.spec.ts: softmax 1e-6 / 4e-6, norms 2e-6 / 4e-6; grad.spec.ts: gradTol(n, 4) and gradTol(n, 10).
-  { name: 'softmax, logSoftmax', args: [grid([3, 6], -4, 4, 13)], f: (xs) => [T.softmax(xs[0]!, 1), T.logSoftmax(xs[0]!, 1)], forward: { atol: 1e-6, rtol: 4e-6 }, grad: gradTol(18, 4) },
+  {
+    name: 'softmax, logSoftmax',
+    args: [grid([3, 6], -4, 4, 13)],
+    f: (xs) => [T.softmax(xs[0]!, 1), T.logSoftmax(xs[0]!, 1)],
+    forward: { atol: 1e-6, rtol: 4e-6 },
+    grad: gradTol(18, 4),
+  },
   {
     name: 'rmsNorm, layerNorm',
     args: [grid([3, 9], -3, 3, 14), grid([9], 0.5, 2, 15), grid([9], -1, 1, 16)],
@@ -135,7 +194,8 @@ export const weights = (n: number, seed: number): number[] =>
   Array.from({ length: n }, (_, i) => Math.fround(Math.sin(1.37 * i + 0.71 + seed) + 0.25 * ((i % 3) - 1)));
 
 const on = (backend: T.Backend, a: Arg): T.Tensor => T.tensor([...a.values], [...a.shape], { dtype: a.dtype, backend });
-const read = (ts: readonly T.Tensor[]): Promise<number[][]> => Promise.all(ts.map(async (t) => Array.from(await t.data())));
+const read = (ts: readonly T.Tensor[]): Promise<number[][]> =>
+  Promise.all(ts.map(async (t) => Array.from(await t.data())));
 
 /** Run one case on a backend: its outputs, then the value and gradients of the weighted sum of its outputs. */
 export async function runCase(c: KernelCase, backend: T.Backend): Promise<CaseResult> {

@@ -29,7 +29,10 @@ function expectClose(what: string, got: readonly number[], want: readonly number
       continue;
     }
     const err = Math.abs(g - w);
-    if (err > tol.atol + tol.rtol * Math.abs(w)) expect.fail(`${what}[${i}]: got ${g}, want ${w} (|err| ${err.toExponential(3)} > atol ${tol.atol} + rtol ${tol.rtol} |want|)`);
+    if (err > tol.atol + tol.rtol * Math.abs(w))
+      expect.fail(
+        `${what}[${i}]: got ${g}, want ${w} (|err| ${err.toExponential(3)} > ${tol.atol} + ${tol.rtol} |want|)`,
+      );
   }
 }
 
@@ -41,13 +44,21 @@ describe.skipIf(browser === null)('headless Chromium', () => {
   beforeAll(async () => {
     await buildBrowserExample(join(OUT, 'example'));
     await buildForBrowser({ entryPoints: { kernels: 'spec/browser/kernel-page.ts' }, outdir: join(OUT, 'kernels') });
-    writeFileSync(join(OUT, 'kernels', 'index.html'), '<!doctype html><link rel="icon" href="data:,"><script type="module" src="./kernels.js"></script>');
+    writeFileSync(
+      join(OUT, 'kernels', 'index.html'),
+      '<!doctype html><link rel="icon" href="data:,"><script type="module" src="./kernels.js"></script>',
+    );
     served = await serveStatic(OUT);
     page = await browser!.newPage({ viewport: { width: 1150, height: 900 } });
     await page.goto(`${served.url}kernels/`);
     await page.waitForFunction('typeof globalThis.runKernelCases === "function"');
-    hasAdapter = (await page.evaluate('navigator.gpu ? navigator.gpu.requestAdapter().then((a) => a !== null) : false')) === true;
-    if (!hasAdapter && process.env.CI) throw new Error('browser specs: headless Chromium gave no WebGPU adapter (needs --enable-unsafe-webgpu and SwiftShader from chromium-common)');
+    hasAdapter =
+      (await page.evaluate('navigator.gpu ? navigator.gpu.requestAdapter().then((a) => a !== null) : false')) === true;
+    if (!hasAdapter && process.env.CI)
+      throw new Error(
+        'browser specs: headless Chromium gave no WebGPU adapter ' +
+          '(it needs --enable-unsafe-webgpu, and SwiftShader from chromium-common)',
+      );
     if (!hasAdapter) console.log('browser specs: no WebGPU adapter in the page; the kernel checks are skipped');
   }, 60_000);
 
@@ -64,17 +75,31 @@ describe.skipIf(browser === null)('headless Chromium', () => {
     for (const c of CASES) {
       const got = inPage.results[c.name]!;
       const want = await runCase(c, cpu);
-      if (c.forward) want.forward.forEach((w, i) => expectClose(`${c.name} output ${i}`, got.forward[i]!, w, c.forward!));
-      want.vjp.forEach((w, i) => expectClose(`${c.name} ${i === 0 ? 'value' : `grad ${i - 1}`}`, got.vjp[i]!, w, c.grad));
+      if (c.forward)
+        want.forward.forEach((w, i) => expectClose(`${c.name} output ${i}`, got.forward[i]!, w, c.forward!));
+      want.vjp.forEach((w, i) =>
+        expectClose(`${c.name} ${i === 0 ? 'value' : `grad ${i - 1}`}`, got.vjp[i]!, w, c.grad),
+      );
     }
   }, 60_000);
 
-  it('the training page trains a few steps in its worker: the loss falls, curves and completions are shown', async (ctx) => {
+  it('the training page trains a few steps in its worker: loss falls, curves and completions shown', async (ctx) => {
     if (!hasAdapter) ctx.skip();
-    const query = 'autostart=1&backend=webgpu&preset=tiny&objective=grpo&epsilon_high=0.28&warm_start_steps=6&steps=2&prompts_per_step=2&num_generations=4&eval_prompts=4';
+    const query =
+      'autostart=1&backend=webgpu&preset=tiny&objective=grpo&epsilon_high=0.28' +
+      '&warm_start_steps=6&steps=2&prompts_per_step=2&num_generations=4&eval_prompts=4';
     await page.goto(`${served.url}example/?${query}`);
-    await page.waitForFunction('globalThis.rlvrPage && !["idle", "running"].includes(globalThis.rlvrPage.status)', null, { timeout: 90_000 });
-    const state = (await page.evaluate('globalThis.rlvrPage')) as { status: string; error: string | null; backend: string; records: T.MetricRecord[] };
+    await page.waitForFunction(
+      'globalThis.rlvrPage && !["idle", "running"].includes(globalThis.rlvrPage.status)',
+      null,
+      { timeout: 90_000 },
+    );
+    const state = (await page.evaluate('globalThis.rlvrPage')) as {
+      status: string;
+      error: string | null;
+      backend: string;
+      records: T.MetricRecord[];
+    };
     expect(state.error).toBeNull();
     expect(state.status).toBe('done');
     expect(state.backend).toMatch(/^webgpu: navigator: /);
@@ -96,5 +121,13 @@ describe.skipIf(browser === null)('headless Chromium', () => {
     const shot = join(ARTIFACTS, 'browser', 'training-page.png');
     await page.screenshot({ path: shot, timeout: 20_000 });
     expect(statSync(shot).size).toBeGreaterThan(10_000);
+
+    // Start again, then stop: the worker is terminated mid-run and the page can start anew.
+    await page.click('#start');
+    await page.waitForFunction('globalThis.rlvrPage.records.length > 0');
+    await page.click('#stop');
+    expect(await page.evaluate('globalThis.rlvrPage.status')).toBe('stopped');
+    expect(await page.locator('#start').isEnabled()).toBe(true);
+    expect(await page.locator('#status').textContent()).toMatch(/\(stopped\)$/);
   }, 120_000);
 });

@@ -30,7 +30,11 @@ export function checkpointToBytes(ckpt: Checkpoint): TE.TaskEither<CheckpointErr
         format: 'pt',
         producer: FORMAT,
         config: JSON.stringify({ ...toHfConfig(ckpt.config), torch_dtype: torchDtype }),
-        trainer_state: JSON.stringify({ format: FORMAT, rngs: ckpt.rngs ?? {}, trainerState: ckpt.trainerState ?? null }),
+        trainer_state: JSON.stringify({
+          format: FORMAT,
+          rngs: ckpt.rngs ?? {},
+          trainerState: ckpt.trainerState ?? null,
+        }),
         ...(ckpt.optimizer ? { step: String(ckpt.optimizer.step) } : {}),
       };
       return encodeSafetensors(tensors, metadata);
@@ -41,8 +45,10 @@ export function checkpointToBytes(ckpt: Checkpoint): TE.TaskEither<CheckpointErr
 
 /** `checkpointToBytes` as a Blob, ready for a download link (`URL.createObjectURL`). */
 export const checkpointToBlob = (ckpt: Checkpoint): TE.TaskEither<CheckpointError, Blob> =>
-  pipe(checkpointToBytes(ckpt), // encodeSafetensors allocates a plain (not shared) ArrayBuffer.
-  TE.map((bytes) => new Blob([bytes as Uint8Array<ArrayBuffer>], { type: 'application/octet-stream' })));
+  pipe(
+    checkpointToBytes(ckpt), // encodeSafetensors allocates a plain (not shared) ArrayBuffer.
+    TE.map((bytes) => new Blob([bytes as Uint8Array<ArrayBuffer>], { type: 'application/octet-stream' })),
+  );
 
 const jsonField = (metadata: Readonly<Record<string, string>>, field: string): E.Either<CheckpointError, unknown> => {
   const text = metadata[field];
@@ -62,7 +68,13 @@ function optimizerFrom(
   if (moments.size === 0) return E.right(null);
   const step = Number(metadata.step);
   if (metadata.step === undefined || !Number.isSafeInteger(step) || step < 0) {
-    return E.left(new CheckpointError('bad-state', '__metadata__.step', `expected a step count, got ${JSON.stringify(metadata.step)}`));
+    return E.left(
+      new CheckpointError(
+        'bad-state',
+        '__metadata__.step',
+        `expected a step count, got ${JSON.stringify(metadata.step)}`,
+      ),
+    );
   }
   return pipe(
     E.Do,
@@ -73,9 +85,15 @@ function optimizerFrom(
 }
 
 /** Read a checkpoint written by `checkpointToBytes` (bytes, an ArrayBuffer, or a Blob such as an uploaded File). */
-export function checkpointFromBytes(input: Uint8Array | ArrayBuffer | Blob, opts: LoadOptions = {}): TE.TaskEither<CheckpointError, Checkpoint> {
+export function checkpointFromBytes(
+  input: Uint8Array | ArrayBuffer | Blob,
+  opts: LoadOptions = {},
+): TE.TaskEither<CheckpointError, Checkpoint> {
   const bytes = TE.tryCatch(
-    async () => (input instanceof Uint8Array ? input : new Uint8Array(input instanceof ArrayBuffer ? input : await input.arrayBuffer())),
+    async () =>
+      input instanceof Uint8Array
+        ? input
+        : new Uint8Array(input instanceof ArrayBuffer ? input : await input.arrayBuffer()),
     (e) => new CheckpointError('io', 'checkpoint', e instanceof Error ? e.message : String(e)),
   );
   return pipe(
@@ -93,7 +111,8 @@ export function checkpointFromBytes(input: Uint8Array | ArrayBuffer | Blob, opts
         E.bind('split', ({ file }) => {
           const model = new Map<string, HostTensor>();
           const moments = new Map<string, HostTensor>();
-          for (const [name, t] of file.tensors) (MOMENTS.some((p) => name.startsWith(p)) ? moments : model).set(name, t);
+          for (const [name, t] of file.tensors)
+            (MOMENTS.some((p) => name.startsWith(p)) ? moments : model).set(name, t);
           return E.right({ model, moments });
         }),
         E.bind('params', ({ config, split }) => fromHfNames(split.model, config, opts)),

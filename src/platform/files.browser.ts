@@ -1,7 +1,7 @@
 import { NodeOnlyError } from './errors.js';
 import type * as Node from './files.js';
 
-/** A page has no files: each of Node's functions throws `NodeOnlyError` naming itself (types checked against files.ts). */
+/** A page has no files: each of Node's functions throws `NodeOnlyError` naming itself (types: files.ts's). */
 const nodeOnly =
   (name: string) =>
   (..._args: unknown[]): never => {

@@ -21,12 +21,18 @@ function describe(path: AdapterPath, info: GPUAdapterInfo): AdapterDescription {
   const architecture = info.architecture ?? '';
   const device = info.device ?? '';
   const description = info.description ?? '';
-  const summary = `${path}: ${[vendor, architecture, device, description].filter((s) => s !== '').join(' / ') || 'unknown adapter'}`;
+  const named = [vendor, architecture, device, description].filter((s) => s !== '').join(' / ');
+  const summary = `${path}: ${named || 'unknown adapter'}`;
   return { path, vendor, architecture, device, description, summary };
 }
 
 /** The device of an adapter that a platform found, requested with the adapter's own limits. Shared by both platforms. */
-export async function openDevice(path: AdapterPath, gpu: GPU, adapter: GPUAdapter, globals: DawnGlobals): Promise<AcquiredDevice> {
+export async function openDevice(
+  path: AdapterPath,
+  gpu: GPU,
+  adapter: GPUAdapter,
+  globals: DawnGlobals,
+): Promise<AcquiredDevice> {
   const requiredLimits: Record<string, number> = {};
   const limits = adapter.limits as unknown as Record<string, number | undefined>;
   for (const name of LIMITS) {

@@ -20,7 +20,10 @@ export const acquirePlatformDevice: typeof Node.acquirePlatformDevice = async (o
   const page = globalThis as PageGlobals;
   const gpu = page.navigator?.gpu;
   if (!gpu || !page.GPUBufferUsage || !page.GPUMapMode) {
-    throw new NoAdapterError(['navigator (navigator.gpu is undefined: this browser has no WebGPU, or the page is not a secure context)'], PAGE_ADVICE);
+    throw new NoAdapterError(
+      ['navigator (navigator.gpu is undefined: this browser has no WebGPU, or the page is not a secure context)'],
+      PAGE_ADVICE,
+    );
   }
   const adapter = await gpu.requestAdapter(opts.powerPreference ? { powerPreference: opts.powerPreference } : {});
   if (!adapter) throw new NoAdapterError(['navigator (requestAdapter() gave no adapter)'], PAGE_ADVICE);

@@ -47,7 +47,11 @@ function pathsFromEnv(): readonly AdapterPath[] | null {
   if (v.trim() === 'none') return [];
   const paths = v.split(',').map((p) => p.trim());
   for (const p of paths) {
-    if (p !== 'native' && p !== 'opengles') throw new ArgumentError('createWebGpuBackend', `RLVR_WEBGPU_PATHS: unknown path "${p}" (use native, opengles or none)`);
+    if (p !== 'native' && p !== 'opengles')
+      throw new ArgumentError(
+        'createWebGpuBackend',
+        `RLVR_WEBGPU_PATHS: unknown path "${p}" (use native, opengles or none)`,
+      );
   }
   return paths as AdapterPath[];
 }
@@ -75,7 +79,9 @@ export async function acquirePlatformDevice(opts: AcquireOptions): Promise<Acqui
       continue;
     }
     if (!adapter) {
-      tried.push(path === 'native' ? 'native (Vulkan/Metal/D3D12): no adapter' : 'opengles (Mesa llvmpipe via EGL): no adapter');
+      tried.push(
+        path === 'native' ? 'native (Vulkan/Metal/D3D12): no adapter' : 'opengles (Mesa llvmpipe via EGL): no adapter',
+      );
       continue;
     }
     return openDevice(path, gpu, adapter, mod.globals as DawnGlobals);
