@@ -1,13 +1,16 @@
-// Bundles the library entry, the CLI and the examples for Node (ESM), with .wgsl shaders loaded as text.
+// Bundles the library entry, the CLI and the examples for Node (ESM), with .wgsl shaders loaded as text; and the
+// library for pages (dist/browser/index.js, see esbuild.browser.mjs), checked to hold no Node-only module.
+// `--example-page` also builds the training page of examples/browser into dist/examples/browser/page.
 // Types (.d.ts) are emitted separately by `tsc -p tsconfig.build.json` (see the `build` script).
 import { build } from 'esbuild';
 import { readdirSync } from 'node:fs';
+import { buildBrowserExample, buildForBrowser } from './esbuild.browser.mjs';
 
 const examples = readdirSync('examples')
   .filter((f) => f.endsWith('.ts'))
   .map((f) => `examples/${f}`)
-  // The experiment runner lives in its own folder; its entry points are bundled beside the other examples.
-  .concat(['examples/experiments/run.ts']);
+  // The experiment runner and the page's server live in their own folders; bundled beside the other examples.
+  .concat(['examples/experiments/run.ts', 'examples/browser/serve.ts']);
 const benches = readdirSync('bench')
   .filter((f) => f.endsWith('.ts'))
   .map((f) => `bench/${f}`);
@@ -26,3 +29,6 @@ const common = {
 
 await build({ ...common, entryPoints: { index: 'src/index.ts', 'cli/main': 'src/cli/main.ts' }, outdir: 'dist' });
 await build({ ...common, entryPoints: [...examples, ...benches], outdir: 'dist', outbase: '.' });
+// Self-contained (fp-ts and the shaders inside): a page can load it as a module without an import map.
+await buildForBrowser({ entryPoints: { index: 'src/index.ts' }, outdir: 'dist/browser' });
+if (process.argv.includes('--example-page')) await buildBrowserExample('dist/examples/browser/page');

@@ -1,6 +1,20 @@
-import { createHash } from 'node:crypto';
-import { lstat, mkdir, open, readdir, readFile, readlink, rename, rm, stat, symlink, unlink } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import {
+  basename,
+  dirname,
+  join,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readFile,
+  readlink,
+  rename,
+  rm,
+  stat,
+  symlink,
+  unlink,
+} from '../platform/files.js';
+import { crashPoint, sha256Hex } from '../platform/host.js';
 import { RlvrError } from '../core/errors.js';
 
 /**
@@ -56,20 +70,7 @@ const DESCRIPTIONS: Readonly<Record<string, string>> = {
   EDQUOT: 'disk quota exceeded',
 };
 
-/**
- * Test-only crash points: `RLVR_TEST_CRASH_AT=<name>:<n>` kills the process (SIGKILL, nothing flushed) the n-th
- * time the named point is reached, so a spec can interrupt a save between any two of its writes.
- */
-const crashCounts = new Map<string, number>();
-export function crashPoint(name: string): void {
-  const spec = process.env.RLVR_TEST_CRASH_AT;
-  if (!spec) return;
-  const cut = spec.lastIndexOf(':');
-  if (spec.slice(0, cut) !== name) return;
-  const n = (crashCounts.get(name) ?? 0) + 1;
-  crashCounts.set(name, n);
-  if (n === Number(spec.slice(cut + 1))) process.kill(process.pid, 'SIGKILL');
-}
+export { crashPoint };
 
 async function fsyncPath(path: string): Promise<void> {
   const h = await open(path, 'r');
@@ -80,7 +81,7 @@ async function fsyncPath(path: string): Promise<void> {
   }
 }
 
-const sha256 = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex');
+const sha256 = sha256Hex;
 
 async function listFiles(dir: string, prefix = ''): Promise<string[]> {
   const out: string[] = [];

@@ -1,5 +1,4 @@
-import { readFile, writeFile, access } from 'node:fs/promises';
-import { join } from 'node:path';
+import { access, join, readFile, writeFile } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import { pipe } from 'fp-ts/lib/function.js';
@@ -39,9 +38,9 @@ export const CHECKPOINT_FILES = {
   state: 'trainer_state.json',
 } as const;
 
-const FORMAT = 'rlvr-wgpu/1';
+export const FORMAT = 'rlvr-wgpu/1';
 
-async function hostTensors(named: Map<string, Tensor>, prefix = ''): Promise<Map<string, HostTensor>> {
+export async function hostTensors(named: Map<string, Tensor>, prefix = ''): Promise<Map<string, HostTensor>> {
   const out = new Map<string, HostTensor>();
   for (const [name, t] of named) out.set(prefix + name, { dtype: t.dtype, shape: t.shape, data: await t.data() });
   return out;
@@ -181,7 +180,7 @@ function loadOptimizer(path: string, config: TransformerConfig, opts: Checkpoint
   );
 }
 
-interface SavedState {
+export interface SavedState {
   readonly rngs: Record<string, RngState>;
   readonly trainerState: Json;
 }
@@ -195,7 +194,7 @@ function loadState(path: string): TE.TaskEither<CheckpointError, SavedState> {
 
 const isU32 = (x: unknown): boolean => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x < 2 ** 32;
 
-function parseState(json: unknown): E.Either<CheckpointError, SavedState> {
+export function parseState(json: unknown): E.Either<CheckpointError, SavedState> {
   if (typeof json !== 'object' || json === null) return E.left(new CheckpointError('bad-state', 'trainer_state.json', 'is not an object'));
   const { rngs, trainerState } = json as { rngs?: unknown; trainerState?: Json };
   const out: Record<string, RngState> = {};

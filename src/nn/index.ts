@@ -63,3 +63,4 @@ export {
   describeEstimate,
   checkFits,
 } from './memory.js';
+export { checkpointToBytes, checkpointToBlob, checkpointFromBytes } from './checkpoint-bytes.js';

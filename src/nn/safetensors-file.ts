@@ -1,5 +1,4 @@
-import { open, type FileHandle } from 'node:fs/promises';
-import { basename } from 'node:path';
+import { basename, open, type FileHandle } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { TypedArray } from '../core/dtype.js';
 import { CheckpointError, decodeBytes, parseEntry, type EntrySpec, type HostTensor } from './safetensors.js';

@@ -1,5 +1,4 @@
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, readFile } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { Tokenizer as HubTokenizer } from '@huggingface/tokenizers';
 import { Template } from '@huggingface/jinja';

@@ -1,5 +1,4 @@
-import { appendFileSync, mkdirSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { appendFileSync, dirname, mkdirSync } from '../platform/files.js';
 import type { Tensor } from '../core/tensor.js';
 
 /** One line of metrics.jsonl: the phase, the step and named numbers. */

@@ -1,5 +1,5 @@
-import { lstat, mkdir, open, readdir, rm, stat, truncate, unlink } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, lstat, mkdir, open, readdir, resolve, rm, stat, truncate, unlink } from '../platform/files.js';
+import { processTag } from '../platform/host.js';
 import { RlvrError } from '../core/errors.js';
 import { FileSystemError } from '../nn/atomic-dir.js';
 
@@ -54,7 +54,7 @@ export async function prepareOutputDir(
     }
   }
   await mkdir(output, { recursive: true }).catch(fsError(output));
-  const probe = join(output, `.write-probe-${process.pid}`);
+  const probe = join(output, `.write-probe-${processTag()}`);
   const h = await open(probe, 'w').catch(fsError(output));
   await h.close();
   await unlink(probe).catch(fsError(probe));

@@ -1,7 +1,6 @@
 import { writeDirAtomic } from '../nn/atomic-dir.js';
-import { readFile } from 'node:fs/promises';
-import { totalmem } from 'node:os';
-import { join } from 'node:path';
+import { join, readFile } from '../platform/files.js';
+import { totalMemoryBytes } from '../platform/host.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
@@ -144,5 +143,5 @@ export function runShape(
 
 /** The host's memory, or the configured limit. */
 export const defaultMemoryLimits = (cfg: TrainConfig): MemoryLimits => ({
-  totalBytes: cfg.memoryLimitGb !== null ? cfg.memoryLimitGb * 2 ** 30 : totalmem(),
+  totalBytes: cfg.memoryLimitGb !== null ? cfg.memoryLimitGb * 2 ** 30 : totalMemoryBytes(),
 });

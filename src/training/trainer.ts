@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, resolve } from '../platform/files.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
 import { dispose, tidy } from '../core/scope.js';
@@ -56,6 +56,16 @@ export interface TrainHooks {
   readonly onProgress?: (p: { phase: 'warmstart' | 'rl'; step: number; total: number; record: MetricRecord }) => void;
   /** The memory estimate, before anything is allocated. */
   readonly onMemoryEstimate?: (estimate: MemoryEstimate) => void;
+  /** Each RL step's rollouts with the verifier's rewards, for a display (row r answers `prompts[promptIndex[r]]`). */
+  readonly onRollouts?: (r: RolloutView) => void;
+}
+
+export interface RolloutView {
+  readonly step: number;
+  readonly prompts: readonly string[];
+  readonly promptIndex: readonly number[];
+  readonly completions: readonly string[];
+  readonly rewards: readonly number[];
 }
 
 export interface TrainResult {
@@ -279,6 +289,8 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const batchInvariant = run.params.embed.weight.backend.batchInvariant;
   const rollouts = batchInvariant ? sampled : await rescoreOldLogProbs(run.params, run.config, sampled);
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
+  const { promptIndex, completions } = rollouts;
+  hooks.onRollouts?.({ step: run.at.step + 1, prompts: problems.map((p) => p.prompt), promptIndex, completions, rewards });
   const deltas =
     cfg.advantage === 'rcc'
       ? sequenceDeltas(

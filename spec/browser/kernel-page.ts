@@ -1,0 +1,35 @@
+/**
+ * The page side of spec/browser/page.spec.ts (bundled for the browser): runs every case of kernel-cases.ts on a
+ * WebGPU backend opened through navigator.gpu and hands the numbers back through `globalThis.runKernelCases`.
+ */
+import { createWebGpuBackend, NoAdapterError } from '../../src/index.js';
+import { CASES, runCase, type CaseResult } from './kernel-cases.js';
+
+export interface PageResults {
+  /** null when the page has no WebGPU adapter (the message says why). */
+  readonly adapter: string | null;
+  readonly noAdapter: string | null;
+  readonly results: Record<string, CaseResult>;
+  /** The first error the device recorded (validation, out of memory, loss), if any. */
+  readonly deviceError: string | null;
+}
+
+async function runKernelCases(): Promise<PageResults> {
+  let gpu;
+  try {
+    gpu = await createWebGpuBackend();
+  } catch (e) {
+    if (e instanceof NoAdapterError) return { adapter: null, noAdapter: e.message, results: {}, deviceError: null };
+    throw e;
+  }
+  const results: Record<string, CaseResult> = {};
+  try {
+    for (const c of CASES) results[c.name] = await runCase(c, gpu);
+    await gpu.sync();
+    return { adapter: gpu.adapter.summary, noAdapter: null, results, deviceError: gpu.runtime.error?.message ?? null };
+  } finally {
+    gpu.dispose();
+  }
+}
+
+(globalThis as { runKernelCases?: typeof runKernelCases }).runKernelCases = runKernelCases;

@@ -1,0 +1,133 @@
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import * as T from '../../src/index.js';
+import { buildBrowserExample, buildForBrowser } from '../../esbuild.browser.mjs';
+import { serveStatic, type Served } from '../../examples/browser/server.js';
+import { ARTIFACTS, launchChromium } from './chromium.js';
+import { CASES, runCase, type Tol } from './kernel-cases.js';
+import type { PageResults } from './kernel-page.js';
+
+/**
+ * The library in a real browser (headless Chromium, WebGPU on SwiftShader): (a) kernels and their vector-Jacobian
+ * rules run in a page agree with the CPU backend in Node, on the same inputs and with spec/webgpu's tolerances;
+ * (b) the training page of examples/browser trains a few steps of its smallest configuration in its worker, and
+ * shows the curves and the completions; (c) a screenshot of it is kept in artifacts/browser/ (git-ignored).
+ */
+const browser = await launchChromium();
+const OUT = join('dist', 'spec-browser');
+const cpu = new T.CpuBackend();
+
+function expectClose(what: string, got: readonly number[], want: readonly number[], tol: Tol): void {
+  expect(got.length, `${what}: length`).toBe(want.length);
+  for (let i = 0; i < want.length; i++) {
+    const [g, w] = [got[i]!, want[i]!];
+    if (Number.isNaN(w) && Number.isNaN(g)) continue;
+    if (!Number.isFinite(w) || !Number.isFinite(g)) {
+      if (g !== w) expect.fail(`${what}[${i}]: got ${g}, want ${w}`);
+      continue;
+    }
+    const err = Math.abs(g - w);
+    if (err > tol.atol + tol.rtol * Math.abs(w))
+      expect.fail(
+        `${what}[${i}]: got ${g}, want ${w} (|err| ${err.toExponential(3)} > ${tol.atol} + ${tol.rtol} |want|)`,
+      );
+  }
+}
+
+describe.skipIf(browser === null)('headless Chromium', () => {
+  let served: Served;
+  let page: Page;
+  let hasAdapter = false;
+
+  beforeAll(async () => {
+    await buildBrowserExample(join(OUT, 'example'));
+    await buildForBrowser({ entryPoints: { kernels: 'spec/browser/kernel-page.ts' }, outdir: join(OUT, 'kernels') });
+    writeFileSync(
+      join(OUT, 'kernels', 'index.html'),
+      '<!doctype html><link rel="icon" href="data:,"><script type="module" src="./kernels.js"></script>',
+    );
+    served = await serveStatic(OUT);
+    page = await browser!.newPage({ viewport: { width: 1150, height: 900 } });
+    await page.goto(`${served.url}kernels/`);
+    await page.waitForFunction('typeof globalThis.runKernelCases === "function"');
+    hasAdapter =
+      (await page.evaluate('navigator.gpu ? navigator.gpu.requestAdapter().then((a) => a !== null) : false')) === true;
+    if (!hasAdapter && process.env.CI)
+      throw new Error(
+        'browser specs: headless Chromium gave no WebGPU adapter ' +
+          '(it needs --enable-unsafe-webgpu, and SwiftShader from chromium-common)',
+      );
+    if (!hasAdapter) console.log('browser specs: no WebGPU adapter in the page; the kernel checks are skipped');
+  }, 60_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await served?.close();
+  });
+
+  it('kernels and their vjp rules on WebGPU in the page agree with the CPU backend in Node', async (ctx) => {
+    if (!hasAdapter) ctx.skip();
+    const inPage = (await page.evaluate('globalThis.runKernelCases()')) as PageResults;
+    expect(inPage.adapter).toMatch(/^navigator: /);
+    expect(inPage.deviceError).toBeNull();
+    for (const c of CASES) {
+      const got = inPage.results[c.name]!;
+      const want = await runCase(c, cpu);
+      if (c.forward)
+        want.forward.forEach((w, i) => expectClose(`${c.name} output ${i}`, got.forward[i]!, w, c.forward!));
+      want.vjp.forEach((w, i) =>
+        expectClose(`${c.name} ${i === 0 ? 'value' : `grad ${i - 1}`}`, got.vjp[i]!, w, c.grad),
+      );
+    }
+  }, 60_000);
+
+  it('the training page trains a few steps in its worker: loss falls, curves and completions shown', async (ctx) => {
+    if (!hasAdapter) ctx.skip();
+    const query =
+      'autostart=1&backend=webgpu&preset=tiny&objective=grpo&epsilon_high=0.28' +
+      '&warm_start_steps=6&steps=2&prompts_per_step=2&num_generations=4&eval_prompts=4';
+    await page.goto(`${served.url}example/?${query}`);
+    await page.waitForFunction(
+      'globalThis.rlvrPage && !["idle", "running"].includes(globalThis.rlvrPage.status)',
+      null,
+      { timeout: 90_000 },
+    );
+    const state = (await page.evaluate('globalThis.rlvrPage')) as {
+      status: string;
+      error: string | null;
+      backend: string;
+      records: T.MetricRecord[];
+    };
+    expect(state.error).toBeNull();
+    expect(state.status).toBe('done');
+    expect(state.backend).toMatch(/^webgpu: webgpu \(navigator: /);
+    const losses = state.records.filter((r) => r.phase === 'warmstart').map((r) => Number(r.loss));
+    expect(losses).toHaveLength(6);
+    expect(losses.at(-1)!).toBeLessThan(losses[0]!);
+    const rewards = state.records.filter((r) => r.phase === 'rl').map((r) => Number(r.reward));
+    expect(rewards).toHaveLength(2);
+    for (const r of rewards) expect(r >= 0 && r <= 1).toBe(true);
+    // Every point is drawn: one symbol per warm-start step; RL rewards and the two pass@1 evaluations.
+    expect(await page.locator('#loss-chart g.mark-symbol.role-mark path').count()).toBe(6);
+    expect(await page.locator('#reward-chart g.mark-symbol.role-mark path').count()).toBe(2 + 2);
+    const verdicts = await page.locator('#completions tbody tr td:nth-child(3)').allTextContents();
+    expect(verdicts).toHaveLength(2 * 4);
+    for (const v of verdicts) expect(v).toMatch(/^[✓✗] reward \d\.\d\d$/);
+    await expect(page.locator('#download').isVisible()).resolves.toBe(true);
+
+    mkdirSync(join(ARTIFACTS, 'browser'), { recursive: true });
+    const shot = join(ARTIFACTS, 'browser', 'training-page.png');
+    await page.screenshot({ path: shot, timeout: 20_000 });
+    expect(statSync(shot).size).toBeGreaterThan(10_000);
+
+    // Start again, then stop: the worker is terminated mid-run and the page can start anew.
+    await page.click('#start');
+    await page.waitForFunction('globalThis.rlvrPage.records.length > 0');
+    await page.click('#stop');
+    expect(await page.evaluate('globalThis.rlvrPage.status')).toBe('stopped');
+    expect(await page.locator('#start').isEnabled()).toBe(true);
+    expect(await page.locator('#status').textContent()).toMatch(/\(stopped\)$/);
+  }, 120_000);
+});

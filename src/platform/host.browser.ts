@@ -1,0 +1,13 @@
+import { NodeOnlyError } from './errors.js';
+import type * as Node from './host.js';
+
+/** A page's host (types: host.ts's). It cannot know the machine's memory; it has no files to hash or crash in. */
+export const totalMemoryBytes: typeof Node.totalMemoryBytes = () => Number.POSITIVE_INFINITY;
+
+export const sha256Hex: typeof Node.sha256Hex = () => {
+  throw new NodeOnlyError('sha256Hex');
+};
+
+export const processTag: typeof Node.processTag = () => 'page';
+
+export const crashPoint: typeof Node.crashPoint = () => {};
