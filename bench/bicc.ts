@@ -8,7 +8,16 @@ import * as E from 'fp-ts/lib/Either.js';
 import { Bench } from 'tinybench';
 import { dispose, objectives, Rng, tensor, tidy, valueAndGrad, type Tensor } from '../src/index.js';
 import { initParams, smallConfig, type TransformerParams } from '../src/nn/index.js';
-import { biccInput, biccLogProbs, conditionBatch, sampleRollouts, scoreLogProbs, seqLen, type ConditionedBatch, type SequenceBatch } from '../src/rl/index.js';
+import {
+  biccInput,
+  biccLogProbs,
+  conditionBatch,
+  sampleRollouts,
+  scoreLogProbs,
+  seqLen,
+  type ConditionedBatch,
+  type SequenceBatch,
+} from '../src/rl/index.js';
 import { additionTask, sampleProblems, tokenizerFor } from '../src/tasks/index.js';
 
 const task = additionTask();
@@ -18,7 +27,14 @@ const params = initParams(config, new Rng(0));
 const rng = new Rng(1);
 const G = 8;
 const problems = sampleProblems(task, 8, rng);
-const ro = await sampleRollouts(params, config, tok, problems.map((p) => p.prompt), rng, { groupSize: G, maxNewTokens: 8 });
+const ro = await sampleRollouts(
+  params,
+  config,
+  tok,
+  problems.map((p) => p.prompt),
+  rng,
+  { groupSize: G, maxNewTokens: 8 },
+);
 
 // An init policy solves nothing, so verifier rewards alone would leave every group single-class (BICC would then
 // cost nothing). Keep the verifier's positives and make group i have at least i + 1 positives (capped at G - 1):
@@ -46,12 +62,18 @@ function step(score: (p: TransformerParams) => Tensor, r: readonly number[]): vo
   });
 }
 
-const tokens = (s: SequenceBatch): { padded: number; real: number } => ({ padded: s.batchSize * seqLen(s), real: s.attentionMask.reduce((a, m) => a + m, 0) });
+const tokens = (s: SequenceBatch): { padded: number; real: number } => ({
+  padded: s.batchSize * seqLen(s),
+  real: s.attentionMask.reduce((a, m) => a + m, 0),
+});
 // Half the groups single-class (all rewards 0): their rows fall back, but they share the batch's padded width.
 const halfMixed = rewards.map((x, r) => (ro.promptIndex[r]! % 2 === 0 ? 0 : x));
 const variants: { name: string; cond: ConditionedBatch | null }[] = [
   { name: 'plain', cond: null },
-  ...[0.2, 0.4].map((share) => ({ name: `BICC contextShare ${share}`, cond: conditionBatch(biccInput(ro, rewards), tok, config, { contextShare: share }) })),
+  ...[0.2, 0.4].map((share) => ({
+    name: `BICC contextShare ${share}`,
+    cond: conditionBatch(biccInput(ro, rewards), tok, config, { contextShare: share }),
+  })),
   { name: 'BICC 0.4, half the groups single-class', cond: conditionBatch(biccInput(ro, halfMixed), tok, config) },
 ];
 
@@ -73,9 +95,13 @@ const ms = (name: string): number => {
 };
 const nPos = rewards.filter((x) => x > 0).length;
 console.log(`config ${JSON.stringify(config)}`);
-console.log(`batch: ${problems.length} prompts x G=${G} = ${b} rollouts, P=${ro.promptLen}, C=${c}; ${nPos} positive rows (${verified.filter((v) => v > 0).length} by the verifier); backend cpu, f32; CPU cores: ${(await import('node:os')).cpus().length}`);
+console.log(
+  `batch: ${problems.length} prompts x G=${G} = ${b} rollouts, P=${ro.promptLen}, C=${c}; ${nPos} positive rows (${verified.filter((v) => v > 0).length} by the verifier); backend cpu, f32; CPU cores: ${(await import('node:os')).cpus().length}`,
+);
 console.log('');
-console.log('| step (GRPO forward + backward) | conditioned rows | inserted tokens/row (mean) | width P + C | tokens padded | tokens real | ms/step | x plain | ms per 1k padded tokens |');
+console.log(
+  '| step (GRPO forward + backward) | conditioned rows | inserted tokens/row (mean) | width P + C | tokens padded | tokens real | ms/step | x plain | ms per 1k padded tokens |',
+);
 console.log('|---|---|---|---|---|---|---|---|---|');
 const base = ms('plain');
 for (const v of variants) {
@@ -83,6 +109,8 @@ for (const v of variants) {
   const tk = tokens(s);
   const rows = v.cond ? v.cond.conditioned.filter(Boolean).length : 0;
   const ins = v.cond ? v.cond.insertedTokens.reduce((a, x) => a + x, 0) / b : 0;
-  console.log(`| ${v.name} | ${rows}/${b} | ${ins.toFixed(1)} | ${seqLen(s)} | ${tk.padded} | ${tk.real} | ${ms(v.name).toFixed(0)} | ${(ms(v.name) / base).toFixed(2)} | ${((1000 * ms(v.name)) / tk.padded).toFixed(0)} |`);
+  console.log(
+    `| ${v.name} | ${rows}/${b} | ${ins.toFixed(1)} | ${seqLen(s)} | ${tk.padded} | ${tk.real} | ${ms(v.name).toFixed(0)} | ${(ms(v.name) / base).toFixed(2)} | ${((1000 * ms(v.name)) / tk.padded).toFixed(0)} |`,
+  );
 }
 console.log(`\nconditionBatch alone: ${ms('conditionBatch alone (host bookkeeping)').toFixed(2)} ms`);

@@ -20,21 +20,31 @@ const SHAPES: [string, number, number, number][] = [
 
 function ikj(a: Float32Array, b: Float32Array, m: number, k: number, n: number): Float32Array {
   const out = new Float32Array(m * n);
-  for (let i = 0; i < m; i++) for (let kk = 0; kk < k; kk++) {
-    const aik = a[i * k + kk]!;
-    for (let j = 0; j < n; j++) out[i * n + j] = out[i * n + j]! + aik * b[kk * n + j]!;
-  }
+  for (let i = 0; i < m; i++)
+    for (let kk = 0; kk < k; kk++) {
+      const aik = a[i * k + kk]!;
+      for (let j = 0; j < n; j++) out[i * n + j] = out[i * n + j]! + aik * b[kk * n + j]!;
+    }
   return out;
 }
 
-function check(name: string, got: ArrayLike<number>, a: Float32Array, b: Float32Array, m: number, k: number, n: number): void {
+function check(
+  name: string,
+  got: ArrayLike<number>,
+  a: Float32Array,
+  b: Float32Array,
+  m: number,
+  k: number,
+  n: number,
+): void {
   const rng = new Rng(9);
   for (let s = 0; s < 32; s++) {
     const i = rng.int(m);
     const j = rng.int(n);
     let ref = 0;
     for (let kk = 0; kk < k; kk++) ref += a[i * k + kk]! * b[kk * n + j]!;
-    if (Math.abs(got[i * n + j]! - ref) > 1e-3 * (1 + Math.abs(ref))) throw new Error(`${name}: wrong result at (${i}, ${j}): ${got[i * n + j]} vs ${ref}`);
+    if (Math.abs(got[i * n + j]! - ref) > 1e-3 * (1 + Math.abs(ref)))
+      throw new Error(`${name}: wrong result at (${i}, ${j}): ${got[i * n + j]} vs ${ref}`);
   }
 }
 
@@ -65,11 +75,16 @@ for (const [name, m, n, k] of SHAPES) {
   await bench.run();
   const gflops = (task: string): number => {
     const r = bench.getTask(task)!.result!;
-    const meanMs = 'latency' in r ? (r as unknown as { latency: { mean: number } }).latency.mean : (r as unknown as { mean: number }).mean;
+    const meanMs =
+      'latency' in r
+        ? (r as unknown as { latency: { mean: number } }).latency.mean
+        : (r as unknown as { mean: number }).mean;
     return (2 * m * n * k) / (meanMs * 1e6);
   };
   const [o, t, l] = [gflops('ours'), gflops('tfjs'), gflops('loop')];
-  console.log(`| ${name} | ${o.toFixed(2)} | ${t.toFixed(2)} | ${l.toFixed(2)} | ${(o / t).toFixed(2)}x | ${(o / l).toFixed(2)}x |`);
+  console.log(
+    `| ${name} | ${o.toFixed(2)} | ${t.toFixed(2)} | ${l.toFixed(2)} | ${(o / t).toFixed(2)}x | ${(o / l).toFixed(2)}x |`,
+  );
   a.dispose();
   b.dispose();
   ta.dispose();

@@ -17,7 +17,7 @@
  * Run: npm run bench:matmul [-- --quick]
  */
 import { Bench } from 'tinybench';
-import { createWebGpuBackend, matmul, tensor, type Tensor, type WebGpuBackend } from '../src/index.js';
+import { createWebGpuBackend, matmul, tensor, type Tensor } from '../src/index.js';
 import { setMatmulKernel } from '../src/backends/webgpu/kernels/matmul.js';
 import { loadTfjs } from './lib/tfjs.js';
 
@@ -64,7 +64,9 @@ function check(who: string, s: Shape, a: Float32Array, b: Float32Array, c: Float
     for (let p = 0; p < s.k; p++) want += at(i, p) * bt(p, j);
     const got = c[i * s.n + j]!;
     if (!(Math.abs(got - want) <= 1e-4 * Math.sqrt(s.k) + 1e-4 * Math.abs(want))) {
-      throw new Error(`${who} ${s.name}: C[${i},${j}] = ${got}, want ${want}: the kernel is wrong or its dispatch was dropped`);
+      throw new Error(
+        `${who} ${s.name}: C[${i},${j}] = ${got}, want ${want}: the kernel is wrong or its dispatch was dropped`,
+      );
     }
   }
 }
@@ -92,7 +94,9 @@ async function main(): Promise<void> {
   const device = ours.runtime.device;
   const tf = await loadTfjs(ours);
   console.log(`adapter: ${ours.adapter.summary}`);
-  console.log(`tfjs-core ${tf.version_core}, backend ${tf.getBackend()} on the same GPUDevice; timing: until the result is on the host`);
+  console.log(
+    `tfjs-core ${tf.version_core}, backend ${tf.getBackend()} on the same GPUDevice; timing: until the result is on the host`,
+  );
   console.log(`node ${process.version}, ${(await import('node:os')).cpus().length} CPU cores`);
   const rows: Row[] = [];
   for (const s of SHAPES) {
@@ -141,7 +145,13 @@ async function main(): Promise<void> {
       }
     }
     const median = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
-    const row = { shape: s.name, ours: median(samples.ours!), tiled: median(samples['ours tiled']!), tfjs: median(samples.tfjs!), ratio: 0 };
+    const row = {
+      shape: s.name,
+      ours: median(samples.ours!),
+      tiled: median(samples['ours tiled']!),
+      tfjs: median(samples.tfjs!),
+      ratio: 0,
+    };
     row.ratio = row.ours / row.tfjs;
     rows.push(row);
     console.log(
@@ -163,7 +173,9 @@ async function main(): Promise<void> {
       'tiled/tfjs': +(r.tiled / r.tfjs).toFixed(2),
     })),
   );
-  console.log(`kernel picked by the backend on this adapter: ${ours.runtime.cpuLike ? 'direct (CPU rasterizer)' : 'tiled (GPU)'}`);
+  console.log(
+    `kernel picked by the backend on this adapter: ${ours.runtime.cpuLike ? 'direct (CPU rasterizer)' : 'tiled (GPU)'}`,
+  );
   ours.dispose();
 }
 

@@ -41,13 +41,28 @@ for (const seed of seeds) {
   if (E.isLeft(ws)) throw ws.left;
   await train(ws.right);
   for (const objective of objectives) {
-    const cfg = parseTrainConfig({ seed, objective, steps: Number(values.steps), resume: join(wsDir, 'checkpoint'), outputDir: join(values.output, `${objective}-seed${seed}`) });
+    const cfg = parseTrainConfig({
+      seed,
+      objective,
+      steps: Number(values.steps),
+      resume: join(wsDir, 'checkpoint'),
+      outputDir: join(values.output, `${objective}-seed${seed}`),
+    });
     if (E.isLeft(cfg)) throw cfg.left;
     const records: MetricRecord[] = [];
     const result = await train(cfg.right, { onRecord: (r) => records.push(r) });
     const rewards = records.filter((r) => r.phase === 'rl').map((r) => ({ x: r.step, y: Number(r.reward) }));
-    summaries.push({ objective, seed, warmStartPassAt1: result.warmStart?.passAt1 ?? NaN, finalPassAt1: result.final.passAt1, finalAvgAtK: result.final.avgAtK, rewards });
-    console.log(`${objective} seed ${seed}: pass@1 ${result.warmStart?.passAt1.toFixed(3)} -> ${result.final.passAt1.toFixed(3)}, avg@k ${result.final.avgAtK.toFixed(3)}`);
+    summaries.push({
+      objective,
+      seed,
+      warmStartPassAt1: result.warmStart?.passAt1 ?? NaN,
+      finalPassAt1: result.final.passAt1,
+      finalAvgAtK: result.final.avgAtK,
+      rewards,
+    });
+    console.log(
+      `${objective} seed ${seed}: pass@1 ${result.warmStart?.passAt1.toFixed(3)} -> ${result.final.passAt1.toFixed(3)}, avg@k ${result.final.avgAtK.toFixed(3)}`,
+    );
   }
 }
 
@@ -57,6 +72,21 @@ const series = objectives.map((objective) => {
   const mean = steps.map((x, i) => ({ x, y: runs.reduce((s, r) => s + r.rewards[i]!.y, 0) / runs.length }));
   return { name: objective, points: smooth(mean, 5) };
 });
-writeFileSync(join(values.output, 'reward-curves.svg'), await lineChartSvg(`Training reward (mean over seeds ${seeds.join(', ')}, 5-step moving average)`, 'RL step', 'reward', series));
-writeFileSync(join(values.output, 'summary.json'), JSON.stringify(summaries.map(({ rewards, ...s }) => s), null, 2));
+writeFileSync(
+  join(values.output, 'reward-curves.svg'),
+  await lineChartSvg(
+    `Training reward (mean over seeds ${seeds.join(', ')}, 5-step moving average)`,
+    'RL step',
+    'reward',
+    series,
+  ),
+);
+writeFileSync(
+  join(values.output, 'summary.json'),
+  JSON.stringify(
+    summaries.map(({ rewards, ...s }) => s),
+    null,
+    2,
+  ),
+);
 console.log(`wrote ${join(values.output, 'reward-curves.svg')} and summary.json`);

@@ -7,7 +7,12 @@ export interface Series {
   readonly points: readonly { readonly x: number; readonly y: number }[];
 }
 
-export async function lineChartSvg(title: string, xTitle: string, yTitle: string, series: readonly Series[]): Promise<string> {
+export async function lineChartSvg(
+  title: string,
+  xTitle: string,
+  yTitle: string,
+  series: readonly Series[],
+): Promise<string> {
   const values = series.flatMap((s) => s.points.map((p) => ({ series: s.name, x: p.x, y: p.y })));
   const spec: TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
@@ -57,25 +62,59 @@ export interface IntervalChartOptions {
 }
 
 /** Lines of means with an interval around them, optionally as panels side by side (vega-lite, rendered to SVG). */
-export async function intervalChartSvg(title: string, xTitle: string, yTitle: string, points: readonly IntervalPoint[], opts: IntervalChartOptions): Promise<string> {
-  const values = points.map((p) => ({ panel: p.panel ?? '', series: p.series, x: p.x, mean: p.mean, lo: p.lo, hi: p.hi }));
+export async function intervalChartSvg(
+  title: string,
+  xTitle: string,
+  yTitle: string,
+  points: readonly IntervalPoint[],
+  opts: IntervalChartOptions,
+): Promise<string> {
+  const values = points.map((p) => ({
+    panel: p.panel ?? '',
+    series: p.series,
+    x: p.x,
+    mean: p.mean,
+    lo: p.lo,
+    hi: p.hi,
+  }));
   // Ordinal x: numbers in ascending order, strings in the order given.
   const allNumbers = values.every((v) => typeof v.x === 'number');
   const xOrder = [...new Set(values.map((v) => v.x))];
   const x =
     opts.xType === 'ordinal'
-      ? { field: 'x', type: 'ordinal' as const, title: xTitle, sort: allNumbers ? ('ascending' as const) : xOrder.map(String) }
+      ? {
+          field: 'x',
+          type: 'ordinal' as const,
+          title: xTitle,
+          sort: allNumbers ? ('ascending' as const) : xOrder.map(String),
+        }
       : { field: 'x', type: 'quantitative' as const, title: xTitle };
   const color = { field: 'series', type: 'nominal' as const, title: null };
   const y = { field: 'mean', type: 'quantitative' as const, title: yTitle, scale: { zero: false } };
   const layer =
     opts.style === 'band'
       ? [
-          { mark: { type: 'area' as const, opacity: 0.18 }, encoding: { x, y: { field: 'lo', type: 'quantitative' as const, title: yTitle }, y2: { field: 'hi' }, color } },
+          {
+            mark: { type: 'area' as const, opacity: 0.18 },
+            encoding: {
+              x,
+              y: { field: 'lo', type: 'quantitative' as const, title: yTitle },
+              y2: { field: 'hi' },
+              color,
+            },
+          },
           { mark: { type: 'line' as const }, encoding: { x, y, color } },
         ]
       : [
-          { mark: { type: 'rule' as const }, encoding: { x, y: { field: 'lo', type: 'quantitative' as const, title: yTitle }, y2: { field: 'hi' }, color } },
+          {
+            mark: { type: 'rule' as const },
+            encoding: {
+              x,
+              y: { field: 'lo', type: 'quantitative' as const, title: yTitle },
+              y2: { field: 'hi' },
+              color,
+            },
+          },
           { mark: { type: 'line' as const, point: true }, encoding: { x, y, color } },
         ];
   const inner = { width: opts.width ?? 260, height: opts.height ?? 220, layer };
@@ -90,7 +129,14 @@ export async function intervalChartSvg(title: string, xTitle: string, yTitle: st
           spec: inner,
           resolve: { scale: { x: 'independent' } },
         }
-      : { $schema: 'https://vega.github.io/schema/vega-lite/v5.json', title, data: { values }, ...inner, width: opts.width ?? 560, height: opts.height ?? 300 }
+      : {
+          $schema: 'https://vega.github.io/schema/vega-lite/v5.json',
+          title,
+          data: { values },
+          ...inner,
+          width: opts.width ?? 560,
+          height: opts.height ?? 300,
+        }
   ) as TopLevelSpec;
   const view = new View(parse(compile(spec).spec), { renderer: 'none' });
   const svg = await view.toSVG();

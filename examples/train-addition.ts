@@ -30,8 +30,12 @@ if (E.isLeft(cfg)) {
 }
 
 const show = (r: MetricRecord): void => {
-  if (r.phase === 'warmstart' && r.step % 50 === 0) console.log(`warm-start ${r.step}: loss ${Number(r.loss).toFixed(4)}`);
-  if (r.phase === 'rl' && r.step % 10 === 0) console.log(`rl ${r.step}: reward ${Number(r.reward).toFixed(3)} loss ${Number(r.loss).toFixed(4)} (${Number(r.tokens_per_s).toFixed(0)} tok/s)`);
+  if (r.phase === 'warmstart' && r.step % 50 === 0)
+    console.log(`warm-start ${r.step}: loss ${Number(r.loss).toFixed(4)}`);
+  if (r.phase === 'rl' && r.step % 10 === 0)
+    console.log(
+      `rl ${r.step}: reward ${Number(r.reward).toFixed(3)} loss ${Number(r.loss).toFixed(4)} (${Number(r.tokens_per_s).toFixed(0)} tok/s)`,
+    );
   if (r.phase === 'eval') console.log(`eval ${r.label}: pass@1 ${Number(r.pass_at_1).toFixed(3)}`);
 };
 const t0 = performance.now();
@@ -40,4 +44,6 @@ const result = await train(cfg.right, { onRecord: show, backend });
 if (backend.name !== 'cpu') backend.dispose();
 const before = result.warmStart?.passAt1 ?? NaN;
 const after = result.final.passAt1;
-console.log(`\nheld-out pass@1 (${result.final.prompts} prompts): after warm-start ${before.toFixed(3)}, after RL ${after.toFixed(3)} (${after > before ? 'improved' : 'not improved'}) in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+console.log(
+  `\nheld-out pass@1 (${result.final.prompts} prompts): after warm-start ${before.toFixed(3)}, after RL ${after.toFixed(3)} (${after > before ? 'improved' : 'not improved'}) in ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+);

@@ -4,7 +4,24 @@
  *
  *   npm run example:mlp
  */
-import { add, dispose, matmul, mean, mul, Rng, randn, square, sub, tanh, tensor, tidy, treeZip, valueAndGrad, zeros, type Tensor } from '../src/index.js';
+import {
+  add,
+  dispose,
+  matmul,
+  mean,
+  mul,
+  Rng,
+  randn,
+  square,
+  sub,
+  tanh,
+  tensor,
+  tidy,
+  treeZip,
+  valueAndGrad,
+  zeros,
+  type Tensor,
+} from '../src/index.js';
 
 interface Mlp {
   readonly w1: Tensor;

@@ -56,7 +56,7 @@ function metricMean(output: string, id: string, key: string): number | null {
     .split('\n')
     .filter((l) => l.trim())
     .map((l) => JSON.parse(l) as Record<string, unknown>)
-    .filter((r) => r['phase'] === 'rl' && typeof r[key] === 'number')
+    .filter((r) => r.phase === 'rl' && typeof r[key] === 'number')
     .map((r) => r[key] as number);
   return xs.length ? xs.reduce((s, x) => s + x, 0) / xs.length : null;
 }
@@ -78,10 +78,10 @@ export function exportCompact(output: string, dir: string, previous: readonly Ti
     const compact: CompactResult = r.kind === 'rl' ? { ...r, rlMetricMeans: means } : r;
     const path = join(dir, 'runs', `${r.id}.json`);
     mkdirSync(dirname(path), { recursive: true });
-    writeFileSync(path, JSON.stringify(compact) + '\n');
+    writeFileSync(path, `${JSON.stringify(compact)}\n`);
   }
   const timing = [...previous, ...readTiming(output)];
-  const lines = timing.map((t) => JSON.stringify(t) + '\n').join('');
+  const lines = timing.map((t) => `${JSON.stringify(t)}\n`).join('');
   if (timing.length > 0) writeFileSync(join(dir, 'timing.jsonl'), lines);
   return results.length;
 }

@@ -211,11 +211,16 @@ export function sweepMethod(param: SweepParam, value: number): Method {
 }
 
 export function groupSizeMethods(g: number): Method[] {
-  return [m(`grpo-G${g}`, `GRPO G=${g}`, 'grpo', { numGenerations: g }), m(`grpo+bicc-G${g}`, `GRPO + BICC G=${g}`, 'grpo', { bicc: true, numGenerations: g })];
+  return [
+    m(`grpo-G${g}`, `GRPO G=${g}`, 'grpo', { numGenerations: g }),
+    m(`grpo+bicc-G${g}`, `GRPO + BICC G=${g}`, 'grpo', { bicc: true, numGenerations: g }),
+  ];
 }
 
 export function varianceTrainingMethod(steps: number, s: ScaleSettings): Method {
-  return steps === s.steps ? OBJECTIVE_METHODS[0]! : m(`grpo-steps${steps}`, `GRPO (${steps} steps)`, 'grpo', { steps });
+  return steps === s.steps
+    ? OBJECTIVE_METHODS[0]!
+    : m(`grpo-steps${steps}`, `GRPO (${steps} steps)`, 'grpo', { steps });
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -254,18 +259,26 @@ export type Job = WarmStartJob | RlJob | VarianceJob;
 
 export const warmStartId = (task: TaskSpec, seed: number): string => `warmstart/${task.id}/seed${seed}`;
 export const rlId = (task: TaskSpec, method: Method, seed: number): string => `rl/${task.id}/${method.id}/seed${seed}`;
-export const varianceId = (task: TaskSpec, point: number, seed: number): string => `variance/${task.id}/step${point}/seed${seed}`;
+export const varianceId = (task: TaskSpec, point: number, seed: number): string =>
+  `variance/${task.id}/step${point}/seed${seed}`;
 
 /** The rollout budget of a method: prompts per step follow G so that prompts x G stays the scale's. */
 export function promptsFor(method: Method, s: ScaleSettings): number {
   const g = method.numGenerations ?? s.numGenerations;
   const prompts = (s.promptsPerStep * s.numGenerations) / g;
-  if (!Number.isInteger(prompts)) throw new Error(`group size ${g} does not divide the rollout budget ${s.promptsPerStep * s.numGenerations}`);
+  if (!Number.isInteger(prompts))
+    throw new Error(`group size ${g} does not divide the rollout budget ${s.promptsPerStep * s.numGenerations}`);
   return prompts;
 }
 
 /** The full training config of an RL run (everything explicit: nothing depends on the trainer's defaults). */
-export function rlConfig(s: ScaleSettings, task: TaskSpec, method: Method, seed: number, dirs: { resume: string; output: string }): Partial<TrainConfig> {
+export function rlConfig(
+  s: ScaleSettings,
+  task: TaskSpec,
+  method: Method,
+  seed: number,
+  dirs: { resume: string; output: string },
+): Partial<TrainConfig> {
   const g = method.numGenerations ?? s.numGenerations;
   const prompts = promptsFor(method, s);
   return {
@@ -342,9 +355,12 @@ export function plan(s: ScaleSettings, grids: readonly GridName[], seeds: readon
   for (const grid of GRID_NAMES) {
     if (!grids.includes(grid)) continue;
     for (const seed of seeds) {
-      if (grid === 'objectives') for (const task of s.tasks) for (const method of OBJECTIVE_METHODS) rl(task, method, seed);
+      if (grid === 'objectives')
+        for (const task of s.tasks) for (const method of OBJECTIVE_METHODS) rl(task, method, seed);
       if (grid === 'ablations') for (const method of [byId('conspo'), ...ABLATION_METHODS]) rl(study, method, seed);
-      if (grid === 'sweep') for (const param of ['tau', 'margin', 'alpha'] as const) for (const value of s[param]) rl(study, sweepMethod(param, value), seed);
+      if (grid === 'sweep')
+        for (const param of ['tau', 'margin', 'alpha'] as const)
+          for (const value of s[param]) rl(study, sweepMethod(param, value), seed);
       if (grid === 'groups') {
         for (const method of [byId('grpo'), byId('grpo+bicc')]) rl(study, method, seed);
         for (const g of s.groupSizes) for (const method of groupSizeMethods(g)) rl(study, method, seed);
@@ -354,7 +370,15 @@ export function plan(s: ScaleSettings, grids: readonly GridName[], seeds: readon
           for (const point of s.variancePoints) {
             const policyRun = point === 0 ? null : rl(task, varianceTrainingMethod(point, s), seed);
             const id = varianceId(task, point, seed);
-            add({ kind: 'variance', id, task, seed, point, policyRun, deps: [warm(task, seed), ...(policyRun ? [policyRun] : [])] });
+            add({
+              kind: 'variance',
+              id,
+              task,
+              seed,
+              point,
+              policyRun,
+              deps: [warm(task, seed), ...(policyRun ? [policyRun] : [])],
+            });
           }
         }
       }

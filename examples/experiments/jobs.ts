@@ -5,7 +5,17 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
-import { loadCheckpoint, parseTrainConfig, Rng, taskFor, tokenizerFor, train, type EvalResult, type MetricRecord, type TrainConfig } from '../../src/index.js';
+import {
+  loadCheckpoint,
+  parseTrainConfig,
+  Rng,
+  taskFor,
+  tokenizerFor,
+  train,
+  type EvalResult,
+  type MetricRecord,
+  type TrainConfig,
+} from '../../src/index.js';
 import { rlConfig, warmStartConfig, warmStartId, type Job, type Method, type ScaleSettings } from './grid.js';
 import { measureGradientVariance, type VarianceMeasurement } from './variance.js';
 
@@ -103,13 +113,26 @@ export async function runJob(job: Job, s: ScaleSettings, output: string): Promis
       const dir = freshDir(join(output, job.id));
       const cfg = parsed(warmStartConfig(s, job.task, job.seed, dir));
       const r = await train(cfg);
-      const result: WarmStartResult = { kind: 'warmstart', id: job.id, task: job.task.id, seed: job.seed, config: strip(cfg), eval: r.warmStart!, ...elapsed() };
+      const result: WarmStartResult = {
+        kind: 'warmstart',
+        id: job.id,
+        task: job.task.id,
+        seed: job.seed,
+        config: strip(cfg),
+        eval: r.warmStart!,
+        ...elapsed(),
+      };
       writeResult(output, result);
       return result;
     }
     case 'rl': {
       const dir = freshDir(join(output, job.id));
-      const cfg = parsed(rlConfig(s, job.task, job.method, job.seed, { resume: join(output, warmStartId(job.task, job.seed), 'checkpoint'), output: dir }));
+      const cfg = parsed(
+        rlConfig(s, job.task, job.method, job.seed, {
+          resume: join(output, warmStartId(job.task, job.seed), 'checkpoint'),
+          output: dir,
+        }),
+      );
       const records: MetricRecord[] = [];
       const r = await train(cfg, { onRecord: (rec) => records.push(rec) });
       const rl = records.filter((x) => x.phase === 'rl');
@@ -122,7 +145,13 @@ export async function runJob(job: Job, s: ScaleSettings, output: string): Promis
         config: strip(cfg),
         warmStart: r.warmStart!,
         final: r.final,
-        curve: rl.map((x) => ({ step: x.step, reward: Number(x.reward), groupsMixed: Number(x.groups_mixed), loss: Number(x.loss), gradNorm: Number(x.grad_norm) })),
+        curve: rl.map((x) => ({
+          step: x.step,
+          reward: Number(x.reward),
+          groupsMixed: Number(x.groups_mixed),
+          loss: Number(x.loss),
+          gradNorm: Number(x.grad_norm),
+        })),
         rlSeconds: rl.reduce((t, x) => t + Number(x.seconds), 0),
         ...elapsed(),
       };
@@ -141,14 +170,31 @@ export async function runJob(job: Job, s: ScaleSettings, output: string): Promis
       const cfg = parsed(warmStartConfig(s, job.task, job.seed, warm));
       const task = taskFor(cfg);
       // The same prompts at every point of a seed: only the policy changes between points.
-      const measurement = await measureGradientVariance(policy.params, reference.params, policy.config, tokenizerFor(task), task, new Rng(10_000 + job.seed), {
-        prompts: s.variancePrompts,
-        groupSize: s.numGenerations,
-        groupsPerMinibatch: s.varianceGroupsPerMinibatch,
-        maxNewTokens: s.maxCompletionLength,
-        temperature: s.temperature,
-      });
-      const result: VarianceResult = { kind: 'variance', id: job.id, task: job.task.id, seed: job.seed, point: job.point, policyRun: job.policyRun, measurement, ...elapsed() };
+      const measurement = await measureGradientVariance(
+        policy.params,
+        reference.params,
+        policy.config,
+        tokenizerFor(task),
+        task,
+        new Rng(10_000 + job.seed),
+        {
+          prompts: s.variancePrompts,
+          groupSize: s.numGenerations,
+          groupsPerMinibatch: s.varianceGroupsPerMinibatch,
+          maxNewTokens: s.maxCompletionLength,
+          temperature: s.temperature,
+        },
+      );
+      const result: VarianceResult = {
+        kind: 'variance',
+        id: job.id,
+        task: job.task.id,
+        seed: job.seed,
+        point: job.point,
+        policyRun: job.policyRun,
+        measurement,
+        ...elapsed(),
+      };
       writeResult(output, result);
       return result;
     }

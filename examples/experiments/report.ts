@@ -25,7 +25,20 @@ import {
 } from './grid.js';
 import type { Result, RlResult, VarianceResult, WarmStartResult } from './jobs.js';
 import { loadCompact, readTiming, type CompactResult } from './compact.js';
-import { binomialSe, markdownTable, mean, paired, pct, signedPts, std, tCritical, tCritical95, verdict, type PairedComparison, type Verdict } from './stats.js';
+import {
+  binomialSe,
+  markdownTable,
+  mean,
+  paired,
+  pct,
+  signedPts,
+  std,
+  tCritical,
+  tCritical95,
+  verdict,
+  type PairedComparison,
+  type Verdict,
+} from './stats.js';
 
 export interface ReportOptions {
   /** The compact results: `runs/` and `timing.jsonl` (`docs/results/<scale>` in the repository). */
@@ -43,13 +56,25 @@ class Index {
     readonly seeds: readonly number[],
   ) {}
   warm(task: string): WarmStartResult[] {
-    return this.results.filter((r): r is WarmStartResult => r.kind === 'warmstart' && r.task === task && this.seeds.includes(r.seed)).sort((a, b) => a.seed - b.seed);
+    return this.results
+      .filter((r): r is WarmStartResult => r.kind === 'warmstart' && r.task === task && this.seeds.includes(r.seed))
+      .sort((a, b) => a.seed - b.seed);
   }
   rl(task: string, method: string): RlResult[] {
-    return this.results.filter((r): r is RlResult => r.kind === 'rl' && r.task === task && r.method.id === method && this.seeds.includes(r.seed)).sort((a, b) => a.seed - b.seed);
+    return this.results
+      .filter(
+        (r): r is RlResult =>
+          r.kind === 'rl' && r.task === task && r.method.id === method && this.seeds.includes(r.seed),
+      )
+      .sort((a, b) => a.seed - b.seed);
   }
   variance(task: string, point: number): VarianceResult[] {
-    return this.results.filter((r): r is VarianceResult => r.kind === 'variance' && r.task === task && r.point === point && this.seeds.includes(r.seed)).sort((a, b) => a.seed - b.seed);
+    return this.results
+      .filter(
+        (r): r is VarianceResult =>
+          r.kind === 'variance' && r.task === task && r.point === point && this.seeds.includes(r.seed),
+      )
+      .sort((a, b) => a.seed - b.seed);
   }
   values(task: string, method: string, metric: Metric): number[] {
     return this.rl(task, method).map((r) => r.final[metric]);
@@ -60,7 +85,10 @@ class Index {
     const rb = this.rl(task, b);
     const common = ra.map((r) => r.seed).filter((s) => rb.some((x) => x.seed === s));
     if (common.length < 1) return null;
-    return paired(common.map((s) => f(ra.find((r) => r.seed === s)!)), common.map((s) => f(rb.find((r) => r.seed === s)!)));
+    return paired(
+      common.map((s) => f(ra.find((r) => r.seed === s)!)),
+      common.map((s) => f(rb.find((r) => r.seed === s)!)),
+    );
   }
 }
 
@@ -70,7 +98,11 @@ const lateReward = (r: RlResult): number => mean(r.curve.slice(Math.floor(r.curv
 const allReward = (r: RlResult): number => mean(r.curve.map((p) => p.reward));
 
 const fmtT = (t: number): string => (Number.isFinite(t) ? t.toFixed(2) : t > 0 ? '+inf' : '-inf');
-const VERDICT_TEXT: Record<Verdict, string> = { holds: '**holds**', contradicted: '**contradicted**', inconclusive: 'inconclusive' };
+const VERDICT_TEXT: Record<Verdict, string> = {
+  holds: '**holds**',
+  contradicted: '**contradicted**',
+  inconclusive: 'inconclusive',
+};
 
 function describe(c: PairedComparison | null): string {
   if (!c) return 'no runs';
@@ -147,7 +179,9 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push('');
   md.push('```sh');
   md.push('npm ci');
-  md.push(`npm run experiments -- --scale ${s.scale} --seeds ${o.seeds.join(',')} --jobs 2${s.scale === 'small' ? '' : ` --output runs/experiments-${s.scale}`}   # every run, then this file and its plots`);
+  md.push(
+    `npm run experiments -- --scale ${s.scale} --seeds ${o.seeds.join(',')} --jobs 2${s.scale === 'small' ? '' : ` --output runs/experiments-${s.scale}`}   # every run, then this file and its plots`,
+  );
   md.push(
     `npm run experiments -- --scale ${s.scale} --seeds ${o.seeds.join(',')} --report-only                # rebuild this file from ` +
       `${'`'}docs/results/${s.scale}/runs${'`'} alone`,
@@ -221,7 +255,14 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       ['Task', 'warm-start steps', 'pass@1', `avg@${k}`, `pass@${k}`, 'CPU s per warm-start'],
       s.tasks.map((t) => {
         const w = ix.warm(t.id);
-        return [t.label, String(t.warmStartSteps), pct(w.map((r) => r.eval.passAt1)), pct(w.map((r) => r.eval.avgAtK)), pct(w.map((r) => r.eval.passAtK)), w.length ? mean(w.map((r) => r.cpuSeconds)).toFixed(0) : '–'];
+        return [
+          t.label,
+          String(t.warmStartSteps),
+          pct(w.map((r) => r.eval.passAt1)),
+          pct(w.map((r) => r.eval.avgAtK)),
+          pct(w.map((r) => r.eval.passAtK)),
+          w.length ? mean(w.map((r) => r.cpuSeconds)).toFixed(0) : '–',
+        ];
       }),
     ),
   );
@@ -231,20 +272,36 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push('## Table 1 analogue: every objective from the same warm-start');
   md.push('');
   const tableMethods = OBJECTIVE_METHODS;
-  const header = ['Method', ...s.tasks.flatMap((t) => [`${t.id} pass@1`, `${t.id} avg@${k}`]), 'Avg. pass@1', `Avg. avg@${k}`];
+  const header = [
+    'Method',
+    ...s.tasks.flatMap((t) => [`${t.id} pass@1`, `${t.id} avg@${k}`]),
+    'Avg. pass@1',
+    `Avg. avg@${k}`,
+  ];
   const avgOver = (method: string, metric: Metric): number[] => {
     // Per seed, the average over tasks (seeds present in every task).
     const per = s.tasks.map((t) => ix.rl(t.id, method));
     const seeds = o.seeds.filter((sd) => per.every((rs) => rs.some((r) => r.seed === sd)));
     return seeds.map((sd) => mean(per.map((rs) => rs.find((r) => r.seed === sd)!.final[metric])));
   };
-  const baseRow = ['Warm-start (no RL)', ...s.tasks.flatMap((t) => [pct(ix.warm(t.id).map((r) => r.eval.passAt1)), pct(ix.warm(t.id).map((r) => r.eval.avgAtK))])];
+  const baseRow = [
+    'Warm-start (no RL)',
+    ...s.tasks.flatMap((t) => [
+      pct(ix.warm(t.id).map((r) => r.eval.passAt1)),
+      pct(ix.warm(t.id).map((r) => r.eval.avgAtK)),
+    ]),
+  ];
   const warmAvg = (metric: 'passAt1' | 'avgAtK'): string => {
     const seeds = o.seeds.filter((sd) => s.tasks.every((t) => ix.warm(t.id).some((r) => r.seed === sd)));
     return pct(seeds.map((sd) => mean(s.tasks.map((t) => ix.warm(t.id).find((r) => r.seed === sd)!.eval[metric]))));
   };
   baseRow.push(warmAvg('passAt1'), warmAvg('avgAtK'));
-  const rows = tableMethods.map((m) => [m.label, ...s.tasks.flatMap((t) => [pct(ix.values(t.id, m.id, 'passAt1')), pct(ix.values(t.id, m.id, 'avgAtK'))]), pct(avgOver(m.id, 'passAt1')), pct(avgOver(m.id, 'avgAtK'))]);
+  const rows = tableMethods.map((m) => [
+    m.label,
+    ...s.tasks.flatMap((t) => [pct(ix.values(t.id, m.id, 'passAt1')), pct(ix.values(t.id, m.id, 'avgAtK'))]),
+    pct(avgOver(m.id, 'passAt1')),
+    pct(avgOver(m.id, 'avgAtK')),
+  ]);
   // Bold the best mean of each column among the methods.
   for (let col = 1; col < header.length; col++) {
     const means = rows.map((r) => Number.parseFloat(r[col]!));
@@ -289,7 +346,10 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     }
     // "Best average": ConSPO's rank on the task-average, and against the strongest baseline by that average.
     const plain = tableMethods.filter((m) => !m.bicc && m.advantage === 'group');
-    const ranked = plain.map((m) => ({ m, v: mean(avgOver(m.id, metric)) })).filter((x) => Number.isFinite(x.v)).sort((a, b) => b.v - a.v);
+    const ranked = plain
+      .map((m) => ({ m, v: mean(avgOver(m.id, metric)) }))
+      .filter((x) => Number.isFinite(x.v))
+      .sort((a, b) => b.v - a.v);
     const rank = ranked.findIndex((x) => x.m.id === 'conspo') + 1;
     const strongest = ranked.find((x) => x.m.id !== 'conspo');
     if (rank > 0 && strongest) {
@@ -297,12 +357,20 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       const b = avgOver(strongest.m.id, metric);
       const c = a.length === b.length ? paired(a, b) : null;
       // The strongest other method is picked from these same results: its test passes 5% / (number of candidates).
-      const v = c ? verdict(c, binomialSe(mean(b), evalN(s.tasks.map((t) => t.id))), 0.05 / (ranked.length - 1)) : 'inconclusive';
+      const v = c
+        ? verdict(c, binomialSe(mean(b), evalN(s.tasks.map((t) => t.id))), 0.05 / (ranked.length - 1))
+        : 'inconclusive';
       claims.push({
         claim: `ConSPO has the best task-average ${name} of the ${ranked.length} objectives`,
         paper: 'Table 1: best average, +1.6 over the strongest baseline',
         here: `rank ${rank} of ${ranked.length}; vs the strongest other (${strongest.m.label}, picked from these results, so tested at 5%/${ranked.length - 1}, t > ${tCritical(o.seeds.length - 1, 0.05 / (ranked.length - 1)).toFixed(2)}): ${describe(c)}`,
-        verdict: !c ? 'n/a' : rank === 1 && v === 'holds' ? 'holds' : v === 'contradicted' ? 'contradicted' : 'inconclusive',
+        verdict: !c
+          ? 'n/a'
+          : rank === 1 && v === 'holds'
+            ? 'holds'
+            : v === 'contradicted'
+              ? 'contradicted'
+              : 'inconclusive',
       });
     }
   }
@@ -317,13 +385,29 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       const steps = runs[0]!.curve.map((p) => p.step);
       return steps.map((step, i) => {
         const ys = runs.map((r) => mean(r.curve.slice(Math.max(0, i - window + 1), i + 1).map((p) => p.reward)));
-        return { panel: task, series: m.label, x: step, mean: mean(ys), lo: mean(ys) - std(ys), hi: mean(ys) + std(ys) };
+        return {
+          panel: task,
+          series: m.label,
+          x: step,
+          mean: mean(ys),
+          lo: mean(ys) - std(ys),
+          hi: mean(ys) + std(ys),
+        };
       });
     });
   const grpoConspo = OBJECTIVE_METHODS.filter((m) => m.id === 'grpo' || m.id === 'conspo');
   const fig1 = s.tasks.flatMap((t) => curvePoints(t.id, grpoConspo, 5));
   if (fig1.length) {
-    writeFig('reward-curves.svg', await intervalChartSvg('Training reward, GRPO vs ConSPO (5-step trailing mean; band: ± std over seeds)', 'RL step', 'reward', fig1, { style: 'band', xType: 'quantitative' }));
+    writeFig(
+      'reward-curves.svg',
+      await intervalChartSvg(
+        'Training reward, GRPO vs ConSPO (5-step trailing mean; band: ± std over seeds)',
+        'RL step',
+        'reward',
+        fig1,
+        { style: 'band', xType: 'quantitative' },
+      ),
+    );
     md.push(`![Training reward curves](${fig('reward-curves.svg')})`);
     md.push('');
   }
@@ -332,27 +416,64 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     const b = ix.rl(t.id, 'grpo');
     const seeds = a.map((r) => r.seed).filter((sd) => b.some((r) => r.seed === sd));
     if (seeds.length === 0) return [];
-    const smoothAt = (r: RlResult, i: number): number => mean(r.curve.slice(Math.max(0, i - 4), i + 1).map((p) => p.reward));
+    const smoothAt = (r: RlResult, i: number): number =>
+      mean(r.curve.slice(Math.max(0, i - 4), i + 1).map((p) => p.reward));
     return a[0]!.curve.map((p, i) => {
-      const d = seeds.map((sd) => 100 * (smoothAt(a.find((r) => r.seed === sd)!, i) - smoothAt(b.find((r) => r.seed === sd)!, i)));
-      return { panel: t.id, series: 'ConSPO − GRPO', x: p.step, mean: mean(d), lo: mean(d) - std(d), hi: mean(d) + std(d) };
+      const d = seeds.map(
+        (sd) => 100 * (smoothAt(a.find((r) => r.seed === sd)!, i) - smoothAt(b.find((r) => r.seed === sd)!, i)),
+      );
+      return {
+        panel: t.id,
+        series: 'ConSPO − GRPO',
+        x: p.step,
+        mean: mean(d),
+        lo: mean(d) - std(d),
+        hi: mean(d) + std(d),
+      };
     });
   });
   if (diffPts.length) {
-    writeFig('reward-difference.svg', await intervalChartSvg('Training reward, ConSPO − GRPO, paired by seed (pts; 5-step trailing mean; band: ± std over seeds)', 'RL step', 'Δ reward (pts)', diffPts, { style: 'band', xType: 'quantitative' }));
+    writeFig(
+      'reward-difference.svg',
+      await intervalChartSvg(
+        'Training reward, ConSPO − GRPO, paired by seed (pts; 5-step trailing mean; band: ± std over seeds)',
+        'RL step',
+        'Δ reward (pts)',
+        diffPts,
+        { style: 'band', xType: 'quantitative' },
+      ),
+    );
     md.push(`![Training reward difference](${fig('reward-difference.svg')})`);
     md.push('');
   }
-  const allCurves = s.tasks.flatMap((t) => curvePoints(t.id, OBJECTIVE_METHODS.filter((m) => !m.bicc && m.advantage === 'group'), 5).map((p) => ({ ...p, lo: p.mean, hi: p.mean })));
+  const allCurves = s.tasks.flatMap((t) =>
+    curvePoints(
+      t.id,
+      OBJECTIVE_METHODS.filter((m) => !m.bicc && m.advantage === 'group'),
+      5,
+    ).map((p) => ({ ...p, lo: p.mean, hi: p.mean })),
+  );
   if (allCurves.length) {
-    writeFig('reward-curves-all.svg', await intervalChartSvg('Training reward of every objective (5-step trailing mean over seeds)', 'RL step', 'reward', allCurves, { style: 'band', xType: 'quantitative' }));
+    writeFig(
+      'reward-curves-all.svg',
+      await intervalChartSvg(
+        'Training reward of every objective (5-step trailing mean over seeds)',
+        'RL step',
+        'reward',
+        allCurves,
+        { style: 'band', xType: 'quantitative' },
+      ),
+    );
     md.push(`![Training reward of every objective](${fig('reward-curves-all.svg')})`);
     md.push('');
   }
   md.push(
     markdownTable(
       ['Method', ...s.tasks.flatMap((t) => [`${t.id} mean reward (all steps)`, `${t.id} mean reward (2nd half)`])],
-      OBJECTIVE_METHODS.map((m) => [m.label, ...s.tasks.flatMap((t) => [pct(ix.rl(t.id, m.id).map(allReward)), pct(ix.rl(t.id, m.id).map(lateReward))])]),
+      OBJECTIVE_METHODS.map((m) => [
+        m.label,
+        ...s.tasks.flatMap((t) => [pct(ix.rl(t.id, m.id).map(allReward)), pct(ix.rl(t.id, m.id).map(lateReward))]),
+      ]),
     ),
   );
   md.push('');
@@ -362,16 +483,21 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       claim: `ConSPO's training reward > GRPO's (2nd half of RL), ${t.id}`,
       paper: 'Figure 1 right: consistently higher',
       here: describe(c),
-      verdict: c ? verdict(c, binomialSe(mean(ix.rl(t.id, 'grpo').map(lateReward)), (s.steps / 2) * s.promptsPerStep)) : 'n/a',
+      verdict: c
+        ? verdict(c, binomialSe(mean(ix.rl(t.id, 'grpo').map(lateReward)), (s.steps / 2) * s.promptsPerStep))
+        : 'n/a',
     });
   }
 
   // Diagnostics from the runs' metrics.jsonl: how large the updates were before clipping, how often the ratio
   // clip was active, and how sharp ConSPO's contrast was.
-  md.push('### What the objectives did (from each run\'s metrics.jsonl, mean over RL steps and seeds)');
+  md.push("### What the objectives did (from each run's metrics.jsonl, mean over RL steps and seeds)");
   md.push('');
   const diag = (task: string, method: string, key: string): string => {
-    const per = ix.rl(task, method).map((r) => runMetric(r, key)).filter((x): x is number => x !== null);
+    const per = ix
+      .rl(task, method)
+      .map((r) => runMetric(r, key))
+      .filter((x): x is number => x !== null);
     return per.length ? `${mean(per).toFixed(3)}` : '–';
   };
   const gap = (task: string, method: string): string => {
@@ -384,7 +510,16 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   };
   md.push(
     markdownTable(
-      ['Method', ...s.tasks.flatMap((t) => [`${t.id} grad norm before clip`, `${t.id} mean ratio`, `${t.id} clipped tokens`, `${t.id} P⁺ (ConSPO)`, `${t.id} s⁺ − s⁻`])],
+      [
+        'Method',
+        ...s.tasks.flatMap((t) => [
+          `${t.id} grad norm before clip`,
+          `${t.id} mean ratio`,
+          `${t.id} clipped tokens`,
+          `${t.id} P⁺ (ConSPO)`,
+          `${t.id} s⁺ − s⁻`,
+        ]),
+      ],
       OBJECTIVE_METHODS.map((m) => [
         m.label,
         ...s.tasks.flatMap((t) => [
@@ -399,8 +534,8 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   );
   md.push('');
   md.push(
-    'The gradient norm is that of the last minibatch of each step, before AdamW\'s clip to norm 1; the mean ratio is π_θ / π_old over its tokens (with BICC, π_θ scores the ' +
-      'rollout after the inserted context while π_old saw the plain prompt); clipped tokens is the fraction outside GRPO\'s clip region (GRPO family only); P⁺ is Eq. 11\'s probability of a positive against its group\'s negatives (1/(1 + N⁻) when all scores are equal); ' +
+    "The gradient norm is that of the last minibatch of each step, before AdamW's clip to norm 1; the mean ratio is π_θ / π_old over its tokens (with BICC, π_θ scores the " +
+      "rollout after the inserted context while π_old saw the plain prompt); clipped tokens is the fraction outside GRPO's clip region (GRPO family only); P⁺ is Eq. 11's probability of a positive against its group's negatives (1/(1 + N⁻) when all scores are equal); " +
       's⁺ − s⁻ is the gap between the mean length-normalised log-likelihood of positives and of negatives.',
   );
   md.push('');
@@ -409,17 +544,34 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push(`## Table 6 analogue: ConSPO's ablations (${study.label})`);
   md.push('');
   const ablRows = [OBJECTIVE_METHODS.find((m) => m.id === 'conspo')!, ...ABLATION_METHODS].map((m) => {
-    const row = [m.id === 'conspo' ? 'ConSPO' : m.label, pct(ix.values(study.id, m.id, 'passAt1')), pct(ix.values(study.id, m.id, 'avgAtK'))];
+    const row = [
+      m.id === 'conspo' ? 'ConSPO' : m.label,
+      pct(ix.values(study.id, m.id, 'passAt1')),
+      pct(ix.values(study.id, m.id, 'avgAtK')),
+    ];
     if (m.id === 'conspo') return [...row, '', ''];
     const c1 = ix.compare(study.id, 'conspo', m.id, final('passAt1'));
     const c2 = ix.compare(study.id, 'conspo', m.id, final('avgAtK'));
-    return [...row, c1 ? `${signedPts(c1.meanDiff)} (t ${fmtT(c1.t)})` : '–', c2 ? `${signedPts(c2.meanDiff)} (t ${fmtT(c2.t)})` : '–'];
+    return [
+      ...row,
+      c1 ? `${signedPts(c1.meanDiff)} (t ${fmtT(c1.t)})` : '–',
+      c2 ? `${signedPts(c2.meanDiff)} (t ${fmtT(c2.t)})` : '–',
+    ];
   });
-  md.push(markdownTable(['Variant', 'pass@1', `avg@${k}`, 'ConSPO − variant, pass@1', `ConSPO − variant, avg@${k}`], ablRows));
+  md.push(
+    markdownTable(['Variant', 'pass@1', `avg@${k}`, 'ConSPO − variant, pass@1', `ConSPO − variant, avg@${k}`], ablRows),
+  );
   md.push('');
-  md.push('Variants: "w/o contrastive objective" is Eq. 8\'s linear score difference (`contrast: linear`); "w/o log-likelihood scores" uses the clipped-ratio scores of Eq. 7 (`score: clipped-ratio`); "w/o scheduled margin" sets m_t = 0; "w/ fixed margin" uses m_t = M from the first step.');
+  md.push(
+    'Variants: "w/o contrastive objective" is Eq. 8\'s linear score difference (`contrast: linear`); "w/o log-likelihood scores" uses the clipped-ratio scores of Eq. 7 (`score: clipped-ratio`); "w/o scheduled margin" sets m_t = 0; "w/ fixed margin" uses m_t = M from the first step.',
+  );
   md.push('');
-  const paperAbl: Record<string, string> = { 'conspo-linear': '44.4 vs 42.7', 'conspo-clipped': '44.4 vs 43.4', 'conspo-nomargin': '44.4 vs 44.1', 'conspo-fixedmargin': '44.4 vs 43.9' };
+  const paperAbl: Record<string, string> = {
+    'conspo-linear': '44.4 vs 42.7',
+    'conspo-clipped': '44.4 vs 43.4',
+    'conspo-nomargin': '44.4 vs 44.1',
+    'conspo-fixedmargin': '44.4 vs 43.9',
+  };
   for (const m of ABLATION_METHODS) {
     for (const metric of ['passAt1', 'avgAtK'] as const) {
       const c = ix.compare(study.id, 'conspo', m.id, final(metric));
@@ -449,36 +601,69 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       for (const metric of ['passAt1', 'avgAtK'] as const) {
         const c = ix.compare(study.id, m.id, 'conspo', final(metric));
         if (c) {
-          sweepPts.push({ panel: label, series: metric === 'passAt1' ? 'pass@1' : `avg@${k}`, x: value, mean: 100 * c.meanDiff, lo: 100 * (c.meanDiff - c.stdDiff), hi: 100 * (c.meanDiff + c.stdDiff) });
+          sweepPts.push({
+            panel: label,
+            series: metric === 'passAt1' ? 'pass@1' : `avg@${k}`,
+            x: value,
+            mean: 100 * c.meanDiff,
+            lo: 100 * (c.meanDiff - c.stdDiff),
+            hi: 100 * (c.meanDiff + c.stdDiff),
+          });
           deltas.push(m.id === 'conspo' ? '' : `${signedPts(c.meanDiff)} ± ${(100 * c.stdDiff).toFixed(1)}`);
         } else deltas.push('–');
       }
-      sweepRows.push([label, String(value) + (value === CONSPO_PAPER[param] ? ' (paper)' : ''), pct(ix.values(study.id, m.id, 'passAt1')), pct(ix.values(study.id, m.id, 'avgAtK')), deltas[0]!, deltas[1]!, m.id]);
+      sweepRows.push([
+        label,
+        String(value) + (value === CONSPO_PAPER[param] ? ' (paper)' : ''),
+        pct(ix.values(study.id, m.id, 'passAt1')),
+        pct(ix.values(study.id, m.id, 'avgAtK')),
+        deltas[0]!,
+        deltas[1]!,
+        m.id,
+      ]);
     }
   }
   if (sweepPts.length) {
     writeFig(
       'sweep.svg',
-      await intervalChartSvg(`ConSPO parameter study on ${study.id}: change from τ 10, M 0.01, α 0.3 (paired by seed; mean ± std over seeds)`, 'value', 'Δ accuracy (pts)', sweepPts, {
-        style: 'bars',
-        xType: 'ordinal',
-        width: 220,
-        height: 220,
-      }),
+      await intervalChartSvg(
+        `ConSPO parameter study on ${study.id}: change from τ 10, M 0.01, α 0.3 (paired by seed; mean ± std over seeds)`,
+        'value',
+        'Δ accuracy (pts)',
+        sweepPts,
+        {
+          style: 'bars',
+          xType: 'ordinal',
+          width: 220,
+          height: 220,
+        },
+      ),
     );
     md.push(`![Parameter study](${fig('sweep.svg')})`);
     md.push('');
   }
-  md.push(markdownTable(['Parameter', 'value', 'pass@1', `avg@${k}`, 'Δpass@1 vs paper setting', `Δavg@${k} vs paper setting`, 'run id'], sweepRows));
+  md.push(
+    markdownTable(
+      ['Parameter', 'value', 'pass@1', `avg@${k}`, 'Δpass@1 vs paper setting', `Δavg@${k} vs paper setting`, 'run id'],
+      sweepRows,
+    ),
+  );
   md.push('');
-  md.push('M = 0 under the cosine schedule is m_t = 0 at every step, the same computation as the "w/o scheduled margin" ablation, so that run is shared.');
+  md.push(
+    'M = 0 under the cosine schedule is m_t = 0 at every step, the same computation as the "w/o scheduled margin" ablation, so that run is shared.',
+  );
   md.push('');
   const sweepClaim = (param: SweepParam, worse: number, label: string, paper: string): void => {
     const ref = sweepMethod(param, CONSPO_PAPER[param]).id;
     const alt = sweepMethod(param, worse).id;
     for (const metric of ['passAt1', 'avgAtK'] as const) {
       const c = ix.compare(study.id, ref, alt, final(metric));
-      claims.push({ claim: `${label} (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`, paper, here: describe(c), verdict: c ? verdict(c, noise(ix, study.id, alt, metric, evalN([study.id]))) : 'n/a' });
+      claims.push({
+        claim: `${label} (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`,
+        paper,
+        here: describe(c),
+        verdict: c ? verdict(c, noise(ix, study.id, alt, metric, evalN([study.id]))) : 'n/a',
+      });
     }
   };
   const smallTau = Math.min(...s.tau);
@@ -512,16 +697,25 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     ),
   );
   md.push('');
-  md.push('RCC is not applied to ConSPO: ConSPO scores rollouts by their likelihood inside the group contrast and has no advantages for RCC to re-baseline (the trainer rejects the combination).');
+  md.push(
+    'RCC is not applied to ConSPO: ConSPO scores rollouts by their likelihood inside the group contrast and has no advantages for RCC to re-baseline (the trainer rejects the combination).',
+  );
   md.push('');
   for (const t of s.tasks) {
     for (const metric of ['passAt1', 'avgAtK'] as const) {
       const c = ix.compare(t.id, 'grpo+bicc', 'grpo', final(metric));
-      claims.push({ claim: `BICC adds accuracy over GRPO (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`}, ${t.id})`, paper: 'BICC: +0.8 (Qwen3-4B), +1.9 (Phi-4-mini) Math500', here: describe(c), verdict: c ? verdict(c, noise(ix, t.id, 'grpo', metric, evalN([t.id]))) : 'n/a' });
+      claims.push({
+        claim: `BICC adds accuracy over GRPO (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`}, ${t.id})`,
+        paper: 'BICC: +0.8 (Qwen3-4B), +1.9 (Phi-4-mini) Math500',
+        here: describe(c),
+        verdict: c ? verdict(c, noise(ix, t.id, 'grpo', metric, evalN([t.id]))) : 'n/a',
+      });
     }
   }
   // Weaker model: the task where the warm-start is weaker.
-  const byStrength = [...s.tasks].sort((a, b) => mean(ix.warm(a.id).map((r) => r.eval.passAt1)) - mean(ix.warm(b.id).map((r) => r.eval.passAt1)));
+  const byStrength = [...s.tasks].sort(
+    (a, b) => mean(ix.warm(a.id).map((r) => r.eval.passAt1)) - mean(ix.warm(b.id).map((r) => r.eval.passAt1)),
+  );
   const weak = byStrength[0]!;
   const strong = byStrength[byStrength.length - 1]!;
   if (weak.id !== strong.id) {
@@ -533,26 +727,40 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       claims.push({
         claim: `BICC's gain is larger where the policy is weaker (${weak.id} vs ${strong.id}, ${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`,
         paper: 'BICC: +1.9 on the weaker Phi-4-mini vs +0.8 on Qwen3-4B',
-        here: c ? `gain ${signedPts(mean(gw!.diffs))} vs ${signedPts(mean(gs!.diffs))}; difference ${describe(c)}` : 'no runs',
+        here: c
+          ? `gain ${signedPts(mean(gw!.diffs))} vs ${signedPts(mean(gs!.diffs))}; difference ${describe(c)}`
+          : 'no runs',
         verdict: c ? verdict(c, binomialSe(0.5, evalN([weak.id, strong.id]))) : 'n/a',
       });
     }
   }
 
   // Group sizes.
-  md.push(`### BICC and the group size (${study.label}; prompts per step × G fixed at ${s.promptsPerStep * s.numGenerations})`);
+  md.push(
+    `### BICC and the group size (${study.label}; prompts per step × G fixed at ${s.promptsPerStep * s.numGenerations})`,
+  );
   md.push('');
   const gs = [...s.groupSizes, s.numGenerations].sort((a, b) => a - b);
-  const gid = (g: number, bicc: boolean): string => (g === s.numGenerations ? (bicc ? 'grpo+bicc' : 'grpo') : groupSizeMethods(g)[bicc ? 1 : 0]!.id);
+  const gid = (g: number, bicc: boolean): string =>
+    g === s.numGenerations ? (bicc ? 'grpo+bicc' : 'grpo') : groupSizeMethods(g)[bicc ? 1 : 0]!.id;
   const gRows = gs.map((g) => {
     const row = [`G = ${g} (${promptsFor({ ...OBJECTIVE_METHODS[0]!, numGenerations: g }, s)} prompts/step)`];
     for (const metric of ['passAt1', 'avgAtK'] as const) {
       const c = ix.compare(study.id, gid(g, true), gid(g, false), final(metric));
-      row.push(pct(ix.values(study.id, gid(g, false), metric)), pct(ix.values(study.id, gid(g, true), metric)), c ? `${signedPts(c.meanDiff)} (t ${fmtT(c.t)})` : '–');
+      row.push(
+        pct(ix.values(study.id, gid(g, false), metric)),
+        pct(ix.values(study.id, gid(g, true), metric)),
+        c ? `${signedPts(c.meanDiff)} (t ${fmtT(c.t)})` : '–',
+      );
     }
     return row;
   });
-  md.push(markdownTable(['Group size', 'GRPO pass@1', 'GRPO + BICC pass@1', 'Δ', `GRPO avg@${k}`, `GRPO + BICC avg@${k}`, 'Δ'], gRows));
+  md.push(
+    markdownTable(
+      ['Group size', 'GRPO pass@1', 'GRPO + BICC pass@1', 'Δ', `GRPO avg@${k}`, `GRPO + BICC avg@${k}`, 'Δ'],
+      gRows,
+    ),
+  );
   md.push('');
   if (gs.length >= 2) {
     const lo = gs[0]!;
@@ -564,7 +772,9 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       claims.push({
         claim: `BICC's gain grows with G (G=${hi} vs G=${lo}, ${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`,
         paper: 'BICC: G=2 +0.6, G=8 +1.9',
-        here: c ? `gain ${signedPts(mean(a!.diffs))} vs ${signedPts(mean(b!.diffs))}; difference ${describe(c)}` : 'no runs',
+        here: c
+          ? `gain ${signedPts(mean(a!.diffs))} vs ${signedPts(mean(b!.diffs))}; difference ${describe(c)}`
+          : 'no runs',
         verdict: c ? verdict(c, binomialSe(0.5, evalN([study.id]))) : 'n/a',
       });
     }
@@ -577,9 +787,9 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     `At each point (the warm-started policy, and GRPO policies after ${s.variancePoints.filter((p) => p > 0).join(' and ')} RL steps trained with the grid's settings), ` +
       `one batch of ${s.variancePrompts} training prompts × G = ${s.numGenerations} is sampled (the same prompts at every point of a seed), split into ` +
       `${s.variancePrompts / s.varianceGroupsPerMinibatch} minibatches of ${s.varianceGroupsPerMinibatch} whole groups, and each minibatch's gradient of the GRPO loss ` +
-      'with respect to every parameter (flattened) is computed twice on the same rollouts: with GRPO\'s group-normalised advantages and with RCC\'s. ' +
+      "with respect to every parameter (flattened) is computed twice on the same rollouts: with GRPO's group-normalised advantages and with RCC's. " +
       'The spread is tr Cov = (1/(M−1)) Σ_m ‖g_m − ḡ‖². "Weighted" is the importance-weighted estimator RCC\'s derivation assumes, w_i A_i ∇log π(o_i) with ' +
-      'w = exp(δ) normalised to mean 1 in each group. At step 0 π_old = π_ref, so δ = 0 and RCC equals GRPO exactly (ratio 1 up to RCC\'s 1e-6 in the std): a check of the measurement, not a result.',
+      "w = exp(δ) normalised to mean 1 in each group. At step 0 π_old = π_ref, so δ = 0 and RCC equals GRPO exactly (ratio 1 up to RCC's 1e-6 in the std): a check of the measurement, not a result.",
   );
   md.push('');
   const vRows: string[][] = [];
@@ -618,24 +828,64 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
         f(v.map((r) => r.measurement.meanAbsDelta)),
         f(v.map((r) => r.measurement.withinGroupDeltaStd)),
         f(v.map((r) => r.measurement.rewardDeltaCorrelation)),
-        f(v.map((r) => r.measurement.meanBaselineShift), 3),
+        f(
+          v.map((r) => r.measurement.meanBaselineShift),
+          3,
+        ),
         f(v.map((r) => r.measurement.mixedGroups)),
       ]);
-      const band = (series: string, xs: number[]): IntervalPoint => ({ panel: t.id, series, x: point, mean: mean(xs), lo: mean(xs) - std(xs), hi: mean(xs) + std(xs) });
-      vPts.push(band("RCC (sum δ) / GRPO, trainer's estimator", ratio), band('RCC (mean δ) / GRPO', ratioMean), band('RCC / GRPO, weighted estimator', wratio), band('exact b* / GRPO, weighted estimator', oratio));
+      const band = (series: string, xs: number[]): IntervalPoint => ({
+        panel: t.id,
+        series,
+        x: point,
+        mean: mean(xs),
+        lo: mean(xs) - std(xs),
+        hi: mean(xs) + std(xs),
+      });
+      vPts.push(
+        band("RCC (sum δ) / GRPO, trainer's estimator", ratio),
+        band('RCC (mean δ) / GRPO', ratioMean),
+        band('RCC / GRPO, weighted estimator', wratio),
+        band('exact b* / GRPO, weighted estimator', oratio),
+      );
     }
   }
   md.push(
     markdownTable(
-      ['Task', 'GRPO steps', 'tr Cov, GRPO', 'tr Cov, RCC', 'RCC / GRPO', 'RCC (mean δ) / GRPO', 'weighted: RCC / GRPO', 'weighted: b* / GRPO', 'mean |δ|', 'std of δ in groups', 'corr(r, δ) in groups', '|b_RCC − mean r|', 'mixed groups'],
+      [
+        'Task',
+        'GRPO steps',
+        'tr Cov, GRPO',
+        'tr Cov, RCC',
+        'RCC / GRPO',
+        'RCC (mean δ) / GRPO',
+        'weighted: RCC / GRPO',
+        'weighted: b* / GRPO',
+        'mean |δ|',
+        'std of δ in groups',
+        'corr(r, δ) in groups',
+        '|b_RCC − mean r|',
+        'mixed groups',
+      ],
       vRows,
     ),
   );
   md.push('');
-  md.push('Ratios below 1 mean lower variance than GRPO\'s group-mean baseline; the paper\'s claim is a ratio of about 0.65.');
+  md.push(
+    "Ratios below 1 mean lower variance than GRPO's group-mean baseline; the paper's claim is a ratio of about 0.65.",
+  );
   md.push('');
   if (vPts.length) {
-    writeFig('variance.svg', await intervalChartSvg('Gradient variance relative to GRPO (tr Cov over minibatches; mean ± std over seeds)', 'GRPO steps before the measurement', 'variance ratio', vPts, { style: 'bars', xType: 'ordinal', width: 260, height: 220 }));
+    writeFig(
+      'variance.svg',
+      await intervalChartSvg(
+        'Gradient variance relative to GRPO (tr Cov over minibatches; mean ± std over seeds)',
+        'GRPO steps before the measurement',
+        'variance ratio',
+        vPts,
+        { style: 'bars', xType: 'ordinal', width: 260, height: 220 },
+      ),
+    );
     md.push(`![Gradient variance ratio](${fig('variance.svg')})`);
     md.push('');
   }
@@ -663,7 +913,12 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   // ---------------------------------------------------------------------------------------------------------
   md.push('## The claims, one by one');
   md.push('');
-  md.push(markdownTable(['Claim', 'Paper', 'Here', 'Verdict'], claims.map((c) => [c.claim, c.paper, c.here, c.verdict === 'n/a' ? 'not run' : VERDICT_TEXT[c.verdict]])));
+  md.push(
+    markdownTable(
+      ['Claim', 'Paper', 'Here', 'Verdict'],
+      claims.map((c) => [c.claim, c.paper, c.here, c.verdict === 'n/a' ? 'not run' : VERDICT_TEXT[c.verdict]]),
+    ),
+  );
   md.push('');
 
   const readingPath = join(o.docs, 'results', `reading${suffix}.md`);
@@ -685,7 +940,13 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push(
     markdownTable(
       ['Jobs', 'count', 'CPU s (sum)', 'CPU s (mean)', 'wall s (mean)'],
-      kinds.map(([label, rs]) => [label, String(rs.length), rs.reduce((t, r) => t + r.cpuSeconds, 0).toFixed(0), rs.length ? mean(rs.map((r) => r.cpuSeconds)).toFixed(1) : '–', rs.length ? mean(rs.map((r) => r.wallSeconds)).toFixed(1) : '–']),
+      kinds.map(([label, rs]) => [
+        label,
+        String(rs.length),
+        rs.reduce((t, r) => t + r.cpuSeconds, 0).toFixed(0),
+        rs.length ? mean(rs.map((r) => r.cpuSeconds)).toFixed(1) : '–',
+        rs.length ? mean(rs.map((r) => r.wallSeconds)).toFixed(1) : '–',
+      ]),
     ),
   );
   md.push('');
@@ -698,7 +959,14 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push(
     markdownTable(
       ['finished at', 'grids', 'jobs run', 'parallel', 'wall min', 'load average (1, 5, 15 min) at the end'],
-      timing.map((t) => [t.at, t.grids.join(', '), String(t.jobs), String(t.jobsAtOnce), (t.wallSeconds / 60).toFixed(1), t.loadAverage.map((x) => x.toFixed(1)).join(', ')]),
+      timing.map((t) => [
+        t.at,
+        t.grids.join(', '),
+        String(t.jobs),
+        String(t.jobsAtOnce),
+        (t.wallSeconds / 60).toFixed(1),
+        t.loadAverage.map((x) => x.toFixed(1)).join(', '),
+      ]),
     ),
   );
   md.push('');
@@ -714,10 +982,26 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     .filter((r) => o.seeds.includes(r.seed))
     .map((r) =>
       r.kind === 'rl'
-        ? { id: r.id, task: r.task, method: r.method.id, seed: r.seed, warmStart: r.warmStart, final: r.final, meanReward: allReward(r), cpuSeconds: r.cpuSeconds }
+        ? {
+            id: r.id,
+            task: r.task,
+            method: r.method.id,
+            seed: r.seed,
+            warmStart: r.warmStart,
+            final: r.final,
+            meanReward: allReward(r),
+            cpuSeconds: r.cpuSeconds,
+          }
         : r.kind === 'warmstart'
           ? { id: r.id, task: r.task, seed: r.seed, eval: r.eval, cpuSeconds: r.cpuSeconds }
-          : { id: r.id, task: r.task, seed: r.seed, point: r.point, measurement: r.measurement, cpuSeconds: r.cpuSeconds },
+          : {
+              id: r.id,
+              task: r.task,
+              seed: r.seed,
+              point: r.point,
+              measurement: r.measurement,
+              cpuSeconds: r.cpuSeconds,
+            },
     );
   writeFileSync(join(figDir, 'summary.json'), JSON.stringify(summary, null, 1));
   written.push(join(figDir, 'summary.json'));

@@ -77,13 +77,26 @@ if (values.worker) {
 if (!values['report-only']) {
   const jobs = plan(settings, grids, seeds);
   const todo = values['resume-grid'] ? jobs.filter((j) => !existsSync(resultPath(output, j.id))) : jobs;
-  console.log(`${jobs.length} jobs in the plan (${grids.join(', ')}; seeds ${seeds.join(', ')}; scale ${scale}); ${todo.length} to run, ${jobsAtOnce} at a time -> ${output}`);
+  console.log(
+    `${jobs.length} jobs in the plan (${grids.join(', ')}; seeds ${seeds.join(', ')}; scale ${scale}); ${todo.length} to run, ${jobsAtOnce} at a time -> ${output}`,
+  );
   const t0 = performance.now();
   await runAll(todo);
   const wall = (performance.now() - t0) / 1000;
-  const record = { at: new Date().toISOString(), scale, grids, seeds, jobs: todo.length, jobsAtOnce, wallSeconds: wall, cpus: cpus().length, cpuModel: cpus()[0]?.model ?? '', loadAverage: loadavg() };
+  const record = {
+    at: new Date().toISOString(),
+    scale,
+    grids,
+    seeds,
+    jobs: todo.length,
+    jobsAtOnce,
+    wallSeconds: wall,
+    cpus: cpus().length,
+    cpuModel: cpus()[0]?.model ?? '',
+    loadAverage: loadavg(),
+  };
   mkdirSync(output, { recursive: true });
-  appendFileSync(join(output, 'timing.jsonl'), JSON.stringify(record) + '\n');
+  appendFileSync(join(output, 'timing.jsonl'), `${JSON.stringify(record)}\n`);
   console.log(`grid done in ${(wall / 60).toFixed(1)} min wall`);
 }
 
@@ -108,7 +121,8 @@ async function runAll(todo: readonly Job[]): Promise<void> {
   const failed = new Set<string>();
   const running = new Set<string>();
   // A dependency is met once its result file exists and it is not (re)running in this invocation.
-  const ready = (j: Job): boolean => j.deps.every((d) => !pending.has(d) && !running.has(d) && existsSync(resultPath(output, d)));
+  const ready = (j: Job): boolean =>
+    j.deps.every((d) => !pending.has(d) && !running.has(d) && existsSync(resultPath(output, d)));
   const blocked = (j: Job): boolean => j.deps.some((d) => failed.has(d));
   let done = 0;
   const total = todo.length;
@@ -131,7 +145,17 @@ async function runAll(todo: readonly Job[]): Promise<void> {
         const log = join(output, 'logs', `${j.id}.log`);
         mkdirSync(dirname(log), { recursive: true });
         const out = createWriteStream(log);
-        const args = [process.argv[1]!, '--worker', j.id, '--scale', scale, '--seeds', seeds.join(','), '--output', output];
+        const args = [
+          process.argv[1]!,
+          '--worker',
+          j.id,
+          '--scale',
+          scale,
+          '--seeds',
+          seeds.join(','),
+          '--output',
+          output,
+        ];
         const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
         child.stdout.pipe(out);
         child.stderr.pipe(out);
@@ -160,8 +184,10 @@ async function runAll(todo: readonly Job[]): Promise<void> {
 function summary(j: Job): string {
   const r = readResult(output, j.id);
   if (!r) return '';
-  if (r.kind === 'warmstart') return `: pass@1 ${r.eval.passAt1.toFixed(3)}, avg@${r.eval.k} ${r.eval.avgAtK.toFixed(3)}`;
-  if (r.kind === 'rl') return `: pass@1 ${r.warmStart.passAt1.toFixed(3)} -> ${r.final.passAt1.toFixed(3)}, avg@${r.final.k} ${r.warmStart.avgAtK.toFixed(3)} -> ${r.final.avgAtK.toFixed(3)}`;
+  if (r.kind === 'warmstart')
+    return `: pass@1 ${r.eval.passAt1.toFixed(3)}, avg@${r.eval.k} ${r.eval.avgAtK.toFixed(3)}`;
+  if (r.kind === 'rl')
+    return `: pass@1 ${r.warmStart.passAt1.toFixed(3)} -> ${r.final.passAt1.toFixed(3)}, avg@${r.final.k} ${r.warmStart.avgAtK.toFixed(3)} -> ${r.final.avgAtK.toFixed(3)}`;
   const m = r.measurement;
   return `: tr Cov grpo ${m.grpo.trace.toExponential(3)}, rcc ${m.rcc.trace.toExponential(3)} (ratio ${(m.rcc.trace / m.grpo.trace).toFixed(3)})`;
 }

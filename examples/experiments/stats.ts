@@ -4,7 +4,8 @@
  * claim (fixed before the results were seen; see RESULTS.md, "How claims are judged").
  */
 
-export const mean = (xs: readonly number[]): number => (xs.length === 0 ? NaN : xs.reduce((s, x) => s + x, 0) / xs.length);
+export const mean = (xs: readonly number[]): number =>
+  xs.length === 0 ? NaN : xs.reduce((s, x) => s + x, 0) / xs.length;
 
 /** Sample standard deviation (n - 1); 0 for a single value, NaN for none. */
 export function std(xs: readonly number[]): number {
@@ -19,7 +20,10 @@ export const binomialSe = (p: number, n: number): number => Math.sqrt((p * (1 - 
 
 /** log Gamma (Lanczos, g = 7), accurate to ~1e-13 for x > 0. */
 function logGamma(x: number): number {
-  const c = [0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7];
+  const c = [
+    0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059,
+    12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+  ];
   if (x < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * x)) - logGamma(1 - x);
   const z = x - 1;
   let a = c[0]!;
@@ -60,7 +64,9 @@ export function incompleteBeta(a: number, b: number, x: number): number {
   if (x <= 0) return 0;
   if (x >= 1) return 1;
   const front = Math.exp(logGamma(a + b) - logGamma(a) - logGamma(b) + a * Math.log(x) + b * Math.log(1 - x));
-  return x < (a + 1) / (a + b + 2) ? (front * betaContinuedFraction(a, b, x)) / a : 1 - (front * betaContinuedFraction(b, a, 1 - x)) / b;
+  return x < (a + 1) / (a + b + 2)
+    ? (front * betaContinuedFraction(a, b, x)) / a
+    : 1 - (front * betaContinuedFraction(b, a, 1 - x)) / b;
 }
 
 /** P(T > t) for Student's t with `df` degrees of freedom. */
@@ -109,7 +115,14 @@ export function paired(a: readonly number[], b: readonly number[]): PairedCompar
   const s = sd <= 1e-12 * Math.max(1, Math.abs(m)) ? 0 : sd;
   const n = diffs.length;
   const t = s > 0 ? m / (s / Math.sqrt(n)) : m === 0 ? 0 : m > 0 ? Infinity : -Infinity;
-  return { diffs, meanDiff: m, stdDiff: s, t, wins: diffs.filter((d) => d > 0).length, losses: diffs.filter((d) => d < 0).length };
+  return {
+    diffs,
+    meanDiff: m,
+    stdDiff: s,
+    t,
+    wins: diffs.filter((d) => d > 0).length,
+    losses: diffs.filter((d) => d < 0).length,
+  };
 }
 
 export type Verdict = 'holds' | 'contradicted' | 'inconclusive';
@@ -141,7 +154,11 @@ export function pct(xs: readonly number[], digits = 1): string {
 export const signedPts = (x: number, digits = 1): string => `${x >= 0 ? '+' : ''}${(100 * x).toFixed(digits)}`;
 
 /** A Markdown table from a header and rows (cells are escaped for '|'). */
-export function markdownTable(header: readonly string[], rows: readonly (readonly string[])[], align: readonly ('l' | 'r')[] = []): string {
+export function markdownTable(
+  header: readonly string[],
+  rows: readonly (readonly string[])[],
+  align: readonly ('l' | 'r')[] = [],
+): string {
   const esc = (s: string): string => s.replace(/\|/g, '\\|');
   const sep = header.map((_, i) => ((align[i] ?? (i === 0 ? 'l' : 'r')) === 'r' ? '---:' : ':---'));
   return [header, sep, ...rows].map((r, k) => `| ${(k === 1 ? r : r.map(esc)).join(' | ')} |`).join('\n');

@@ -114,7 +114,11 @@ export interface VarianceMeasurement {
 }
 
 /** Advantages (r - b) / (std + 1e-6) with a per-group baseline b, 0 for groups whose rewards are all equal (as RCC's). */
-export function baselineAdvantages(rewards: readonly number[], groupIds: readonly number[], baseline: (rows: readonly number[]) => number): number[] {
+export function baselineAdvantages(
+  rewards: readonly number[],
+  groupIds: readonly number[],
+  baseline: (rows: readonly number[]) => number,
+): number[] {
   const out = new Array<number>(rewards.length).fill(0);
   const members = new Map<number, number[]>();
   groupIds.forEach((g, i) => members.set(g, [...(members.get(g) ?? []), i]));
@@ -155,7 +159,11 @@ export function groupNormalisedWeights(deltas: readonly number[], groupIds: read
 }
 
 /** Pooled within-group Pearson correlation of x and y (0 when either has no within-group spread). */
-export function withinGroupCorrelation(x: readonly number[], y: readonly number[], groupIds: readonly number[]): number {
+export function withinGroupCorrelation(
+  x: readonly number[],
+  y: readonly number[],
+  groupIds: readonly number[],
+): number {
   const members = new Map<number, number[]>();
   groupIds.forEach((g, i) => members.set(g, [...(members.get(g) ?? []), i]));
   let sxy = 0;
@@ -182,22 +190,41 @@ export async function measureGradientVariance(
   rng: Rng,
   opts: VarianceOptions,
 ): Promise<VarianceMeasurement> {
-  if (opts.prompts % opts.groupsPerMinibatch !== 0) throw new Error(`prompts ${opts.prompts} must be a multiple of groupsPerMinibatch ${opts.groupsPerMinibatch}`);
+  if (opts.prompts % opts.groupsPerMinibatch !== 0)
+    throw new Error(`prompts ${opts.prompts} must be a multiple of groupsPerMinibatch ${opts.groupsPerMinibatch}`);
   const problems = sampleProblems(task, opts.prompts, rng);
-  const ro = await sampleRollouts(params, config, tokenizer, problems.map((p) => p.prompt), rng, {
-    groupSize: opts.groupSize,
-    maxNewTokens: opts.maxNewTokens,
-    temperature: opts.temperature,
-    refParams: reference,
-  });
+  const ro = await sampleRollouts(
+    params,
+    config,
+    tokenizer,
+    problems.map((p) => p.prompt),
+    rng,
+    {
+      groupSize: opts.groupSize,
+      maxNewTokens: opts.maxNewTokens,
+      temperature: opts.temperature,
+      refParams: reference,
+    },
+  );
   const rewards = ro.completions.map((c, r) => task.verify(c, problems[ro.promptIndex[r]!]!));
   const groupIds = ro.promptIndex;
   const deltas = objectives.sequenceDeltas(ro.oldLogProbs, ro.refLogProbs!, ro.completionMask, ro.completionLen, 'sum');
   const grpoAdv = objectives.groupAdvantages(rewards, groupIds, objectives.PAPER_ADVANTAGES);
-  const meanDeltas = objectives.sequenceDeltas(ro.oldLogProbs, ro.refLogProbs!, ro.completionMask, ro.completionLen, 'mean');
+  const meanDeltas = objectives.sequenceDeltas(
+    ro.oldLogProbs,
+    ro.refLogProbs!,
+    ro.completionMask,
+    ro.completionLen,
+    'mean',
+  );
   const rccAdv = objectives.rccAdvantages(rewards, deltas, groupIds);
   const w = groupNormalisedWeights(deltas, groupIds);
-  const optimalAdv = baselineAdvantages(rewards, groupIds, (idx) => objectives.optimalBaseline(idx.map((i) => rewards[i]!), idx.map((i) => deltas[i]!)));
+  const optimalAdv = baselineAdvantages(rewards, groupIds, (idx) =>
+    objectives.optimalBaseline(
+      idx.map((i) => rewards[i]!),
+      idx.map((i) => deltas[i]!),
+    ),
+  );
   const names = ['grpo', 'rcc', 'rccMean', 'weightedGrpo', 'weightedRcc', 'weightedOptimal'] as const;
   type Name = (typeof names)[number];
   const estimators: Record<Name, readonly number[]> = {
@@ -247,11 +274,19 @@ export async function measureGradientVariance(
   const mixed = stats.filter((s) => s.rewardStd > 0);
   const shifts = mixed.map((s) => {
     const idx = groupIds.flatMap((gid, i) => (gid === s.groupId ? [i] : []));
-    const b = objectives.rccBaseline(idx.map((i) => rewards[i]!), idx.map((i) => deltas[i]!));
+    const b = objectives.rccBaseline(
+      idx.map((i) => rewards[i]!),
+      idx.map((i) => deltas[i]!),
+    );
     return Math.abs(b - s.rewardMean);
   });
-  const within = groupIds.map((gid, i) => deltas[i]! - mean(groupIds.flatMap((h, j) => (h === gid ? [deltas[j]!] : []))));
-  const out = (name: Name): EstimatorStats => ({ trace: acc[name].traceCovariance(), meanSquaredNorm: acc[name].meanSquaredNorm() });
+  const within = groupIds.map(
+    (gid, i) => deltas[i]! - mean(groupIds.flatMap((h, j) => (h === gid ? [deltas[j]!] : []))),
+  );
+  const out = (name: Name): EstimatorStats => ({
+    trace: acc[name].traceCovariance(),
+    meanSquaredNorm: acc[name].meanSquaredNorm(),
+  });
   return {
     minibatches: acc.grpo.count,
     groupsPerMinibatch: opts.groupsPerMinibatch,

@@ -23,8 +23,18 @@ const groups = [
   { q: '7*8=', o: ['\\boxed{56}', '\\boxed{54}', '\\boxed{5', '\\boxed{56}'] },
   { q: '3,5,7:22=', o: ['\\boxed{3*5+7}', '\\boxed{3+5', '\\boxed{7}'] },
 ];
-const rows = groups.flatMap((g, gi) => g.o.map((o, i) => ({ prompt: encodePrompt(tokenizer, g.q), completion: i === 2 ? tokenizer.encode(o) : encodeCompletion(tokenizer, o), group: gi })));
-const plain = packSequences(rows.map((r) => r.prompt), rows.map((r) => r.completion), tokenizer.pad);
+const rows = groups.flatMap((g, gi) =>
+  g.o.map((o, i) => ({
+    prompt: encodePrompt(tokenizer, g.q),
+    completion: i === 2 ? tokenizer.encode(o) : encodeCompletion(tokenizer, o),
+    group: gi,
+  })),
+);
+const plain = packSequences(
+  rows.map((r) => r.prompt),
+  rows.map((r) => r.completion),
+  tokenizer.pad,
+);
 const groupIds = rows.map((r) => r.group);
 const b = plain.batchSize;
 const c = plain.completionLen;
@@ -39,7 +49,13 @@ const old = nearby(1);
 const ref = nearby(2);
 
 type Extra = Partial<Pick<RolloutBatch, 'advantages'>>;
-function lossAndGrad(name: string, cfg: Record<string, unknown>, batch: SequenceBatch, rewards: number[], extra: Extra = {}): { value: number; grads: number[][] } {
+function lossAndGrad(
+  name: string,
+  cfg: Record<string, unknown>,
+  batch: SequenceBatch,
+  rewards: number[],
+  extra: Extra = {},
+): { value: number; grads: number[][] } {
   const obj = objective(name, cfg);
   return tidy(() => {
     const f = (p: TransformerParams): Tensor =>
@@ -68,7 +84,11 @@ const mixed = [1, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0];
 const singleClass = [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0];
 const cases: [string, number[], Partial<BiccOptions>][] = [
   ['a context share too small for one separator and one token', mixed, { contextShare: 0.01 }],
-  ['a budget with no room beyond the plain rows', mixed, { contextBudget: Math.min(...rows.map((r) => r.prompt.length)) + c + 2 }],
+  [
+    'a budget with no room beyond the plain rows',
+    mixed,
+    { contextBudget: Math.min(...rows.map((r) => r.prompt.length)) + c + 2 },
+  ],
   ['only single-class groups (every row falls back)', singleClass, {}],
 ];
 
@@ -98,10 +118,11 @@ describe('BICC with an empty inserted context', () => {
     const got = tidy(() => biccLogProbs(params, config, cond)).dataSync();
     const want = tidy(() => scoreLogProbs(params, config, plain)).dataSync();
     const fallback = rows.map((_, r) => r).filter((r) => !cond.conditioned[r]);
-    for (const r of fallback) expect(Array.from(got.subarray(r * c, (r + 1) * c))).toEqual(Array.from(want.subarray(r * c, (r + 1) * c)));
+    for (const r of fallback)
+      expect(Array.from(got.subarray(r * c, (r + 1) * c))).toEqual(Array.from(want.subarray(r * c, (r + 1) * c)));
     // GRPO with the conditioned rows' advantages set to 0: only the fallback rows carry the loss, in value and
     // in gradient, bit for bit, though the batch is wider and contains the conditioned rows.
-    const advantages = rows.map((row, r) => (cond.conditioned[r] ? 0 : [0.7, -0.4, 1.1, -1.3][r % 4]!));
+    const advantages = rows.map((_row, r) => (cond.conditioned[r] ? 0 : [0.7, -0.4, 1.1, -1.3][r % 4]!));
     const plainRun = lossAndGrad('grpo', {}, plain, rewards, { advantages });
     const biccRun = lossAndGrad('grpo', {}, cond.batch, rewards, { advantages });
     expect(biccRun.value).toBe(plainRun.value);

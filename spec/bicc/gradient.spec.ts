@@ -9,7 +9,16 @@ import { where } from '../../src/ops/elementwise.js';
 import { tokenLogProbs } from '../../src/ops/loss.js';
 import { concat, slice } from '../../src/ops/movement.js';
 import { hiddenStates, lmHead, PAD_BIAS, type TransformerParams } from '../../src/nn/transformer.js';
-import { encodeCompletion, encodePrompt, packSequences, positionsAndBias, selectRowValues, selectRows, seqLen, type SequenceBatch } from '../../src/rl/batch.js';
+import {
+  encodeCompletion,
+  encodePrompt,
+  packSequences,
+  positionsAndBias,
+  selectRowValues,
+  selectRows,
+  seqLen,
+  type SequenceBatch,
+} from '../../src/rl/batch.js';
 import { biccLogProbs, conditionBatch } from '../../src/rl/bicc.js';
 import { scoreLogProbs } from '../../src/rl/score.js';
 import { objective, peakedParams, tinyConfig, tokenizer } from './helpers.js';
@@ -30,7 +39,11 @@ const V = tokenizer.encode('(')[0]!;
 const q = encodePrompt(tokenizer, '12+34=');
 const outs = ['\\boxed{46}', '\\boxed{(4-6)}', '\\boxed{46}', '\\boxed{(46}', '\\boxed{4+6}'];
 const rewards = [1, 0, 1, 0, 0];
-const plain = packSequences(outs.map(() => q), outs.map((o) => encodeCompletion(tokenizer, o)), tokenizer.pad);
+const plain = packSequences(
+  outs.map(() => q),
+  outs.map((o) => encodeCompletion(tokenizer, o)),
+  tokenizer.pad,
+);
 const cond = conditionBatch({ ...plain, rewards, groupIds: outs.map(() => 0) }, tokenizer, config);
 const posRows = [0, 2];
 const c = plain.completionLen;
@@ -51,7 +64,10 @@ function headOnly(p: TransformerParams, batch: SequenceBatch): Tensor {
   });
   const targets = new Int32Array(b * c);
   for (let r = 0; r < b; r++) targets.set(batch.tokens.subarray(r * t + batch.promptLen, (r + 1) * t), r * c);
-  const lp = tokenLogProbs(lmHead(p, slice(hidden, [0, batch.promptLen - 1, 0], [b, c, config.dModel])), tensor(targets, [b, c], { dtype: 'i32' }));
+  const lp = tokenLogProbs(
+    lmHead(p, slice(hidden, [0, batch.promptLen - 1, 0], [b, c, config.dModel])),
+    tensor(targets, [b, c], { dtype: 'i32' }),
+  );
   return where(tensor(batch.completionMask, [b, c], { dtype: 'f64' }), lp, 0);
 }
 
@@ -71,32 +87,56 @@ function detachedPrefix(p: TransformerParams, batch: SequenceBatch): Tensor {
     return out;
   };
   const part = (from: number, to: number) => ({
-    tokens: tensor(cols(Int32Array.from(batch.tokens), from, to, (n) => new Int32Array(n)), [b, to - from], { dtype: 'i32' }),
-    positions: tensor(cols(positions, from, to, (n) => new Int32Array(n)), [b, to - from], { dtype: 'i32' }),
-    keyBias: tensor(cols(keyBias, from, to, (n) => new Float64Array(n)), [b, to - from], { dtype: 'f64' }),
+    tokens: tensor(
+      cols(Int32Array.from(batch.tokens), from, to, (n) => new Int32Array(n)),
+      [b, to - from],
+      { dtype: 'i32' },
+    ),
+    positions: tensor(
+      cols(positions, from, to, (n) => new Int32Array(n)),
+      [b, to - from],
+      { dtype: 'i32' },
+    ),
+    keyBias: tensor(
+      cols(keyBias, from, to, (n) => new Float64Array(n)),
+      [b, to - from],
+      { dtype: 'f64' },
+    ),
   });
   const a = part(0, pl);
-  const first = hiddenStates(treeMap(p, stopGradient), config, a.tokens, { positions: a.positions, keyBias: a.keyBias, cache: null });
+  const first = hiddenStates(treeMap(p, stopGradient), config, a.tokens, {
+    positions: a.positions,
+    keyBias: a.keyBias,
+    cache: null,
+  });
   const z = part(pl, t);
   const second = hiddenStates(p, config, z.tokens, { positions: z.positions, keyBias: z.keyBias, cache: first.cache });
-  const h = concat([slice(first.hidden, [0, pl - 1, 0], [b, 1, config.dModel]), slice(second.hidden, [0, 0, 0], [b, c - 1, config.dModel])], 1);
+  const h = concat(
+    [
+      slice(first.hidden, [0, pl - 1, 0], [b, 1, config.dModel]),
+      slice(second.hidden, [0, 0, 0], [b, c - 1, config.dModel]),
+    ],
+    1,
+  );
   const lp = tokenLogProbs(lmHead(p, h), z.tokens);
   return where(tensor(batch.completionMask, [b, c], { dtype: 'f64' }), lp, 0);
 }
 
 type Scorer = (p: TransformerParams, batch: SequenceBatch) => Tensor;
-const lossOf = (score: Scorer, batch: SequenceBatch) => (p: TransformerParams): Tensor => {
-  const mini = selectRows(batch, posRows);
-  const n = posRows.length;
-  return grpo.loss({
-    logProbs: score(p, mini),
-    oldLogProbs: tensor(selectRowValues(Float32Array.from(old), c, posRows), [n, c], { dtype: 'f64' }),
-    mask: tensor(mini.completionMask, [n, c], { dtype: 'f64' }),
-    rewards: posRows.map((r) => rewards[r]!),
-    groupIds: posRows.map(() => 0),
-    advantages,
-  }).loss;
-};
+const lossOf =
+  (score: Scorer, batch: SequenceBatch) =>
+  (p: TransformerParams): Tensor => {
+    const mini = selectRows(batch, posRows);
+    const n = posRows.length;
+    return grpo.loss({
+      logProbs: score(p, mini),
+      oldLogProbs: tensor(selectRowValues(Float32Array.from(old), c, posRows), [n, c], { dtype: 'f64' }),
+      mask: tensor(mini.completionMask, [n, c], { dtype: 'f64' }),
+      rewards: posRows.map((r) => rewards[r]!),
+      groupIds: posRows.map(() => 0),
+      advantages,
+    }).loss;
+  };
 const bicc: Scorer = (p, batch) => biccLogProbs(p, config, batch);
 const plainScore: Scorer = (p, batch) => scoreLogProbs(p, config, batch);
 
@@ -111,7 +151,13 @@ const embedRow = (score: Scorer, batch: SequenceBatch): number[] =>
 function directional(batch: SequenceBatch, dir: readonly Float64Array[], h = 1e-5): number {
   const at = (s: number): number =>
     tidy(() => {
-      const moved = treeMap(params, (leaf, i) => tensor(Float64Array.from(leaf.dataSync(), (x, j) => x + s * dir[i]![j]!), leaf.shape, { dtype: 'f64' }));
+      const moved = treeMap(params, (leaf, i) =>
+        tensor(
+          Float64Array.from(leaf.dataSync(), (x, j) => x + s * dir[i]![j]!),
+          leaf.shape,
+          { dtype: 'f64' },
+        ),
+      );
       return lossOf(bicc, batch)(moved).itemSync();
     });
   return (at(h) - at(-h)) / (2 * h);
@@ -143,7 +189,7 @@ describe('BICC gradient through the inserted context', () => {
     const leaves = treeLeaves(params);
     for (let trial = 0; trial < 3; trial++) {
       const row = Array.from({ length: config.dModel }, () => rng.normal());
-      const dir = leaves.map((leaf, i) => {
+      const dir = leaves.map((leaf, _i) => {
         const d = new Float64Array(leaf.size);
         if (leaf === params.embed.weight) d.set(row, V * config.dModel);
         return d;
@@ -165,7 +211,9 @@ describe('BICC gradient through the inserted context', () => {
 
   it('matches finite differences along random directions in all parameters (attention reads the context)', () => {
     const leaves = treeLeaves(params);
-    const grads = tidy(() => treeLeaves(valueAndGrad(lossOf(bicc, cond.batch))(params)[1]).map((x) => Float64Array.from(x.dataSync())));
+    const grads = tidy(() =>
+      treeLeaves(valueAndGrad(lossOf(bicc, cond.batch))(params)[1]).map((x) => Float64Array.from(x.dataSync())),
+    );
     const rng = new Rng(4);
     for (let trial = 0; trial < 3; trial++) {
       const dir = leaves.map((leaf) => Float64Array.from({ length: leaf.size }, () => rng.normal()));

@@ -14,12 +14,23 @@ import { additionTask, countdownTask, multiplicationTask, tokenizerFor } from '.
 export const tokenizer = tokenizerFor(additionTask(), multiplicationTask(), countdownTask());
 
 export function tinyConfig(overrides: Partial<TransformerConfig> = {}): TransformerConfig {
-  return smallConfig(tokenizer.vocabSize, { dModel: 16, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 24, maxSeqLen: 64, ...overrides });
+  return smallConfig(tokenizer.vocabSize, {
+    dModel: 16,
+    nLayers: 2,
+    nHeads: 4,
+    nKvHeads: 2,
+    dFf: 24,
+    maxSeqLen: 64,
+    ...overrides,
+  });
 }
 
 /** A random model with a large init std, so next-token distributions are far from uniform and gradients large. */
-export const peakedParams = (config: TransformerConfig, seed: number, dtype: 'f32' | 'f64' = 'f64'): TransformerParams =>
-  initParams(config, new Rng(seed), { dtype, std: 0.5 });
+export const peakedParams = (
+  config: TransformerConfig,
+  seed: number,
+  dtype: 'f32' | 'f64' = 'f64',
+): TransformerParams => initParams(config, new Rng(seed), { dtype, std: 0.5 });
 
 export function objective(name: string, cfg: Record<string, unknown> = {}): BoundObjective {
   const o = makeObjective(name, cfg);
@@ -28,7 +39,8 @@ export function objective(name: string, cfg: Record<string, unknown> = {}): Boun
 }
 
 /** Every gradient leaf's values, in pytree order. */
-export const gradValues = (grads: unknown): number[][] => treeLeaves(grads).map((t: Tensor) => Array.from(t.dataSync()));
+export const gradValues = (grads: unknown): number[][] =>
+  treeLeaves(grads).map((t: Tensor) => Array.from(t.dataSync()));
 
 /** One plain row as its test author wrote it: prompt ids ([BOS, query]) and completion ids (EOS when finished). */
 export interface PlainRow {
@@ -53,7 +65,11 @@ export interface LayoutParams {
  * with the opposite-class rows of the group in row order; k traces while (k + 1)|S| + k fits the room; the
  * remaining room dealt one token at a time, round-robin, to traces with tokens left. Null for a plain row.
  */
-export function expectedPrompt(rows: readonly PlainRow[], r: number, lp: LayoutParams): { prompt: number[]; sources: { row: number; tokens: number }[] } | null {
+export function expectedPrompt(
+  rows: readonly PlainRow[],
+  r: number,
+  lp: LayoutParams,
+): { prompt: number[]; sources: { row: number; tokens: number }[] } | null {
   const me = rows[r]!;
   const mine = me.reward > lp.threshold;
   const opposite: number[] = [];

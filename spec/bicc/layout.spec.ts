@@ -27,7 +27,12 @@ const arbRows = fc
   )
   .chain((groups) => {
     const rows: PlainRow[] = groups.flatMap((g, gi) =>
-      g.members.map((m) => ({ prompt: [tokenizer.bos, ...g.query], completion: m.finished ? [...m.content, tokenizer.eos] : m.content, reward: m.reward, group: gi * 7 + 3 })),
+      g.members.map((m) => ({
+        prompt: [tokenizer.bos, ...g.query],
+        completion: m.finished ? [...m.content, tokenizer.eos] : m.content,
+        reward: m.reward,
+        group: gi * 7 + 3,
+      })),
     );
     return fc.shuffledSubarray(rows, { minLength: rows.length, maxLength: rows.length });
   });
@@ -41,7 +46,8 @@ const arbCase = fc.record({
   widerPrompt: fc.integer({ min: 0, max: 2 }),
 });
 
-const traceLength = (row: PlainRow): number => row.completion.length - (row.completion[row.completion.length - 1] === tokenizer.eos ? 1 : 0);
+const traceLength = (row: PlainRow): number =>
+  row.completion.length - (row.completion[row.completion.length - 1] === tokenizer.eos ? 1 : 0);
 
 describe('BICC layout', () => {
   it('keeps every completion block and mask, inserts exactly the documented opposite-class context, within the budget', () => {
@@ -61,7 +67,11 @@ describe('BICC layout', () => {
         const budget = budgetCut === undefined ? maxSeqLen : Math.max(1, maxSeqLen - budgetCut);
         const input = { ...plain, rewards: rows.map((x) => x.reward), groupIds: rows.map((x) => x.group) };
         const snapshot = [Array.from(plain.tokens), Array.from(plain.attentionMask), Array.from(plain.completionMask)];
-        const opts = { contextShare: share, separator: sep, ...(budgetCut === undefined ? {} : { contextBudget: budget }) };
+        const opts = {
+          contextShare: share,
+          separator: sep,
+          ...(budgetCut === undefined ? {} : { contextBudget: budget }),
+        };
         const out = conditionBatch(input, tokenizer, { maxSeqLen, vocabSize: V }, opts);
         const b = out.batch;
         const p = b.promptLen;
@@ -76,8 +86,12 @@ describe('BICC layout', () => {
 
         rows.forEach((row, r) => {
           // Completion block: token for token, attention mask included.
-          expect(Array.from(b.tokens.subarray(r * t + p, (r + 1) * t))).toEqual(Array.from(plain.tokens.subarray(r * (p0 + c) + p0, (r + 1) * (p0 + c))));
-          expect(Array.from(b.attentionMask.subarray(r * t + p, (r + 1) * t))).toEqual(Array.from(plain.attentionMask.subarray(r * (p0 + c) + p0, (r + 1) * (p0 + c))));
+          expect(Array.from(b.tokens.subarray(r * t + p, (r + 1) * t))).toEqual(
+            Array.from(plain.tokens.subarray(r * (p0 + c) + p0, (r + 1) * (p0 + c))),
+          );
+          expect(Array.from(b.attentionMask.subarray(r * t + p, (r + 1) * t))).toEqual(
+            Array.from(plain.attentionMask.subarray(r * (p0 + c) + p0, (r + 1) * (p0 + c))),
+          );
           // Prompt part: left padding, then the real tokens as one contiguous run ending at column P'.
           const mask = Array.from(b.attentionMask.subarray(r * t, r * t + p));
           const first = mask.indexOf(1);
@@ -95,7 +109,11 @@ describe('BICC layout', () => {
             seen.conditioned++;
             if (out.conditioned.includes(false)) seen.plainInMixedBatch++;
             if (want.sources.some((x) => x.tokens < traceLength(rows[x.row]!))) seen.truncated++;
-            if (want.sources.length < rows.filter((o) => o.group === row.group && o.reward > 0.5 !== row.reward > 0.5).length) seen.dropped++;
+            if (
+              want.sources.length <
+              rows.filter((o) => o.group === row.group && o.reward > 0.5 !== row.reward > 0.5).length
+            )
+              seen.dropped++;
             expect(out.traces[r]).toEqual(want.sources);
             expect(got.length + c).toBeLessThanOrEqual(budget);
             expect(out.insertedTokens[r]).toBeLessThanOrEqual(Math.floor(share * budget));
@@ -124,10 +142,13 @@ describe('BICC layout', () => {
         // Single-class groups are left as they were.
         rows.forEach((row, r) => {
           const mates = rows.filter((o) => o.group === row.group);
-          if (mates.every((o) => o.reward > 0.5) || mates.every((o) => o.reward <= 0.5)) expect(out.conditioned[r]).toBe(false);
+          if (mates.every((o) => o.reward > 0.5) || mates.every((o) => o.reward <= 0.5))
+            expect(out.conditioned[r]).toBe(false);
         });
         // The input is not modified.
-        expect([Array.from(plain.tokens), Array.from(plain.attentionMask), Array.from(plain.completionMask)]).toEqual(snapshot);
+        expect([Array.from(plain.tokens), Array.from(plain.attentionMask), Array.from(plain.completionMask)]).toEqual(
+          snapshot,
+        );
       }),
       { numRuns: 300 },
     );
@@ -140,9 +161,15 @@ describe('BICC layout', () => {
     const prompts = [q, q, q, '1+2='].map((s) => encodePrompt(tokenizer, s));
     const completions = comps.map((s, i) => (i === 2 ? tokenizer.encode(s) : encodeCompletion(tokenizer, s)));
     const plain = packSequences(prompts, completions, tokenizer.pad);
-    const out = conditionBatch({ ...plain, rewards: [1, 0, 0, 1], groupIds: [0, 0, 0, 1] }, tokenizer, { maxSeqLen: 48, vocabSize: V });
+    const out = conditionBatch({ ...plain, rewards: [1, 0, 0, 1], groupIds: [0, 0, 0, 1] }, tokenizer, {
+      maxSeqLen: 48,
+      vocabSize: V,
+    });
     const t = out.batch.promptLen + out.batch.completionLen;
-    const row = (r: number): string => tokenizer.decode(Array.from(out.batch.tokens.subarray(r * t, (r + 1) * t)), { keepSpecial: true }).replace(/<pad>/g, '');
+    const row = (r: number): string =>
+      tokenizer
+        .decode(Array.from(out.batch.tokens.subarray(r * t, (r + 1) * t)), { keepSpecial: true })
+        .replace(/<pad>/g, '');
     expect(row(0)).toBe('<bos>12+34=<eos>\\boxed{45}<eos>\\boxed{4<eos>\\boxed{46}<eos>');
     expect(row(1)).toBe('<bos>12+34=<eos>\\boxed{46}<eos>\\boxed{45}<eos>');
     expect(row(2)).toBe('<bos>12+34=<eos>\\boxed{46}<eos>\\boxed{4');
@@ -151,29 +178,43 @@ describe('BICC layout', () => {
     expect(out.insertedTokens).toEqual([9, 6, 6, 0]);
     // A tight budget cuts the traces, never the scored rollout: room = min(floor(0.4 * 20), 20 - 7 - 5) = 8 = 3 separators
     // + 5 tokens, dealt 3 to `\boxed{45}` (4 tokens: `\boxed{` is one symbol) and 2 to `\boxed{4`.
-    const tight = conditionBatch({ ...plain, rewards: [1, 0, 0, 1], groupIds: [0, 0, 0, 1] }, tokenizer, { maxSeqLen: 48, vocabSize: V }, { contextBudget: 20 });
+    const tight = conditionBatch(
+      { ...plain, rewards: [1, 0, 0, 1], groupIds: [0, 0, 0, 1] },
+      tokenizer,
+      { maxSeqLen: 48, vocabSize: V },
+      { contextBudget: 20 },
+    );
     const t2 = tight.batch.promptLen + tight.batch.completionLen;
-    expect(tokenizer.decode(Array.from(tight.batch.tokens.subarray(0, t2)), { keepSpecial: true }).replace(/<pad>/g, '')).toBe('<bos>12+34=<eos>\\boxed{45<eos>\\boxed{4<eos>\\boxed{46}<eos>');
-    expect(tight.traces[0]).toEqual([{ row: 1, tokens: 3 }, { row: 2, tokens: 2 }]);
+    expect(
+      tokenizer.decode(Array.from(tight.batch.tokens.subarray(0, t2)), { keepSpecial: true }).replace(/<pad>/g, ''),
+    ).toBe('<bos>12+34=<eos>\\boxed{45<eos>\\boxed{4<eos>\\boxed{46}<eos>');
+    expect(tight.traces[0]).toEqual([
+      { row: 1, tokens: 3 },
+      { row: 2, tokens: 2 },
+    ]);
   });
 
   it('shares a budget as round-robin dealing would', () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 12 }), { minLength: 1, maxLength: 8 }), fc.integer({ min: 0, max: 80 }), (lens, total) => {
-        const keep = lens.map(() => 0);
-        let left = total;
-        for (let progress = true; progress && left > 0; ) {
-          progress = false;
-          lens.forEach((l, i) => {
-            if (left > 0 && keep[i]! < l) {
-              keep[i]!++;
-              left--;
-              progress = true;
-            }
-          });
-        }
-        expect(shareBudget(lens, total)).toEqual(keep);
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 12 }), { minLength: 1, maxLength: 8 }),
+        fc.integer({ min: 0, max: 80 }),
+        (lens, total) => {
+          const keep = lens.map(() => 0);
+          let left = total;
+          for (let progress = true; progress && left > 0; ) {
+            progress = false;
+            lens.forEach((l, i) => {
+              if (left > 0 && keep[i]! < l) {
+                keep[i]!++;
+                left--;
+                progress = true;
+              }
+            });
+          }
+          expect(shareBudget(lens, total)).toEqual(keep);
+        },
+      ),
       { numRuns: 500 },
     );
   });
@@ -192,7 +233,11 @@ describe('BICC layout', () => {
     expect(field({ contextShar: 0.4 })).toBe('contextShar');
     expect(field(null)).toBe('(options)');
 
-    const plain = packSequences([encodePrompt(tokenizer, '1+2=')], [encodeCompletion(tokenizer, '\\boxed{3}')], tokenizer.pad);
+    const plain = packSequences(
+      [encodePrompt(tokenizer, '1+2=')],
+      [encodeCompletion(tokenizer, '\\boxed{3}')],
+      tokenizer.pad,
+    );
     const input = { ...plain, rewards: [1], groupIds: [0] };
     const cfg = { maxSeqLen: 32, vocabSize: V };
     const thrown = (f: () => unknown): string => {

@@ -23,39 +23,56 @@ const G = 4;
 const rewards = [1, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0];
 
 describe('BICC leaves pi_old and pi_ref on the plain context', () => {
-  it.each([1, 0.7])('first-iteration ratio: exactly 1 on fallback rows, not 1 on conditioned rows (temperature %f)', async (temperature) => {
-    const ro = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(5), { groupSize: G, maxNewTokens: 10, temperature, refParams: ref });
-    const before = { old: Array.from(ro.oldLogProbs), ref: Array.from(ro.refLogProbs!), tokens: Array.from(ro.tokens) };
-    const cond = conditionBatch(biccInput(ro, rewards), tokenizer, config);
-    expect(cond.conditioned).toEqual(ro.promptIndex.map((i) => i !== 2));
-    // Conditioning reads the rollouts and changes nothing in them.
-    expect({ old: Array.from(ro.oldLogProbs), ref: Array.from(ro.refLogProbs!), tokens: Array.from(ro.tokens) }).toEqual(before);
+  it.each([1, 0.7])(
+    'first-iteration ratio: exactly 1 on fallback rows, not 1 on conditioned rows (temperature %f)',
+    async (temperature) => {
+      const ro = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(5), {
+        groupSize: G,
+        maxNewTokens: 10,
+        temperature,
+        refParams: ref,
+      });
+      const before = {
+        old: Array.from(ro.oldLogProbs),
+        ref: Array.from(ro.refLogProbs!),
+        tokens: Array.from(ro.tokens),
+      };
+      const cond = conditionBatch(biccInput(ro, rewards), tokenizer, config);
+      expect(cond.conditioned).toEqual(ro.promptIndex.map((i) => i !== 2));
+      // Conditioning reads the rollouts and changes nothing in them.
+      expect({
+        old: Array.from(ro.oldLogProbs),
+        ref: Array.from(ro.refLogProbs!),
+        tokens: Array.from(ro.tokens),
+      }).toEqual(before);
 
-    const b = ro.batchSize;
-    const c = ro.completionLen;
-    const batch: RolloutBatch = {
-      logProbs: biccLogProbs(params, config, cond, { temperature: ro.scoringTemperature }),
-      oldLogProbs: tensor(ro.oldLogProbs, [b, c]),
-      refLogProbs: tensor(ro.refLogProbs!, [b, c]),
-      mask: tensor(ro.completionMask, [b, c]),
-      rewards,
-      groupIds: ro.promptIndex,
-    };
-    expect(E.isRight(await validateBatch(batch))).toBe(true);
-    // The objective's pi_old / pi_ref are the sampler's arrays, value for value.
-    expect(Array.from(batch.oldLogProbs!.dataSync())).toEqual(before.old);
-    expect(Array.from(batch.refLogProbs!.dataSync())).toEqual(before.ref);
+      const b = ro.batchSize;
+      const c = ro.completionLen;
+      const batch: RolloutBatch = {
+        logProbs: biccLogProbs(params, config, cond, { temperature: ro.scoringTemperature }),
+        oldLogProbs: tensor(ro.oldLogProbs, [b, c]),
+        refLogProbs: tensor(ro.refLogProbs!, [b, c]),
+        mask: tensor(ro.completionMask, [b, c]),
+        rewards,
+        groupIds: ro.promptIndex,
+      };
+      expect(E.isRight(await validateBatch(batch))).toBe(true);
+      // The objective's pi_old / pi_ref are the sampler's arrays, value for value.
+      expect(Array.from(batch.oldLogProbs!.dataSync())).toEqual(before.old);
+      expect(Array.from(batch.refLogProbs!.dataSync())).toEqual(before.ref);
 
-    const lp = batch.logProbs.dataSync();
-    for (let r = 0; r < b; r++) {
-      const logRatios: number[] = [];
-      for (let j = 0; j < c; j++) if (ro.completionMask[r * c + j]) logRatios.push(lp[r * c + j]! - ro.oldLogProbs[r * c + j]!);
-      if (cond.conditioned[r]) expect(Math.max(...logRatios.map(Math.abs))).toBeGreaterThan(1e-3);
-      else expect(logRatios.map((x) => Math.exp(x))).toEqual(logRatios.map(() => 1));
-    }
-    // And the objective runs on it (GRPO with a KL term reads pi_ref).
-    const loss = tidy(() => objective('grpo', { beta: 0.04 }).loss(batch).loss.itemSync());
-    expect(Number.isFinite(loss)).toBe(true);
-    dispose([batch.logProbs, batch.oldLogProbs!, batch.refLogProbs!, batch.mask]);
-  });
+      const lp = batch.logProbs.dataSync();
+      for (let r = 0; r < b; r++) {
+        const logRatios: number[] = [];
+        for (let j = 0; j < c; j++)
+          if (ro.completionMask[r * c + j]) logRatios.push(lp[r * c + j]! - ro.oldLogProbs[r * c + j]!);
+        if (cond.conditioned[r]) expect(Math.max(...logRatios.map(Math.abs))).toBeGreaterThan(1e-3);
+        else expect(logRatios.map((x) => Math.exp(x))).toEqual(logRatios.map(() => 1));
+      }
+      // And the objective runs on it (GRPO with a KL term reads pi_ref).
+      const loss = tidy(() => objective('grpo', { beta: 0.04 }).loss(batch).loss.itemSync());
+      expect(Number.isFinite(loss)).toBe(true);
+      dispose([batch.logProbs, batch.oldLogProbs!, batch.refLogProbs!, batch.mask]);
+    },
+  );
 });

@@ -6,7 +6,7 @@ import { adamwInit } from '../../src/nn/optim.js';
 import { initParams } from '../../src/nn/transformer.js';
 import { checkpointFromBytes, checkpointToBlob, checkpointToBytes } from '../../src/nn/checkpoint-bytes.js';
 import { fromHfNames } from '../../src/nn/hf.js';
-import { CheckpointError, decodeSafetensors, encodeSafetensors } from '../../src/nn/safetensors.js';
+import { type CheckpointError, decodeSafetensors, encodeSafetensors } from '../../src/nn/safetensors.js';
 import { tinyConfig } from '../policy/helpers/fixtures.js';
 
 /** The page's checkpoints: one safetensors file in memory (Blob / ArrayBuffer), read back exactly. */

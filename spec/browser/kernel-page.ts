@@ -2,7 +2,7 @@
  * The page side of spec/browser/page.spec.ts (bundled for the browser): runs every case of kernel-cases.ts on a
  * WebGPU backend opened through navigator.gpu and hands the numbers back through `globalThis.runKernelCases`.
  */
-import { createWebGpuBackend, NoAdapterError } from '../../src/index.js';
+import { createWebGpuBackend, NoAdapterError, type WebGpuBackend } from '../../src/index.js';
 import { CASES, runCase, type CaseResult } from './kernel-cases.js';
 
 export interface PageResults {
@@ -15,7 +15,7 @@ export interface PageResults {
 }
 
 async function runKernelCases(): Promise<PageResults> {
-  let gpu;
+  let gpu: WebGpuBackend;
   try {
     gpu = await createWebGpuBackend();
   } catch (e) {

@@ -12,16 +12,20 @@ const finite = fc.double({ min: -2, max: 2, noNaN: true });
 describe('reverse mode over a graph', () => {
   it('grad on a diamond equals the sum over its two paths (closed form)', () =>
     fc.assert(
-      fc.property(fc.array(finite, { minLength: 1, maxLength: 6 }), fc.double({ min: -3, max: 3, noNaN: true }), (xs, k) => {
-        // u = x^2 feeds two branches, exp(u) and k * tanh(u), which meet again in a sum.
-        const f = (x: T.Tensor): T.Tensor => {
-          const u = T.square(x);
-          return T.sum(T.add(T.exp(u), T.mul(T.tanh(u), k)));
-        };
-        const g = T.grad(f)(f64(xs, [xs.length])).dataSync();
-        const expected = xs.map((x) => (Math.exp(x * x) + k * (1 - Math.tanh(x * x) ** 2)) * 2 * x);
-        close(g, expected, 1e-12);
-      }),
+      fc.property(
+        fc.array(finite, { minLength: 1, maxLength: 6 }),
+        fc.double({ min: -3, max: 3, noNaN: true }),
+        (xs, k) => {
+          // u = x^2 feeds two branches, exp(u) and k * tanh(u), which meet again in a sum.
+          const f = (x: T.Tensor): T.Tensor => {
+            const u = T.square(x);
+            return T.sum(T.add(T.exp(u), T.mul(T.tanh(u), k)));
+          };
+          const g = T.grad(f)(f64(xs, [xs.length])).dataSync();
+          const expected = xs.map((x) => (Math.exp(x * x) + k * (1 - Math.tanh(x * x) ** 2)) * 2 * x);
+          close(g, expected, 1e-12);
+        },
+      ),
     ));
 
   it('a chain of 200 diamonds (2^200 paths) costs linear time and gives (a+b)^n', () => {
@@ -51,7 +55,11 @@ describe('reverse mode over a graph', () => {
   });
 
   it('inputs a function does not use get zeros of their shape, over nested pytrees', () => {
-    const params = { w: f64([1, 2, 3], [3]), nested: [{ b: f64([5], [1]) }, f64([1, 2, 3, 4], [2, 2])] as [{ b: T.Tensor }, T.Tensor], label: 'static' };
+    const params = {
+      w: f64([1, 2, 3], [3]),
+      nested: [{ b: f64([5], [1]) }, f64([1, 2, 3, 4], [2, 2])] as [{ b: T.Tensor }, T.Tensor],
+      label: 'static',
+    };
     const g = T.grad((p: typeof params) => T.sum(T.square(p.w)))(params);
     close(g.w.dataSync(), [2, 4, 6]);
     expect(g.nested[0]!.b.shape).toEqual([1]);
@@ -71,7 +79,11 @@ describe('reverse mode over a graph', () => {
       fc.property(fc.array(finite, { minLength: 1, maxLength: 4 }), (xs) => {
         const first = T.grad((x: T.Tensor) => T.sum(T.mul(T.square(x), x)));
         const second = T.grad((x: T.Tensor) => T.sum(first(x)))(f64(xs, [xs.length])).dataSync();
-        close(second, xs.map((x) => 6 * x), 1e-12);
+        close(
+          second,
+          xs.map((x) => 6 * x),
+          1e-12,
+        );
       }),
       { numRuns: 20 },
     ));
@@ -92,19 +104,27 @@ describe('reverse mode over a graph', () => {
 
   it('vjp pulls back a pytree of cotangents, repeatedly, and refuses after dispose', () =>
     fc.assert(
-      fc.property(fc.array(finite, { minLength: 2, maxLength: 5 }), fc.array(finite, { minLength: 2, maxLength: 5 }), (xs, cs) => {
-        const n = Math.min(xs.length, cs.length);
-        const x = f64(xs.slice(0, n), [n]);
-        const [out, pull] = T.vjp((p: { x: T.Tensor }) => ({ sq: T.square(p.x), tot: T.sum(p.x) }), { x });
-        expect(out.sq.shape).toEqual([n]);
-        const ct = { sq: f64(cs.slice(0, n), [n]), tot: f64([2], []) };
-        for (let rep = 0; rep < 2; rep++) {
-          const g = pull(ct).x.dataSync();
-          close(g, xs.slice(0, n).map((v, i) => 2 * v * cs[i]! + 2), 1e-12);
-        }
-        pull.dispose();
-        expect(() => pull(ct)).toThrow(T.ArgumentError);
-      }),
+      fc.property(
+        fc.array(finite, { minLength: 2, maxLength: 5 }),
+        fc.array(finite, { minLength: 2, maxLength: 5 }),
+        (xs, cs) => {
+          const n = Math.min(xs.length, cs.length);
+          const x = f64(xs.slice(0, n), [n]);
+          const [out, pull] = T.vjp((p: { x: T.Tensor }) => ({ sq: T.square(p.x), tot: T.sum(p.x) }), { x });
+          expect(out.sq.shape).toEqual([n]);
+          const ct = { sq: f64(cs.slice(0, n), [n]), tot: f64([2], []) };
+          for (let rep = 0; rep < 2; rep++) {
+            const g = pull(ct).x.dataSync();
+            close(
+              g,
+              xs.slice(0, n).map((v, i) => 2 * v * cs[i]! + 2),
+              1e-12,
+            );
+          }
+          pull.dispose();
+          expect(() => pull(ct)).toThrow(T.ArgumentError);
+        },
+      ),
       { numRuns: 20 },
     ));
 });
@@ -112,8 +132,18 @@ describe('reverse mode over a graph', () => {
 describe('memory lifetimes', () => {
   it('repeated valueAndGrad leaves live tensors and backend memory flat', () => {
     const backend = T.getDefaultBackend();
-    const params = { w: T.tensor([[0.1, -0.2], [0.3, 0.4]]), b: T.tensor([0.0, 0.1]) };
-    const x = T.tensor([[1, 2], [3, 4], [5, 6]]);
+    const params = {
+      w: T.tensor([
+        [0.1, -0.2],
+        [0.3, 0.4],
+      ]),
+      b: T.tensor([0.0, 0.1]),
+    };
+    const x = T.tensor([
+      [1, 2],
+      [3, 4],
+      [5, 6],
+    ]);
     const step = T.valueAndGrad((p: typeof params) => T.mean(T.square(T.tanh(T.add(T.matmul(x, p.w), p.b)))));
     const run = (): void => {
       const [v, g] = step(params);
@@ -171,14 +201,18 @@ describe('typed errors at the op boundary', () => {
 describe('broadcasting follows NumPy', () => {
   it('broadcastShapes agrees with a reference statement of the rule', () =>
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 1, max: 3 }), { maxLength: 4 }), fc.array(fc.integer({ min: 1, max: 3 }), { maxLength: 4 }), (a, b) => {
-        const rank = Math.max(a.length, b.length);
-        const pa = [...Array(rank - a.length).fill(1), ...a];
-        const pb = [...Array(rank - b.length).fill(1), ...b];
-        const ok = pa.every((d, i) => d === pb[i] || d === 1 || pb[i] === 1);
-        if (!ok) expect(() => T.broadcastShapes('t', a, b)).toThrow(T.ShapeError);
-        else expect(T.broadcastShapes('t', a, b)).toEqual(pa.map((d, i) => Math.max(d, pb[i]!)));
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 1, max: 3 }), { maxLength: 4 }),
+        fc.array(fc.integer({ min: 1, max: 3 }), { maxLength: 4 }),
+        (a, b) => {
+          const rank = Math.max(a.length, b.length);
+          const pa = [...Array(rank - a.length).fill(1), ...a];
+          const pb = [...Array(rank - b.length).fill(1), ...b];
+          const ok = pa.every((d, i) => d === pb[i] || d === 1 || pb[i] === 1);
+          if (!ok) expect(() => T.broadcastShapes('t', a, b)).toThrow(T.ShapeError);
+          else expect(T.broadcastShapes('t', a, b)).toEqual(pa.map((d, i) => Math.max(d, pb[i]!)));
+        },
+      ),
     ));
 });
 
@@ -187,7 +221,9 @@ describe('debugNans', () => {
     T.setDebugNans(true);
     try {
       expect(() => T.log(T.tensor([1, -1]))).toThrow(/log output: non-finite value NaN at flat index 1/);
-      expect(() => T.grad((x: T.Tensor) => T.sum(T.sqrt(x)))(T.tensor([0, 1]))).toThrow(/div output: non-finite value Infinity at flat index 0/);
+      expect(() => T.grad((x: T.Tensor) => T.sum(T.sqrt(x)))(T.tensor([0, 1]))).toThrow(
+        /div output: non-finite value Infinity at flat index 0/,
+      );
       expect(T.exp(T.tensor([0])).dataSync()[0]).toBe(1);
     } finally {
       T.setDebugNans(false);

@@ -85,7 +85,9 @@ describe('fused causal attention (CPU, f64)', () => {
     expectClose(out.slice(4), want.slice(4), 1e-6);
     // The padding queries' cotangent reaches nothing: q's padding rows and every key/value get 0 from it.
     const padRows = T.tensor([1, 1, 0, 0], [1, 4, 1, 1]);
-    const grads = T.grad((xs: T.Tensor[]) => T.sum(T.mul(T.causalAttention(xs[0]!, xs[1]!, xs[2]!, { keyBias: bias! }), padRows)))([q!, k!, v!]);
+    const grads = T.grad((xs: T.Tensor[]) =>
+      T.sum(T.mul(T.causalAttention(xs[0]!, xs[1]!, xs[2]!, { keyBias: bias! }), padRows)),
+    )([q!, k!, v!]);
     for (const g of grads) expect(Array.from(g.dataSync()).every((x) => x === 0)).toBe(true);
   });
 

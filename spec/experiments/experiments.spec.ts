@@ -16,7 +16,13 @@ import {
   type Scale,
 } from '../../examples/experiments/grid.js';
 import { binomialSe, markdownTable, mean, paired, pct, std, verdict } from '../../examples/experiments/stats.js';
-import { TraceAccumulator, baselineAdvantages, groupNormalisedWeights, traceCovarianceOf, withinGroupCorrelation } from '../../examples/experiments/variance.js';
+import {
+  TraceAccumulator,
+  baselineAdvantages,
+  groupNormalisedWeights,
+  traceCovarianceOf,
+  withinGroupCorrelation,
+} from '../../examples/experiments/variance.js';
 
 describe('statistics of the report', () => {
   it('mean, sample std, binomial standard error', () => {
@@ -54,15 +60,25 @@ describe('statistics of the report', () => {
 describe('gradient-variance estimator', () => {
   it('the streaming trace of the covariance equals the two-pass one', () => {
     fc.assert(
-      fc.property(fc.array(fc.array(fc.double({ min: -10, max: 10, noNaN: true }), { minLength: 3, maxLength: 3 }), { minLength: 2, maxLength: 12 }), (vs) => {
-        const acc = new TraceAccumulator();
-        vs.forEach((v) => acc.add(v));
-        const direct = traceCovarianceOf(vs);
-        expect(acc.traceCovariance()).toBeCloseTo(direct, 6);
-      }),
+      fc.property(
+        fc.array(fc.array(fc.double({ min: -10, max: 10, noNaN: true }), { minLength: 3, maxLength: 3 }), {
+          minLength: 2,
+          maxLength: 12,
+        }),
+        (vs) => {
+          const acc = new TraceAccumulator();
+          vs.forEach((v) => acc.add(v));
+          const direct = traceCovarianceOf(vs);
+          expect(acc.traceCovariance()).toBeCloseTo(direct, 6);
+        },
+      ),
     );
     const acc = new TraceAccumulator();
-    [[1, 0], [3, 0], [2, 3]].forEach((v) => acc.add(v));
+    [
+      [1, 0],
+      [3, 0],
+      [2, 3],
+    ].forEach((v) => acc.add(v));
     // mean (2, 1); deviations (-1,-1), (1,-1), (0,2): squared norms 2 + 2 + 4 = 8, / (3 - 1) = 4.
     expect(acc.traceCovariance()).toBeCloseTo(4, 12);
     expect(acc.meanSquaredNorm()).toBeCloseTo(5, 12);
@@ -78,12 +94,21 @@ describe('gradient-variance estimator', () => {
     expect(withinGroupCorrelation([0, 0, 1, 1], [1, 2, 3, 4], [0, 0, 1, 1])).toBe(0);
   });
 
-  it('with a constant delta, RCC and the exact baseline give GRPO\'s advantages', () => {
+  it("with a constant delta, RCC and the exact baseline give GRPO's advantages", () => {
     const rewards = [1, 0, 0, 1, 1, 1, 0, 0];
     const groups = [0, 0, 0, 0, 1, 1, 1, 1];
     const grpo = objectives.groupAdvantages(rewards, groups, objectives.PAPER_ADVANTAGES);
-    const rcc = objectives.rccAdvantages(rewards, rewards.map(() => 0.3), groups);
-    const exact = baselineAdvantages(rewards, groups, (idx) => objectives.optimalBaseline(idx.map((i) => rewards[i]!), idx.map(() => 0.3)));
+    const rcc = objectives.rccAdvantages(
+      rewards,
+      rewards.map(() => 0.3),
+      groups,
+    );
+    const exact = baselineAdvantages(rewards, groups, (idx) =>
+      objectives.optimalBaseline(
+        idx.map((i) => rewards[i]!),
+        idx.map(() => 0.3),
+      ),
+    );
     rcc.forEach((a, i) => expect(a).toBeCloseTo(grpo[i]!, 5));
     exact.forEach((a, i) => expect(a).toBeCloseTo(grpo[i]!, 5));
     expect(baselineAdvantages([1, 1], [0, 0], () => 0.5)).toEqual([0, 0]);
@@ -121,20 +146,31 @@ describe('the experiment plan', () => {
   });
 
   it('runs every objective on both tasks with 3 seeds, and shares runs that are the same computation', () => {
-    for (const task of s.tasks) for (const m of OBJECTIVE_METHODS) for (const seed of [0, 1, 2]) expect(jobs.some((j) => j.id === `rl/${task.id}/${m.id}/seed${seed}`)).toBe(true);
+    for (const task of s.tasks)
+      for (const m of OBJECTIVE_METHODS)
+        for (const seed of [0, 1, 2]) expect(jobs.some((j) => j.id === `rl/${task.id}/${m.id}/seed${seed}`)).toBe(true);
     expect(sweepMethod('tau', 10).id).toBe('conspo');
     expect(sweepMethod('margin', 0).id).toBe('conspo-nomargin');
     expect(sweepMethod('alpha', 1).objectiveOptions).toEqual({ alpha: 1 });
-    expect(ABLATION_METHODS.map((m) => m.objectiveOptions)).toEqual([{ contrast: 'linear' }, { score: 'clipped-ratio' }, { marginSchedule: 'none' }, { marginSchedule: 'fixed' }]);
+    expect(ABLATION_METHODS.map((m) => m.objectiveOptions)).toEqual([
+      { contrast: 'linear' },
+      { score: 'clipped-ratio' },
+      { marginSchedule: 'none' },
+      { marginSchedule: 'fixed' },
+    ]);
     // Every objective config parses.
-    for (const m of [...OBJECTIVE_METHODS, ...ABLATION_METHODS]) expect(objectives.makeObjective(m.objective, m.objectiveOptions)._tag).toBe('Right');
+    for (const m of [...OBJECTIVE_METHODS, ...ABLATION_METHODS])
+      expect(objectives.makeObjective(m.objective, m.objectiveOptions)._tag).toBe('Right');
   });
 
   it('every job of every scale is a valid training config', () => {
     for (const scale of ['tiny', 'small', 'large'] as Scale[]) {
       const sc = SCALES[scale];
       for (const j of plan(sc, GRID_NAMES, [0, 1, 2])) {
-        const input = j.kind === 'rl' ? rlConfig(sc, j.task, j.method, j.seed, { resume: 'w', output: 'o' }) : warmStartConfig(sc, j.task, j.seed, 'o');
+        const input =
+          j.kind === 'rl'
+            ? rlConfig(sc, j.task, j.method, j.seed, { resume: 'w', output: 'o' })
+            : warmStartConfig(sc, j.task, j.seed, 'o');
         const cfg = parseTrainConfig(input);
         if (E.isLeft(cfg)) throw new Error(`${scale} ${j.id}: ${cfg.left.message}`);
       }
@@ -152,7 +188,8 @@ describe('Student t tail and critical values', () => {
     expect(tCritical(10, 0.05)).toBeCloseTo(1.812, 3);
     expect(tCritical(2, 0.005)).toBeCloseTo(9.925, 3);
     // df 2 has a closed form: P(T > t) = (1 - t / sqrt(t^2 + 2)) / 2.
-    for (const t of [-3, -0.5, 0, 0.7, 4.3]) expect(tUpperTail(t, 2)).toBeCloseTo((1 - t / Math.sqrt(t * t + 2)) / 2, 12);
+    for (const t of [-3, -0.5, 0, 0.7, 4.3])
+      expect(tUpperTail(t, 2)).toBeCloseTo((1 - t / Math.sqrt(t * t + 2)) / 2, 12);
     expect(tUpperTail(Infinity, 2)).toBe(0);
   });
 });

@@ -51,14 +51,19 @@ export const broadcastPairArb = (maxRank = 3): fc.Arbitrary<[number[], number[]]
 export const f64 = (a: Arg): Tensor => tensor([...a.values], [...a.shape], { dtype: 'f64' });
 
 /** Deterministic pseudo-random cotangent weights (not all equal, so every output element matters differently). */
-const weights = (n: number): number[] => Array.from({ length: n }, (_, i) => Math.sin(1.7 * i + 0.3) + 0.1 * ((i % 3) - 1));
+const weights = (n: number): number[] =>
+  Array.from({ length: n }, (_, i) => Math.sin(1.7 * i + 0.3) + 0.1 * ((i % 3) - 1));
 
 /**
  * Central finite differences in float64 against the engine's gradient of L(x) = sum(f(x) * w), w a fixed
  * non-uniform weight, so the whole vector-Jacobian product of f is checked, not just its column sums.
  * Tolerance: |analytic - numeric| <= atol + rtol * |numeric|, with h = 1e-6 (truncation error O(h^2 f''')).
  */
-export function checkGradient(f: (xs: Tensor[]) => Tensor, args: readonly Arg[], opts: { atol?: number; rtol?: number; h?: number } = {}): void {
+export function checkGradient(
+  f: (xs: Tensor[]) => Tensor,
+  args: readonly Arg[],
+  opts: { atol?: number; rtol?: number; h?: number } = {},
+): void {
   const { atol = 1e-6, rtol = 1e-5, h = 1e-6 } = opts;
   const loss = (xs: Tensor[]): Tensor => {
     const y = f(xs);
@@ -80,7 +85,9 @@ export function checkGradient(f: (xs: Tensor[]) => Tensor, args: readonly Arg[],
       const numeric = (up - down) / (2 * h);
       const got = analytic[i]![j]!;
       if (!(Math.abs(got - numeric) <= atol + rtol * Math.abs(numeric))) {
-        throw new Error(`input ${i} element ${j}: analytic ${got} vs numeric ${numeric} (shapes ${JSON.stringify(args.map((x) => x.shape))})`);
+        throw new Error(
+          `input ${i} element ${j}: analytic ${got} vs numeric ${numeric} (shapes ${JSON.stringify(args.map((x) => x.shape))})`,
+        );
       }
     }
   });

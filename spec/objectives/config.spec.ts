@@ -27,8 +27,22 @@ describe('config records: defaults', () => {
   it('paper defaults', () => {
     expect(E.getOrElseW(() => null)(parseConspoConfig())).toEqual(CONSPO_DEFAULTS);
     expect(CONSPO_DEFAULTS).toMatchObject({ tau: 10, margin: 0.01, alpha: 0.3 });
-    expect(GRPO_DEFAULTS).toMatchObject({ epsilon: 0.2, epsilonHigh: 0.2, beta: 0, lossType: 'grpo', scaleRewards: 'group', stdMode: 'population', advantageEpsilon: 0 });
-    expect(DAPO_DEFAULTS).toMatchObject({ epsilon: 0.2, epsilonHigh: 0.28, lossType: 'dapo', dynamicSampling: true, beta: 0 });
+    expect(GRPO_DEFAULTS).toMatchObject({
+      epsilon: 0.2,
+      epsilonHigh: 0.2,
+      beta: 0,
+      lossType: 'grpo',
+      scaleRewards: 'group',
+      stdMode: 'population',
+      advantageEpsilon: 0,
+    });
+    expect(DAPO_DEFAULTS).toMatchObject({
+      epsilon: 0.2,
+      epsilonHigh: 0.28,
+      lossType: 'dapo',
+      dynamicSampling: true,
+      beta: 0,
+    });
     expect(DR_GRPO_DEFAULTS).toMatchObject({ scaleRewards: 'none', lossType: 'dr_grpo' });
     for (const name of OBJECTIVE_NAMES) {
       const def = OBJECTIVES[name];
@@ -38,14 +52,35 @@ describe('config records: defaults', () => {
   });
 
   it('epsilonHigh follows epsilon when only epsilon is given (TRL), except for DAPO', () => {
-    expect(E.getOrElseW(() => null)(parseGrpoConfig({ epsilon: 0.1 }))).toMatchObject({ epsilon: 0.1, epsilonHigh: 0.1 });
-    expect(E.getOrElseW(() => null)(parseGrpoConfig({ epsilon: 0.1, epsilon_high: 0.3 }))).toMatchObject({ epsilon: 0.1, epsilonHigh: 0.3 });
-    expect(E.getOrElseW(() => null)(parseDapoConfig({ epsilon: 0.1 }))).toMatchObject({ epsilon: 0.1, epsilonHigh: 0.28 });
+    expect(E.getOrElseW(() => null)(parseGrpoConfig({ epsilon: 0.1 }))).toMatchObject({
+      epsilon: 0.1,
+      epsilonHigh: 0.1,
+    });
+    expect(E.getOrElseW(() => null)(parseGrpoConfig({ epsilon: 0.1, epsilon_high: 0.3 }))).toMatchObject({
+      epsilon: 0.1,
+      epsilonHigh: 0.3,
+    });
+    expect(E.getOrElseW(() => null)(parseDapoConfig({ epsilon: 0.1 }))).toMatchObject({
+      epsilon: 0.1,
+      epsilonHigh: 0.28,
+    });
   });
 
   it('TRL and verl names are accepted, for keys and for loss types', () => {
-    const r = parseGrpoConfig({ loss_type: 'seq-mean-token-sum-norm', scale_rewards: 'batch', num_generations: 8, clip_ratio_c: 3, epsilon_high: 0.28 });
-    expect(E.getOrElseW(() => null)(r)).toMatchObject({ lossType: 'dr_grpo', scaleRewards: 'batch', numGenerations: 8, dualClip: 3, epsilonHigh: 0.28 });
+    const r = parseGrpoConfig({
+      loss_type: 'seq-mean-token-sum-norm',
+      scale_rewards: 'batch',
+      num_generations: 8,
+      clip_ratio_c: 3,
+      epsilon_high: 0.28,
+    });
+    expect(E.getOrElseW(() => null)(r)).toMatchObject({
+      lossType: 'dr_grpo',
+      scaleRewards: 'batch',
+      numGenerations: 8,
+      dualClip: 3,
+      epsilonHigh: 0.28,
+    });
     for (const [name, canonical] of [
       ['seq-mean-token-mean', 'grpo'],
       ['token-mean', 'dapo'],
@@ -55,8 +90,13 @@ describe('config records: defaults', () => {
       expect(E.getOrElseW(() => null)(parseGrpoConfig({ lossType: name }))).toMatchObject({ lossType: canonical });
     }
     expect(E.getOrElseW(() => null)(parseGrpoConfig({ scale_rewards: false }))).toMatchObject({ scaleRewards: 'none' });
-    expect(E.getOrElseW(() => null)(parseGrpoConfig({ norm_adv_by_std_in_grpo: false }))).toMatchObject({ scaleRewards: 'none' });
-    expect(E.getOrElseW(() => null)(parseDiscoConfig({ score_func: 'Lratio', kl_type: 'low_var_kl' }))).toMatchObject({ score: 'l-ratio', klEstimator: 'k3' });
+    expect(E.getOrElseW(() => null)(parseGrpoConfig({ norm_adv_by_std_in_grpo: false }))).toMatchObject({
+      scaleRewards: 'none',
+    });
+    expect(E.getOrElseW(() => null)(parseDiscoConfig({ score_func: 'Lratio', kl_type: 'low_var_kl' }))).toMatchObject({
+      score: 'l-ratio',
+      klEstimator: 'k3',
+    });
     expect(E.getOrElseW(() => null)(parseCispoConfig({ epsilon_high: 5 }))).toMatchObject({ epsilonMax: 5 });
   });
 });

@@ -26,10 +26,17 @@ const NO_KL: Record<ObjectiveName, Record<string, unknown>> = {
   conspo: {},
 };
 
-function lossAndGrad(name: ObjectiveName, raw: Raw, extra: Partial<RolloutBatch> = {}, cfg: Record<string, unknown> = NO_KL[name]): [number, Float64Array] {
+function lossAndGrad(
+  name: ObjectiveName,
+  raw: Raw,
+  extra: Partial<RolloutBatch> = {},
+  cfg: Record<string, unknown> = NO_KL[name],
+): [number, Float64Array] {
   const obj = makeObjective(name, cfg);
   if (E.isLeft(obj)) throw obj.left;
-  const [v, g] = valueAndGrad((lp: Tensor) => obj.right.loss(toBatch(raw, lp, extra), { step: 500, totalSteps: 1000 }).loss)(f64(raw.logp, [raw.b, raw.t]));
+  const [v, g] = valueAndGrad(
+    (lp: Tensor) => obj.right.loss(toBatch(raw, lp, extra), { step: 500, totalSteps: 1000 }).loss,
+  )(f64(raw.logp, [raw.b, raw.t]));
   return [v.itemSync(), g.dataSync() as Float64Array];
 }
 
@@ -38,55 +45,69 @@ const allZero = (g: Float64Array): boolean => g.every((x) => x === 0);
 describe('degenerate input is defined, not NaN', () => {
   it('all-equal rewards: finite loss 0 and exactly zero gradient, for every objective', () => {
     fc.assert(
-      fc.property(arbRaw(arbShape()), fc.constantFrom(0, 1, 0.5, -2), fc.constantFrom(...OBJECTIVE_NAMES), (raw0, r, name) => {
-        const raw = { ...raw0, rewards: raw0.rewards.map(() => r) };
-        const [v, g] = lossAndGrad(name, raw);
-        expect(Number.isFinite(v)).toBe(true);
-        // CISPO's and GRPO's surrogates are 0 when A = 0; the contrastive ones have no valid group.
-        expect(Math.abs(v)).toBe(0);
-        expect(allZero(g)).toBe(true);
-      }),
+      fc.property(
+        arbRaw(arbShape()),
+        fc.constantFrom(0, 1, 0.5, -2),
+        fc.constantFrom(...OBJECTIVE_NAMES),
+        (raw0, r, name) => {
+          const raw = { ...raw0, rewards: raw0.rewards.map(() => r) };
+          const [v, g] = lossAndGrad(name, raw);
+          expect(Number.isFinite(v)).toBe(true);
+          // CISPO's and GRPO's surrogates are 0 when A = 0; the contrastive ones have no valid group.
+          expect(Math.abs(v)).toBe(0);
+          expect(allZero(g)).toBe(true);
+        },
+      ),
       { numRuns: 80 },
     );
   });
 
   it('ConSPO and DisCO skip groups with N+ = 0 or N- = 0: their rows get zero gradient, the others do not', () => {
     fc.assert(
-      fc.property(arbRaw(arbShape({ maxGroups: 4 }), { rewards: 'binary-any', allowEmpty: false }), fc.constantFrom<ObjectiveName>('conspo', 'disco'), (raw, name) => {
-        const [v, g] = lossAndGrad(name, raw);
-        expect(Number.isFinite(v)).toBe(true);
-        for (const rows of groupsOf(raw.groupIds)) {
-          const skipped = rows.every((i) => raw.rewards[i] === 1) || rows.every((i) => raw.rewards[i] === 0);
-          for (const i of rows)
-            for (let t = 0; t < raw.t; t++) {
-              const k = i * raw.t + t;
-              if (skipped || !raw.mask[k]) expect(g[k]).toBe(0);
-            }
-        }
-      }),
+      fc.property(
+        arbRaw(arbShape({ maxGroups: 4 }), { rewards: 'binary-any', allowEmpty: false }),
+        fc.constantFrom<ObjectiveName>('conspo', 'disco'),
+        (raw, name) => {
+          const [v, g] = lossAndGrad(name, raw);
+          expect(Number.isFinite(v)).toBe(true);
+          for (const rows of groupsOf(raw.groupIds)) {
+            const skipped = rows.every((i) => raw.rewards[i] === 1) || rows.every((i) => raw.rewards[i] === 0);
+            for (const i of rows)
+              for (let t = 0; t < raw.t; t++) {
+                const k = i * raw.t + t;
+                if (skipped || !raw.mask[k]) expect(g[k]).toBe(0);
+              }
+          }
+        },
+      ),
       { numRuns: 60 },
     );
   });
 
   it('zero-length completions contribute zero; padding may hold NaN or Inf and changes nothing', () => {
     fc.assert(
-      fc.property(arbRaw(arbShape(), { rewards: 'binary' }), fc.constantFrom(...OBJECTIVE_NAMES), fc.constantFrom(NaN, Infinity, -Infinity, 123), (raw, name, junk) => {
-        const dirty: Raw = {
-          ...raw,
-          logp: raw.logp.map((x, k) => (raw.mask[k] ? x : junk)),
-          old: raw.old.map((x, k) => (raw.mask[k] ? x : -junk)),
-          ref: raw.ref.map((x, k) => (raw.mask[k] ? x : junk)),
-        };
-        const [v0, g0] = lossAndGrad(name, raw);
-        const [v1, g1] = lossAndGrad(name, dirty);
-        expect(Number.isFinite(v1)).toBe(true);
-        expect(v1).toBe(v0);
-        g1.forEach((x, k) => {
-          expect(Number.isFinite(x)).toBe(true);
-          expect(x).toBe(g0[k]);
-          if (!raw.mask[k]) expect(x).toBe(0);
-        });
-      }),
+      fc.property(
+        arbRaw(arbShape(), { rewards: 'binary' }),
+        fc.constantFrom(...OBJECTIVE_NAMES),
+        fc.constantFrom(NaN, Infinity, -Infinity, 123),
+        (raw, name, junk) => {
+          const dirty: Raw = {
+            ...raw,
+            logp: raw.logp.map((x, k) => (raw.mask[k] ? x : junk)),
+            old: raw.old.map((x, k) => (raw.mask[k] ? x : -junk)),
+            ref: raw.ref.map((x, k) => (raw.mask[k] ? x : junk)),
+          };
+          const [v0, g0] = lossAndGrad(name, raw);
+          const [v1, g1] = lossAndGrad(name, dirty);
+          expect(Number.isFinite(v1)).toBe(true);
+          expect(v1).toBe(v0);
+          g1.forEach((x, k) => {
+            expect(Number.isFinite(x)).toBe(true);
+            expect(x).toBe(g0[k]);
+            if (!raw.mask[k]) expect(x).toBe(0);
+          });
+        },
+      ),
       { numRuns: 60 },
     );
   });
@@ -125,20 +146,26 @@ describe('degenerate input is defined, not NaN', () => {
 describe('rejected input', () => {
   it('NaN or infinite rewards are a BatchError naming the field and index, for every objective', () => {
     fc.assert(
-      fc.property(arbRaw(arbShape(), { rewards: 'binary' }), fc.constantFrom(NaN, Infinity, -Infinity), fc.nat(), fc.constantFrom(...OBJECTIVE_NAMES), (raw, bad, at, name) => {
-        const idx = at % raw.b;
-        const rewards = raw.rewards.map((r, i) => (i === idx ? bad : r));
-        let caught: unknown;
-        try {
-          lossAndGrad(name, { ...raw, rewards });
-        } catch (e) {
-          caught = e;
-        }
-        expect(caught).toBeInstanceOf(BatchError);
-        expect((caught as BatchError).field).toBe('rewards');
-        expect((caught as BatchError).index).toBe(idx);
-        expect((caught as BatchError).kind).toBe('non-finite');
-      }),
+      fc.property(
+        arbRaw(arbShape(), { rewards: 'binary' }),
+        fc.constantFrom(NaN, Infinity, -Infinity),
+        fc.nat(),
+        fc.constantFrom(...OBJECTIVE_NAMES),
+        (raw, bad, at, name) => {
+          const idx = at % raw.b;
+          const rewards = raw.rewards.map((r, i) => (i === idx ? bad : r));
+          let caught: unknown;
+          try {
+            lossAndGrad(name, { ...raw, rewards });
+          } catch (e) {
+            caught = e;
+          }
+          expect(caught).toBeInstanceOf(BatchError);
+          expect((caught as BatchError).field).toBe('rewards');
+          expect((caught as BatchError).index).toBe(idx);
+          expect((caught as BatchError).kind).toBe('non-finite');
+        },
+      ),
       { numRuns: 40 },
     );
   });
@@ -159,13 +186,24 @@ describe('rejected input', () => {
     const r2 = await validateBatch(toBatch({ ...raw, old: [-1, -1, -1, -1] }));
     expect(E.isRight(r2)).toBe(true); // the NaN sits in padding
     const r3 = await validateBatch(toBatch({ ...raw, logp: [-1, -1, -Infinity, -1] }));
-    expect(E.isLeft(r3) && r3.left.field === 'logProbs' && r3.left.index === 2 && r3.left.kind === 'non-finite').toBe(true);
+    expect(E.isLeft(r3) && r3.left.field === 'logProbs' && r3.left.index === 2 && r3.left.kind === 'non-finite').toBe(
+      true,
+    );
     const r4 = await validateBatch(toBatch({ ...raw, old: [-1, -1, -1, -1], mask: [1, 0.5, 1, 1] }));
     expect(E.isLeft(r4) && r4.left.field === 'mask' && r4.left.index === 1).toBe(true);
   });
 
   it('shape and length mismatches are BatchErrors naming the field', () => {
-    const raw: Raw = { b: 2, t: 2, logp: [-1, -1, -1, -1], old: [-1, -1, -1, -1], ref: [-1, -1, -1, -1], mask: [1, 1, 1, 1], rewards: [1, 0], groupIds: [0, 0] };
+    const raw: Raw = {
+      b: 2,
+      t: 2,
+      logp: [-1, -1, -1, -1],
+      old: [-1, -1, -1, -1],
+      ref: [-1, -1, -1, -1],
+      mask: [1, 1, 1, 1],
+      rewards: [1, 0],
+      groupIds: [0, 0],
+    };
     const field = (b: RolloutBatch): string | undefined => {
       try {
         checkBatch(b);
@@ -180,7 +218,9 @@ describe('rejected input', () => {
     expect(field({ ...toBatch(raw), mask: f64([1, 1], [1, 2]) })).toBe('mask');
     expect(field({ ...toBatch(raw), advantages: [0, NaN] })).toBe('advantages');
     expect(() => makeObjectiveOrThrow('grpo', { num_generations: 3 }).loss(toBatch(raw))).toThrow(BatchError);
-    expect(() => makeObjectiveOrThrow('grpo', { beta: 0.1 }).loss({ ...toBatch(raw), refLogProbs: undefined })).toThrow(/refLogProbs/);
+    expect(() => makeObjectiveOrThrow('grpo', { beta: 0.1 }).loss({ ...toBatch(raw), refLogProbs: undefined })).toThrow(
+      /refLogProbs/,
+    );
   });
 });
 

@@ -2,7 +2,17 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { valueAndGrad, type Tensor } from '../../src/index.js';
 import { discoLoss, DISCO_DEFAULTS, type DiscoConfig } from '../../src/objectives/index.js';
-import { arbRaw, arbShape, expectAllClose, expectClose, f64, finiteDiff, groupsOf, toBatch, type Raw } from './helpers.js';
+import {
+  arbRaw,
+  arbShape,
+  expectAllClose,
+  expectClose,
+  f64,
+  finiteDiff,
+  groupsOf,
+  toBatch,
+  type Raw,
+} from './helpers.js';
 
 // Values 1e-10, gradients vs central differences of the plain-loop reference 1e-6 (see grpo.spec.ts).
 
@@ -67,7 +77,12 @@ describe('DisCO against a plain-loop reference', () => {
       fc.property(arbDisco, arbRaw(arbShape({ maxGroups: 4 }), { rewards: 'binary-any' }), (c, raw) => {
         const [v, g] = valueAndGrad((lp: Tensor) => discoLoss(toBatch(raw, lp), c).loss)(f64(raw.logp, [raw.b, raw.t]));
         expectClose(v.itemSync(), refDisco(raw, raw.logp, c), 1e-10, 'loss');
-        expectAllClose(g.dataSync(), finiteDiff((lp) => refDisco(raw, lp, c), raw.logp), 1e-6, 'grad');
+        expectAllClose(
+          g.dataSync(),
+          finiteDiff((lp) => refDisco(raw, lp, c), raw.logp),
+          1e-6,
+          'grad',
+        );
       }),
       { numRuns: 60 },
     );

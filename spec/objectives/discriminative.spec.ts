@@ -14,7 +14,18 @@ import {
   type DiscriminativeOptions,
   type GrpoConfig,
 } from '../../src/objectives/index.js';
-import { arbRaw, arbShape, expectAllClose, expectClose, f64, groupsOf, refAdvantages, toBatch, type Raw, type RefAdvOptions } from './helpers.js';
+import {
+  arbRaw,
+  arbShape,
+  expectAllClose,
+  expectClose,
+  f64,
+  groupsOf,
+  refAdvantages,
+  toBatch,
+  type Raw,
+  type RefAdvOptions,
+} from './helpers.js';
 
 // Prop. 1 is an exact identity: both sides are the same sums in a different order, so in f64 they agree to
 // rounding. 1e-9 relative (absolute below 1) is tight for that. The parameter gradients go through a small
@@ -77,8 +88,18 @@ function refGeneralForm(raw: Raw, adv: number[], eps: number, epsHigh: number): 
   return j;
 }
 
-const grpoCfg = (e: { epsilon: number; epsilonHigh: number }, adv: Partial<GrpoConfig> = {}): GrpoConfig => ({ ...GRPO_DEFAULTS, ...e, lossType: 'grpo', beta: 0, ...adv });
-const discCfg = (e: { epsilon: number; epsilonHigh: number }, form: 'binary' | 'general', adv: Partial<DiscriminativeOptions> = {}): DiscriminativeOptions => ({
+const grpoCfg = (e: { epsilon: number; epsilonHigh: number }, adv: Partial<GrpoConfig> = {}): GrpoConfig => ({
+  ...GRPO_DEFAULTS,
+  ...e,
+  lossType: 'grpo',
+  beta: 0,
+  ...adv,
+});
+const discCfg = (
+  e: { epsilon: number; epsilonHigh: number },
+  form: 'binary' | 'general',
+  adv: Partial<DiscriminativeOptions> = {},
+): DiscriminativeOptions => ({
   scaleRewards: 'group',
   stdMode: 'population',
   advantageEpsilon: 0,
@@ -97,7 +118,10 @@ describe('Prop. 1: GRPO as a discriminative objective', () => {
     fc.assert(
       fc.property(arbEps, arbRaw(arbShape({ maxGroups: 2, minG: 2, maxG: 16 }), { rewards: 'binary' }), (eps, raw) => {
         const [vGrpo, gGrpo] = valueGrad(raw, (lp) => grpoLoss(toBatch(raw, lp), grpoCfg(eps)).loss);
-        const [vDisc, gDisc] = valueGrad(raw, (lp) => discriminativeLoss(toBatch(raw, lp), discCfg(eps, 'binary')).loss);
+        const [vDisc, gDisc] = valueGrad(
+          raw,
+          (lp) => discriminativeLoss(toBatch(raw, lp), discCfg(eps, 'binary')).loss,
+        );
         expectClose(vGrpo, vDisc, TOL, 'value');
         expectClose(-vDisc, refBinaryForm(raw, eps.epsilon, eps.epsilonHigh), TOL, 'Eq. 8 by loops');
         expectAllClose(gGrpo, gDisc, TOL, 'grad w.r.t. log-probs');
@@ -114,14 +138,27 @@ describe('Prop. 1: GRPO as a discriminative objective', () => {
       { scaleRewards: 'none' },
     ];
     fc.assert(
-      fc.property(arbEps, fc.constantFrom(...advs), arbRaw(arbShape({ maxGroups: 2, minG: 2, maxG: 16 }), { rewards: 'real' }), (eps, adv, raw) => {
-        const [vGrpo, gGrpo] = valueGrad(raw, (lp) => grpoLoss(toBatch(raw, lp), grpoCfg(eps, adv)).loss);
-        const [vDisc, gDisc] = valueGrad(raw, (lp) => discriminativeLoss(toBatch(raw, lp), discCfg(eps, 'general', adv as Partial<DiscriminativeOptions>)).loss);
-        expectClose(vGrpo, vDisc, TOL, 'value');
-        const refAdv = refAdvantages(raw.rewards, raw.groupIds, { scale: adv.scaleRewards ?? 'group', std: adv.stdMode ?? 'population', eps: adv.advantageEpsilon ?? 0 } as RefAdvOptions);
-        expectClose(-vDisc, refGeneralForm(raw, refAdv, eps.epsilon, eps.epsilonHigh), TOL, 'Eq. 5 by loops');
-        expectAllClose(gGrpo, gDisc, TOL, 'grad w.r.t. log-probs');
-      }),
+      fc.property(
+        arbEps,
+        fc.constantFrom(...advs),
+        arbRaw(arbShape({ maxGroups: 2, minG: 2, maxG: 16 }), { rewards: 'real' }),
+        (eps, adv, raw) => {
+          const [vGrpo, gGrpo] = valueGrad(raw, (lp) => grpoLoss(toBatch(raw, lp), grpoCfg(eps, adv)).loss);
+          const [vDisc, gDisc] = valueGrad(
+            raw,
+            (lp) =>
+              discriminativeLoss(toBatch(raw, lp), discCfg(eps, 'general', adv as Partial<DiscriminativeOptions>)).loss,
+          );
+          expectClose(vGrpo, vDisc, TOL, 'value');
+          const refAdv = refAdvantages(raw.rewards, raw.groupIds, {
+            scale: adv.scaleRewards ?? 'group',
+            std: adv.stdMode ?? 'population',
+            eps: adv.advantageEpsilon ?? 0,
+          } as RefAdvOptions);
+          expectClose(-vDisc, refGeneralForm(raw, refAdv, eps.epsilon, eps.epsilonHigh), TOL, 'Eq. 5 by loops');
+          expectAllClose(gGrpo, gDisc, TOL, 'grad w.r.t. log-probs');
+        },
+      ),
       { numRuns: 100 },
     );
   });
@@ -130,24 +167,39 @@ describe('Prop. 1: GRPO as a discriminative objective', () => {
     const V = 7;
     const D = 4;
     fc.assert(
-      fc.property(arbEps, arbRaw(arbShape({ maxGroups: 2, minG: 2, maxG: 16, maxT: 5 }), { rewards: 'binary', allowEmpty: false }), fc.integer({ min: 1, max: 1e6 }), (eps, raw, seed) => {
-        const rng = new Rng(seed);
-        const params = { emb: randn([V, D], rng, { dtype: 'f64' }), w: randn([D, V], rng, { dtype: 'f64' }) };
-        const ids = (): Tensor => tensor(Int32Array.from({ length: raw.b * raw.t }, () => Math.floor(rng.uniform() * V)), [raw.b, raw.t], { dtype: 'i32' });
-        const inputs = ids();
-        const targets = ids();
-        const policy = (p: typeof params): Tensor => tokenLogProbs(matmul(gather(p.emb, inputs, 0), p.w), targets);
-        // pi_old: the model's log-probs shifted by the random log-ratios of `raw` (ratios far outside the clip).
-        const lp0 = policy(params).dataSync();
-        const old = f64(Array.from(lp0, (l, k) => l - (raw.logp[k]! - raw.old[k]!)), [raw.b, raw.t]);
-        const batchOf = (lp: Tensor) => ({ ...toBatch(raw, lp), oldLogProbs: old });
-        const gA = grad((p: typeof params) => grpoLoss(batchOf(policy(p)), grpoCfg(eps)).loss)(params);
-        const gB = grad((p: typeof params) => discriminativeLoss(batchOf(policy(p)), discCfg(eps, 'binary')).loss)(params);
-        expectAllClose(gA.emb.dataSync(), gB.emb.dataSync(), TOL, 'd/d emb');
-        expectAllClose(gA.w.dataSync(), gB.w.dataSync(), TOL, 'd/d w');
-        // not vacuous: the model does receive a gradient
-        expect(Array.from(gA.w.dataSync()).some((x) => Math.abs(x) > 1e-8)).toBe(true);
-      }),
+      fc.property(
+        arbEps,
+        arbRaw(arbShape({ maxGroups: 2, minG: 2, maxG: 16, maxT: 5 }), { rewards: 'binary', allowEmpty: false }),
+        fc.integer({ min: 1, max: 1e6 }),
+        (eps, raw, seed) => {
+          const rng = new Rng(seed);
+          const params = { emb: randn([V, D], rng, { dtype: 'f64' }), w: randn([D, V], rng, { dtype: 'f64' }) };
+          const ids = (): Tensor =>
+            tensor(
+              Int32Array.from({ length: raw.b * raw.t }, () => Math.floor(rng.uniform() * V)),
+              [raw.b, raw.t],
+              { dtype: 'i32' },
+            );
+          const inputs = ids();
+          const targets = ids();
+          const policy = (p: typeof params): Tensor => tokenLogProbs(matmul(gather(p.emb, inputs, 0), p.w), targets);
+          // pi_old: the model's log-probs shifted by the random log-ratios of `raw` (ratios far outside the clip).
+          const lp0 = policy(params).dataSync();
+          const old = f64(
+            Array.from(lp0, (l, k) => l - (raw.logp[k]! - raw.old[k]!)),
+            [raw.b, raw.t],
+          );
+          const batchOf = (lp: Tensor) => ({ ...toBatch(raw, lp), oldLogProbs: old });
+          const gA = grad((p: typeof params) => grpoLoss(batchOf(policy(p)), grpoCfg(eps)).loss)(params);
+          const gB = grad((p: typeof params) => discriminativeLoss(batchOf(policy(p)), discCfg(eps, 'binary')).loss)(
+            params,
+          );
+          expectAllClose(gA.emb.dataSync(), gB.emb.dataSync(), TOL, 'd/d emb');
+          expectAllClose(gA.w.dataSync(), gB.w.dataSync(), TOL, 'd/d w');
+          // not vacuous: the model does receive a gradient
+          expect(Array.from(gA.w.dataSync()).some((x) => Math.abs(x) > 1e-8)).toBe(true);
+        },
+      ),
       { numRuns: 50 },
     );
   });
@@ -159,7 +211,9 @@ describe('Lemma 1 (Eq. 9): score derivatives of the binary form', () => {
       fc.property(
         fc.integer({ min: 2, max: 16 }).chain((g) =>
           fc.tuple(
-            fc.array(fc.constantFrom(0, 1), { minLength: g, maxLength: g }).filter((r) => r.includes(0) && r.includes(1)),
+            fc
+              .array(fc.constantFrom(0, 1), { minLength: g, maxLength: g })
+              .filter((r) => r.includes(0) && r.includes(1)),
             fc.array(fc.double({ min: 0, max: 3, noNaN: true }), { minLength: 2 * g, maxLength: 2 * g }),
           ),
         ),
@@ -193,7 +247,12 @@ describe('Lemmas 3 and 4: the weights', () => {
   it('Lemma 3: W+ = W- = (1/2) E|A| > 0 whenever sigma > 0, for every advantage convention', () => {
     fc.assert(
       fc.property(
-        fc.integer({ min: 2, max: 16 }).chain((g) => fc.array(fc.integer({ min: -20, max: 20 }).map((k) => k / 4), { minLength: g, maxLength: g })),
+        fc.integer({ min: 2, max: 16 }).chain((g) =>
+          fc.array(
+            fc.integer({ min: -20, max: 20 }).map((k) => k / 4),
+            { minLength: g, maxLength: g },
+          ),
+        ),
         fc.constantFrom<RefAdvOptions>(
           { scale: 'group', std: 'population', eps: 0 },
           { scale: 'group', std: 'bessel', eps: 1e-4 },
@@ -224,7 +283,11 @@ describe('Lemmas 3 and 4: the weights', () => {
         (rewards) => {
           fc.pre(rewards.includes(0) && rewards.includes(1));
           const ids = new Array<number>(rewards.length).fill(5);
-          const a = groupAdvantages(rewards, ids, { scaleRewards: 'group', stdMode: 'population', advantageEpsilon: 0 });
+          const a = groupAdvantages(rewards, ids, {
+            scaleRewards: 'group',
+            stdMode: 'population',
+            advantageEpsilon: 0,
+          });
           const nPos = rewards.filter((r) => r === 1).length;
           const p = nPos / rewards.length;
           expectClose(lemma3Weights(a).w, Math.sqrt(p * (1 - p)), 1e-12, 'W');

@@ -13,7 +13,18 @@ import {
   softOverlongPenalty,
   type GrpoConfig,
 } from '../../src/objectives/index.js';
-import { arbRaw, arbShape, expectAllClose, expectClose, f64, finiteDiff, refGrpoLoss, toBatch, type Raw, type RefGrpo } from './helpers.js';
+import {
+  arbRaw,
+  arbShape,
+  expectAllClose,
+  expectClose,
+  f64,
+  finiteDiff,
+  refGrpoLoss,
+  toBatch,
+  type Raw,
+  type RefGrpo,
+} from './helpers.js';
 
 // Tolerances: values are the same arithmetic in a different order (f64): 1e-10. Gradients are compared with
 // central finite differences of the plain-loop reference (h = 1e-6): truncation ~h^2 and rounding ~1e-16/h
@@ -52,8 +63,12 @@ function refOptions(c: GrpoConfig, raw: Raw): RefGrpo {
   };
 }
 
-const kinksOf = (c: GrpoConfig): number[] =>
-  [Math.log(1 - c.epsilon), Math.log(1 + c.epsilonHigh), ...(c.delta ? [Math.log(c.delta)] : []), ...(c.dualClip ? [Math.log(c.dualClip)] : [])];
+const kinksOf = (c: GrpoConfig): number[] => [
+  Math.log(1 - c.epsilon),
+  Math.log(1 + c.epsilonHigh),
+  ...(c.delta ? [Math.log(c.delta)] : []),
+  ...(c.dualClip ? [Math.log(c.dualClip)] : []),
+];
 
 function lossAndGrad(raw: Raw, cfg: GrpoConfig): [number, Float64Array] {
   const f = valueAndGrad((lp: Tensor) => grpoLoss(toBatch(raw, lp), cfg).loss);
@@ -73,7 +88,12 @@ describe('GRPO family against a plain-loop reference', () => {
           const [v, g] = lossAndGrad(raw, cfg);
           const ref = refOptions(cfg, raw);
           expectClose(v, refGrpoLoss(raw, raw.logp, ref), 1e-10, 'loss');
-          expectAllClose(g, finiteDiff((lp) => refGrpoLoss(raw, lp, ref), raw.logp), 1e-6, 'grad');
+          expectAllClose(
+            g,
+            finiteDiff((lp) => refGrpoLoss(raw, lp, ref), raw.logp),
+            1e-6,
+            'grad',
+          );
         },
       ),
       { numRuns: 60 },
@@ -82,58 +102,75 @@ describe('GRPO family against a plain-loop reference', () => {
 
   it('DAPO (clip-higher, token-mean, dynamic sampling drops groups with equal rewards)', () => {
     fc.assert(
-      fc.property(arbRaw(arbShape({ maxGroups: 4 }), { rewards: 'binary-any', kinks: [Math.log(0.8), Math.log(1.28)] }), (raw) => {
-        const cfg = DAPO_DEFAULTS;
-        expect(cfg.epsilonHigh).toBe(0.28);
-        const [v, g] = lossAndGrad(raw, cfg);
-        const ref = refOptions(cfg, raw);
-        expectClose(v, refGrpoLoss(raw, raw.logp, ref), 1e-10, 'loss');
-        expectAllClose(g, finiteDiff((lp) => refGrpoLoss(raw, lp, ref), raw.logp), 1e-6, 'grad');
-        // rows of dropped groups get exactly zero gradient
-        const keep = dynamicSamplingKeep(raw.rewards, raw.groupIds);
-        keep.forEach((k, i) => {
-          if (!k) for (let t = 0; t < raw.t; t++) expect(Math.abs(g[i * raw.t + t]!)).toBe(0);
-        });
-      }),
+      fc.property(
+        arbRaw(arbShape({ maxGroups: 4 }), { rewards: 'binary-any', kinks: [Math.log(0.8), Math.log(1.28)] }),
+        (raw) => {
+          const cfg = DAPO_DEFAULTS;
+          expect(cfg.epsilonHigh).toBe(0.28);
+          const [v, g] = lossAndGrad(raw, cfg);
+          const ref = refOptions(cfg, raw);
+          expectClose(v, refGrpoLoss(raw, raw.logp, ref), 1e-10, 'loss');
+          expectAllClose(
+            g,
+            finiteDiff((lp) => refGrpoLoss(raw, lp, ref), raw.logp),
+            1e-6,
+            'grad',
+          );
+          // rows of dropped groups get exactly zero gradient
+          const keep = dynamicSamplingKeep(raw.rewards, raw.groupIds);
+          keep.forEach((k, i) => {
+            if (!k) for (let t = 0; t < raw.t; t++) expect(Math.abs(g[i * raw.t + t]!)).toBe(0);
+          });
+        },
+      ),
       { numRuns: 50 },
     );
   });
 
   it('Dr. GRPO (A = r - mean, sum / (B * max_completion_length))', () => {
     fc.assert(
-      fc.property(arbRaw(arbShape(), { rewards: 'real', kinks: [Math.log(0.8), Math.log(1.2)] }), fc.integer({ min: 6, max: 20 }), (raw, lmax) => {
-        const cfg: GrpoConfig = { ...DR_GRPO_DEFAULTS, maxCompletionLength: lmax };
-        const [v] = lossAndGrad(raw, cfg);
-        // independent: mean-centred rewards, dr_grpo normaliser
-        const means = new Map<number, number[]>();
-        raw.groupIds.forEach((g, i) => means.set(g, [...(means.get(g) ?? []), raw.rewards[i]!]));
-        let total = 0;
-        for (let i = 0; i < raw.b; i++) {
-          const rs = means.get(raw.groupIds[i]!)!;
-          const a = rs.every((r) => r === rs[0]) ? 0 : raw.rewards[i]! - rs.reduce((s, r) => s + r, 0) / rs.length;
-          for (let t = 0; t < raw.t; t++) {
-            const k = i * raw.t + t;
-            if (!raw.mask[k]) continue;
-            const rho = Math.exp(raw.logp[k]! - raw.old[k]!);
-            total += -Math.min(rho * a, Math.min(Math.max(rho, 0.8), 1.2) * a);
+      fc.property(
+        arbRaw(arbShape(), { rewards: 'real', kinks: [Math.log(0.8), Math.log(1.2)] }),
+        fc.integer({ min: 6, max: 20 }),
+        (raw, lmax) => {
+          const cfg: GrpoConfig = { ...DR_GRPO_DEFAULTS, maxCompletionLength: lmax };
+          const [v] = lossAndGrad(raw, cfg);
+          // independent: mean-centred rewards, dr_grpo normaliser
+          const means = new Map<number, number[]>();
+          raw.groupIds.forEach((g, i) => means.set(g, [...(means.get(g) ?? []), raw.rewards[i]!]));
+          let total = 0;
+          for (let i = 0; i < raw.b; i++) {
+            const rs = means.get(raw.groupIds[i]!)!;
+            const a = rs.every((r) => r === rs[0]) ? 0 : raw.rewards[i]! - rs.reduce((s, r) => s + r, 0) / rs.length;
+            for (let t = 0; t < raw.t; t++) {
+              const k = i * raw.t + t;
+              if (!raw.mask[k]) continue;
+              const rho = Math.exp(raw.logp[k]! - raw.old[k]!);
+              total += -Math.min(rho * a, Math.min(Math.max(rho, 0.8), 1.2) * a);
+            }
           }
-        }
-        expectClose(v, total / (raw.b * lmax), 1e-10, 'dr_grpo loss');
-      }),
+          expectClose(v, total / (raw.b * lmax), 1e-10, 'dr_grpo loss');
+        },
+      ),
       { numRuns: 50 },
     );
   });
 
   it('soft overlong punishment (DAPO) and its use in the rewards', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 10, max: 100 }), fc.integer({ min: 1, max: 9 }), fc.integer({ min: 0, max: 150 }), (lmax, cache, len) => {
-        const p = softOverlongPenalty(len, lmax, cache);
-        if (len <= lmax - cache) expect(p).toBe(0);
-        else if (len <= lmax) expectClose(p, (lmax - cache - len) / cache, 1e-15, 'penalty');
-        else expect(p).toBe(-1);
-        expect(p).toBeGreaterThanOrEqual(-1);
-        expect(p).toBeLessThanOrEqual(0);
-      }),
+      fc.property(
+        fc.integer({ min: 10, max: 100 }),
+        fc.integer({ min: 1, max: 9 }),
+        fc.integer({ min: 0, max: 150 }),
+        (lmax, cache, len) => {
+          const p = softOverlongPenalty(len, lmax, cache);
+          if (len <= lmax - cache) expect(p).toBe(0);
+          else if (len <= lmax) expectClose(p, (lmax - cache - len) / cache, 1e-15, 'penalty');
+          else expect(p).toBe(-1);
+          expect(p).toBeGreaterThanOrEqual(-1);
+          expect(p).toBeLessThanOrEqual(0);
+        },
+      ),
     );
     expect(applySoftOverlong([1, 0], [5, 9], { maxLength: 10, cacheLength: 4, penaltyFactor: 1 })).toEqual([1, -0.75]);
   });

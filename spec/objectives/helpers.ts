@@ -21,7 +21,11 @@ export interface Raw {
 
 export const f64 = (xs: readonly number[], shape: number[]): Tensor => tensor([...xs], shape, { dtype: 'f64' });
 
-export function toBatch(raw: Raw, logp: Tensor = f64(raw.logp, [raw.b, raw.t]), extra: Partial<RolloutBatch> = {}): RolloutBatch {
+export function toBatch(
+  raw: Raw,
+  logp: Tensor = f64(raw.logp, [raw.b, raw.t]),
+  extra: Partial<RolloutBatch> = {},
+): RolloutBatch {
   return {
     logProbs: logp,
     oldLogProbs: f64(raw.old, [raw.b, raw.t]),
@@ -39,7 +43,8 @@ export function close(a: number, b: number, tol: number): boolean {
 }
 
 export function expectClose(actual: number, expected: number, tol: number, what = ''): void {
-  if (!close(actual, expected, tol)) throw new Error(`${what}: ${actual} vs ${expected} (diff ${Math.abs(actual - expected)}, tol ${tol})`);
+  if (!close(actual, expected, tol))
+    throw new Error(`${what}: ${actual} vs ${expected} (diff ${Math.abs(actual - expected)}, tol ${tol})`);
 }
 
 export function expectAllClose(actual: ArrayLike<number>, expected: ArrayLike<number>, tol: number, what = ''): void {
@@ -73,7 +78,9 @@ export interface BatchShape {
 }
 
 /** A rollout group layout: 1..maxGroups groups of minG..maxG rows, T in 1..maxT. */
-export const arbShape = (o: { maxGroups?: number; minG?: number; maxG?: number; maxT?: number } = {}): fc.Arbitrary<BatchShape> =>
+export const arbShape = (
+  o: { maxGroups?: number; minG?: number; maxG?: number; maxT?: number } = {},
+): fc.Arbitrary<BatchShape> =>
   fc.record({
     sizes: fc.array(fc.integer({ min: o.minG ?? 2, max: o.maxG ?? 8 }), { minLength: 1, maxLength: o.maxGroups ?? 3 }),
     t: fc.integer({ min: 1, max: o.maxT ?? 6 }),
@@ -107,7 +114,10 @@ export function arbRaw(shape: fc.Arbitrary<BatchShape>, o: RawOptions = {}): fc.
     const rewardsArb: fc.Arbitrary<number[]> =
       o.rewards === 'real'
         ? // reals on a fine grid (ties happen, denormals do not)
-          fc.array(fc.integer({ min: -2000, max: 3000 }).map((k) => k / 1000), { minLength: b, maxLength: b })
+          fc.array(
+            fc.integer({ min: -2000, max: 3000 }).map((k) => k / 1000),
+            { minLength: b, maxLength: b },
+          )
         : fc
             .tuple(...sizes.map((g) => fc.array(fc.constantFrom(0, 1), { minLength: g, maxLength: g })))
             .map((gs) =>
@@ -203,7 +213,12 @@ export const PAPER_ADV: RefAdvOptions = { scale: 'group', std: 'population', eps
 export type RefLossType = 'grpo' | 'dapo' | 'dr_grpo' | 'bnpo';
 
 /** Aggregate per-token x under mask m (TRL / verl definitions). */
-export function refAggregate(x: number[][], m: number[][], type: RefLossType, o: { rows?: number; maxLen?: number; numItems?: number } = {}): number {
+export function refAggregate(
+  x: number[][],
+  m: number[][],
+  type: RefLossType,
+  o: { rows?: number; maxLen?: number; numItems?: number } = {},
+): number {
   const b = o.rows ?? x.length;
   let total = 0;
   let count = 0;

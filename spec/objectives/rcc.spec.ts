@@ -3,16 +3,28 @@ import fc from 'fast-check';
 import * as T from '../../src/index.js';
 import { optimalBaseline, rccAdvantages, rccBaseline, sequenceDeltas } from '../../src/objectives/rcc.js';
 
-const binaryGroup = fc.integer({ min: 2, max: 16 }).chain((g) =>
-  fc.tuple(fc.array(fc.constantFrom<number>(0, 1), { minLength: g, maxLength: g }), fc.array(fc.double({ min: -1, max: 1, noNaN: true }), { minLength: g, maxLength: g })),
-);
+const binaryGroup = fc
+  .integer({ min: 2, max: 16 })
+  .chain((g) =>
+    fc.tuple(
+      fc.array(fc.constantFrom<number>(0, 1), { minLength: g, maxLength: g }),
+      fc.array(fc.double({ min: -1, max: 1, noNaN: true }), { minLength: g, maxLength: g }),
+    ),
+  );
 
 describe('RCC baseline', () => {
   it('equals mean(r) when delta is constant within the group', () =>
     fc.assert(
       fc.property(binaryGroup, fc.double({ min: -5, max: 5, noNaN: true }), ([r], c) => {
         const m = r.reduce((s, x) => s + x, 0) / r.length;
-        expect(Math.abs(rccBaseline(r, r.map(() => c)) - m)).toBeLessThan(1e-12);
+        expect(
+          Math.abs(
+            rccBaseline(
+              r,
+              r.map(() => c),
+            ) - m,
+          ),
+        ).toBeLessThan(1e-12);
       }),
     ));
 
@@ -21,7 +33,17 @@ describe('RCC baseline', () => {
       fc.property(binaryGroup, ([r, d]) => {
         const spread = Math.max(...d) - Math.min(...d);
         fc.pre(spread > 1e-3 && r.some((x) => x !== r[0]));
-        const err = (s: number): number => Math.abs(rccBaseline(r, d.map((x) => s * x)) - optimalBaseline(r, d.map((x) => s * x)));
+        const err = (s: number): number =>
+          Math.abs(
+            rccBaseline(
+              r,
+              d.map((x) => s * x),
+            ) -
+              optimalBaseline(
+                r,
+                d.map((x) => s * x),
+              ),
+          );
         const [e1, e2, e3] = [err(1e-2), err(5e-3), err(2.5e-3)];
         // O(delta^2): each halving divides the error by ~4 (O(delta) would divide by 2); the error is also bounded
         // by a constant times s^2 with the group's spread as the scale.

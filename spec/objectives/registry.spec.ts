@@ -32,8 +32,13 @@ describe('registry and metrics', () => {
           const advantages = raw.rewards.map((_, i) => 3 * Math.sin(i + 1));
           expect(lossOf({ advantages }) !== base, `${name} advantages`).toBe(obj.right.usesAdvantages);
           // Shifted reference log-probs move the loss exactly when it has a KL term to the reference.
-          const shifted = f64(raw.ref.map((x) => x - 0.5), [raw.b, raw.t]);
-          expect(lossOf({ refLogProbs: shifted }) !== base, `${name} beta ${beta} reference`).toBe(obj.right.klToReference);
+          const shifted = f64(
+            raw.ref.map((x) => x - 0.5),
+            [raw.b, raw.t],
+          );
+          expect(lossOf({ refLogProbs: shifted }) !== base, `${name} beta ${beta} reference`).toBe(
+            obj.right.klToReference,
+          );
         }
       }),
       { numRuns: 30 },
@@ -62,7 +67,9 @@ describe('registry and metrics', () => {
           expect(Number.isFinite(v.itemSync()), k).toBe(true);
         }
         // detached: a function of the metrics alone has zero gradient
-        const gm = grad((lp: Tensor) => Object.values(obj.right.loss(toBatch(raw, lp), progress).metrics).reduce((a, b) => add(a, b)))(f64(raw.logp, [raw.b, raw.t]));
+        const gm = grad((lp: Tensor) =>
+          Object.values(obj.right.loss(toBatch(raw, lp), progress).metrics).reduce((a, b) => add(a, b)),
+        )(f64(raw.logp, [raw.b, raw.t]));
         expect(Array.from(gm.dataSync()).every((x) => x === 0)).toBe(true);
       }),
       { numRuns: 45 },
@@ -94,7 +101,16 @@ describe('registry and metrics', () => {
   });
 
   it('a loss keeps only its result: disposing loss and metrics returns to the baseline (no leaked intermediates)', () => {
-    const raw = { b: 3, t: 2, logp: [-1, -2, -0.5, -0.7, -0.2, -0.3], old: [-1, -1.5, -0.5, -1, -0.2, -0.1], ref: [-1, -1, -1, -1, -1, -1], mask: [1, 1, 1, 0, 1, 1], rewards: [1, 0, 1], groupIds: [0, 0, 0] };
+    const raw = {
+      b: 3,
+      t: 2,
+      logp: [-1, -2, -0.5, -0.7, -0.2, -0.3],
+      old: [-1, -1.5, -0.5, -1, -0.2, -0.1],
+      ref: [-1, -1, -1, -1, -1, -1],
+      mask: [1, 1, 1, 0, 1, 1],
+      rewards: [1, 0, 1],
+      groupIds: [0, 0, 0],
+    };
     const batch = toBatch(raw);
     for (const name of OBJECTIVE_NAMES) {
       const obj = makeObjective(name);
@@ -107,12 +123,24 @@ describe('registry and metrics', () => {
   });
 
   it('leaves no tensors behind inside tidy', () => {
-    const raw = { b: 2, t: 2, logp: [-1, -2, -0.5, -0.7], old: [-1, -1.5, -0.5, -1], ref: [-1, -1, -1, -1], mask: [1, 1, 1, 0], rewards: [1, 0], groupIds: [0, 0] };
+    const raw = {
+      b: 2,
+      t: 2,
+      logp: [-1, -2, -0.5, -0.7],
+      old: [-1, -1.5, -0.5, -1],
+      ref: [-1, -1, -1, -1],
+      mask: [1, 1, 1, 0],
+      rewards: [1, 0],
+      groupIds: [0, 0],
+    };
     const before = liveTensors();
     tidy(() => {
       for (const name of OBJECTIVE_NAMES) {
         const obj = makeObjective(name);
-        if (E.isRight(obj)) valueAndGrad((lp: Tensor) => obj.right.loss(toBatch(raw, lp), { step: 1, totalSteps: 2 }).loss)(f64(raw.logp, [2, 2]));
+        if (E.isRight(obj))
+          valueAndGrad((lp: Tensor) => obj.right.loss(toBatch(raw, lp), { step: 1, totalSteps: 2 }).loss)(
+            f64(raw.logp, [2, 2]),
+          );
       }
       return null;
     });

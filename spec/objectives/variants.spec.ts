@@ -93,7 +93,12 @@ describe('GSPO', () => {
           const c: GspoConfig = { ...GSPO_DEFAULTS, ...c0 };
           const [v, g] = run(raw, (lp) => gspoLoss(toBatch(raw, lp), c).loss);
           expectClose(v, ref(raw, raw.logp, c), 1e-10, 'loss');
-          expectAllClose(g, finiteDiff((lp) => ref(raw, lp, c), raw.logp), 1e-6, 'grad');
+          expectAllClose(
+            g,
+            finiteDiff((lp) => ref(raw, lp, c), raw.logp),
+            1e-6,
+            'grad',
+          );
         },
       ),
       { numRuns: 60 },
@@ -128,13 +133,26 @@ describe('GMPO', () => {
   it('J = mean_i A_i exp((1/L) sum_t clipped log-ratio), clipped in log space on the pessimistic side', () => {
     fc.assert(
       fc.property(
-        fc.record({ epsilon: fc.double({ min: 0.1, max: 0.9, noNaN: true }), beta: fc.oneof(fc.constant(0), fc.double({ min: 0.01, max: 0.3, noNaN: true })) }).chain(
-          (c0) => fc.tuple(fc.constant({ ...GMPO_DEFAULTS, ...c0 }), arbRaw(arbShape(), { rewards: 'real', kinks: [-c0.epsilon, c0.epsilon] })),
-        ),
+        fc
+          .record({
+            epsilon: fc.double({ min: 0.1, max: 0.9, noNaN: true }),
+            beta: fc.oneof(fc.constant(0), fc.double({ min: 0.01, max: 0.3, noNaN: true })),
+          })
+          .chain((c0) =>
+            fc.tuple(
+              fc.constant({ ...GMPO_DEFAULTS, ...c0 }),
+              arbRaw(arbShape(), { rewards: 'real', kinks: [-c0.epsilon, c0.epsilon] }),
+            ),
+          ),
         ([c, raw]) => {
           const [v, g] = run(raw, (lp) => gmpoLoss(toBatch(raw, lp), c).loss);
           expectClose(v, ref(raw, raw.logp, c), 1e-10, 'loss');
-          expectAllClose(g, finiteDiff((lp) => ref(raw, lp, c), raw.logp), 1e-6, 'grad');
+          expectAllClose(
+            g,
+            finiteDiff((lp) => ref(raw, lp, c), raw.logp),
+            1e-6,
+            'grad',
+          );
         },
       ),
       { numRuns: 60 },
@@ -156,7 +174,10 @@ describe('CISPO', () => {
           const c: CispoConfig = { ...CISPO_DEFAULTS, ...c0 };
           const [v, g] = run(raw, (lp) => cispoLoss(toBatch(raw, lp), c).loss);
           const a = refAdvantages(raw.rewards, raw.groupIds, PAPER_ADV);
-          const n = Math.max(1, raw.mask.reduce((s, x) => s + x, 0));
+          const n = Math.max(
+            1,
+            raw.mask.reduce((s, x) => s + x, 0),
+          );
           const w = (k: number): number => {
             const rho = Math.exp(raw.logp[k]! - raw.old[k]!);
             return Math.min(c.epsilonLow === null ? rho : Math.max(rho, 1 - c.epsilonLow), c.epsilonMax);
@@ -192,7 +213,7 @@ describe('SAPO', () => {
     const [x, m] = perToken(raw, (i, k) => {
       const tau = a[i]! > 0 ? c.temperaturePos : c.temperatureNeg;
       const rho = Math.exp(lp[k]! - raw.old[k]!);
-      const f = (4 / tau) / (1 + Math.exp(-tau * (rho - 1)));
+      const f = 4 / tau / (1 + Math.exp(-tau * (rho - 1)));
       return -f * a[i]! + c.beta * k3Ref(lp[k]!, raw.ref[k]!);
     });
     return refAggregate(x, m, c.lossType, { maxLen: raw.t });
@@ -211,7 +232,12 @@ describe('SAPO', () => {
           const c: SapoConfig = { ...SAPO_DEFAULTS, ...c0 };
           const [v, g] = run(raw, (lp) => sapoLoss(toBatch(raw, lp), c).loss);
           expectClose(v, ref(raw, raw.logp, c), 1e-10, 'loss');
-          expectAllClose(g, finiteDiff((lp) => ref(raw, lp, c), raw.logp), 1e-6, 'grad');
+          expectAllClose(
+            g,
+            finiteDiff((lp) => ref(raw, lp, c), raw.logp),
+            1e-6,
+            'grad',
+          );
         },
       ),
       { numRuns: 60 },

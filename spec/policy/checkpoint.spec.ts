@@ -45,9 +45,12 @@ describe('safetensors', () => {
     const bytes = encodeSafetensors(tensors, { step: '7' });
     const n = Number(new DataView(bytes.buffer).getBigUint64(0, true));
     expect((8 + n) % 8).toBe(0);
-    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n))) as Record<string, { dtype: string; shape: number[]; data_offsets: number[] }>;
+    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n))) as Record<
+      string,
+      { dtype: string; shape: number[]; data_offsets: number[] }
+    >;
     expect(header['a.f32']).toEqual({ dtype: 'F32', shape: [3], data_offsets: [0, 12] });
-    expect(header['__metadata__']).toEqual({ step: '7' });
+    expect(header.__metadata__).toEqual({ step: '7' });
     expect(new Float32Array(bytes.slice(8 + n, 8 + n + 12).buffer)).toEqual(new Float32Array([1.5, -2, 3.25]));
     const decoded = decodeSafetensors(bytes);
     if (E.isLeft(decoded)) throw decoded.left;
@@ -57,7 +60,15 @@ describe('safetensors', () => {
 
   it('reads BF16 and F16 (as real checkpoints store them) as f32', () => {
     const body = new Uint8Array([0xc0, 0x3f, 0x00, 0x3e]); // bf16 1.5, f16 1.5 (little-endian)
-    const f = decodeSafetensors(rawFile({ x: { dtype: 'BF16', shape: [1], data_offsets: [0, 2] }, y: { dtype: 'F16', shape: [1], data_offsets: [2, 4] } }, body));
+    const f = decodeSafetensors(
+      rawFile(
+        {
+          x: { dtype: 'BF16', shape: [1], data_offsets: [0, 2] },
+          y: { dtype: 'F16', shape: [1], data_offsets: [2, 4] },
+        },
+        body,
+      ),
+    );
     if (E.isLeft(f)) throw f.left;
     expect(Array.from(f.right.tensors.get('x')!.data)).toEqual([1.5]);
     expect(Array.from(f.right.tensors.get('y')!.data)).toEqual([1.5]);
@@ -87,18 +98,29 @@ describe('safetensors', () => {
   it('maps parameters to Hugging Face Llama names and checks every tensor on the way back', () => {
     const config = tinyConfig();
     const params = initParams(config, new Rng(1));
-    const host = new Map([...toHfNames(params)].map(([n, t]) => [n, { dtype: t.dtype, shape: t.shape, data: t.dataSync() } as HostTensor]));
+    const host = new Map(
+      [...toHfNames(params)].map(([n, t]) => [n, { dtype: t.dtype, shape: t.shape, data: t.dataSync() } as HostTensor]),
+    );
     expect([...host.keys()]).toContain('model.layers.1.self_attn.k_proj.weight');
     expect(host.get('model.layers.0.mlp.down_proj.weight')!.shape).toEqual([config.dModel, config.dFf]);
     const back = fromHfNames(host, config);
     if (E.isLeft(back)) throw back.left;
-    expect(treeLeaves(back.right).map((t) => Array.from(t.dataSync()))).toEqual(treeLeaves(params).map((t) => Array.from(t.dataSync())));
+    expect(treeLeaves(back.right).map((t) => Array.from(t.dataSync()))).toEqual(
+      treeLeaves(params).map((t) => Array.from(t.dataSync())),
+    );
 
     const without = new Map(host);
     without.delete('model.norm.weight');
     expect(errorOf(fromHfNames(without, config))).toMatchObject({ kind: 'missing-tensor', field: 'model.norm.weight' });
-    const wrong = new Map(host).set('model.layers.0.self_attn.q_proj.weight', { dtype: 'f32', shape: [3, 3], data: new Float32Array(9) });
-    expect(errorOf(fromHfNames(wrong, config))).toMatchObject({ kind: 'wrong-shape', field: 'model.layers.0.self_attn.q_proj.weight' });
+    const wrong = new Map(host).set('model.layers.0.self_attn.q_proj.weight', {
+      dtype: 'f32',
+      shape: [3, 3],
+      data: new Float32Array(9),
+    });
+    expect(errorOf(fromHfNames(wrong, config))).toMatchObject({
+      kind: 'wrong-shape',
+      field: 'model.layers.0.self_attn.q_proj.weight',
+    });
     const extra = new Map(host).set('lm_head.weight', host.get('model.embed_tokens.weight')!);
     expect(errorOf(fromHfNames(extra, config))).toMatchObject({ kind: 'unexpected-tensor', field: 'lm_head.weight' });
   });
@@ -112,21 +134,34 @@ describe('checkpoints', () => {
     const rng = new Rng(9);
     rng.normal();
     const dir = join(tmp, 'roundtrip');
-    const saved = await saveCheckpoint(dir, { config, params, optimizer: opt, rngs: { sampling: rng.state() }, trainerState: { step: 5, note: 'x' } })();
+    const saved = await saveCheckpoint(dir, {
+      config,
+      params,
+      optimizer: opt,
+      rngs: { sampling: rng.state() },
+      trainerState: { step: 5, note: 'x' },
+    })();
     expect(E.isRight(saved)).toBe(true);
     const loaded = await loadCheckpoint(dir)();
     if (E.isLeft(loaded)) throw loaded.left;
     const ck = loaded.right;
     expect(ck.config).toEqual(config);
     expect(ck.params.embed.weight.dtype).toBe('f64');
-    expect(treeLeaves(ck.params).map((t) => Array.from(t.dataSync()))).toEqual(treeLeaves(params).map((t) => Array.from(t.dataSync())));
+    expect(treeLeaves(ck.params).map((t) => Array.from(t.dataSync()))).toEqual(
+      treeLeaves(params).map((t) => Array.from(t.dataSync())),
+    );
     expect(ck.optimizer!.step).toBe(5);
     expect(treeLeaves(ck.optimizer!.v).length).toBe(treeLeaves(params).length);
     expect(ck.trainerState).toEqual({ step: 5, note: 'x' });
     const resumed = Rng.fromState(ck.rngs!.sampling!);
     expect([resumed.normal(), resumed.uniform()]).toEqual([rng.normal(), rng.uniform()]);
     const cfg = JSON.parse(readFileSync(join(dir, CHECKPOINT_FILES.config), 'utf8')) as Record<string, unknown>;
-    expect(cfg).toMatchObject({ model_type: 'llama', hidden_size: config.dModel, num_key_value_heads: config.nKvHeads, tie_word_embeddings: true });
+    expect(cfg).toMatchObject({
+      model_type: 'llama',
+      hidden_size: config.dModel,
+      num_key_value_heads: config.nKvHeads,
+      tie_word_embeddings: true,
+    });
   });
 
   it('reports a damaged or missing checkpoint as a typed error', async () => {
@@ -159,10 +194,14 @@ describe('checkpoints', () => {
     }
     // Interrupted: another process trains `steps` steps, saves, and is killed.
     const dir = join(tmp, 'resume');
-    const child = spawn(join('node_modules', '.bin', 'vite-node'), [join('spec', 'policy', 'helpers', 'resume-child.ts')], {
-      env: { ...process.env, RESUME_DIR: dir, RESUME_STEPS: String(steps), RESUME_SEED: String(seed) },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      join('node_modules', '.bin', 'vite-node'),
+      [join('spec', 'policy', 'helpers', 'resume-child.ts')],
+      {
+        env: { ...process.env, RESUME_DIR: dir, RESUME_STEPS: String(steps), RESUME_SEED: String(seed) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     await new Promise<void>((resolve, reject) => {

@@ -10,7 +10,14 @@ import { liveTensors } from '../../src/core/tensor.js';
 import { initRun, trainStep } from './helpers/resume-run.js';
 
 /** PyTorch's AdamW (with clip_grad_norm_ first) as plain loops over numbers. */
-function reference(params: number[][], gradsPerStep: number[][][], cfg: Required<Omit<AdamWConfig, 'schedule' | 'decay' | 'maxGradNorm'>> & { maxGradNorm?: number; decayMask: boolean[] }): number[][] {
+function reference(
+  params: number[][],
+  gradsPerStep: number[][][],
+  cfg: Required<Omit<AdamWConfig, 'schedule' | 'decay' | 'maxGradNorm'>> & {
+    maxGradNorm?: number;
+    decayMask: boolean[];
+  },
+): number[][] {
   const p = params.map((x) => [...x]);
   const m = params.map((x) => x.map(() => 0));
   const v = params.map((x) => x.map(() => 0));
@@ -37,8 +44,18 @@ describe('AdamW over a pytree', () => {
   it.each([[undefined], [0.5], [1e6]])('matches a plain-loop reference (f64, maxGradNorm %s)', (maxGradNorm) => {
     const rng = new Rng(4);
     const params = { w: randn([3, 4], rng, { dtype: 'f64' }), norm: randn([4], rng, { dtype: 'f64' }) };
-    const cfg = { lr: 0.01, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.1, ...(maxGradNorm !== undefined ? { maxGradNorm } : {}) };
-    const gradsPerStep = Array.from({ length: 4 }, () => ({ w: randn([3, 4], rng, { dtype: 'f64' }), norm: randn([4], rng, { dtype: 'f64' }) }));
+    const cfg = {
+      lr: 0.01,
+      beta1: 0.9,
+      beta2: 0.95,
+      eps: 1e-8,
+      weightDecay: 0.1,
+      ...(maxGradNorm !== undefined ? { maxGradNorm } : {}),
+    };
+    const gradsPerStep = Array.from({ length: 4 }, () => ({
+      w: randn([3, 4], rng, { dtype: 'f64' }),
+      norm: randn([4], rng, { dtype: 'f64' }),
+    }));
     let p = params;
     let state = adamwInit(p);
     for (const g of gradsPerStep) {
@@ -57,7 +74,11 @@ describe('AdamW over a pytree', () => {
     const rng = new Rng(5);
     const params = { a: randn([5], rng, { dtype: 'f64' }), b: randn([2, 2], rng, { dtype: 'f64' }) };
     const grads = { a: randn([5], rng, { dtype: 'f64' }), b: randn([2, 2], rng, { dtype: 'f64' }) };
-    const norm = Math.sqrt(treeLeaves(grads).flatMap((t) => Array.from(t.dataSync())).reduce((s, g) => s + g * g, 0));
+    const norm = Math.sqrt(
+      treeLeaves(grads)
+        .flatMap((t) => Array.from(t.dataSync()))
+        .reduce((s, g) => s + g * g, 0),
+    );
     const schedule: LrSchedule = { peakLr: 1e-3, warmupSteps: 10, totalSteps: 100 };
     const out = tidy(() => adamwStep(params, grads, adamwInit(params), { lr: 123, maxGradNorm: 0.1, schedule }));
     expect(out.gradNorm.itemSync()).toBeCloseTo(norm, 12);

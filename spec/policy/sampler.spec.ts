@@ -11,10 +11,16 @@ const PROMPTS = ['12+34=', '7*8=', '3,5,7:22=', '999+1='];
 const config = tinyConfig();
 const params = peakedParams(config, 1);
 
-async function both(seed: number, opts: { temperature?: number; topP?: number; groupSize?: number }): Promise<[Rollouts, Rollouts]> {
+async function both(
+  seed: number,
+  opts: { temperature?: number; topP?: number; groupSize?: number },
+): Promise<[Rollouts, Rollouts]> {
   const common = { maxNewTokens: 12, groupSize: opts.groupSize ?? 3, ...opts };
   const kv = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(seed), { ...common, useKvCache: true });
-  const full = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(seed), { ...common, useKvCache: false });
+  const full = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(seed), {
+    ...common,
+    useKvCache: false,
+  });
   return [kv, full];
 }
 
@@ -37,21 +43,34 @@ describe('rollout sampler', () => {
     [5, 1],
     [6, 0.8],
     [7, 0],
-  ])('the recorded log-probs equal a fresh scoreLogProbs forward: ratio exactly 1 (seed %i, temperature %f)', async (seed, temperature) => {
-    const ro = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(seed), { groupSize: 4, maxNewTokens: 10, temperature, topP: 0.95 });
-    const fresh = tidy(() => scoreLogProbs(params, config, ro, { temperature: ro.scoringTemperature }));
-    const values = fresh.dataSync();
-    fresh.dispose();
-    for (let i = 0; i < values.length; i++) {
-      expect(values[i]).toBe(ro.oldLogProbs[i]);
-      if (ro.completionMask[i]) expect(Math.exp(values[i]! - ro.oldLogProbs[i]!)).toBe(1);
-      else expect(values[i]).toBe(0);
-    }
-  });
+  ])(
+    'the recorded log-probs equal a fresh scoreLogProbs forward: ratio exactly 1 (seed %i, temperature %f)',
+    async (seed, temperature) => {
+      const ro = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(seed), {
+        groupSize: 4,
+        maxNewTokens: 10,
+        temperature,
+        topP: 0.95,
+      });
+      const fresh = tidy(() => scoreLogProbs(params, config, ro, { temperature: ro.scoringTemperature }));
+      const values = fresh.dataSync();
+      fresh.dispose();
+      for (let i = 0; i < values.length; i++) {
+        expect(values[i]).toBe(ro.oldLogProbs[i]);
+        if (ro.completionMask[i]) expect(Math.exp(values[i]! - ro.oldLogProbs[i]!)).toBe(1);
+        else expect(values[i]).toBe(0);
+      }
+    },
+  );
 
   it('records reference log-probs of a frozen policy, equal to scoring with it', async () => {
     const ref = peakedParams(config, 99);
-    const ro = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(8), { groupSize: 2, maxNewTokens: 8, temperature: 0.9, refParams: ref });
+    const ro = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(8), {
+      groupSize: 2,
+      maxNewTokens: 8,
+      temperature: 0.9,
+      refParams: ref,
+    });
     expect(ro.refLogProbs).not.toBeNull();
     const fresh = tidy(() => scoreLogProbs(ref, config, ro, { temperature: 0.9 }));
     expect(Array.from(ro.refLogProbs!)).toEqual(Array.from(fresh.dataSync()));
@@ -73,7 +92,9 @@ describe('rollout sampler', () => {
     for (let r = 0; r < a.batchSize; r++) {
       const comp = Array.from(a.tokens.subarray(r * t + a.promptLen, (r + 1) * t));
       const len = a.completionLengths[r]!;
-      expect(a.completionMask.subarray(r * a.completionLen, (r + 1) * a.completionLen).reduce((s, m) => s + m, 0)).toBe(len);
+      expect(a.completionMask.subarray(r * a.completionLen, (r + 1) * a.completionLen).reduce((s, m) => s + m, 0)).toBe(
+        len,
+      );
       const eosAt = comp.indexOf(tokenizer.eos);
       if (a.finished[r]) expect(eosAt).toBe(len - 1);
       else expect(len).toBe(12);
@@ -88,13 +109,23 @@ describe('rollout sampler', () => {
   it('frees every tensor it creates', async () => {
     await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(13), { groupSize: 2, maxNewTokens: 4 });
     const before = liveTensors();
-    await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(14), { groupSize: 2, maxNewTokens: 8, refParams: params });
-    await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(14), { groupSize: 2, maxNewTokens: 8, useKvCache: false });
+    await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(14), {
+      groupSize: 2,
+      maxNewTokens: 8,
+      refParams: params,
+    });
+    await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(14), {
+      groupSize: 2,
+      maxNewTokens: 8,
+      useKvCache: false,
+    });
     expect(liveTensors()).toBe(before);
   });
 
   it('rejects prompts that cannot fit maxNewTokens in the context', async () => {
-    await expect(sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(1), { maxNewTokens: 30 })).rejects.toThrow(/maxSeqLen/);
+    await expect(sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(1), { maxNewTokens: 30 })).rejects.toThrow(
+      /maxSeqLen/,
+    );
   });
 });
 
@@ -108,7 +139,9 @@ describe('pickToken', () => {
     const n = 40_000;
     for (let i = 0; i < n; i++) counts[pickToken(lp, 0, 4, rng, false, 1)]!++;
     // 5 standard deviations of a binomial count.
-    counts.forEach((c, i) => expect(Math.abs(c / n - probs[i]!)).toBeLessThan(5 * Math.sqrt((probs[i]! * (1 - probs[i]!)) / n)));
+    counts.forEach((c, i) =>
+      expect(Math.abs(c / n - probs[i]!)).toBeLessThan(5 * Math.sqrt((probs[i]! * (1 - probs[i]!)) / n)),
+    );
   });
 
   it('keeps the smallest nucleus whose mass reaches top-p, renormalised', () => {

@@ -30,18 +30,21 @@ function reference(prompt: string, completion: string, temperature: number): num
 }
 
 describe('scoreLogProbs and the SFT loss', () => {
-  it.each([1, 0.7])('give log p(token | prefix) of each completion token at temperature %f, 0 where masked', (temperature) => {
-    const batch = sftBatch(tokenizer, examples);
-    const got = tidy(() => scoreLogProbs(params, config, batch, { temperature })).dataSync();
-    const c = batch.completionLen;
-    examples.forEach((e, r) => {
-      const want = reference(e.prompt, e.completion, temperature);
-      for (let j = 0; j < c; j++) {
-        if (j < want.length) expect(got[r * c + j]).toBeCloseTo(want[j]!, 10);
-        else expect(got[r * c + j]).toBe(0);
-      }
-    });
-  });
+  it.each([1, 0.7])(
+    'give log p(token | prefix) of each completion token at temperature %f, 0 where masked',
+    (temperature) => {
+      const batch = sftBatch(tokenizer, examples);
+      const got = tidy(() => scoreLogProbs(params, config, batch, { temperature })).dataSync();
+      const c = batch.completionLen;
+      examples.forEach((e, r) => {
+        const want = reference(e.prompt, e.completion, temperature);
+        for (let j = 0; j < c; j++) {
+          if (j < want.length) expect(got[r * c + j]).toBeCloseTo(want[j]!, 10);
+          else expect(got[r * c + j]).toBe(0);
+        }
+      });
+    },
+  );
 
   it('SFT loss is the mean negative log-likelihood over completion tokens (EOS included)', () => {
     const all = examples.flatMap((e) => reference(e.prompt, e.completion, 1));
@@ -55,12 +58,28 @@ describe('scoreLogProbs and the SFT loss', () => {
     const rows = [2, 0];
     const part = tidy(() => scoreLogProbs(params, config, selectRows(batch, rows))).dataSync();
     const fullAsF32 = Float32Array.from(full);
-    expect(Array.from(part)).toEqual(Array.from(full.subarray(2 * batch.completionLen, 3 * batch.completionLen)).concat(Array.from(full.subarray(0, batch.completionLen))));
-    expect(Array.from(selectRowValues(fullAsF32, batch.completionLen, rows))).toEqual(Array.from(Float32Array.from(part)));
+    expect(Array.from(part)).toEqual(
+      Array.from(full.subarray(2 * batch.completionLen, 3 * batch.completionLen)).concat(
+        Array.from(full.subarray(0, batch.completionLen)),
+      ),
+    );
+    expect(Array.from(selectRowValues(fullAsF32, batch.completionLen, rows))).toEqual(
+      Array.from(Float32Array.from(part)),
+    );
   });
 
   it('packs left-padded prompts and right-padded completions', () => {
-    const b = packSequences([[1, 5], [1, 6, 7]], [[8, 2], [9, 9, 9, 2]], 0);
+    const b = packSequences(
+      [
+        [1, 5],
+        [1, 6, 7],
+      ],
+      [
+        [8, 2],
+        [9, 9, 9, 2],
+      ],
+      0,
+    );
     expect([b.promptLen, b.completionLen]).toEqual([3, 4]);
     expect(Array.from(b.tokens)).toEqual([0, 1, 5, 8, 2, 0, 0, 1, 6, 7, 9, 9, 9, 2]);
     expect(Array.from(b.attentionMask)).toEqual([0, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1]);

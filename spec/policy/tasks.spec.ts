@@ -46,27 +46,41 @@ const filler = fc.string({ maxLength: 12 }).map((s) => s.replace(/[\\{}]/g, ''))
 describe('verifiers', () => {
   it('accept a correct number however it is formatted, inside the last box, with any text around', () => {
     fc.assert(
-      fc.property(fc.integer({ min: -1_000_000, max: 1_000_000 }), fc.integer({ min: -50, max: 50 }), filler, filler, (n, wrongDelta, before, after) =>
-        fc.assert(
-          fc.property(formatted(n), (text) => {
-            const completion = `${before}\\boxed{${text}}${after}`;
-            expect(verifyBoxedNumber(completion, String(n))).toBe(1);
-            // An earlier, different box does not count; the last one does.
-            expect(verifyBoxedNumber(`\\boxed{${n + 1}} ${completion}`, String(n))).toBe(1);
-            if (wrongDelta !== 0) {
-              expect(verifyBoxedNumber(completion, String(n + wrongDelta))).toBe(0);
-              expect(verifyBoxedNumber(`${completion}\\boxed{${n + wrongDelta}}`, String(n))).toBe(0);
-            }
-          }),
-          { numRuns: 5 },
-        ),
+      fc.property(
+        fc.integer({ min: -1_000_000, max: 1_000_000 }),
+        fc.integer({ min: -50, max: 50 }),
+        filler,
+        filler,
+        (n, wrongDelta, before, after) =>
+          fc.assert(
+            fc.property(formatted(n), (text) => {
+              const completion = `${before}\\boxed{${text}}${after}`;
+              expect(verifyBoxedNumber(completion, String(n))).toBe(1);
+              // An earlier, different box does not count; the last one does.
+              expect(verifyBoxedNumber(`\\boxed{${n + 1}} ${completion}`, String(n))).toBe(1);
+              if (wrongDelta !== 0) {
+                expect(verifyBoxedNumber(completion, String(n + wrongDelta))).toBe(0);
+                expect(verifyBoxedNumber(`${completion}\\boxed{${n + wrongDelta}}`, String(n))).toBe(0);
+              }
+            }),
+            { numRuns: 5 },
+          ),
       ),
       { numRuns: 150 },
     );
   });
 
   it('give no reward without a closed box, or for something that is not a number', () => {
-    for (const c of ['46', '\\boxed{46', 'boxed{46}', '\\boxed{}', '\\boxed{4 6x}', '\\boxed{--46}', '\\boxed{46}\\boxed{4', '\\boxed{1e2}']) {
+    for (const c of [
+      '46',
+      '\\boxed{46',
+      'boxed{46}',
+      '\\boxed{}',
+      '\\boxed{4 6x}',
+      '\\boxed{--46}',
+      '\\boxed{46}\\boxed{4',
+      '\\boxed{1e2}',
+    ]) {
       expect(verifyBoxedNumber(c, '46')).toBe(0);
     }
     expect(verifyBoxedNumber('\\boxed{-0}', '0')).toBe(1);
@@ -102,22 +116,32 @@ describe('verifiers', () => {
 });
 
 describe('tasks', () => {
-  const tasks: Task<Problem>[] = [additionTask(), additionTask({ digits: 4 }), multiplicationTask(), multiplicationTask({ digits: [3, 2] }), countdownTask(), countdownTask({ count: 4 })];
+  const tasks: Task<Problem>[] = [
+    additionTask(),
+    additionTask({ digits: 4 }),
+    multiplicationTask(),
+    multiplicationTask({ digits: [3, 2] }),
+    countdownTask(),
+    countdownTask({ count: 4 }),
+  ];
 
-  it.each(tasks.map((t) => [t.name, t] as const))('%s: worked solutions get reward 1, wrong answers 0, and tokenize', (_, task) => {
-    fc.assert(
-      fc.property(fc.integer({ min: 0, max: 2 ** 31 }), (seed) => {
-        const p = task.generatePrompt(new Rng(seed));
-        const solution = task.workedSolution(p);
-        expect(task.verify(solution, p)).toBe(1);
-        expect(task.verify(`\\boxed{${Number(p.answer) + 1}}`, p)).toBe(0);
-        expect(task.verify('', p)).toBe(0);
-        expect(tokenizer.decode(tokenizer.encode(p.prompt + solution))).toBe(p.prompt + solution);
-        expect(tokenizer.encode(solution)[0]).toBe(tokenizer.encode('\\boxed{')[0]);
-      }),
-      { numRuns: 100 },
-    );
-  });
+  it.each(tasks.map((t) => [t.name, t] as const))(
+    '%s: worked solutions get reward 1, wrong answers 0, and tokenize',
+    (_, task) => {
+      fc.assert(
+        fc.property(fc.integer({ min: 0, max: 2 ** 31 }), (seed) => {
+          const p = task.generatePrompt(new Rng(seed));
+          const solution = task.workedSolution(p);
+          expect(task.verify(solution, p)).toBe(1);
+          expect(task.verify(`\\boxed{${Number(p.answer) + 1}}`, p)).toBe(0);
+          expect(task.verify('', p)).toBe(0);
+          expect(tokenizer.decode(tokenizer.encode(p.prompt + solution))).toBe(p.prompt + solution);
+          expect(tokenizer.encode(solution)[0]).toBe(tokenizer.encode('\\boxed{')[0]);
+        }),
+        { numRuns: 100 },
+      );
+    },
+  );
 
   it('generates the same problems for a seed, and a held-out set disjoint from training prompts', () => {
     const task = additionTask();

@@ -2,13 +2,19 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/rng.js';
 import { tidy } from '../../src/core/scope.js';
-import { Tensor } from '../../src/core/tensor.js';
+import type { Tensor } from '../../src/core/tensor.js';
 import { treeLeaves, treeMap } from '../../src/core/pytree.js';
 import { valueAndGrad } from '../../src/core/transforms.js';
 import { tensor } from '../../src/ops/creation.js';
 import { concat, reshape, slice } from '../../src/ops/movement.js';
 import { applyRope, ropeAt, ropeTables } from '../../src/nn/rope.js';
-import { forward, forwardWithCache, initParams, validateConfig, type TransformerParams } from '../../src/nn/transformer.js';
+import {
+  forward,
+  forwardWithCache,
+  initParams,
+  validateConfig,
+  type TransformerParams,
+} from '../../src/nn/transformer.js';
 import { expectedShapes, toHfNames } from '../../src/nn/hf.js';
 import { disposeCache, type KvCache } from '../../src/nn/kv-cache.js';
 import { encodeCompletion, encodePrompt, packSequences } from '../../src/rl/batch.js';
@@ -17,7 +23,8 @@ import { sftLoss } from '../../src/rl/sft.js';
 import { getDefaultBackend } from '../../src/core/runtime.js';
 import { tokenizer, tinyConfig, peakedParams } from './helpers/fixtures.js';
 
-const ids = (rows: number[][]): Tensor => tensor(new Int32Array(rows.flat()), [rows.length, rows[0]!.length], { dtype: 'i32' });
+const ids = (rows: number[][]): Tensor =>
+  tensor(new Int32Array(rows.flat()), [rows.length, rows[0]!.length], { dtype: 'i32' });
 
 describe('transformer', () => {
   it('has gradients that match central finite differences (f64, GQA, padded batch)', () => {
@@ -56,19 +63,26 @@ describe('transformer', () => {
     const tables = ropeTables(8, 64, 10_000, 'f64', backend);
     const vec = fc.array(fc.double({ min: -2, max: 2, noNaN: true }), { minLength: 8, maxLength: 8 });
     fc.assert(
-      fc.property(vec, vec, fc.integer({ min: 0, max: 30 }), fc.integer({ min: 0, max: 30 }), fc.integer({ min: 0, max: 33 }), (q, k, m, n, s) => {
-        const rot = (v: number[], pos: number): Float64Array =>
-          tidy(() => {
-            const { cos, sin } = ropeAt(tables, tensor(new Int32Array([pos]), [1, 1], { dtype: 'i32' }));
-            return applyRope(tensor(Float64Array.from(v), [1, 1, 1, 8], { dtype: 'f64' }), cos, sin);
-          }).dataSync() as Float64Array;
-        const dot = (a: Float64Array, b: Float64Array): number => a.reduce((acc, x, i) => acc + x * b[i]!, 0);
-        const d1 = dot(rot(q, m), rot(k, n));
-        const d2 = dot(rot(q, m + s), rot(k, n + s));
-        expect(Math.abs(d1 - d2)).toBeLessThan(1e-9 * (1 + Math.abs(d1)));
-        const qm = rot(q, m);
-        expect(Math.abs(dot(qm, qm) - q.reduce((a, x) => a + x * x, 0))).toBeLessThan(1e-9 * (1 + dot(qm, qm)));
-      }),
+      fc.property(
+        vec,
+        vec,
+        fc.integer({ min: 0, max: 30 }),
+        fc.integer({ min: 0, max: 30 }),
+        fc.integer({ min: 0, max: 33 }),
+        (q, k, m, n, s) => {
+          const rot = (v: number[], pos: number): Float64Array =>
+            tidy(() => {
+              const { cos, sin } = ropeAt(tables, tensor(new Int32Array([pos]), [1, 1], { dtype: 'i32' }));
+              return applyRope(tensor(Float64Array.from(v), [1, 1, 1, 8], { dtype: 'f64' }), cos, sin);
+            }).dataSync() as Float64Array;
+          const dot = (a: Float64Array, b: Float64Array): number => a.reduce((acc, x, i) => acc + x * b[i]!, 0);
+          const d1 = dot(rot(q, m), rot(k, n));
+          const d2 = dot(rot(q, m + s), rot(k, n + s));
+          expect(Math.abs(d1 - d2)).toBeLessThan(1e-9 * (1 + Math.abs(d1)));
+          const qm = rot(q, m);
+          expect(Math.abs(dot(qm, qm) - q.reduce((a, x) => a + x * x, 0))).toBeLessThan(1e-9 * (1 + dot(qm, qm)));
+        },
+      ),
       { numRuns: 60 },
     );
   });
@@ -102,11 +116,19 @@ describe('transformer', () => {
     const params = peakedParams(config, 6);
     const prompt = encodePrompt(tokenizer, '7*8=');
     const completion = encodeCompletion(tokenizer, '\\boxed{56}');
-    const alone = tidy(() => scoreLogProbs(params, config, packSequences([prompt], [completion], tokenizer.pad))).dataSync();
-    const batch = packSequences([encodePrompt(tokenizer, '3,5,7:22='), prompt], [encodeCompletion(tokenizer, '\\boxed{3*5+7}'), completion], tokenizer.pad);
+    const alone = tidy(() =>
+      scoreLogProbs(params, config, packSequences([prompt], [completion], tokenizer.pad)),
+    ).dataSync();
+    const batch = packSequences(
+      [encodePrompt(tokenizer, '3,5,7:22='), prompt],
+      [encodeCompletion(tokenizer, '\\boxed{3*5+7}'), completion],
+      tokenizer.pad,
+    );
     const padded = tidy(() => scoreLogProbs(params, config, batch)).dataSync();
     const c = batch.completionLen;
-    expect(Array.from(padded.subarray(c, c + completion.length))).toEqual(Array.from(alone.subarray(0, completion.length)));
+    expect(Array.from(padded.subarray(c, c + completion.length))).toEqual(
+      Array.from(alone.subarray(0, completion.length)),
+    );
   });
 
   it('implements grouped-query attention as Hugging Face repeat_kv does', () => {
@@ -115,7 +137,11 @@ describe('transformer', () => {
     const p = peakedParams(gqa, 7);
     const dh = gqa.dModel / gqa.nHeads;
     // Query head h uses kv head floor(h / group): repeat each kv head's rows `group` times.
-    const repeat = (w: Tensor): Tensor => concat([0, 0, 1, 1].map((j) => slice(w, [j * dh, 0], [dh, gqa.dModel])), 0);
+    const repeat = (w: Tensor): Tensor =>
+      concat(
+        [0, 0, 1, 1].map((j) => slice(w, [j * dh, 0], [dh, gqa.dModel])),
+        0,
+      );
     const pm: TransformerParams = { ...p, layers: p.layers.map((l) => ({ ...l, wk: repeat(l.wk), wv: repeat(l.wv) })) };
     const tokens = ids([[1, 4, 9, 16, 3, 8]]);
     const a = tidy(() => forward(p, gqa, tokens)).dataSync();
@@ -128,7 +154,9 @@ describe('transformer', () => {
     const a = initParams(config, new Rng(1));
     const b = initParams(config, new Rng(1));
     const c = initParams(config, new Rng(2));
-    expect(treeLeaves(a).map((t) => Array.from(t.dataSync()))).toEqual(treeLeaves(b).map((t) => Array.from(t.dataSync())));
+    expect(treeLeaves(a).map((t) => Array.from(t.dataSync()))).toEqual(
+      treeLeaves(b).map((t) => Array.from(t.dataSync())),
+    );
     expect(Array.from(a.embed.weight.dataSync())).not.toEqual(Array.from(c.embed.weight.dataSync()));
     const shapes = expectedShapes(config);
     for (const [name, t] of toHfNames(a)) expect(t.shape).toEqual(shapes.get(name));

@@ -7,7 +7,6 @@ import { Rng } from '../../src/core/rng.js';
 import { treeLeaves } from '../../src/core/pytree.js';
 import { dispose } from '../../src/core/scope.js';
 import { tensor } from '../../src/ops/creation.js';
-import { CheckpointError } from '../../src/nn/safetensors.js';
 import { MemoryError } from '../../src/nn/memory.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/nn/checkpoint.js';
 import { adamwInit } from '../../src/nn/optim.js';
@@ -218,7 +217,9 @@ describe('5. sizes are bounded before anything is allocated', () => {
     expect((await refused({ model: { ...TINY.model!, nLayers: 1e8 } })).field).toBe('model.nLayers');
     expect((await refused({ evalPrompts: 1e9 })).field).toBe('evalPrompts');
     const started: MetricRecord[] = [];
-    const big = cfgOf({ model: { dModel: 16_384, nLayers: 512, nHeads: 8, nKvHeads: 8, dFf: 65_536, maxSeqLen: 4096 } });
+    const big = cfgOf({
+      model: { dModel: 16_384, nLayers: 512, nHeads: 8, nKvHeads: 8, dFf: 65_536, maxSeqLen: 4096 },
+    });
     const e = await errorOf(train(big, { task, onRecord: (r) => started.push(r) }));
     expect(started).toEqual([]);
     expect(e).toBeInstanceOf(MemoryError);

@@ -3,7 +3,16 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
-import { additionTask, parseTrainConfig, train, TrainConfigError, treeLeaves, withReward, type MetricRecord, type TrainConfig } from '../../src/index.js';
+import {
+  additionTask,
+  parseTrainConfig,
+  train,
+  TrainConfigError,
+  treeLeaves,
+  withReward,
+  type MetricRecord,
+  type TrainConfig,
+} from '../../src/index.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
 
 /** A tiny run: small enough for CI, big enough to exercise every phase. */
@@ -24,7 +33,8 @@ const cfgOf = (over: Partial<TrainConfig>): TrainConfig => {
   if (E.isLeft(c)) throw c.left;
   return c.right;
 };
-const allFinite = (r: MetricRecord): boolean => Object.values(r).every((v) => typeof v === 'string' || Number.isFinite(v));
+const allFinite = (r: MetricRecord): boolean =>
+  Object.values(r).every((v) => typeof v === 'string' || Number.isFinite(v));
 
 describe('training configuration at the boundary', () => {
   it('fills defaults and rejects bad values with the field named', () => {
@@ -48,10 +58,46 @@ describe('training configuration at the boundary', () => {
   });
 
   it('the CLI takes TRL option names and names the bad flag', () => {
-    const ok = parseTrainArgs(['--num-generations', '4', '--epsilon', '0.1', '--epsilon-high', '0.3', '--loss-type', 'dapo', '--objective', 'grpo', '--temperature', '0.7', '--top-p', '0.9', '--max-completion-length', '7', '--learning-rate', '2e-4', '--num-iterations', '2', '--bicc', '--advantage', 'rcc', '--d-model', '32']);
+    const ok = parseTrainArgs([
+      '--num-generations',
+      '4',
+      '--epsilon',
+      '0.1',
+      '--epsilon-high',
+      '0.3',
+      '--loss-type',
+      'dapo',
+      '--objective',
+      'grpo',
+      '--temperature',
+      '0.7',
+      '--top-p',
+      '0.9',
+      '--max-completion-length',
+      '7',
+      '--learning-rate',
+      '2e-4',
+      '--num-iterations',
+      '2',
+      '--bicc',
+      '--advantage',
+      'rcc',
+      '--d-model',
+      '32',
+    ]);
     expect(E.isRight(ok)).toBe(true);
     if (E.isRight(ok)) {
-      expect(ok.right).toMatchObject({ numGenerations: 4, objective: 'grpo', temperature: 0.7, topP: 0.9, maxCompletionLength: 7, learningRate: 2e-4, numIterations: 2, bicc: true, advantage: 'rcc' });
+      expect(ok.right).toMatchObject({
+        numGenerations: 4,
+        objective: 'grpo',
+        temperature: 0.7,
+        topP: 0.9,
+        maxCompletionLength: 7,
+        learningRate: 2e-4,
+        numIterations: 2,
+        bicc: true,
+        advantage: 'rcc',
+      });
       expect(ok.right.objectiveOptions).toEqual({ epsilon: 0.1, epsilonHigh: 0.3, lossType: 'dapo' });
       expect(ok.right.model.dModel).toBe(32);
     }
@@ -62,7 +108,9 @@ describe('training configuration at the boundary', () => {
   });
 
   it('objective options are validated by the objective, and RCC is refused where advantages are unused', async () => {
-    await expect(train(cfgOf({ objective: 'grpo', objectiveOptions: { epsilon: 1.5 } }))).rejects.toThrow(/objective\.epsilon/);
+    await expect(train(cfgOf({ objective: 'grpo', objectiveOptions: { epsilon: 1.5 } }))).rejects.toThrow(
+      /objective\.epsilon/,
+    );
     await expect(train(cfgOf({ objective: 'conspo', advantage: 'rcc' }))).rejects.toThrow(/advantage/);
   });
 });
@@ -72,7 +120,10 @@ describe('a tiny training run', () => {
     for (const objective of ['grpo', 'dapo', 'dr_grpo', 'gspo', 'gmpo', 'cispo', 'sapo', 'disco', 'conspo'] as const) {
       const dir = mkdtempSync(join(tmpdir(), `rlvr-${objective}-`));
       const result = await train(cfgOf({ objective, outputDir: dir, steps: 2 }));
-      const lines = readFileSync(join(dir, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as MetricRecord);
+      const lines = readFileSync(join(dir, 'metrics.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as MetricRecord);
       expect(lines.filter((r) => r.phase === 'warmstart')).toHaveLength(3);
       expect(lines.filter((r) => r.phase === 'rl').map((r) => r.step)).toEqual([1, 2]);
       expect(lines.filter((r) => r.phase === 'eval').map((r) => r.label)).toEqual(['after-warmstart', 'after-rl']);
@@ -86,7 +137,13 @@ describe('a tiny training run', () => {
   it('runs with RCC advantages and a KL reference: the baseline moves only once the policy leaves the reference', async () => {
     const task = withReward(additionTask(), (completion) => completion.length % 2);
     const records: MetricRecord[] = [];
-    const cfg = cfgOf({ objective: 'grpo', advantage: 'rcc', objectiveOptions: { beta: 0.04 }, learningRate: 1e-2, warmupSteps: 0 });
+    const cfg = cfgOf({
+      objective: 'grpo',
+      advantage: 'rcc',
+      objectiveOptions: { beta: 0.04 },
+      learningRate: 1e-2,
+      warmupSteps: 0,
+    });
     await train(cfg, { task, onRecord: (r) => records.push(r) });
     const rl = records.filter((r) => r.phase === 'rl');
     expect(rl).toHaveLength(3);
@@ -107,7 +164,10 @@ describe('a tiny training run', () => {
     const codeSum = (text: string): number => [...text].reduce((s, ch) => s + ch.charCodeAt(0), 0);
     const task = withReward(additionTask(), (_completion, problem) => codeSum(problem.prompt) % 2);
     const records: MetricRecord[] = [];
-    await train(cfgOf({ objective: 'grpo', steps: 6, groupsPerMinibatch: 1 }), { task, onRecord: (r) => records.push(r) });
+    await train(cfgOf({ objective: 'grpo', steps: 6, groupsPerMinibatch: 1 }), {
+      task,
+      onRecord: (r) => records.push(r),
+    });
     const rewards = records.filter((r) => r.phase === 'rl').map((r) => r.reward);
     expect(rewards.every((r) => r === 0 || r === 0.5 || r === 1)).toBe(true);
     expect(rewards).toContain(0.5);
@@ -127,7 +187,18 @@ describe('a tiny training run', () => {
     const task = withReward(additionTask(), (completion) => (completion.includes('7') ? 1 : 0));
     for (const objective of ['grpo', 'conspo'] as const) {
       const records: MetricRecord[] = [];
-      await train(cfgOf({ objective, warmStartSteps: 0, steps: 25, promptsPerStep: 4, numGenerations: 8, learningRate: 1e-2, warmupSteps: 0 }), { task, onRecord: (r) => records.push(r) });
+      await train(
+        cfgOf({
+          objective,
+          warmStartSteps: 0,
+          steps: 25,
+          promptsPerStep: 4,
+          numGenerations: 8,
+          learningRate: 1e-2,
+          warmupSteps: 0,
+        }),
+        { task, onRecord: (r) => records.push(r) },
+      );
       const rewards = records.filter((r) => r.phase === 'rl').map((r) => Number(r.reward));
       const mean = (xs: number[]): number => xs.reduce((a, b) => a + b, 0) / xs.length;
       expect(mean(rewards.slice(-5))).toBeGreaterThan(mean(rewards.slice(0, 5)) + 0.2);
@@ -138,7 +209,10 @@ describe('a tiny training run', () => {
     const task = withReward(additionTask(), (completion) => completion.length % 2);
     for (const objective of ['grpo', 'conspo'] as const) {
       const records: MetricRecord[] = [];
-      await train(cfgOf({ objective, bicc: true, model: { ...TINY.model!, maxSeqLen: 40 } }), { task, onRecord: (r) => records.push(r) });
+      await train(cfgOf({ objective, bicc: true, model: { ...TINY.model!, maxSeqLen: 40 } }), {
+        task,
+        onRecord: (r) => records.push(r),
+      });
       const rl = records.filter((r) => r.phase === 'rl');
       expect(rl).toHaveLength(3);
       expect(rl.every(allFinite)).toBe(true);
@@ -164,7 +238,10 @@ describe('a tiny training run', () => {
     // A user reward that gives mixed groups even for an untrained policy, so losses depend on what was sampled.
     const task = withReward(additionTask(), (completion) => completion.length % 2);
     const full: MetricRecord[] = [];
-    await train(cfgOf({ ...cfg, outputDir: mkdtempSync(join(tmpdir(), 'rlvr-full-')) }), { task, onRecord: (r) => full.push(r) });
+    await train(cfgOf({ ...cfg, outputDir: mkdtempSync(join(tmpdir(), 'rlvr-full-')) }), {
+      task,
+      onRecord: (r) => full.push(r),
+    });
     const dir = mkdtempSync(join(tmpdir(), 'rlvr-killed-'));
     // "Kill" the run during RL step 3, after step 2's checkpoint was written.
     await expect(
@@ -176,13 +253,20 @@ describe('a tiny training run', () => {
       }),
     ).rejects.toThrow('killed');
     const resumed: MetricRecord[] = [];
-    await train(cfgOf({ ...cfg, outputDir: dir, resume: join(dir, 'checkpoint') }), { task, onRecord: (r) => resumed.push(r) });
-    const pick = (rs: MetricRecord[]) => rs.filter((r) => r.phase === 'rl' && r.step >= 3).map((r) => [r.step, r.grad_norm, r.reward, r['completions/mean_length']]);
+    await train(cfgOf({ ...cfg, outputDir: dir, resume: join(dir, 'checkpoint') }), {
+      task,
+      onRecord: (r) => resumed.push(r),
+    });
+    const pick = (rs: MetricRecord[]) =>
+      rs
+        .filter((r) => r.phase === 'rl' && r.step >= 3)
+        .map((r) => [r.step, r.grad_norm, r.reward, r['completions/mean_length']]);
     expect(pick(resumed)).toHaveLength(2);
     // GRPO's loss value is 0 on-policy (advantages sum to zero per group); its gradient is not.
     expect(pick(full).every(([, gradNorm]) => Number(gradNorm) > 0)).toBe(true);
     expect(pick(resumed)).toEqual(pick(full));
-    const finalEval = (rs: MetricRecord[]) => rs.filter((r) => r.phase === 'eval' && r.label === 'after-rl').map((r) => r.pass_at_1);
+    const finalEval = (rs: MetricRecord[]) =>
+      rs.filter((r) => r.phase === 'eval' && r.label === 'after-rl').map((r) => r.pass_at_1);
     expect(finalEval(resumed)).toEqual(finalEval(full));
   });
 });

@@ -3,7 +3,18 @@ import fc from 'fast-check';
 import * as T from '../../src/index.js';
 import type { UnaryOp } from '../../src/index.js';
 import { kt, runOp } from '../../src/ops/op.js';
-import { argArb, broadcastPairArb, compareForward, describeGpu, EXACT, intsFor, RUNS, valuesFor, type Arg, type Tol } from './helpers.js';
+import {
+  argArb,
+  broadcastPairArb,
+  compareForward,
+  describeGpu,
+  EXACT,
+  intsFor,
+  RUNS,
+  valuesFor,
+  type Arg,
+  type Tol,
+} from './helpers.js';
 
 /**
  * The generic elementwise kernel against the CPU reference: every unary and binary op (f32, and i32 where the
@@ -14,7 +25,10 @@ import { argArb, broadcastPairArb, compareForward, describeGpu, EXACT, intsFor, 
  */
 
 /** The raw backend kernel (the op layer only calls geluGrad / siluGrad inside vector-Jacobian rules). */
-const rawUnary = (op: UnaryOp) => (x: T.Tensor): T.Tensor => runOp(op, [x], x.shape, x.dtype, (b) => b.unary(op, kt(op, x)));
+const rawUnary =
+  (op: UnaryOp) =>
+  (x: T.Tensor): T.Tensor =>
+    runOp(op, [x], x.shape, x.dtype, (b) => b.unary(op, kt(op, x)));
 
 const TRANSCENDENTAL: Tol = { atol: 1e-6, rtol: 3e-6 };
 /** 1 + tanh(u) cancels for u << 0: tanh's few-ULP error (~1e-7 near -1) survives as absolute error, times |x| <= 4. */
@@ -44,7 +58,10 @@ describeGpu('webgpu elementwise: unary f32', (gpu) => {
   ];
   for (const [op, arb, tol, why] of cases) {
     it(`${op} (tolerance atol ${tol.atol}, rtol ${tol.rtol}: ${why})`, async () => {
-      await fc.assert(fc.asyncProperty(arb, (a) => compareForward(op, [a], ([x]) => rawUnary(op)(x!), tol, gpu)), RUNS);
+      await fc.assert(
+        fc.asyncProperty(arb, (a) => compareForward(op, [a], ([x]) => rawUnary(op)(x!), tol, gpu)),
+        RUNS,
+      );
     });
   }
   it('stays finite where a direct formula would overflow (|x| up to 100)', async () => {
@@ -63,7 +80,13 @@ describeGpu('webgpu elementwise: binary f32 with broadcasting', (gpu) => {
     ['sub', pair(-4, 4, -4, 4), T.sub, EXACT, 'one correctly rounded subtract'],
     ['mul', pair(-4, 4, -4, 4), T.mul, EXACT, 'one correctly rounded multiply'],
     ['div', pair(-4, 4, 0.25, 4), T.div, { atol: 0, rtol: 4e-7 }, 'WGSL division: 2.5 ULP'],
-    ['pow', pair(0.05, 3, -3, 3), T.pow, { atol: 1e-7, rtol: 4e-6 }, 'exp2(b log2 a): a few ULP scaled by |b log2 a| <= 15'],
+    [
+      'pow',
+      pair(0.05, 3, -3, 3),
+      T.pow,
+      { atol: 1e-7, rtol: 4e-6 },
+      'exp2(b log2 a): a few ULP scaled by |b log2 a| <= 15',
+    ],
     ['maximum', pair(-4, 4, -4, 4), T.maximum, EXACT, 'a selection'],
     ['minimum', pair(-4, 4, -4, 4), T.minimum, EXACT, 'a selection'],
     ['equal', pair(-1, 1, -1, 1), T.equal, EXACT, 'a comparison'],
@@ -75,7 +98,10 @@ describeGpu('webgpu elementwise: binary f32 with broadcasting', (gpu) => {
   ];
   for (const [name, arb, f, tol, why] of cases) {
     it(`${name} (tolerance atol ${tol.atol}, rtol ${tol.rtol}: ${why})`, async () => {
-      await fc.assert(fc.asyncProperty(arb, ([a, b]) => compareForward(name, [a, b], ([x, y]) => f(x!, y!), tol, gpu)), RUNS);
+      await fc.assert(
+        fc.asyncProperty(arb, ([a, b]) => compareForward(name, [a, b], ([x, y]) => f(x!, y!), tol, gpu)),
+        RUNS,
+      );
     });
   }
   it('pow of negative bases with integer exponents, zero bases, and x^0 (exact cases of Math.pow)', async () => {
@@ -88,7 +114,13 @@ describeGpu('webgpu elementwise: binary f32 with broadcasting', (gpu) => {
     const asF32 = (a: Arg): Arg => ({ shape: a.shape, values: a.values });
     await fc.assert(
       fc.asyncProperty(arb, ([a, b]) =>
-        compareForward('ties', [asF32(a), asF32(b)], ([x, y]) => [T.equal(x!, y!), T.lessEqual(x!, y!), T.maximum(x!, y!)], EXACT, gpu),
+        compareForward(
+          'ties',
+          [asF32(a), asF32(b)],
+          ([x, y]) => [T.equal(x!, y!), T.lessEqual(x!, y!), T.maximum(x!, y!)],
+          EXACT,
+          gpu,
+        ),
       ),
       RUNS,
     );
@@ -98,13 +130,36 @@ describeGpu('webgpu elementwise: binary f32 with broadcasting', (gpu) => {
 describeGpu('webgpu elementwise: i32, where, cast, fill', (gpu) => {
   const ipair = broadcastPairArb().chain(([s1, s2]) => fc.tuple(intsFor(s1, -40, 40), intsFor(s2, -6, 6)));
   it('i32 add, sub, mul, div (a / 0 = 0 as the CPU stores it), maximum, minimum and comparisons (exact)', async () => {
-    const fs: ((a: T.Tensor, b: T.Tensor) => T.Tensor)[] = [T.add, T.sub, T.mul, T.div, T.maximum, T.minimum, T.equal, T.notEqual, T.less, T.lessEqual, T.greater, T.greaterEqual];
-    await fc.assert(fc.asyncProperty(ipair, ([a, b]) => compareForward('i32 binary', [a, b], ([x, y]) => fs.map((f) => f(x!, y!)), EXACT, gpu)), RUNS);
+    const fs: ((a: T.Tensor, b: T.Tensor) => T.Tensor)[] = [
+      T.add,
+      T.sub,
+      T.mul,
+      T.div,
+      T.maximum,
+      T.minimum,
+      T.equal,
+      T.notEqual,
+      T.less,
+      T.lessEqual,
+      T.greater,
+      T.greaterEqual,
+    ];
+    await fc.assert(
+      fc.asyncProperty(ipair, ([a, b]) =>
+        compareForward('i32 binary', [a, b], ([x, y]) => fs.map((f) => f(x!, y!)), EXACT, gpu),
+      ),
+      RUNS,
+    );
   });
   it('i32 neg, abs, square, sign, relu, step (exact)', async () => {
     const arb = fc.array(fc.integer({ min: 1, max: 6 }), { maxLength: 3 }).chain((s) => intsFor(s, -1000, 1000));
     const ops: UnaryOp[] = ['neg', 'abs', 'square', 'sign', 'relu', 'step'];
-    await fc.assert(fc.asyncProperty(arb, (a) => compareForward('i32 unary', [a], ([x]) => ops.map((op) => rawUnary(op)(x!)), EXACT, gpu)), RUNS);
+    await fc.assert(
+      fc.asyncProperty(arb, (a) =>
+        compareForward('i32 unary', [a], ([x]) => ops.map((op) => rawUnary(op)(x!)), EXACT, gpu),
+      ),
+      RUNS,
+    );
   });
   it('an op without an i32 kernel throws a DTypeError naming it; transcendental ops promote i32 to f32', async () => {
     const x = T.tensor([1, 2, 3], [3], { dtype: 'i32', backend: gpu });
@@ -112,6 +167,8 @@ describeGpu('webgpu elementwise: i32, where, cast, fill', (gpu) => {
     expect(() => T.pow(x, x)).toThrow(/pow/);
     const e = T.exp(x);
     expect(e.dtype).toBe('f32');
+    // e, e^2, e^3 to three decimals
+    // biome-ignore lint/suspicious/noApproximativeNumericConstant: a rounded expected value, not a stand-in for Math.E
     expect([...(await e.data())].map((v) => Math.round(v * 1e3) / 1e3)).toEqual([2.718, 7.389, 20.086]);
     T.dispose([x, e]);
   });
@@ -120,24 +177,57 @@ describeGpu('webgpu elementwise: i32, where, cast, fill', (gpu) => {
     expect(() => T.tensor([1], [1], { dtype: 'f64', backend: gpu })).toThrow(T.DTypeError);
   });
   it('where with f32 and i32 conditions, broadcasting all three operands (exact)', async () => {
-    const arb = broadcastPairArb(3).chain(([s1, s2]) => fc.tuple(intsFor(s1, -1, 1), valuesFor(s2), valuesFor(s1.slice(1))));
+    const arb = broadcastPairArb(3).chain(([s1, s2]) =>
+      fc.tuple(intsFor(s1, -1, 1), valuesFor(s2), valuesFor(s1.slice(1))),
+    );
     await fc.assert(
       fc.asyncProperty(arb, ([c, a, b]) =>
-        compareForward('where', [c, { shape: c.shape, values: c.values }, a, b], ([ci, cf, x, y]) => [T.where(ci!, x!, y!), T.where(cf!, x!, y!), T.where(ci!, y!, 2.5)], EXACT, gpu),
+        compareForward(
+          'where',
+          [c, { shape: c.shape, values: c.values }, a, b],
+          ([ci, cf, x, y]) => [T.where(ci!, x!, y!), T.where(cf!, x!, y!), T.where(ci!, y!, 2.5)],
+          EXACT,
+          gpu,
+        ),
       ),
       RUNS,
     );
   });
   it('where on i32 operands (exact)', async () => {
-    const arb = fc.array(fc.integer({ min: 1, max: 5 }), { maxLength: 3 }).chain((s) => fc.tuple(intsFor(s, 0, 1), intsFor(s, -9, 9), intsFor(s, -9, 9)));
-    await fc.assert(fc.asyncProperty(arb, ([c, a, b]) => compareForward('where i32', [c, a, b], ([x, y, z]) => T.where(x!, y!, z!), EXACT, gpu)), RUNS);
+    const arb = fc
+      .array(fc.integer({ min: 1, max: 5 }), { maxLength: 3 })
+      .chain((s) => fc.tuple(intsFor(s, 0, 1), intsFor(s, -9, 9), intsFor(s, -9, 9)));
+    await fc.assert(
+      fc.asyncProperty(arb, ([c, a, b]) =>
+        compareForward('where i32', [c, a, b], ([x, y, z]) => T.where(x!, y!, z!), EXACT, gpu),
+      ),
+      RUNS,
+    );
   });
   it('cast f32 -> i32 truncates toward zero, i32 -> f32 (exact)', async () => {
     const f = argArb(0, 3, -50, 50);
-    await fc.assert(fc.asyncProperty(f, (a) => compareForward('cast', [a], ([x]) => { const i = T.cast(x!, 'i32'); return [i, T.cast(i, 'f32')]; }, EXACT, gpu)), RUNS);
+    await fc.assert(
+      fc.asyncProperty(f, (a) =>
+        compareForward(
+          'cast',
+          [a],
+          ([x]) => {
+            const i = T.cast(x!, 'i32');
+            return [i, T.cast(i, 'f32')];
+          },
+          EXACT,
+          gpu,
+        ),
+      ),
+      RUNS,
+    );
   });
   it('fill f32 and i32 values (exact bit patterns, -0, infinities and subnormals included)', async () => {
-    const arb = fc.tuple(fc.array(fc.integer({ min: 0, max: 7 }), { maxLength: 3 }), fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }), fc.float({ noNaN: true }));
+    const arb = fc.tuple(
+      fc.array(fc.integer({ min: 0, max: 7 }), { maxLength: 3 }),
+      fc.integer({ min: -(2 ** 31), max: 2 ** 31 - 1 }),
+      fc.float({ noNaN: true }),
+    );
     await fc.assert(
       fc.asyncProperty(arb, async ([shape, i, f]) => {
         const gi = T.full(shape, i, { dtype: 'i32', backend: gpu });

@@ -204,7 +204,9 @@ describeGpu('webgpu fused elementwise and row kernels', (gpu) => {
     const logits = T.tensor([0, 1, 2, 3, 4, 5], [2, 3], { backend: gpu });
     const out = await T.tokenLogProbs(logits, T.tensor(new Int32Array([3, -1]), [2], { backend: gpu })).data();
     expect(Number.isNaN(out[0]!) && Number.isNaN(out[1]!)).toBe(true);
-    expect(() => T.tokenLogProbs(T.tensor([0, 1, 2], [1, 3]), T.tensor(new Int32Array([3]), [1]))).toThrow(T.IndexRangeError);
+    expect(() => T.tokenLogProbs(T.tensor([0, 1, 2], [1, 3]), T.tensor(new Int32Array([3]), [1]))).toThrow(
+      T.IndexRangeError,
+    );
   });
 
   const normArb = fc

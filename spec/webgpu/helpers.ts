@@ -59,7 +59,9 @@ export const valuesFor = (shape: readonly number[], lo = -2, hi = 2): fc.Arbitra
     .map((ks) => ({ shape, values: ks.map((k) => Math.fround(lo + ((hi - lo) * k) / 4096)) }));
 
 export const intsFor = (shape: readonly number[], lo: number, hi: number): fc.Arbitrary<Arg> =>
-  fc.array(fc.integer({ min: lo, max: hi }), { minLength: size(shape), maxLength: size(shape) }).map((values) => ({ shape, values, dtype: 'i32' as const }));
+  fc
+    .array(fc.integer({ min: lo, max: hi }), { minLength: size(shape), maxLength: size(shape) })
+    .map((values) => ({ shape, values, dtype: 'i32' as const }));
 
 export const argArb = (minRank = 0, maxRank = 3, lo = -2, hi = 2, maxDim = 7): fc.Arbitrary<Arg> =>
   shapeArb(minRank, maxRank, maxDim).chain((s) => valuesFor(s, lo, hi));
@@ -70,10 +72,14 @@ export const broadcastPairArb = (maxRank = 4, maxDim = 6): fc.Arbitrary<[number[
     const flags = fc.array(fc.boolean(), { minLength: out.length, maxLength: out.length });
     return fc
       .tuple(flags, flags, fc.integer({ min: 0, max: out.length }), fc.integer({ min: 0, max: out.length }))
-      .map(([o1, o2, d1, d2]) => [out.map((d, i) => (o1[i] ? 1 : d)).slice(d1), out.map((d, i) => (o2[i] ? 1 : d)).slice(d2)]);
+      .map(([o1, o2, d1, d2]) => [
+        out.map((d, i) => (o1[i] ? 1 : d)).slice(d1),
+        out.map((d, i) => (o2[i] ? 1 : d)).slice(d2),
+      ]);
   });
 
-export const on = (backend: T.Backend, a: Arg): T.Tensor => T.tensor([...a.values], [...a.shape], { dtype: a.dtype ?? 'f32', backend });
+export const on = (backend: T.Backend, a: Arg): T.Tensor =>
+  T.tensor([...a.values], [...a.shape], { dtype: a.dtype ?? 'f32', backend });
 
 /** |got - want| <= atol + rtol |want| elementwise; NaN matches NaN and infinities must match exactly. */
 export interface Tol {
@@ -93,7 +99,10 @@ export function expectClose(what: string, got: ArrayLike<number>, want: ArrayLik
       continue;
     }
     const err = Math.abs(g - w);
-    if (err > tol.atol + tol.rtol * Math.abs(w)) expect.fail(`${what}[${i}]: got ${g}, want ${w} (|err| ${err.toExponential(3)} > atol ${tol.atol} + rtol ${tol.rtol} * |want|)`);
+    if (err > tol.atol + tol.rtol * Math.abs(w))
+      expect.fail(
+        `${what}[${i}]: got ${g}, want ${w} (|err| ${err.toExponential(3)} > atol ${tol.atol} + rtol ${tol.rtol} * |want|)`,
+      );
   }
 }
 
@@ -101,7 +110,8 @@ async function readAll(ts: readonly T.Tensor[]): Promise<T.TypedArray[]> {
   return Promise.all(ts.map((t) => t.data()));
 }
 
-const asList = (r: T.Tensor | readonly T.Tensor[]): T.Tensor[] => (Array.isArray(r) ? [...(r as readonly T.Tensor[])] : [r as T.Tensor]);
+const asList = (r: T.Tensor | readonly T.Tensor[]): T.Tensor[] =>
+  Array.isArray(r) ? [...(r as readonly T.Tensor[])] : [r as T.Tensor];
 
 /**
  * Run `f` on the CPU and on the GPU over the same inputs and compare every output (shape, dtype, values).

@@ -24,21 +24,42 @@ describeGpu('webgpu memory', (gpu) => {
       host.dispose();
       return t;
     };
-    let params: Params = { w1: init([16, 32], 0.3), b1: T.zeros([32], on), w2: init([32, 5], 0.3), b2: T.zeros([5], on) };
+    let params: Params = {
+      w1: init([16, 32], 0.3),
+      b1: T.zeros([32], on),
+      w2: init([32, 5], 0.3),
+      b2: T.zeros([5], on),
+    };
     let m = Object.fromEntries(Object.entries(params).map(([k, p]) => [k, T.zerosLike(p)])) as Params;
     let v = Object.fromEntries(Object.entries(params).map(([k, p]) => [k, T.zerosLike(p)])) as Params;
     const x = init([24, 16], 1);
-    const y = T.tensor(Array.from({ length: 24 }, (_, i) => i % 5), [24], { dtype: 'i32', backend: gpu });
-    const loss = (p: Params): T.Tensor => T.crossEntropy(T.add(T.matmul(T.gelu(T.add(T.matmul(x, p.w1), p.b1)), p.w2), p.b2), y);
+    const y = T.tensor(
+      Array.from({ length: 24 }, (_, i) => i % 5),
+      [24],
+      { dtype: 'i32', backend: gpu },
+    );
+    const loss = (p: Params): T.Tensor =>
+      T.crossEntropy(T.add(T.matmul(T.gelu(T.add(T.matmul(x, p.w1), p.b1)), p.w2), p.b2), y);
     const step = T.valueAndGrad(loss);
 
     const snapshots: { step: number; live: T.MemoryInfo; tensors: number; idle: number; created: number }[] = [];
     const losses: number[] = [];
     for (let s = 1; s <= 200; s++) {
       const [value, grads] = step(params);
-      const next = { p: {} as Record<string, T.Tensor>, m: {} as Record<string, T.Tensor>, v: {} as Record<string, T.Tensor> };
+      const next = {
+        p: {} as Record<string, T.Tensor>,
+        m: {} as Record<string, T.Tensor>,
+        v: {} as Record<string, T.Tensor>,
+      };
       for (const k of Object.keys(params)) {
-        const r = T.adamwUpdate(params[k]!, grads[k]!, m[k]!, v[k]!, { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, step: s });
+        const r = T.adamwUpdate(params[k]!, grads[k]!, m[k]!, v[k]!, {
+          lr: 0.01,
+          beta1: 0.9,
+          beta2: 0.999,
+          eps: 1e-8,
+          weightDecay: 0.01,
+          step: s,
+        });
         next.p[k] = r.param;
         next.m[k] = r.m;
         next.v[k] = r.v;
@@ -51,7 +72,13 @@ describeGpu('webgpu memory', (gpu) => {
       value.dispose();
       if (s % 20 === 0) {
         const st = gpu.stats();
-        snapshots.push({ step: s, live: gpu.memory(), tensors: T.liveTensors(), idle: st.idleBuffers, created: st.created });
+        snapshots.push({
+          step: s,
+          live: gpu.memory(),
+          tensors: T.liveTensors(),
+          idle: st.idleBuffers,
+          created: st.created,
+        });
       }
     }
     const warm = snapshots[1]!; // after 40 steps
@@ -62,7 +89,9 @@ describeGpu('webgpu memory', (gpu) => {
       expect(snap.created, `buffers ever created at step ${snap.step}`).toBe(warm.created);
     }
     expect(losses[199]!).toBeLessThan(losses[0]! * 0.5); // it trains
-    console.log(`leak test: live ${warm.live.buffers} buffers / ${warm.live.bytes} bytes, ${warm.tensors} tensors, ${warm.idle} idle pool buffers, ${warm.created} created; loss ${losses[0]!.toFixed(3)} -> ${losses[199]!.toFixed(3)}`);
+    console.log(
+      `leak test: live ${warm.live.buffers} buffers / ${warm.live.bytes} bytes, ${warm.tensors} tensors, ${warm.idle} idle pool buffers, ${warm.created} created; loss ${losses[0]!.toFixed(3)} -> ${losses[199]!.toFixed(3)}`,
+    );
     T.dispose([params, m, v, x, y]);
   });
 });

@@ -1,7 +1,14 @@
 import { afterEach, expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
-import { DIRECT_LARGE, DIRECT_SMALL, LARGE, SMALL, setMatmulTileConfig, type TileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
+import {
+  DIRECT_LARGE,
+  DIRECT_SMALL,
+  LARGE,
+  SMALL,
+  setMatmulTileConfig,
+  type TileConfig,
+} from '../../src/backends/webgpu/kernels/matmul.js';
 import { broadcastPairArb, compareForward, describeGpu, RUNS, valuesFor, type Tol } from './helpers.js';
 
 /**
@@ -29,7 +36,13 @@ describeGpu('webgpu matmul', (gpu) => {
   it('random shapes, transposes and broadcast batches (heuristic tile choice)', async () => {
     await fc.assert(
       fc.asyncProperty(caseArb, ([c, a, b]) =>
-        compareForward('matmul', [a, b], ([x, y]) => T.matmul(x!, y!, { transA: c.transA, transB: c.transB }), tolFor(c.k), gpu),
+        compareForward(
+          'matmul',
+          [a, b],
+          ([x, y]) => T.matmul(x!, y!, { transA: c.transA, transB: c.transB }),
+          tolFor(c.k),
+          gpu,
+        ),
       ),
       { numRuns: 25 },
     );
@@ -40,7 +53,13 @@ describeGpu('webgpu matmul', (gpu) => {
       setMatmulTileConfig(cfg);
       await fc.assert(
         fc.asyncProperty(caseArb, ([c, a, b]) =>
-          compareForward('matmul', [a, b], ([x, y]) => T.matmul(x!, y!, { transA: c.transA, transB: c.transB }), tolFor(c.k), gpu),
+          compareForward(
+            'matmul',
+            [a, b],
+            ([x, y]) => T.matmul(x!, y!, { transA: c.transA, transB: c.transB }),
+            tolFor(c.k),
+            gpu,
+          ),
         ),
         RUNS,
       );
@@ -50,12 +69,22 @@ describeGpu('webgpu matmul', (gpu) => {
       setMatmulTileConfig(cfg);
       const tm = cfg.wy * cfg.rm;
       const tn = cfg.wx * cfg.rn;
-      for (const [m, n, k] of [[tm, tn, cfg.tk], [2 * tm, tn, 2 * cfg.tk], [tm, 2 * tn, 4 * cfg.tk]] as const) {
+      for (const [m, n, k] of [
+        [tm, tn, cfg.tk],
+        [2 * tm, tn, 2 * cfg.tk],
+        [tm, 2 * tn, 4 * cfg.tk],
+      ] as const) {
         for (const transA of [false, true]) {
           for (const transB of [false, true]) {
             const a = await fc.sample(valuesFor(transA ? [k, m] : [m, k]), 1)[0]!;
             const b = await fc.sample(valuesFor(transB ? [n, k] : [k, n]), 1)[0]!;
-            await compareForward(`matmul ${m}x${n}x${k} ${transA} ${transB}`, [a, b], ([x, y]) => T.matmul(x!, y!, { transA, transB }), tolFor(k), gpu);
+            await compareForward(
+              `matmul ${m}x${n}x${k} ${transA} ${transB}`,
+              [a, b],
+              ([x, y]) => T.matmul(x!, y!, { transA, transB }),
+              tolFor(k),
+              gpu,
+            );
           }
         }
       }
@@ -63,9 +92,19 @@ describeGpu('webgpu matmul', (gpu) => {
   }
 
   it('vectors (1-D operands) and K = 1', async () => {
-    const arb = fc.tuple(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 40 })).chain(([m, k]) => fc.tuple(valuesFor([m, k]), valuesFor([k]), valuesFor([m, 1]), valuesFor([1, k])));
+    const arb = fc
+      .tuple(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 1, max: 40 }))
+      .chain(([m, k]) => fc.tuple(valuesFor([m, k]), valuesFor([k]), valuesFor([m, 1]), valuesFor([1, k])));
     await fc.assert(
-      fc.asyncProperty(arb, ([a, v, c, r]) => compareForward('matvec', [a, v, c, r], ([x, y, z, w]) => [T.matmul(x!, y!), T.matmul(y!, T.transpose(x!)), T.matmul(z!, w!)], tolFor(40), gpu)),
+      fc.asyncProperty(arb, ([a, v, c, r]) =>
+        compareForward(
+          'matvec',
+          [a, v, c, r],
+          ([x, y, z, w]) => [T.matmul(x!, y!), T.matmul(y!, T.transpose(x!)), T.matmul(z!, w!)],
+          tolFor(40),
+          gpu,
+        ),
+      ),
       RUNS,
     );
   });

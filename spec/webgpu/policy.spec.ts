@@ -1,7 +1,15 @@
 import { expect, it } from 'vitest';
 import * as E from 'fp-ts/lib/Either.js';
 import * as T from '../../src/index.js';
-import { forward, forwardWithCache, initParams, PAD_BIAS, smallConfig, disposeCache, type TransformerParams } from '../../src/nn/index.js';
+import {
+  forward,
+  forwardWithCache,
+  initParams,
+  PAD_BIAS,
+  smallConfig,
+  disposeCache,
+  type TransformerParams,
+} from '../../src/nn/index.js';
 import { cpu, describeGpu, expectClose } from './helpers.js';
 
 /**
@@ -33,7 +41,9 @@ describeGpu('webgpu: the transformer policy agrees with the CPU backend', (gpu) 
       const tok = T.tensor(tokens, [2, 7], { dtype: 'i32', backend });
       const tgt = T.tensor(targets, [2, 7], { dtype: 'i32', backend });
       const keyBias = T.tensor(bias, [2, 7], { backend });
-      const [value, grads] = T.valueAndGrad((p: TransformerParams) => T.crossEntropy(forward(p, config, tok, { keyBias }), tgt))(params);
+      const [value, grads] = T.valueAndGrad((p: TransformerParams) =>
+        T.crossEntropy(forward(p, config, tok, { keyBias }), tgt),
+      )(params);
       const out = await Promise.all([value, ...T.treeLeaves(grads)].map((t) => t.data()));
       T.dispose([value, grads, params, tok, tgt, keyBias]);
       return out;
@@ -48,7 +58,11 @@ describeGpu('webgpu: the transformer policy agrees with the CPU backend', (gpu) 
       const params = paramsOn(backend);
       const outs: T.TypedArray[] = [];
       let cache = null;
-      for (const chunk of [[3, 7, 1, 5, 9, 2], [4, 8], [6, 6]]) {
+      for (const chunk of [
+        [3, 7, 1, 5, 9, 2],
+        [4, 8],
+        [6, 6],
+      ]) {
         const tok = T.tensor(chunk, [2, chunk.length / 2], { dtype: 'i32', backend });
         const r = forwardWithCache(params, config, tok, cache);
         outs.push(await r.logits.data());

@@ -13,14 +13,25 @@ import { describeGpu } from './helpers.js';
  */
 const task = additionTask();
 const tokenizer = tokenizerFor(task);
-const config = smallConfig(tokenizer.vocabSize, { dModel: 32, nLayers: 2, nHeads: 4, nKvHeads: 2, dFf: 64, maxSeqLen: 24 });
+const config = smallConfig(tokenizer.vocabSize, {
+  dModel: 32,
+  nLayers: 2,
+  nHeads: 4,
+  nKvHeads: 2,
+  dFf: 64,
+  maxSeqLen: 24,
+});
 
 describeGpu('webgpu: pi_old recorded for training', (gpu) => {
   it('gives a first-iteration ratio of exactly 1, at temperature 1 and 0.7', async () => {
     const params = initParams(config, new T.Rng(2), { backend: gpu, std: 0.3 });
     const prompts = ['12+34=', '7+58=', '90+9='];
     for (const temperature of [1, 0.7]) {
-      const sampled = await sampleRollouts(params, config, tokenizer, prompts, new T.Rng(4), { groupSize: 4, maxNewTokens: 6, temperature });
+      const sampled = await sampleRollouts(params, config, tokenizer, prompts, new T.Rng(4), {
+        groupSize: 4,
+        maxNewTokens: 6,
+        temperature,
+      });
       const rollouts = await rescoreOldLogProbs(params, config, sampled);
       const fresh = T.scoreLogProbs(params, config, rollouts, { temperature });
       const current = await fresh.data();
@@ -31,7 +42,9 @@ describeGpu('webgpu: pi_old recorded for training', (gpu) => {
       }
       // The sampler's incremental recording is the same distribution, at most up to f32 rounding.
       let maxDiff = 0;
-      for (let i = 0; i < current.length; i++) if (rollouts.completionMask[i] !== 0) maxDiff = Math.max(maxDiff, Math.abs(current[i]! - sampled.oldLogProbs[i]!));
+      for (let i = 0; i < current.length; i++)
+        if (rollouts.completionMask[i] !== 0)
+          maxDiff = Math.max(maxDiff, Math.abs(current[i]! - sampled.oldLogProbs[i]!));
       expect(maxDiff).toBeLessThan(1e-4);
     }
     T.dispose(params);

@@ -1,7 +1,17 @@
 import { it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
-import { compareForward, describeGpu, EXACT, intsFor, RUNS, shapeArb, valuesFor, type Arg, type Tol } from './helpers.js';
+import {
+  compareForward,
+  describeGpu,
+  EXACT,
+  intsFor,
+  RUNS,
+  shapeArb,
+  valuesFor,
+  type Arg,
+  type Tol,
+} from './helpers.js';
 
 /**
  * Reductions against the CPU backend over random axis sets (one run of axes, several separated runs, all
@@ -11,38 +21,50 @@ import { compareForward, describeGpu, EXACT, intsFor, RUNS, shapeArb, valuesFor,
  * f32 sum of R terms is at most R * 2^-24 * sum|x|, typically far less) and logsumexp rtol 2e-6 (exp and log
  * are a few ULP each).
  */
-const reducedCount = (shape: readonly number[], axes: readonly number[]): number => axes.reduce((s, a) => s * shape[a]!, 1);
+const reducedCount = (shape: readonly number[], axes: readonly number[]): number =>
+  axes.reduce((s, a) => s * shape[a]!, 1);
 
 const axesArb = (a: Arg): fc.Arbitrary<number[]> => fc.subarray([...a.shape.keys()]);
 
-const sumTol = (a: Arg, axes: readonly number[]): Tol => ({ atol: 2e-6 * reducedCount(a.shape, axes.length ? axes : [...a.shape.keys()]), rtol: 1e-6 });
+const sumTol = (a: Arg, axes: readonly number[]): Tol => ({
+  atol: 2e-6 * reducedCount(a.shape, axes.length ? axes : [...a.shape.keys()]),
+  rtol: 1e-6,
+});
 const LSE: Tol = { atol: 2e-6, rtol: 2e-6 };
 
 describeGpu('webgpu reductions', (gpu) => {
   const small = shapeArb(0, 4, 6).chain((s) => valuesFor(s));
-  const long = fc.tuple(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 120, max: 700 })).chain(([r, n]) => valuesFor([r, n]));
+  const long = fc
+    .tuple(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 120, max: 700 }))
+    .chain(([r, n]) => valuesFor([r, n]));
 
-  for (const [name, arb] of [['short rows', small], ['long rows (tree)', long]] as const) {
+  for (const [name, arb] of [
+    ['short rows', small],
+    ['long rows (tree)', long],
+  ] as const) {
     it(`sum over random axes, ${name} (atol 2e-6 per reduced element: f32 vs f64 accumulation)`, async () => {
       await fc.assert(
-        fc.asyncProperty(arb.chain((a) => fc.tuple(fc.constant(a), axesArb(a))), ([a, axes]) =>
-          compareForward('sum', [a], ([x]) => T.sum(x!, axes, true), sumTol(a, axes), gpu),
+        fc.asyncProperty(
+          arb.chain((a) => fc.tuple(fc.constant(a), axesArb(a))),
+          ([a, axes]) => compareForward('sum', [a], ([x]) => T.sum(x!, axes, true), sumTol(a, axes), gpu),
         ),
         RUNS,
       );
     });
     it(`max and min over random axes, ${name} (exact: selections)`, async () => {
       await fc.assert(
-        fc.asyncProperty(arb.chain((a) => fc.tuple(fc.constant(a), axesArb(a))), ([a, axes]) =>
-          compareForward('max/min', [a], ([x]) => [T.max(x!, axes, true), T.min(x!, axes)], EXACT, gpu),
+        fc.asyncProperty(
+          arb.chain((a) => fc.tuple(fc.constant(a), axesArb(a))),
+          ([a, axes]) => compareForward('max/min', [a], ([x]) => [T.max(x!, axes, true), T.min(x!, axes)], EXACT, gpu),
         ),
         RUNS,
       );
     });
     it(`logsumexp over random axes, ${name} (atol, rtol 2e-6: exp and log are a few ULP)`, async () => {
       await fc.assert(
-        fc.asyncProperty(arb.chain((a) => fc.tuple(fc.constant(a), axesArb(a))), ([a, axes]) =>
-          compareForward('logsumexp', [a], ([x]) => T.logsumexp(x!, axes, true), LSE, gpu),
+        fc.asyncProperty(
+          arb.chain((a) => fc.tuple(fc.constant(a), axesArb(a))),
+          ([a, axes]) => compareForward('logsumexp', [a], ([x]) => T.logsumexp(x!, axes, true), LSE, gpu),
         ),
         RUNS,
       );
@@ -50,25 +72,43 @@ describeGpu('webgpu reductions', (gpu) => {
   }
 
   it('logsumexp is stable for large inputs and exact -inf rows stay -inf', async () => {
-    const a: Arg = { shape: [3, 4], values: [1000, 1001, 999, 1000, -1000, -1001, -999, -1000, -Infinity, -Infinity, -Infinity, -Infinity] };
+    const a: Arg = {
+      shape: [3, 4],
+      values: [1000, 1001, 999, 1000, -1000, -1001, -999, -1000, -Infinity, -Infinity, -Infinity, -Infinity],
+    };
     await compareForward('logsumexp', [a], ([x]) => T.logsumexp(x!, 1), LSE, gpu);
-    const long: Arg = { shape: [2, 300], values: Array.from({ length: 600 }, (_, i) => (i < 300 ? 500 + (i % 7) : -Infinity)) };
+    const long: Arg = {
+      shape: [2, 300],
+      values: Array.from({ length: 600 }, (_, i) => (i < 300 ? 500 + (i % 7) : -Infinity)),
+    };
     await compareForward('logsumexp tree', [long], ([x]) => T.logsumexp(x!, 1), LSE, gpu);
   });
 
   it('mean and variance (composites of sum) over random axes', async () => {
     await fc.assert(
-      fc.asyncProperty(small.chain((a) => fc.tuple(fc.constant(a), axesArb(a))), ([a, axes]) =>
-        compareForward('mean/variance', [a], ([x]) => [T.mean(x!, axes), T.variance(x!, axes)], { atol: 1e-5, rtol: 1e-5 }, gpu),
+      fc.asyncProperty(
+        small.chain((a) => fc.tuple(fc.constant(a), axesArb(a))),
+        ([a, axes]) =>
+          compareForward(
+            'mean/variance',
+            [a],
+            ([x]) => [T.mean(x!, axes), T.variance(x!, axes)],
+            { atol: 1e-5, rtol: 1e-5 },
+            gpu,
+          ),
       ),
       RUNS,
     );
   });
 
   it('i32 sum, max and min (exact: integer arithmetic)', async () => {
-    const arb = shapeArb(0, 3, 6).chain((s) => intsFor(s, -1000, 1000)).chain((a) => fc.tuple(fc.constant(a), axesArb(a)));
+    const arb = shapeArb(0, 3, 6)
+      .chain((s) => intsFor(s, -1000, 1000))
+      .chain((a) => fc.tuple(fc.constant(a), axesArb(a)));
     await fc.assert(
-      fc.asyncProperty(arb, ([a, axes]) => compareForward('i32 reduce', [a], ([x]) => [T.sum(x!, axes), T.max(x!, axes), T.min(x!, axes)], EXACT, gpu)),
+      fc.asyncProperty(arb, ([a, axes]) =>
+        compareForward('i32 reduce', [a], ([x]) => [T.sum(x!, axes), T.max(x!, axes), T.min(x!, axes)], EXACT, gpu),
+      ),
       RUNS,
     );
   });

@@ -3,7 +3,17 @@ import fc from 'fast-check';
 import * as T from '../../src/index.js';
 import { Tensor } from '../../src/core/tensor.js';
 import { kt } from '../../src/ops/op.js';
-import { compareForward, describeGpu, EXACT, intsFor, RUNS, shapeArb, valuesFor, type Arg, type Tol } from './helpers.js';
+import {
+  compareForward,
+  describeGpu,
+  EXACT,
+  intsFor,
+  RUNS,
+  shapeArb,
+  valuesFor,
+  type Arg,
+  type Tol,
+} from './helpers.js';
 
 /**
  * Row kernels and indexing against the CPU backend: softmax / log-softmax along any axis, RMSNorm and
@@ -19,11 +29,23 @@ const wrap = (like: readonly Tensor[], storages: readonly T.Storage[]): Tensor[]
   storages.map((s, i) => Tensor.fromStorage(like[0]!.backend, s, like[i]!.shape, like[i]!.dtype));
 
 describeGpu('webgpu softmax', (gpu) => {
-  const short = shapeArb(1, 4, 6).chain((s) => fc.tuple(valuesFor(s, -6, 6), fc.integer({ min: 0, max: s.length - 1 })));
-  const long = fc.tuple(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 120, max: 700 })).chain(([r, n]) => fc.tuple(valuesFor([r, n], -6, 6), fc.constant(1)));
-  for (const [name, arb] of [['any axis', short], ['long rows (tree)', long]] as const) {
+  const short = shapeArb(1, 4, 6).chain((s) =>
+    fc.tuple(valuesFor(s, -6, 6), fc.integer({ min: 0, max: s.length - 1 })),
+  );
+  const long = fc
+    .tuple(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 120, max: 700 }))
+    .chain(([r, n]) => fc.tuple(valuesFor([r, n], -6, 6), fc.constant(1)));
+  for (const [name, arb] of [
+    ['any axis', short],
+    ['long rows (tree)', long],
+  ] as const) {
     it(`softmax and logSoftmax, ${name} (atol 1e-6, rtol 4e-6: exp, an f32 sum, a divide or log)`, async () => {
-      await fc.assert(fc.asyncProperty(arb, ([a, axis]) => compareForward('softmax', [a], ([x]) => [T.softmax(x!, axis), T.logSoftmax(x!, axis)], SOFTMAX, gpu)), RUNS);
+      await fc.assert(
+        fc.asyncProperty(arb, ([a, axis]) =>
+          compareForward('softmax', [a], ([x]) => [T.softmax(x!, axis), T.logSoftmax(x!, axis)], SOFTMAX, gpu),
+        ),
+        RUNS,
+      );
     });
   }
   it('is stable for large logits', async () => {
@@ -35,22 +57,43 @@ describeGpu('webgpu softmax', (gpu) => {
 describeGpu('webgpu norms', (gpu) => {
   const arb = fc
     .tuple(shapeArb(0, 2, 5), fc.oneof(fc.integer({ min: 1, max: 9 }), fc.integer({ min: 60, max: 300 })))
-    .chain(([lead, d]) => fc.tuple(valuesFor([...lead, d], -3, 3), valuesFor([d], 0.5, 2), valuesFor([d], -1, 1), valuesFor([...lead, d], -1, 1)));
+    .chain(([lead, d]) =>
+      fc.tuple(
+        valuesFor([...lead, d], -3, 3),
+        valuesFor([d], 0.5, 2),
+        valuesFor([d], -1, 1),
+        valuesFor([...lead, d], -1, 1),
+      ),
+    );
   it('rmsNorm and layerNorm forward (atol 2e-6, rtol 4e-6: f32 row sums)', async () => {
     await fc.assert(
-      fc.asyncProperty(arb, ([x, w, b]) => compareForward('norms', [x, w, b], ([xt, wt, bt]) => [T.rmsNorm(xt!, wt!, 1e-5), T.layerNorm(xt!, wt!, bt!, 1e-5)], NORM, gpu)),
+      fc.asyncProperty(arb, ([x, w, b]) =>
+        compareForward(
+          'norms',
+          [x, w, b],
+          ([xt, wt, bt]) => [T.rmsNorm(xt!, wt!, 1e-5), T.layerNorm(xt!, wt!, bt!, 1e-5)],
+          NORM,
+          gpu,
+        ),
+      ),
       RUNS,
     );
   });
   it('rmsNormBackward and layerNormBackward kernels (atol, rtol 1e-5: sums over rows of products)', async () => {
     await fc.assert(
       fc.asyncProperty(arb, ([x, w, , dy]) =>
-        compareForward('norm backward', [x, w, dy], ([xt, wt, gt]) => {
-          const be = xt!.backend;
-          const rms = be.rmsNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5);
-          const ln = be.layerNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5);
-          return [...wrap([xt!, wt!], rms), ...wrap([xt!, wt!, wt!], ln)];
-        }, NORM_GRAD, gpu),
+        compareForward(
+          'norm backward',
+          [x, w, dy],
+          ([xt, wt, gt]) => {
+            const be = xt!.backend;
+            const rms = be.rmsNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5);
+            const ln = be.layerNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5);
+            return [...wrap([xt!, wt!], rms), ...wrap([xt!, wt!, wt!], ln)];
+          },
+          NORM_GRAD,
+          gpu,
+        ),
       ),
       RUNS,
     );
@@ -67,38 +110,75 @@ describeGpu('webgpu indexing (exact: gathers copy, scatter-adds sum in the CPU o
   it('gather and scatterAdd along a random axis', async () => {
     await fc.assert(
       fc.asyncProperty(gatherArb, ([x, axis, idx]) =>
-        compareForward('gather/scatterAdd', [x, idx], ([xt, it2]) => {
-          const g = T.gather(xt!, it2!, axis);
-          return [g, T.scatterAdd(g, it2!, axis, xt!.shape)];
-        }, EXACT, gpu),
+        compareForward(
+          'gather/scatterAdd',
+          [x, idx],
+          ([xt, it2]) => {
+            const g = T.gather(xt!, it2!, axis);
+            return [g, T.scatterAdd(g, it2!, axis, xt!.shape)];
+          },
+          EXACT,
+          gpu,
+        ),
       ),
       RUNS,
     );
   });
   it('gather of i32 rows (embedding lookup of token ids)', async () => {
     const arb = fc.tuple(intsFor([6, 3], -50, 50), intsFor([2, 4], 0, 5));
-    await fc.assert(fc.asyncProperty(arb, ([x, idx]) => compareForward('gather i32', [x, idx], ([xt, it2]) => T.gather(xt!, it2!, 0), EXACT, gpu)), RUNS);
+    await fc.assert(
+      fc.asyncProperty(arb, ([x, idx]) =>
+        compareForward('gather i32', [x, idx], ([xt, it2]) => T.gather(xt!, it2!, 0), EXACT, gpu),
+      ),
+      RUNS,
+    );
   });
   const takeArb = shapeArb(1, 3, 5).chain((s) =>
-    fc.tuple(valuesFor(s), fc.integer({ min: 0, max: s.length - 1 }), fc.integer({ min: 1, max: 4 })).chain(([x, axis, n]) =>
-      fc.tuple(fc.constant(x), fc.constant(axis), intsFor(s.map((d, i) => (i === axis ? n : d)), 0, s[axis]! - 1)),
-    ),
+    fc
+      .tuple(valuesFor(s), fc.integer({ min: 0, max: s.length - 1 }), fc.integer({ min: 1, max: 4 }))
+      .chain(([x, axis, n]) =>
+        fc.tuple(
+          fc.constant(x),
+          fc.constant(axis),
+          intsFor(
+            s.map((d, i) => (i === axis ? n : d)),
+            0,
+            s[axis]! - 1,
+          ),
+        ),
+      ),
   );
   it('takeAlongAxis and putAlongAxisAdd along a random axis', async () => {
     await fc.assert(
       fc.asyncProperty(takeArb, ([x, axis, idx]) =>
-        compareForward('takeAlongAxis/putAlongAxisAdd', [x, idx], ([xt, it2]) => {
-          const t = T.takeAlongAxis(xt!, it2!, axis);
-          return [t, T.putAlongAxisAdd(t, it2!, axis, xt!.shape)];
-        }, EXACT, gpu),
+        compareForward(
+          'takeAlongAxis/putAlongAxisAdd',
+          [x, idx],
+          ([xt, it2]) => {
+            const t = T.takeAlongAxis(xt!, it2!, axis);
+            return [t, T.putAlongAxisAdd(t, it2!, axis, xt!.shape)];
+          },
+          EXACT,
+          gpu,
+        ),
       ),
       RUNS,
     );
   });
   it('tokenLogProbs and crossEntropy (picked log-probs; softmax tolerance)', async () => {
-    const arb = fc.tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 2, max: 40 })).chain(([b, v]) => fc.tuple(valuesFor([b, v], -4, 4), intsFor([b], 0, v - 1)));
+    const arb = fc
+      .tuple(fc.integer({ min: 1, max: 6 }), fc.integer({ min: 2, max: 40 }))
+      .chain(([b, v]) => fc.tuple(valuesFor([b, v], -4, 4), intsFor([b], 0, v - 1)));
     await fc.assert(
-      fc.asyncProperty(arb, ([l, t]) => compareForward('tokenLogProbs', [l, t], ([lt, tt]) => [T.tokenLogProbs(lt!, tt!), T.crossEntropy(lt!, tt!)], SOFTMAX, gpu)),
+      fc.asyncProperty(arb, ([l, t]) =>
+        compareForward(
+          'tokenLogProbs',
+          [l, t],
+          ([lt, tt]) => [T.tokenLogProbs(lt!, tt!), T.crossEntropy(lt!, tt!)],
+          SOFTMAX,
+          gpu,
+        ),
+      ),
       RUNS,
     );
   });
@@ -124,10 +204,16 @@ describeGpu('webgpu adamw', (gpu) => {
     );
     await fc.assert(
       fc.asyncProperty(arb, ([p, g, m, v, hyper]) =>
-        compareForward('adamw', [p, g, m, v], ([pt, gt, mt, vt]) => {
-          const s = T.adamwUpdate(pt!, gt!, mt!, vt!, hyper);
-          return [s.param, s.m, s.v];
-        }, { atol: 1e-6, rtol: 2e-6 }, gpu),
+        compareForward(
+          'adamw',
+          [p, g, m, v],
+          ([pt, gt, mt, vt]) => {
+            const s = T.adamwUpdate(pt!, gt!, mt!, vt!, hyper);
+            return [s.param, s.m, s.v];
+          },
+          { atol: 1e-6, rtol: 2e-6 },
+          gpu,
+        ),
       ),
       RUNS,
     );

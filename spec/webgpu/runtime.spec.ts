@@ -32,7 +32,10 @@ describeGpu('webgpu runtime: errors are typed and loud', (gpu) => {
       workgroups: [1, 1, 1],
     });
     const y = T.neg(x);
-    const err = await y.data().then(() => null, (e: unknown) => e);
+    const err = await y.data().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(T.GpuValidationError);
     expect((err as T.GpuValidationError).kernel).toBe('broken_kernel');
     expect(String((err as Error).message)).toMatch(/broken_kernel/);
@@ -52,7 +55,10 @@ describeGpu('webgpu runtime: errors are typed and loud', (gpu) => {
       uniforms: new Uint32Array(4),
       workgroups: [1, 1, 1],
     });
-    const err = await b.sync().then(() => null, (e: unknown) => e);
+    const err = await b.sync().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(T.GpuValidationError);
     expect((err as T.GpuValidationError).kernel).toMatch(/copy_with_bad_uniform/);
     expect((err as Error).message).toMatch(/too small/);
@@ -64,7 +70,10 @@ describeGpu('webgpu runtime: errors are typed and loud', (gpu) => {
     await b.sync();
     b.runtime.device.createBuffer({ size: 16, usage: 0, label: 'rlvr:deliberately_invalid' });
     await new Promise((r) => setTimeout(r, 50));
-    const err = await b.sync().then(() => null, (e: unknown) => e);
+    const err = await b.sync().then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(T.GpuValidationError);
     expect((err as T.GpuValidationError).kernel).toBe('deliberately_invalid');
     b.dispose();
@@ -88,7 +97,10 @@ describeGpu('webgpu runtime: errors are typed and loud', (gpu) => {
   });
 
   it('no adapter: a NoAdapterError that names what to install', async () => {
-    const err = await acquireDevice({ paths: [] }).then(() => null, (e: unknown) => e);
+    const err = await acquireDevice({ paths: [] }).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(T.NoAdapterError);
     expect(String((err as Error).message)).toMatch(/libegl1 libegl-mesa0 libgles2 libgl1-mesa-dri/);
     expect(String((err as Error).message)).toMatch(/libvulkan1/);
@@ -169,8 +181,20 @@ b.dispose();
 if ('gpu' in (globalThis.navigator ?? {})) throw new Error('the GPU object was left on navigator');
 `,
       );
-      await build({ entryPoints: [join(dir, 'main.ts')], bundle: true, platform: 'node', format: 'esm', packages: 'external', loader: { '.wgsl': 'text' }, outfile: join(dir, 'main.mjs'), logLevel: 'silent' });
-      const out = execFileSync(process.execPath, [join(dir, 'main.mjs')], { timeout: 60_000, stdio: ['ignore', 'pipe', 'ignore'] }).toString();
+      await build({
+        entryPoints: [join(dir, 'main.ts')],
+        bundle: true,
+        platform: 'node',
+        format: 'esm',
+        packages: 'external',
+        loader: { '.wgsl': 'text' },
+        outfile: join(dir, 'main.mjs'),
+        logLevel: 'silent',
+      });
+      const out = execFileSync(process.execPath, [join(dir, 'main.mjs')], {
+        timeout: 60_000,
+        stdio: ['ignore', 'pipe', 'ignore'],
+      }).toString();
       expect(out.trim()).toBe('7,10,15,22');
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -29,8 +29,7 @@ export const BACKENDS = {
 
 export type BackendName = keyof typeof BACKENDS;
 export const BACKEND_NAMES = Object.keys(BACKENDS) as BackendName[];
-export const isBackendName = (name: string): name is BackendName =>
-  Object.prototype.hasOwnProperty.call(BACKENDS, name);
+export const isBackendName = (name: string): name is BackendName => Object.hasOwn(BACKENDS, name);
 
 setDefaultBackendFactory(cpu);
 

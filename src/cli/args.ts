@@ -62,7 +62,10 @@ const OBJECTIVE_NUMBER_FLAGS: Readonly<Record<string, string>> = {
   margin: 'margin',
   alpha: 'alpha',
 };
-const OBJECTIVE_STRING_FLAGS: Readonly<Record<string, string>> = { 'loss-type': 'lossType', 'scale-rewards': 'scaleRewards' };
+const OBJECTIVE_STRING_FLAGS: Readonly<Record<string, string>> = {
+  'loss-type': 'lossType',
+  'scale-rewards': 'scaleRewards',
+};
 
 const STRING_FLAGS = [
   ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'],
@@ -91,11 +94,23 @@ exit status:
 ${EXIT_CODE_HELP}`;
 
 export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
-  const options: Record<string, { type: 'string' | 'boolean' }> = { bicc: { type: 'boolean' }, overwrite: { type: 'boolean' } };
-  for (const f of [...NUMBER_FLAGS.map((x) => x.flag), ...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS), ...STRING_FLAGS]) options[f] = { type: 'string' };
+  const options: Record<string, { type: 'string' | 'boolean' }> = {
+    bicc: { type: 'boolean' },
+    overwrite: { type: 'boolean' },
+  };
+  for (const f of [
+    ...NUMBER_FLAGS.map((x) => x.flag),
+    ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
+    ...Object.keys(OBJECTIVE_STRING_FLAGS),
+    ...STRING_FLAGS,
+  ])
+    options[f] = { type: 'string' };
   let values: Record<string, string | boolean | undefined>;
   try {
-    values = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values as Record<string, string | boolean | undefined>;
+    values = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values as Record<
+      string,
+      string | boolean | undefined
+    >;
   } catch (e) {
     return E.left(new TrainConfigError('arguments', argv.join(' '), e instanceof Error ? e.message : String(e)));
   }
@@ -106,7 +121,9 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
     const raw = values[flag];
     if (raw === undefined) return E.right(undefined);
     const v = Number(raw);
-    return raw === '' || !Number.isFinite(v) ? E.left(new TrainConfigError(`--${flag}`, raw, 'is not a number')) : E.right(v);
+    return raw === '' || !Number.isFinite(v)
+      ? E.left(new TrainConfigError(`--${flag}`, raw, 'is not a number'))
+      : E.right(v);
   };
   for (const f of NUMBER_FLAGS) {
     const v = num(f.flag);
@@ -120,7 +137,8 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
     if (E.isLeft(v)) return v;
     if (v.right !== undefined) objectiveOptions[key] = v.right;
   }
-  for (const [flag, key] of Object.entries(OBJECTIVE_STRING_FLAGS)) if (values[flag] !== undefined) objectiveOptions[key] = values[flag];
+  for (const [flag, key] of Object.entries(OBJECTIVE_STRING_FLAGS))
+    if (values[flag] !== undefined) objectiveOptions[key] = values[flag];
   const str = (flag: string): string | undefined => values[flag] as string | undefined;
   if (str('task')) input.task = str('task');
   if (str('objective')) input.objective = str('objective');

@@ -6,7 +6,6 @@ import { parseTrainArgs, TRAIN_USAGE } from './args.js';
 import { createProgress } from './progress.js';
 import { train } from '../training/trainer.js';
 import { OBJECTIVES } from '../objectives/registry.js';
-import { RlvrError } from '../core/errors.js';
 import { BACKENDS, openBackend } from '../backends/registry.js';
 import { describeFailure, EXIT, EXIT_CODE_HELP } from './exit-codes.js';
 import { describeEstimate } from '../nn/memory.js';
@@ -34,7 +33,7 @@ async function runTrain(argv: string[]): Promise<number> {
   const backend = await openBackend(cfg.right.backend);
   console.log(`rlvr: backend ${backend.describe()}`);
   const progress = createProgress();
-  let result;
+  let result: Awaited<ReturnType<typeof train>>;
   try {
     result = await train(cfg.right, {
       backend,
@@ -70,8 +69,16 @@ async function main(argv: string[]): Promise<number> {
     case 'train':
       return runTrain(rest);
     case 'info':
-      console.log(`objectives:\n${Object.entries(OBJECTIVES).map(([name, o]) => line(name, o.summary)).join('\n')}`);
-      console.log(`backends:\n${Object.entries(BACKENDS).map(([name, b]) => line(name, b.help)).join('\n')}`);
+      console.log(
+        `objectives:\n${Object.entries(OBJECTIVES)
+          .map(([name, o]) => line(name, o.summary))
+          .join('\n')}`,
+      );
+      console.log(
+        `backends:\n${Object.entries(BACKENDS)
+          .map(([name, b]) => line(name, b.help))
+          .join('\n')}`,
+      );
       return EXIT.ok;
     case 'help':
     case '--help':

@@ -33,14 +33,19 @@ export function createProgress(opts: { tty?: boolean; every?: number } = {}): Pr
       };
       if (!tty) {
         if (step % every === 0 || step === total) {
-          console.log(`${phase} ${step}/${total} loss ${fields.loss}${phase === 'rl' ? ` reward ${fields.reward}` : ''} tokens/s ${fields.tps}`);
+          console.log(
+            `${phase} ${step}/${total} loss ${fields.loss}${phase === 'rl' ? ` reward ${fields.reward}` : ''} tokens/s ${fields.tps}`,
+          );
         }
         return;
       }
       if (barPhase !== phase) {
         stopBar();
         bar = new cliProgress.SingleBar(
-          { format: '{phase} [{bar}] {value}/{total} | loss {loss} | reward {reward} | {tps} tok/s | eta {eta}s', hideCursor: true },
+          {
+            format: '{phase} [{bar}] {value}/{total} | loss {loss} | reward {reward} | {tps} tok/s | eta {eta}s',
+            hideCursor: true,
+          },
           cliProgress.Presets.shades_classic,
         );
         bar.start(total, step, fields);
@@ -51,7 +56,9 @@ export function createProgress(opts: { tty?: boolean; every?: number } = {}): Pr
     eval(record) {
       stopBar();
       const k = Object.keys(record).find((key) => key.startsWith('avg_at_'));
-      console.log(`eval (${record.label}): pass@1 ${fmt(record.pass_at_1)}${k ? `, ${k.replace(/_/g, '@').replace('avg@at@', 'avg@')} ${fmt(record[k])}` : ''}`);
+      console.log(
+        `eval (${record.label}): pass@1 ${fmt(record.pass_at_1)}${k ? `, ${k.replace(/_/g, '@').replace('avg@at@', 'avg@')} ${fmt(record[k])}` : ''}`,
+      );
     },
     stop: stopBar,
   };

@@ -19,15 +19,40 @@ export interface KernelTensor {
 }
 
 export type UnaryOp =
-  | 'neg' | 'exp' | 'log' | 'sqrt' | 'rsqrt' | 'tanh' | 'sigmoid' | 'gelu' | 'silu' | 'abs' | 'square'
-  | 'sign' | 'reciprocal' | 'relu' | 'step'
+  | 'neg'
+  | 'exp'
+  | 'log'
+  | 'sqrt'
+  | 'rsqrt'
+  | 'tanh'
+  | 'sigmoid'
+  | 'gelu'
+  | 'silu'
+  | 'abs'
+  | 'square'
+  | 'sign'
+  | 'reciprocal'
+  | 'relu'
+  | 'step'
   // derivatives that would otherwise need several kernels
-  | 'geluGrad' | 'siluGrad';
+  | 'geluGrad'
+  | 'siluGrad';
 
 export type BinaryOp =
-  | 'add' | 'sub' | 'mul' | 'div' | 'pow' | 'maximum' | 'minimum'
+  | 'add'
+  | 'sub'
+  | 'mul'
+  | 'div'
+  | 'pow'
+  | 'maximum'
+  | 'minimum'
   // comparisons produce 1 or 0 in the output dtype
-  | 'eq' | 'ne' | 'lt' | 'le' | 'gt' | 'ge';
+  | 'eq'
+  | 'ne'
+  | 'lt'
+  | 'le'
+  | 'gt'
+  | 'ge';
 
 export type ReduceOp = 'sum' | 'max' | 'min' | 'logsumexp';
 
@@ -124,7 +149,13 @@ export interface Backend {
   /** [dx, dweight, dbias] of layerNorm for cotangent dy. */
   layerNormBackward(x: KernelTensor, weight: KernelTensor, dy: KernelTensor, eps: number): [Storage, Storage, Storage];
   /** One fused AdamW step: returns [param, m, v] updated (new storages; the inputs are not modified). */
-  adamw(param: KernelTensor, grad: KernelTensor, m: KernelTensor, v: KernelTensor, hyper: AdamWHyper): [Storage, Storage, Storage];
+  adamw(
+    param: KernelTensor,
+    grad: KernelTensor,
+    m: KernelTensor,
+    v: KernelTensor,
+    hyper: AdamWHyper,
+  ): [Storage, Storage, Storage];
 
   // Fused kernels of the hot paths (fewer, bigger dispatches). Each has a plain-loop reference on the CPU.
   /**
@@ -137,8 +168,13 @@ export interface Backend {
   attention(q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, scale: number): Storage;
   /** [dq, dk, dv] of `attention` for cotangent dOut, given its output `out` (scores recomputed). */
   attentionBackward(
-    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null,
-    out: KernelTensor, dOut: KernelTensor, scale: number,
+    q: KernelTensor,
+    k: KernelTensor,
+    v: KernelTensor,
+    keyBias: KernelTensor | null,
+    out: KernelTensor,
+    dOut: KernelTensor,
+    scale: number,
   ): [Storage, Storage, Storage];
   /**
    * Rotate-half RoPE of one or two tensors (a layer's queries and keys, in one dispatch): each x [..., H, D] with
@@ -167,7 +203,11 @@ export interface Backend {
    * Returns [param, m, v] per leaf.
    */
   adamwMany(
-    params: readonly KernelTensor[], grads: readonly KernelTensor[],
-    m: readonly KernelTensor[], v: readonly KernelTensor[], sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
+    params: readonly KernelTensor[],
+    grads: readonly KernelTensor[],
+    m: readonly KernelTensor[],
+    v: readonly KernelTensor[],
+    sumSquares: KernelTensor | null,
+    hyper: AdamWManyHyper,
   ): [Storage, Storage, Storage][];
 }

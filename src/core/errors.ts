@@ -43,7 +43,10 @@ export class ArgumentError extends RlvrError {
 
 /** A tensor was used after its last reference was released. */
 export class DisposedTensorError extends RlvrError {
-  constructor(readonly op: string, readonly tensorId: number) {
+  constructor(
+    readonly op: string,
+    readonly tensorId: number,
+  ) {
     super(`${op}: tensor #${tensorId} was used after it was disposed`);
   }
 }
@@ -77,21 +80,31 @@ export class IndexRangeError extends RlvrError {
 
 /** Tensors from two different backends were mixed in one op. */
 export class BackendMismatchError extends RlvrError {
-  constructor(readonly op: string, readonly backends: readonly string[]) {
+  constructor(
+    readonly op: string,
+    readonly backends: readonly string[],
+  ) {
     super(`${op}: inputs live on different backends (${backends.join(', ')}); move them with toBackend()`);
   }
 }
 
 /** A backend cannot do what was asked (a dtype it lacks, a synchronous read on an async device, ...). */
 export class BackendError extends RlvrError {
-  constructor(readonly backend: string, detail: string) {
+  constructor(
+    readonly backend: string,
+    detail: string,
+  ) {
     super(`${backend}: ${detail}`);
   }
 }
 
 /** A value that must be finite was NaN or infinite. */
 export class NonFiniteError extends RlvrError {
-  constructor(readonly what: string, readonly index: number, readonly value: number) {
+  constructor(
+    readonly what: string,
+    readonly index: number,
+    readonly value: number,
+  ) {
     super(`${what}: non-finite value ${value} at flat index ${index}`);
   }
 }

@@ -4,7 +4,15 @@ import { Tensor } from './tensor.js';
  * A pytree is how parameters and batches are kept: tensors nested in arrays and plain records. Non-tensor
  * leaves (numbers, strings, booleans, null) are carried through unchanged and are not differentiated.
  */
-export type PyTree = Tensor | number | string | boolean | null | undefined | readonly PyTree[] | { readonly [key: string]: PyTree };
+export type PyTree =
+  | Tensor
+  | number
+  | string
+  | boolean
+  | null
+  | undefined
+  | readonly PyTree[]
+  | { readonly [key: string]: PyTree };
 
 const isRecord = (x: unknown): x is Record<string, PyTree> =>
   typeof x === 'object' && x !== null && !(x instanceof Tensor) && !Array.isArray(x);
@@ -45,5 +53,10 @@ export function treeUnflatten<T>(tree: T, leaves: readonly Tensor[]): T {
 /** Combine several pytrees of the same structure leaf by leaf. */
 export function treeZip<T>(trees: readonly T[], f: (leaves: Tensor[], index: number) => Tensor): T {
   const all = trees.map((t) => treeLeaves(t));
-  return treeMap(trees[0]!, (_, i) => f(all.map((ls) => ls[i]!), i));
+  return treeMap(trees[0]!, (_, i) =>
+    f(
+      all.map((ls) => ls[i]!),
+      i,
+    ),
+  );
 }

@@ -14,8 +14,7 @@ export function stridesOf(shape: Shape): number[] {
   return strides;
 }
 
-export const shapesEqual = (a: Shape, b: Shape): boolean =>
-  a.length === b.length && a.every((d, i) => d === b[i]);
+export const shapesEqual = (a: Shape, b: Shape): boolean => a.length === b.length && a.every((d, i) => d === b[i]);
 
 /** NumPy broadcasting: align from the right; each pair of dims must be equal or one of them 1. */
 export function broadcastShapes(op: string, ...shapes: Shape[]): number[] {
@@ -26,7 +25,8 @@ export function broadcastShapes(op: string, ...shapes: Shape[]): number[] {
       const o = rank - s.length + i;
       const d = s[i]!;
       if (out[o] === 1) out[o] = d;
-      else if (d !== 1 && d !== out[o]) throw new ShapeError(op, shapes, `cannot broadcast dimension ${d} against ${out[o]}`);
+      else if (d !== 1 && d !== out[o])
+        throw new ShapeError(op, shapes, `cannot broadcast dimension ${d} against ${out[o]}`);
     }
   }
   return out;
@@ -44,7 +44,8 @@ export function broadcastStrides(shape: Shape, outShape: Shape): number[] {
 /** Normalise a possibly negative axis against `rank`. */
 export function normAxis(op: string, axis: number, rank: number): number {
   const a = axis < 0 ? axis + rank : axis;
-  if (!Number.isInteger(a) || a < 0 || a >= rank) throw new ArgumentError(op, `axis ${axis} is out of range for rank ${rank}`);
+  if (!Number.isInteger(a) || a < 0 || a >= rank)
+    throw new ArgumentError(op, `axis ${axis} is out of range for rank ${rank}`);
   return a;
 }
 
@@ -59,6 +60,7 @@ export function normAxes(op: string, axes: number | readonly number[] | undefine
 
 export function assertShape(op: string, shape: Shape): void {
   for (const d of shape) {
-    if (!Number.isInteger(d) || d < 0) throw new ArgumentError(op, `invalid dimension ${d} in shape [${shape.join(', ')}]`);
+    if (!Number.isInteger(d) || d < 0)
+      throw new ArgumentError(op, `invalid dimension ${d} in shape [${shape.join(', ')}]`);
   }
 }

@@ -1,4 +1,4 @@
-import { Tensor } from './tensor.js';
+import type { Tensor } from './tensor.js';
 import { ShapeError } from './errors.js';
 
 /**
@@ -54,7 +54,10 @@ export class Tape {
    * Cotangents of `leaves` given the cotangent of `output`. Leaves the output does not depend on get null.
    * Intermediate cotangents are left to the caller's tidy scope.
    */
-  backward(roots: readonly (readonly [output: Tensor, cotangent: Tensor])[], leaves: readonly Tensor[]): (Tensor | null)[] {
+  backward(
+    roots: readonly (readonly [output: Tensor, cotangent: Tensor])[],
+    leaves: readonly Tensor[],
+  ): (Tensor | null)[] {
     const grads = new Map<number, Tensor>();
     for (const [output, cotangent] of roots) {
       if (!this.isTracked(output)) continue;

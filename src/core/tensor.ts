@@ -136,7 +136,7 @@ export class Tensor {
 }
 
 function firstOf(op: string, t: Tensor, values: TypedArray): number {
-  if (t.size !== 1) throw new BackendError(t.backend.name, `${op}() needs a tensor of size 1, got shape [${t.shape.join(', ')}]`);
+  if (t.size !== 1)
+    throw new BackendError(t.backend.name, `${op}() needs a tensor of size 1, got shape [${t.shape.join(', ')}]`);
   return values[0]!;
 }
-

@@ -71,7 +71,8 @@ function gradTree<P>(params: P, grads: readonly (Tensor | null)[]): P {
 }
 
 function checkScalar(op: string, out: unknown): Tensor {
-  if (!(out instanceof Tensor)) throw new ArgumentError(op, 'the function must return a Tensor (use { hasAux: true } to return [loss, aux])');
+  if (!(out instanceof Tensor))
+    throw new ArgumentError(op, 'the function must return a Tensor (use { hasAux: true } to return [loss, aux])');
   if (out.size !== 1) throw new ShapeError(op, [out.shape], 'the function must return a scalar (size-1) tensor');
   return out;
 }
@@ -142,14 +143,21 @@ export function vjp<P, Out>(f: (params: P) => Out, params: P): [Out, VjpFn<P, Ou
     tidy(() => {
       if (disposed) throw new ArgumentError('vjp', 'the pullback was called after dispose()');
       const cts = treeLeaves(cotangent);
-      if (cts.length !== outs.length) throw new ArgumentError('vjp', `cotangent has ${cts.length} tensors, the output ${outs.length}`);
+      if (cts.length !== outs.length)
+        throw new ArgumentError('vjp', `cotangent has ${cts.length} tensors, the output ${outs.length}`);
       outs.forEach((o, i) => {
         const ct = cts[i]!;
         if (ct.shape.length !== o.shape.length || ct.shape.some((d, k) => d !== o.shape[k])) {
           throw new ShapeError('vjp', [o.shape, ct.shape], 'cotangent shape differs from the output');
         }
       });
-      return gradTree(params, traced.tape.backward(outs.map((o, i) => [o, cts[i]!] as const), traced.primals));
+      return gradTree(
+        params,
+        traced.tape.backward(
+          outs.map((o, i) => [o, cts[i]!] as const),
+          traced.primals,
+        ),
+      );
     })) as VjpFn<P, Out>;
   pullback.dispose = () => {
     disposed = true;

@@ -76,10 +76,10 @@ const camel = (k: string): string => k.replace(/_([a-z])/g, (_, c: string) => c.
 
 /** The field a caller's key names: itself, an alias, or its camelCase form. */
 function resolveKey<C>(spec: Spec<C>, aliases: Aliases<C>, key: string): string | undefined {
-  if (Object.prototype.hasOwnProperty.call(spec, key)) return key;
+  if (Object.hasOwn(spec, key)) return key;
   const a = aliases[key];
   if (a !== undefined) return a;
-  return Object.prototype.hasOwnProperty.call(spec, camel(key)) ? camel(key) : undefined;
+  return Object.hasOwn(spec, camel(key)) ? camel(key) : undefined;
 }
 
 /**

@@ -46,10 +46,12 @@ export async function hostTensors(named: Map<string, Tensor>, prefix = ''): Prom
   return out;
 }
 
-const io = (field: string) => (e: unknown): CheckpointError => {
-  const detail = e instanceof FileSystemError ? e.message : FileSystemError.from(field, e).message;
-  return new CheckpointError('io', field, detail.startsWith(`${field}: `) ? detail.slice(field.length + 2) : detail);
-};
+const io =
+  (field: string) =>
+  (e: unknown): CheckpointError => {
+    const detail = e instanceof FileSystemError ? e.message : FileSystemError.from(field, e).message;
+    return new CheckpointError('io', field, detail.startsWith(`${field}: `) ? detail.slice(field.length + 2) : detail);
+  };
 
 async function writeFileAt(dir: string, name: string, data: Uint8Array | string): Promise<void> {
   await writeFile(join(dir, name), data);
@@ -69,7 +71,11 @@ export function saveCheckpoint(dir: string, ckpt: Checkpoint): TE.TaskEither<Che
       : null;
     await writeDirAtomic(dir, async (tmp) => {
       const dtypes = [...new Set([...model.values()].map((t) => t.dtype))].join(',');
-      await writeFileAt(tmp, CHECKPOINT_FILES.model, encodeSafetensors(model, { format: 'pt', producer: FORMAT, dtypes }));
+      await writeFileAt(
+        tmp,
+        CHECKPOINT_FILES.model,
+        encodeSafetensors(model, { format: 'pt', producer: FORMAT, dtypes }),
+      );
       if (moments && opt) {
         const bytes = encodeSafetensors(moments, { step: String(opt.step), producer: FORMAT });
         await writeFileAt(tmp, CHECKPOINT_FILES.optimizer, bytes);
@@ -83,14 +89,24 @@ export function saveCheckpoint(dir: string, ckpt: Checkpoint): TE.TaskEither<Che
   }, io(dir));
 }
 
-const exists = (path: string): Promise<boolean> => access(path).then(() => true, () => false);
+const exists = (path: string): Promise<boolean> =>
+  access(path).then(
+    () => true,
+    () => false,
+  );
 
-const readBytes = (path: string): TE.TaskEither<CheckpointError, Uint8Array> => TE.tryCatch(() => readFile(path), io(path));
+const readBytes = (path: string): TE.TaskEither<CheckpointError, Uint8Array> =>
+  TE.tryCatch(() => readFile(path), io(path));
 
 const readJson = (path: string): TE.TaskEither<CheckpointError, unknown> =>
   pipe(
     TE.tryCatch(() => readFile(path, 'utf8'), io(path)),
-    TE.chainEitherK((text) => E.tryCatch(() => JSON.parse(text) as unknown, (e) => new CheckpointError('bad-state', path, `not valid JSON (${(e as Error).message})`))),
+    TE.chainEitherK((text) =>
+      E.tryCatch(
+        () => JSON.parse(text) as unknown,
+        (e) => new CheckpointError('bad-state', path, `not valid JSON (${(e as Error).message})`),
+      ),
+    ),
   );
 
 export interface CheckpointLoadOptions extends LoadOptions {
@@ -136,7 +152,10 @@ function openDir(dir: string): TE.TaskEither<CheckpointError, string> {
 }
 
 /** Load a checkpoint directory; the optimizer and trainer state are optional (absent for weights-only exports). */
-export function loadCheckpoint(path: string, opts: CheckpointLoadOptions = {}): TE.TaskEither<CheckpointError, Checkpoint> {
+export function loadCheckpoint(
+  path: string,
+  opts: CheckpointLoadOptions = {},
+): TE.TaskEither<CheckpointError, Checkpoint> {
   return pipe(
     openDir(path),
     TE.bindTo('dir'),
@@ -150,11 +169,21 @@ export function loadCheckpoint(path: string, opts: CheckpointLoadOptions = {}): 
     ),
     TE.bind('optimizer', ({ dir, config }) => loadOptimizer(join(dir, CHECKPOINT_FILES.optimizer), config, opts)),
     TE.bind('state', ({ dir }) => loadState(join(dir, CHECKPOINT_FILES.state))),
-    TE.map(({ config, params, optimizer, state }) => ({ config, params, ...(optimizer ? { optimizer } : {}), rngs: state.rngs, trainerState: state.trainerState })),
+    TE.map(({ config, params, optimizer, state }) => ({
+      config,
+      params,
+      ...(optimizer ? { optimizer } : {}),
+      rngs: state.rngs,
+      trainerState: state.trainerState,
+    })),
   );
 }
 
-function loadOptimizer(path: string, config: TransformerConfig, opts: CheckpointLoadOptions): TE.TaskEither<CheckpointError, OptimizerState<TransformerParams> | null> {
+function loadOptimizer(
+  path: string,
+  config: TransformerConfig,
+  opts: CheckpointLoadOptions,
+): TE.TaskEither<CheckpointError, OptimizerState<TransformerParams> | null> {
   return pipe(
     TE.fromTask(() => exists(path)),
     TE.chain((present) =>
@@ -164,10 +193,26 @@ function loadOptimizer(path: string, config: TransformerConfig, opts: Checkpoint
             readBytes(path),
             TE.chainEitherK(decodeFinite(opts)),
             TE.chainEitherK((f) => {
-              const stray = [...f.tensors.keys()].find((n) => !n.startsWith('exp_avg.') && !n.startsWith('exp_avg_sq.'));
-              if (stray) return E.left(new CheckpointError('unexpected-tensor', stray, 'optimizer tensors are named exp_avg.* or exp_avg_sq.*'));
+              const stray = [...f.tensors.keys()].find(
+                (n) => !n.startsWith('exp_avg.') && !n.startsWith('exp_avg_sq.'),
+              );
+              if (stray)
+                return E.left(
+                  new CheckpointError(
+                    'unexpected-tensor',
+                    stray,
+                    'optimizer tensors are named exp_avg.* or exp_avg_sq.*',
+                  ),
+                );
               const step = Number(f.metadata.step);
-              if (!Number.isSafeInteger(step) || step < 0) return E.left(new CheckpointError('bad-state', 'optimizer __metadata__.step', `expected a step count, got ${JSON.stringify(f.metadata.step)}`));
+              if (!Number.isSafeInteger(step) || step < 0)
+                return E.left(
+                  new CheckpointError(
+                    'bad-state',
+                    'optimizer __metadata__.step',
+                    `expected a step count, got ${JSON.stringify(f.metadata.step)}`,
+                  ),
+                );
               return pipe(
                 E.Do,
                 E.bind('m', () => fromHfNames(f.tensors, config, { ...opts, prefix: 'exp_avg.' })),
@@ -188,22 +233,28 @@ export interface SavedState {
 function loadState(path: string): TE.TaskEither<CheckpointError, SavedState> {
   return pipe(
     TE.fromTask(() => exists(path)),
-    TE.chain((present) => (present ? pipe(readJson(path), TE.chainEitherK(parseState)) : TE.right({ rngs: {}, trainerState: null }))),
+    TE.chain((present) =>
+      present ? pipe(readJson(path), TE.chainEitherK(parseState)) : TE.right({ rngs: {}, trainerState: null }),
+    ),
   );
 }
 
 const isU32 = (x: unknown): boolean => typeof x === 'number' && Number.isInteger(x) && x >= 0 && x < 2 ** 32;
 
 export function parseState(json: unknown): E.Either<CheckpointError, SavedState> {
-  if (typeof json !== 'object' || json === null) return E.left(new CheckpointError('bad-state', 'trainer_state.json', 'is not an object'));
+  if (typeof json !== 'object' || json === null)
+    return E.left(new CheckpointError('bad-state', 'trainer_state.json', 'is not an object'));
   const { rngs, trainerState } = json as { rngs?: unknown; trainerState?: Json };
   const out: Record<string, RngState> = {};
   if (rngs !== undefined) {
-    if (typeof rngs !== 'object' || rngs === null) return E.left(new CheckpointError('bad-state', 'rngs', 'is not an object'));
+    if (typeof rngs !== 'object' || rngs === null)
+      return E.left(new CheckpointError('bad-state', 'rngs', 'is not an object'));
     for (const [name, st] of Object.entries(rngs)) {
       const { s, spare } = (st ?? {}) as { s?: unknown; spare?: unknown };
       if (!Array.isArray(s) || s.length !== 4 || !s.every(isU32) || !(spare === null || typeof spare === 'number')) {
-        return E.left(new CheckpointError('bad-state', `rngs.${name}`, 'expected { s: [4 x u32], spare: number | null }'));
+        return E.left(
+          new CheckpointError('bad-state', `rngs.${name}`, 'expected { s: [4 x u32], spare: number | null }'),
+        );
       }
       out[name] = { s: s as unknown as RngState['s'], spare };
     }

@@ -112,7 +112,11 @@ export interface LoadOptions {
  * Build the parameter pytree from named host tensors, checking that every expected tensor is there with its
  * shape and nothing else is (an untied lm_head or a bias this model lacks is an error, not silently dropped).
  */
-export function fromHfNames(tensors: ReadonlyMap<string, HostTensor>, config: TransformerConfig, opts: LoadOptions = {}): E.Either<CheckpointError, TransformerParams> {
+export function fromHfNames(
+  tensors: ReadonlyMap<string, HostTensor>,
+  config: TransformerConfig,
+  opts: LoadOptions = {},
+): E.Either<CheckpointError, TransformerParams> {
   const prefix = opts.prefix ?? '';
   const shapes = expectedShapes(config);
   for (const name of tensors.keys()) {
@@ -126,9 +130,16 @@ export function fromHfNames(tensors: ReadonlyMap<string, HostTensor>, config: Tr
     const t = tensors.get(prefix + name);
     if (!t) return E.left(new CheckpointError('missing-tensor', prefix + name, `expected shape [${shape.join(', ')}]`));
     if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) {
-      return E.left(new CheckpointError('wrong-shape', prefix + name, `has shape [${t.shape.join(', ')}], expected [${shape.join(', ')}]`));
+      return E.left(
+        new CheckpointError(
+          'wrong-shape',
+          prefix + name,
+          `has shape [${t.shape.join(', ')}], expected [${shape.join(', ')}]`,
+        ),
+      );
     }
-    if (t.dtype === 'i32') return E.left(new CheckpointError('bad-dtype', prefix + name, 'a parameter must be a float tensor'));
+    if (t.dtype === 'i32')
+      return E.left(new CheckpointError('bad-dtype', prefix + name, 'a parameter must be a float tensor'));
     loaded.set(name, t);
   }
   const backend = opts.backend ?? getDefaultBackend();

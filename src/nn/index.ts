@@ -17,9 +17,23 @@ export {
 } from './transformer.js';
 export { type KvCache, disposeCache } from './kv-cache.js';
 export { type RopeTables, ropeTables, ropeAt, applyRope } from './rope.js';
-export { type AdamWConfig, type OptimizerState, type AdamWStepResult, adamwInit, adamwStep, globalNorm } from './optim.js';
+export {
+  type AdamWConfig,
+  type OptimizerState,
+  type AdamWStepResult,
+  adamwInit,
+  adamwStep,
+  globalNorm,
+} from './optim.js';
 export { type LrSchedule, lrAt } from './schedule.js';
-export { CheckpointError, type CheckpointErrorKind, type HostTensor, type SafetensorsFile, encodeSafetensors, decodeSafetensors } from './safetensors.js';
+export {
+  CheckpointError,
+  type CheckpointErrorKind,
+  type HostTensor,
+  type SafetensorsFile,
+  encodeSafetensors,
+  decodeSafetensors,
+} from './safetensors.js';
 export {
   toHfNames,
   fromHfNames,

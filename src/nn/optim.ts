@@ -62,7 +62,12 @@ export type AdamWStepResult<P> = {
  * the device: the kernel scales the gradients by min(1, maxNorm / (norm + 1e-6)) from the sum of squares, so no
  * value is read back to the host.
  */
-export function adamwStep<P extends PyTree>(params: P, grads: P, state: OptimizerState<P>, cfg: AdamWConfig): AdamWStepResult<P> {
+export function adamwStep<P extends PyTree>(
+  params: P,
+  grads: P,
+  state: OptimizerState<P>,
+  cfg: AdamWConfig,
+): AdamWStepResult<P> {
   const beta1 = cfg.beta1 ?? 0.9;
   const beta2 = cfg.beta2 ?? 0.999;
   const eps = cfg.eps ?? 1e-8;

@@ -22,11 +22,20 @@ export interface RopeTables {
 // Tables are constant per (backend, sizes, dtype); they are built once and kept outside every tidy scope.
 const cache = new WeakMap<Backend, Map<string, RopeTables>>();
 
-export function ropeTables(headDim: number, maxSeqLen: number, theta: number, dtype: DType, backend: Backend): RopeTables {
+export function ropeTables(
+  headDim: number,
+  maxSeqLen: number,
+  theta: number,
+  dtype: DType,
+  backend: Backend,
+): RopeTables {
   if (headDim % 2 !== 0) throw new ArgumentError('rope', `head dimension must be even, got ${headDim}`);
   const key = `${headDim}|${maxSeqLen}|${theta}|${dtype}`;
   let perBackend = cache.get(backend);
-  if (!perBackend) cache.set(backend, (perBackend = new Map()));
+  if (!perBackend) {
+    perBackend = new Map();
+    cache.set(backend, perBackend);
+  }
   const hit = perBackend.get(key);
   if (hit && !hit.cos.isDisposed && !hit.sin.isDisposed) return hit;
   const half = headDim / 2;
@@ -34,7 +43,7 @@ export function ropeTables(headDim: number, maxSeqLen: number, theta: number, dt
   const sin = allocArray(dtype, maxSeqLen * half);
   for (let p = 0; p < maxSeqLen; p++) {
     for (let i = 0; i < half; i++) {
-      const angle = p * Math.pow(theta, (-2 * i) / headDim);
+      const angle = p * theta ** ((-2 * i) / headDim);
       cos[p * half + i] = Math.cos(angle);
       sin[p * half + i] = Math.sin(angle);
     }

@@ -63,7 +63,10 @@ const READ: Record<string, { dtype: DType; bytes: number }> = {
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const MAX_HEADER = 100 * 1024 * 1024;
 
-export function encodeSafetensors(tensors: ReadonlyMap<string, HostTensor>, metadata: Readonly<Record<string, string>> = {}): Uint8Array {
+export function encodeSafetensors(
+  tensors: ReadonlyMap<string, HostTensor>,
+  metadata: Readonly<Record<string, string>> = {},
+): Uint8Array {
   const names = [...tensors.keys()].sort();
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
@@ -103,13 +106,15 @@ function toLittleEndian(a: TypedArray): Uint8Array {
 
 const isRecord = (x: unknown): x is Record<string, unknown> => typeof x === 'object' && x !== null && !Array.isArray(x);
 const isNatural = (x: unknown): x is number => typeof x === 'number' && Number.isSafeInteger(x) && x >= 0;
-const fail = (kind: CheckpointErrorKind, field: string, detail: string): E.Either<CheckpointError, never> => E.left(new CheckpointError(kind, field, detail));
+const fail = (kind: CheckpointErrorKind, field: string, detail: string): E.Either<CheckpointError, never> =>
+  E.left(new CheckpointError(kind, field, detail));
 
 export function decodeSafetensors(bytes: Uint8Array): E.Either<CheckpointError, SafetensorsFile> {
   if (bytes.length < 8) return fail('bad-header', 'header length', `the file has ${bytes.length} bytes, fewer than 8`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const n = view.getBigUint64(0, true);
-  if (n > BigInt(Math.min(MAX_HEADER, bytes.length - 8))) return fail('bad-header', 'header length', `${n} bytes does not fit in a file of ${bytes.length}`);
+  if (n > BigInt(Math.min(MAX_HEADER, bytes.length - 8)))
+    return fail('bad-header', 'header length', `${n} bytes does not fit in a file of ${bytes.length}`);
   let header: unknown;
   try {
     header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(8, 8 + Number(n))));
@@ -150,15 +155,23 @@ export function parseEntry(name: string, entry: unknown, bodyLength: number): E.
   if (!isRecord(entry)) return fail('bad-header', name, 'entry is not an object');
   const { dtype, shape, data_offsets: offsets } = entry;
   const spec = typeof dtype === 'string' ? READ[dtype] : undefined;
-  if (!spec) return fail('bad-dtype', name, `unsupported dtype ${JSON.stringify(dtype)} (readable: ${Object.keys(READ).join(', ')})`);
-  if (!Array.isArray(shape) || !shape.every(isNatural)) return fail('bad-header', name, `shape ${JSON.stringify(shape)} is not a list of natural numbers`);
-  if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isNatural)) return fail('bad-offsets', name, `data_offsets ${JSON.stringify(offsets)} is not [begin, end]`);
+  if (!spec)
+    return fail(
+      'bad-dtype',
+      name,
+      `unsupported dtype ${JSON.stringify(dtype)} (readable: ${Object.keys(READ).join(', ')})`,
+    );
+  if (!Array.isArray(shape) || !shape.every(isNatural))
+    return fail('bad-header', name, `shape ${JSON.stringify(shape)} is not a list of natural numbers`);
+  if (!Array.isArray(offsets) || offsets.length !== 2 || !offsets.every(isNatural))
+    return fail('bad-offsets', name, `data_offsets ${JSON.stringify(offsets)} is not [begin, end]`);
   const [begin, end] = offsets as [number, number];
   const count = (shape as number[]).reduce((a, d) => a * d, 1);
   if (begin > end || end > bodyLength) {
     return fail('bad-offsets', name, `[${begin}, ${end}) is outside the ${bodyLength}-byte buffer`);
   }
-  if (end - begin !== count * spec.bytes) return fail('bad-offsets', name, `${end - begin} bytes for ${count} elements of ${String(dtype)}`);
+  if (end - begin !== count * spec.bytes)
+    return fail('bad-offsets', name, `${end - begin} bytes for ${count} elements of ${String(dtype)}`);
   return E.right({ code: dtype as string, dtype: spec.dtype, shape: shape as number[], begin, end });
 }
 
@@ -178,7 +191,12 @@ function decodeEntry(name: string, entry: unknown, body: Uint8Array): E.Either<C
 export function decodeBytes(bytes: Uint8Array, code: string): TypedArray {
   const spec = READ[code]!;
   const count = bytes.length / spec.bytes;
-  const data = spec.dtype === 'f64' ? new Float64Array(count) : spec.dtype === 'i32' ? new Int32Array(count) : new Float32Array(count);
+  const data =
+    spec.dtype === 'f64'
+      ? new Float64Array(count)
+      : spec.dtype === 'i32'
+        ? new Int32Array(count)
+        : new Float32Array(count);
   if (LITTLE_ENDIAN && spec.bytes === data.BYTES_PER_ELEMENT) {
     new Uint8Array(data.buffer).set(bytes);
   } else if (LITTLE_ENDIAN && code === 'BF16' && bytes.byteOffset % 2 === 0) {

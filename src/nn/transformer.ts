@@ -55,12 +55,25 @@ export interface TransformerConfig {
 
 /** A small default for the built-in tasks: fast enough to train on a 2-core CPU in minutes. */
 export function smallConfig(vocabSize: number, overrides: Partial<TransformerConfig> = {}): TransformerConfig {
-  return { vocabSize, dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 192, maxSeqLen: 48, ropeTheta: 10_000, rmsEps: 1e-6, ...overrides };
+  return {
+    vocabSize,
+    dModel: 64,
+    nLayers: 2,
+    nHeads: 4,
+    nKvHeads: 4,
+    dFf: 192,
+    maxSeqLen: 48,
+    ropeTheta: 10_000,
+    rmsEps: 1e-6,
+    ...overrides,
+  };
 }
 
 export function validateConfig(c: TransformerConfig): TransformerConfig {
   const ints = ['vocabSize', 'dModel', 'nLayers', 'nHeads', 'nKvHeads', 'dFf', 'maxSeqLen'] as const;
-  for (const k of ints) if (!Number.isInteger(c[k]) || c[k] < 1) throw new ArgumentError('TransformerConfig', `${k} must be a positive integer, got ${c[k]}`);
+  for (const k of ints)
+    if (!Number.isInteger(c[k]) || c[k] < 1)
+      throw new ArgumentError('TransformerConfig', `${k} must be a positive integer, got ${c[k]}`);
   const bad = (why: string): never => {
     throw new ArgumentError('TransformerConfig', why);
   };
@@ -71,12 +84,14 @@ export function validateConfig(c: TransformerConfig): TransformerConfig {
     bad(`headDim must be a positive integer, got ${c.headDim}`);
   }
   if (headDim(c) % 2 !== 0) bad(`the head dimension ${headDim(c)} must be even for RoPE`);
-  if (c.nHeads % c.nKvHeads !== 0) throw new ArgumentError('TransformerConfig', `nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}`);
+  if (c.nHeads % c.nKvHeads !== 0)
+    throw new ArgumentError('TransformerConfig', `nHeads ${c.nHeads} is not a multiple of nKvHeads ${c.nKvHeads}`);
   const pad = c.padTokenId;
   if (pad !== undefined && !(Number.isInteger(pad) && pad >= 0 && pad < c.vocabSize)) {
     bad(`padTokenId ${pad} is not an id of the vocabulary`);
   }
-  if (!(c.ropeTheta > 0) || !(c.rmsEps > 0)) throw new ArgumentError('TransformerConfig', 'ropeTheta and rmsEps must be positive');
+  if (!(c.ropeTheta > 0) || !(c.rmsEps > 0))
+    throw new ArgumentError('TransformerConfig', 'ropeTheta and rmsEps must be positive');
   return c;
 }
 
@@ -186,10 +201,16 @@ export function hiddenStates(
   tokens: Tensor,
   opts: ForwardOptions & { cache?: KvCache | null } = {},
 ): { hidden: Tensor; cache: KvCache | null } {
-  if (tokens.dtype !== 'i32' || tokens.rank !== 2) throw new DTypeError('transformer', `tokens must be i32 [B, T], got ${tokens.dtype} [${tokens.shape.join(', ')}]`);
+  if (tokens.dtype !== 'i32' || tokens.rank !== 2)
+    throw new DTypeError('transformer', `tokens must be i32 [B, T], got ${tokens.dtype} [${tokens.shape.join(', ')}]`);
   const [b, t] = tokens.shape as [number, number];
   const past = opts.cache?.length ?? 0;
-  if (past + t > config.maxSeqLen) throw new ShapeError('transformer', [tokens.shape], `${past} cached + ${t} new positions exceed maxSeqLen ${config.maxSeqLen}`);
+  if (past + t > config.maxSeqLen)
+    throw new ShapeError(
+      'transformer',
+      [tokens.shape],
+      `${past} cached + ${t} new positions exceed maxSeqLen ${config.maxSeqLen}`,
+    );
   const dtype = params.embed.weight.dtype;
   const backend = params.embed.weight.backend;
   const positions = opts.positions ?? defaultPositions(b, t, past, backend);
@@ -229,7 +250,12 @@ interface AttentionContext {
 }
 
 /** Attention of normed inputs h [B*T, D]: the output [B*T, D] before the residual, and this layer's keys/values. */
-function attention(p: LayerParams, h: Tensor, ctx: AttentionContext, cached: { k: Tensor; v: Tensor } | undefined): { out: Tensor; k: Tensor; v: Tensor } {
+function attention(
+  p: LayerParams,
+  h: Tensor,
+  ctx: AttentionContext,
+  cached: { k: Tensor; v: Tensor } | undefined,
+): { out: Tensor; k: Tensor; v: Tensor } {
   const { config, b, t, rope } = ctx;
   const dh = headDim(config);
   // Keys/values are kept as [B, T, Hkv, dh] (flash-attn's layout: no permutes); cached ones were rotated at
@@ -283,7 +309,12 @@ export function lmHead(params: TransformerParams, hidden: Tensor): Tensor {
 }
 
 /** Logits [B, T, V] of tokens [B, T] (a full forward, no cache). */
-export function forward(params: TransformerParams, config: TransformerConfig, tokens: Tensor, opts: ForwardOptions = {}): Tensor {
+export function forward(
+  params: TransformerParams,
+  config: TransformerConfig,
+  tokens: Tensor,
+  opts: ForwardOptions = {},
+): Tensor {
   return lmHead(params, hiddenStates(params, config, tokens, opts).hidden);
 }
 

@@ -44,7 +44,11 @@ export function stdOf(xs: readonly number[], mode: StdMode): number {
   return n > 0 ? Math.sqrt(ss / n) : 0;
 }
 
-export function groupAdvantages(rewards: readonly number[], groupIds: readonly number[], opts: AdvantageOptions): number[] {
+export function groupAdvantages(
+  rewards: readonly number[],
+  groupIds: readonly number[],
+  opts: AdvantageOptions,
+): number[] {
   return baselineAdvantages(rewards, groupIds, opts, groupMean);
 }
 
@@ -67,7 +71,9 @@ export function baselineAdvantages(
     if (rs.every((r) => r === rs[0])) continue; // all equal: A = 0
     const mean = baseline(rs, rows);
     const denom =
-      opts.scaleRewards === 'none' ? 1 : (opts.scaleRewards === 'group' ? stdOf(rs, opts.stdMode) : batchStd) + opts.advantageEpsilon;
+      opts.scaleRewards === 'none'
+        ? 1
+        : (opts.scaleRewards === 'group' ? stdOf(rs, opts.stdMode) : batchStd) + opts.advantageEpsilon;
     rows.forEach((row, k) => {
       out[row] = denom > 0 ? (rs[k]! - mean) / denom : 0;
     });

@@ -52,7 +52,8 @@ function checkHostArray(field: string, xs: readonly number[] | undefined, b: num
   if (xs.length !== b) throw new BatchError('shape', field, `has length ${xs.length}, the batch has ${b} rows`);
   for (let i = 0; i < xs.length; i++) {
     const v = xs[i]!;
-    if (typeof v !== 'number' || !Number.isFinite(v)) throw new BatchError('non-finite', field, `is ${v}, must be a finite number`, i);
+    if (typeof v !== 'number' || !Number.isFinite(v))
+      throw new BatchError('non-finite', field, `is ${v}, must be a finite number`, i);
   }
 }
 
@@ -63,15 +64,25 @@ function checkHostArray(field: string, xs: readonly number[] | undefined, b: num
 export function checkBatch(batch: RolloutBatch): void {
   const lp = batch.logProbs;
   if (lp.rank !== 2) throw new BatchError('shape', 'logProbs', `must be [B, T], got [${lp.shape.join(', ')}]`);
-  if (lp.shape[0] === 0 || lp.shape[1] === 0) throw new BatchError('shape', 'logProbs', `must have at least one row and one column, got [${lp.shape.join(', ')}]`);
+  if (lp.shape[0] === 0 || lp.shape[1] === 0)
+    throw new BatchError(
+      'shape',
+      'logProbs',
+      `must have at least one row and one column, got [${lp.shape.join(', ')}]`,
+    );
   if (lp.dtype === 'i32') throw new BatchError('value', 'logProbs', 'must be a float tensor (f32 or f64)');
   for (const f of TENSORS) {
     const t = batch[f];
     if (t === undefined) continue;
     if (t.rank !== 2 || t.shape[0] !== lp.shape[0] || t.shape[1] !== lp.shape[1]) {
-      throw new BatchError('shape', f, `must have the shape of logProbs [${lp.shape.join(', ')}], got [${t.shape.join(', ')}]`);
+      throw new BatchError(
+        'shape',
+        f,
+        `must have the shape of logProbs [${lp.shape.join(', ')}], got [${t.shape.join(', ')}]`,
+      );
     }
-    if (t.backend !== lp.backend) throw new BatchError('value', f, `lives on backend ${t.backend.name}, logProbs on ${lp.backend.name}`);
+    if (t.backend !== lp.backend)
+      throw new BatchError('value', f, `lives on backend ${t.backend.name}, logProbs on ${lp.backend.name}`);
   }
   const b = lp.shape[0]!;
   checkHostArray('rewards', batch.rewards, b, true);
@@ -79,11 +90,13 @@ export function checkBatch(batch: RolloutBatch): void {
   checkHostArray('advantages', batch.advantages, b, false);
   checkHostArray('lengths', batch.lengths, b, false);
   batch.lengths?.forEach((l, i) => {
-    if (!Number.isInteger(l) || l < 0) throw new BatchError('value', 'lengths', `is ${l}, must be a nonnegative integer`, i);
+    if (!Number.isInteger(l) || l < 0)
+      throw new BatchError('value', 'lengths', `is ${l}, must be a nonnegative integer`, i);
   });
   for (const f of ['maxCompletionLength', 'numItemsInBatch'] as const) {
     const v = batch[f];
-    if (v !== undefined && !(Number.isFinite(v) && v > 0)) throw new BatchError('value', f, `is ${v}, must be a positive number`);
+    if (v !== undefined && !(Number.isFinite(v) && v > 0))
+      throw new BatchError('value', f, `is ${v}, must be a positive number`);
   }
   if (lp.backend.synchronous) checkValues(batch, lp.backend.readSync.bind(lp.backend));
 }
@@ -94,7 +107,11 @@ export function checkBatch(batch: RolloutBatch): void {
  * objectives reject such a batch themselves there; on an asynchronous device, call `validateBatch`.
  */
 function checkValues(batch: RolloutBatch, read: (t: KernelTensor) => ArrayLike<number>): void {
-  const kernelView = (t: Tensor): KernelTensor => ({ storage: t.storageFor('checkBatch'), shape: t.shape, dtype: t.dtype });
+  const kernelView = (t: Tensor): KernelTensor => ({
+    storage: t.storageFor('checkBatch'),
+    shape: t.shape,
+    dtype: t.dtype,
+  });
   const mask = read(kernelView(batch.mask));
   const err = valueError(batch, mask, (f) => read(kernelView(batch[f]!)));
   if (err) throw err;
@@ -102,7 +119,11 @@ function checkValues(batch: RolloutBatch, read: (t: KernelTensor) => ArrayLike<n
 
 type LogProbField = 'logProbs' | 'oldLogProbs' | 'refLogProbs';
 
-function valueError(batch: RolloutBatch, mask: ArrayLike<number>, values: (f: LogProbField) => ArrayLike<number>): BatchError | null {
+function valueError(
+  batch: RolloutBatch,
+  mask: ArrayLike<number>,
+  values: (f: LogProbField) => ArrayLike<number>,
+): BatchError | null {
   for (let i = 0; i < mask.length; i++) {
     const v = mask[i]!;
     if (v !== 0 && v !== 1) {

@@ -1,4 +1,4 @@
-import * as E from 'fp-ts/lib/Either.js';
+import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
@@ -45,7 +45,14 @@ const atLeastOne = num(
   'must be >= 1 (an absolute cap on the IS weight; a cap below 1 shrinks even on-policy tokens)',
 );
 
-export const CISPO_DEFAULTS: CispoConfig = { ...PAPER_ADVANTAGE_CONFIG, epsilonMax: 5.0, epsilonLow: null, beta: 0, lossType: 'dapo', maxCompletionLength: null };
+export const CISPO_DEFAULTS: CispoConfig = {
+  ...PAPER_ADVANTAGE_CONFIG,
+  epsilonMax: 5.0,
+  epsilonLow: null,
+  beta: 0,
+  lossType: 'dapo',
+  maxCompletionLength: null,
+};
 
 export const parseCispoConfig = (input: Partial<CispoConfig> | ConfigInput = {}): E.Either<ConfigError, CispoConfig> =>
   parseObjectiveConfig(
@@ -58,7 +65,14 @@ export const parseCispoConfig = (input: Partial<CispoConfig> | ConfigInput = {})
       lossType: lossTypeCheck,
       maxCompletionLength: nullable(positiveInt),
     },
-    { ...ADVANTAGE_ALIASES, epsilon_high: 'epsilonMax', epsilonHigh: 'epsilonMax', epsilon_max: 'epsilonMax', epsilon_low: 'epsilonLow', loss_agg_mode: 'lossType' },
+    {
+      ...ADVANTAGE_ALIASES,
+      epsilon_high: 'epsilonMax',
+      epsilonHigh: 'epsilonMax',
+      epsilon_max: 'epsilonMax',
+      epsilon_low: 'epsilonLow',
+      loss_agg_mode: 'lossType',
+    },
     CISPO_DEFAULTS,
     input,
   );

@@ -1,4 +1,4 @@
-import * as E from 'fp-ts/lib/Either.js';
+import type * as E from 'fp-ts/lib/Either.js';
 import { parseWith, type Aliases, type Post, type Spec } from '../core/validate.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
@@ -18,19 +18,29 @@ export function checkGroupSizes(layout: GroupLayout, numGenerations: number | nu
   if (numGenerations === null) return;
   layout.members.forEach((rows, g) => {
     if (rows.length !== numGenerations) {
-      throw new BatchError('shape', 'groupIds', `group ${layout.keys[g]} has ${rows.length} rows, numGenerations is ${numGenerations}`, rows[0]);
+      throw new BatchError(
+        'shape',
+        'groupIds',
+        `group ${layout.keys[g]} has ${rows.length} rows, numGenerations is ${numGenerations}`,
+        rows[0],
+      );
     }
   });
 }
 
 /** The batch's advantages: precomputed ones if given, else group-normalised from `rewards` (host-side). */
-export function hostAdvantages(batch: RolloutBatch, cfg: AdvantageConfig, rewards: readonly number[] = batch.rewards): number[] {
+export function hostAdvantages(
+  batch: RolloutBatch,
+  cfg: AdvantageConfig,
+  rewards: readonly number[] = batch.rewards,
+): number[] {
   checkGroupSizes(groupLayout(batch.groupIds), cfg.numGenerations);
   return batch.advantages ? [...batch.advantages] : groupAdvantages(rewards, batch.groupIds, cfg);
 }
 
 /** A host number as a scalar tensor beside the batch (for metrics). */
-export const hostScalar = (value: number, prep: Prepared): Tensor => scalar(value, { dtype: prep.dtype, backend: prep.backend });
+export const hostScalar = (value: number, prep: Prepared): Tensor =>
+  scalar(value, { dtype: prep.dtype, backend: prep.backend });
 
 /** The k3 estimator of KL(pi_theta || pi_ref) per token: exp(ref - l) - (ref - l) - 1 (TRL, DeepSeekMath). */
 export function k3(prep: Prepared): Tensor {
@@ -40,7 +50,12 @@ export function k3(prep: Prepared): Tensor {
 }
 
 /** Reward metrics computed on the host (TRL's names): reward, reward_std, frac_reward_zero_std, pass_rate. */
-export function rewardMetrics(rewards: readonly number[], groupIds: readonly number[], prep: Prepared, threshold = 0.5): Record<string, Tensor> {
+export function rewardMetrics(
+  rewards: readonly number[],
+  groupIds: readonly number[],
+  prep: Prepared,
+  threshold = 0.5,
+): Record<string, Tensor> {
   const stats = groupStats(rewards, groupIds, threshold);
   const q = Math.max(1, stats.length);
   return {
@@ -61,7 +76,7 @@ export function tokenMetrics(prep: Prepared): Record<string, Tensor> {
   };
   if (prep.ref) {
     const d = sub(prep.ref, logp);
-    out['kl'] = maskedMean(sub(sub(exp(d), d), 1), m);
+    out.kl = maskedMean(sub(sub(exp(d), d), 1), m);
   }
   return out;
 }
@@ -74,8 +89,11 @@ export function detachAll(metrics: Record<string, Tensor>): Record<string, Tenso
 }
 
 /** The `dr_grpo` normaliser: config, else the batch's, else the width T. */
-export const maxLengthOf = (cfg: { readonly maxCompletionLength: number | null }, batch: RolloutBatch, prep: Prepared): number =>
-  cfg.maxCompletionLength ?? batch.maxCompletionLength ?? prep.t;
+export const maxLengthOf = (
+  cfg: { readonly maxCompletionLength: number | null },
+  batch: RolloutBatch,
+  prep: Prepared,
+): number => cfg.maxCompletionLength ?? batch.maxCompletionLength ?? prep.t;
 
 /**
  * Parse an objective's config record (see `core/validate.ts`): a `ConfigError` names the field as the caller spelled
@@ -96,5 +114,7 @@ export function parseObjectiveConfig<C extends object>(
 }
 
 /** epsilonHigh follows epsilon when only epsilon is given (TRL: `epsilon_high` defaults to `epsilon`). */
-export const followEpsilon = <C extends { epsilon: number; epsilonHigh: number }>(c: C, given: ReadonlySet<string>): C =>
-  given.has('epsilon') && !given.has('epsilonHigh') ? { ...c, epsilonHigh: c.epsilon } : c;
+export const followEpsilon = <C extends { epsilon: number; epsilonHigh: number }>(
+  c: C,
+  given: ReadonlySet<string>,
+): C => (given.has('epsilon') && !given.has('epsilonHigh') ? { ...c, epsilonHigh: c.epsilon } : c);

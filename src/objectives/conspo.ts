@@ -68,9 +68,10 @@ export const CONSPO_DEFAULTS: ConspoConfig = {
   beta: 0,
 };
 
-
 /** ConSPO (paper defaults: tau 10, M 0.01, alpha 0.3, cosine margin, InfoNCE, log-likelihood scores). */
-export const parseConspoConfig = (input: Partial<ConspoConfig> | ConfigInput = {}): E.Either<ConfigError, ConspoConfig> =>
+export const parseConspoConfig = (
+  input: Partial<ConspoConfig> | ConfigInput = {},
+): E.Either<ConfigError, ConspoConfig> =>
   parseObjectiveConfig(
     'conspo',
     {
@@ -108,16 +109,23 @@ export function scheduledMargin(lambda: number, targetMargin: number, alpha: num
 }
 
 /** The margin at a training step under the config's schedule. The cosine schedule needs `progress`. */
-export function conspoMargin(cfg: Pick<ConspoConfig, 'margin' | 'alpha' | 'marginSchedule'>, progress?: TrainingProgress): number {
+export function conspoMargin(
+  cfg: Pick<ConspoConfig, 'margin' | 'alpha' | 'marginSchedule'>,
+  progress?: TrainingProgress,
+): number {
   switch (cfg.marginSchedule) {
     case 'none':
       return 0;
     case 'fixed':
       return cfg.margin;
     case 'cosine': {
-      if (!progress) throw new ArgumentError('conspo', 'the cosine margin schedule (Eq. 16) needs { step, totalSteps }');
+      if (!progress)
+        throw new ArgumentError('conspo', 'the cosine margin schedule (Eq. 16) needs { step, totalSteps }');
       if (!(progress.totalSteps > 0) || !(progress.step >= 0)) {
-        throw new ArgumentError('conspo', `progress must have step >= 0 and totalSteps > 0, got ${progress.step} / ${progress.totalSteps}`);
+        throw new ArgumentError(
+          'conspo',
+          `progress must have step >= 0 and totalSteps > 0, got ${progress.step} / ${progress.totalSteps}`,
+        );
       }
       return scheduledMargin(progress.step / progress.totalSteps, cfg.margin, cfg.alpha);
     }
@@ -161,7 +169,13 @@ export function contrastiveObjective(
   return tidy(() => contrast(positiveScores, negativeScores, groups, opts, active));
 }
 
-function contrast(positiveScores: Tensor, negativeScores: Tensor, groups: ContrastGroups, opts: ContrastiveOptions, active?: Tensor): ContrastiveResult {
+function contrast(
+  positiveScores: Tensor,
+  negativeScores: Tensor,
+  groups: ContrastGroups,
+  opts: ContrastiveOptions,
+  active?: Tensor,
+): ContrastiveResult {
   const ct = contrastTensors(groups, positiveScores, opts.groupNormalizer, active);
   const shifted = sub(positiveScores, opts.margin); // s_i^+ - m_t
   if (opts.contrast === 'linear') {
@@ -173,7 +187,14 @@ function contrast(positiveScores: Tensor, negativeScores: Tensor, groups: Contra
     const rowNeg = mul(ct.neg, toRows(div(w, maximum(ct.nNeg, 1)), ct.grid));
     const j = sub(sum(mul(rowPos, shifted)), sum(mul(rowNeg, negativeScores)));
     const zero = mul(ct.pos, 0);
-    return { objective: div(j, ct.groupDivisor), positiveProb: zero, meanPositiveProb: sum(zero), validGroups: ct.valid, positiveRows: ct.pos, negativeRows: ct.neg };
+    return {
+      objective: div(j, ct.groupDivisor),
+      positiveProb: zero,
+      meanPositiveProb: sum(zero),
+      validGroups: ct.valid,
+      positiveRows: ct.pos,
+      negativeRows: ct.neg,
+    };
   }
   const a = div(shifted, opts.tau); // (s_i^+ - m_t) / tau
   const negLse = logsumexp(where(ct.negPool, toGrid(div(negativeScores, opts.tau), ct.grid), -1e30), 1); // log sum_j exp(s_j^-/tau), [Q]
@@ -210,7 +231,13 @@ export function conspoLoss(batch: RolloutBatch, cfg: ConspoConfig, progress?: Tr
       sNeg = s.minus;
     }
     const active = nonEmptyRows(prep);
-    const r = contrastiveObjective(sPos, sNeg, groups, { tau: cfg.tau, margin, contrast: cfg.contrast, groupNormalizer: cfg.groupNormalizer }, active);
+    const r = contrastiveObjective(
+      sPos,
+      sNeg,
+      groups,
+      { tau: cfg.tau, margin, contrast: cfg.contrast, groupNormalizer: cfg.groupNormalizer },
+      active,
+    );
     let loss = sub(0, r.objective);
     if (cfg.beta > 0) loss = add(loss, mul(maskedMean(k3(prep), prep.mask), cfg.beta));
 

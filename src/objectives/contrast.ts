@@ -16,7 +16,11 @@ export interface ContrastGroupConfig {
   readonly numGenerations: number | null;
 }
 
-export const CONTRAST_DEFAULTS: ContrastGroupConfig = { positiveThreshold: 0.5, groupNormalizer: 'all', numGenerations: null };
+export const CONTRAST_DEFAULTS: ContrastGroupConfig = {
+  positiveThreshold: 0.5,
+  groupNormalizer: 'all',
+  numGenerations: null,
+};
 export const GROUP_ALIASES = { num_generations: 'numGenerations', G: 'numGenerations' } as const;
 
 export const contrastSpec: Spec<ContrastGroupConfig> = {
@@ -36,7 +40,11 @@ export interface ContrastGroups {
   readonly positive: readonly boolean[];
 }
 
-export function contrastGroups(rewards: readonly number[], groupIds: readonly number[], threshold = 0.5): ContrastGroups {
+export function contrastGroups(
+  rewards: readonly number[],
+  groupIds: readonly number[],
+  threshold = 0.5,
+): ContrastGroups {
   return { layout: groupLayout(groupIds), positive: rewards.map((r) => r > threshold) };
 }
 
@@ -59,12 +67,21 @@ export interface ContrastTensors {
 }
 
 /** @internal `active` [B] (optional): 1 for rows that take part. */
-export function contrastTensors(groups: ContrastGroups, like: Pick<Prepared, 'dtype' | 'backend'>, normalizer: 'all' | 'valid', active?: Tensor): ContrastTensors {
+export function contrastTensors(
+  groups: ContrastGroups,
+  like: Pick<Prepared, 'dtype' | 'backend'>,
+  normalizer: 'all' | 'valid',
+  active?: Tensor,
+): ContrastTensors {
   const opts = { dtype: like.dtype, backend: like.backend };
   const grid = groupGrid(groups.layout, like.dtype, like.backend);
   const b = groups.positive.length;
   const posHost = tensor(groups.positive.map(Number), [b], opts);
-  const negHost = tensor(groups.positive.map((p) => (p ? 0 : 1)), [b], opts);
+  const negHost = tensor(
+    groups.positive.map((p) => (p ? 0 : 1)),
+    [b],
+    opts,
+  );
   const pos = active ? mul(posHost, active) : posHost;
   const neg = active ? mul(negHost, active) : negHost;
   const negCells = toGrid(neg, grid);

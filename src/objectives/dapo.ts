@@ -17,11 +17,19 @@ export interface OverlongConfig {
   readonly penaltyFactor: number;
 }
 
-const overlongSpec: Spec<OverlongConfig> = { maxLength: positiveInt, cacheLength: nonNegativeInt, penaltyFactor: nonNegative };
+const overlongSpec: Spec<OverlongConfig> = {
+  maxLength: positiveInt,
+  cacheLength: nonNegativeInt,
+  penaltyFactor: nonNegative,
+};
 export const overlongCheck: Check<OverlongConfig | null> = nullable((v) =>
   typeof v === 'object' && v !== null && !('maxLength' in v) && !('max_length' in v) && !('max_completion_len' in v)
     ? E.left({ path: ['maxLength'], reason: 'is required' })
-    : record<OverlongConfig>(overlongSpec, { max_completion_len: 'maxLength', soft_punish_cache: 'cacheLength', len: 'cacheLength' }, { maxLength: 1, cacheLength: 0, penaltyFactor: 1 })(v),
+    : record<OverlongConfig>(
+        overlongSpec,
+        { max_completion_len: 'maxLength', soft_punish_cache: 'cacheLength', len: 'cacheLength' },
+        { maxLength: 1, cacheLength: 0, penaltyFactor: 1 },
+      )(v),
 );
 
 /** DAPO's host-side pieces: the soft overlong reward and the dynamic-sampling filter. */
@@ -38,10 +46,18 @@ export function softOverlongPenalty(length: number, maxLength: number, cacheLeng
 }
 
 /** Rewards with the soft overlong punishment added (times `penaltyFactor`). */
-export function applySoftOverlong(rewards: readonly number[], lengths: readonly number[] | undefined, cfg: OverlongConfig): number[] {
-  if (lengths === undefined) throw new BatchError('missing', 'lengths', 'is required by the soft overlong reward (DAPO `overlong`)');
-  if (lengths.length !== rewards.length) throw new BatchError('shape', 'lengths', `has length ${lengths.length}, rewards ${rewards.length}`);
-  return rewards.map((r, i) => r + cfg.penaltyFactor * softOverlongPenalty(lengths[i]!, cfg.maxLength, cfg.cacheLength));
+export function applySoftOverlong(
+  rewards: readonly number[],
+  lengths: readonly number[] | undefined,
+  cfg: OverlongConfig,
+): number[] {
+  if (lengths === undefined)
+    throw new BatchError('missing', 'lengths', 'is required by the soft overlong reward (DAPO `overlong`)');
+  if (lengths.length !== rewards.length)
+    throw new BatchError('shape', 'lengths', `has length ${lengths.length}, rewards ${rewards.length}`);
+  return rewards.map(
+    (r, i) => r + cfg.penaltyFactor * softOverlongPenalty(lengths[i]!, cfg.maxLength, cfg.cacheLength),
+  );
 }
 
 /**

@@ -1,10 +1,10 @@
-import * as E from 'fp-ts/lib/Either.js';
+import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { add, div, exp, greater, log, maximum, mul, relu, square, sub, where } from '../ops/elementwise.js';
 import { logsumexp, sum } from '../ops/reduce.js';
-import { nonNegative, oneOf, openUnit, positive, unitHalfOpen } from '../core/validate.js';
+import { nonNegative, oneOf, positive } from '../core/validate.js';
 import { maskedMean } from './aggregate.js';
 import { prepare, type Prepared, type RolloutBatch } from './batch.js';
 import { checkGroupSizes, detachAll, rewardMetrics, tokenMetrics, parseObjectiveConfig } from './common.js';

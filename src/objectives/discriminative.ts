@@ -27,7 +27,11 @@ import type { ObjectiveResult } from './types.js';
  */
 
 /** @internal Eq. 7 on a prepared batch: [B] each; zero-length rows score 0 (max(1, L) denominators). */
-export function clippedScoresOf(prep: Prepared, epsilonLow: number, epsilonHigh: number): { plus: Tensor; minus: Tensor } {
+export function clippedScoresOf(
+  prep: Prepared,
+  epsilonLow: number,
+  epsilonHigh: number,
+): { plus: Tensor; minus: Tensor } {
   const ratio = exp(sub(prep.logp, prep.old));
   // clamp passes the gradient at its bound, as GRPO's clip does; the two forms then agree even at rho = 1 +- eps.
   const len = maximum(prep.lengths, 1);
@@ -37,7 +41,11 @@ export function clippedScoresOf(prep: Prepared, epsilonLow: number, epsilonHigh:
 }
 
 /** Eq. 7's scores s+ and s- of each row of a batch, [B] each. */
-export function clippedScores(batch: RolloutBatch, epsilonLow: number, epsilonHigh = epsilonLow): { plus: Tensor; minus: Tensor } {
+export function clippedScores(
+  batch: RolloutBatch,
+  epsilonLow: number,
+  epsilonHigh = epsilonLow,
+): { plus: Tensor; minus: Tensor } {
   return tidy(() => clippedScoresOf(prepare(batch), epsilonLow, epsilonHigh));
 }
 
@@ -73,7 +81,8 @@ export interface DiscriminativeCoefficients {
 
 function isBinary(rewards: readonly number[]): void {
   rewards.forEach((r, i) => {
-    if (r !== 0 && r !== 1) throw new BatchError('value', 'rewards', `is ${r}; the binary form (Eq. 6) needs rewards in {0, 1}`, i);
+    if (r !== 0 && r !== 1)
+      throw new BatchError('value', 'rewards', `is ${r}; the binary form (Eq. 6) needs rewards in {0, 1}`, i);
   });
 }
 
@@ -81,7 +90,10 @@ function isBinary(rewards: readonly number[]): void {
  * The binary form, Eq. 6/8 applied group by group: sqrt(p(1-p)) / N+ on each positive, sqrt(p(1-p)) / N- on each
  * negative, times G_q / B. Groups with N+ = 0 or N- = 0 get 0.
  */
-export function binaryFormCoefficients(rewards: readonly number[], groupIds: readonly number[]): DiscriminativeCoefficients {
+export function binaryFormCoefficients(
+  rewards: readonly number[],
+  groupIds: readonly number[],
+): DiscriminativeCoefficients {
   isBinary(rewards);
   const layout = groupLayout(groupIds);
   const b = rewards.length;
@@ -106,7 +118,10 @@ export function binaryFormCoefficients(rewards: readonly number[], groupIds: rea
  * The general form, Eq. 5 applied group by group: W (E~+ s+ - E~- s-) with W = (1/2) mean|A| and the reweighted
  * empirical distributions A_i^+ / sum A^+ and A_i^- / sum A^-, times G_q / B. Any advantages (centred per group).
  */
-export function generalFormCoefficients(advantages: readonly number[], groupIds: readonly number[]): DiscriminativeCoefficients {
+export function generalFormCoefficients(
+  advantages: readonly number[],
+  groupIds: readonly number[],
+): DiscriminativeCoefficients {
   const layout = groupLayout(groupIds);
   const b = advantages.length;
   const plus = new Array<number>(b).fill(0);
@@ -155,7 +170,10 @@ export function discriminativeLoss(batch: RolloutBatch, opts: DiscriminativeOpti
     const coef =
       opts.form === 'binary'
         ? binaryFormCoefficients(batch.rewards, batch.groupIds)
-        : generalFormCoefficients(batch.advantages ?? groupAdvantages(batch.rewards, batch.groupIds, opts), batch.groupIds);
+        : generalFormCoefficients(
+            batch.advantages ?? groupAdvantages(batch.rewards, batch.groupIds, opts),
+            batch.groupIds,
+          );
     const s = clippedScoresOf(prep, opts.epsilon, opts.epsilonHigh);
     const j = discriminativeFromScores(s.plus, s.minus, coef);
     const q = Math.max(1, coef.groupW.length);

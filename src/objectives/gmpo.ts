@@ -1,4 +1,4 @@
-import * as E from 'fp-ts/lib/Either.js';
+import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
 import { add, clamp, div, exp, greater, maximum, minimum, mul, neg, notEqual, sub, where } from '../ops/elementwise.js';
@@ -26,7 +26,13 @@ export interface GmpoConfig extends AdvantageConfig {
 export const GMPO_DEFAULTS: GmpoConfig = { ...PAPER_ADVANTAGE_CONFIG, epsilon: 0.4, beta: 0 };
 
 export const parseGmpoConfig = (input: Partial<GmpoConfig> | ConfigInput = {}): E.Either<ConfigError, GmpoConfig> =>
-  parseObjectiveConfig('gmpo', { ...advantageSpec, epsilon: openUnit, beta: nonNegative }, ADVANTAGE_ALIASES, GMPO_DEFAULTS, input);
+  parseObjectiveConfig(
+    'gmpo',
+    { ...advantageSpec, epsilon: openUnit, beta: nonNegative },
+    ADVANTAGE_ALIASES,
+    GMPO_DEFAULTS,
+    input,
+  );
 
 /**
  * GMPO: the geometric mean of token ratios, clipped token by token in log space.

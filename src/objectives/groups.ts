@@ -60,7 +60,14 @@ export function groupStats(rewards: readonly number[], groupIds: readonly number
     const allEqual = rs.every((r) => r === rs[0]);
     const std = allEqual ? 0 : Math.sqrt(rs.reduce((s, r) => s + (r - mean) ** 2, 0) / rs.length);
     const positives = rs.filter((r) => r > threshold).length;
-    return { groupId: layout.keys[g]!, size: rs.length, positives, passRate: positives / rs.length, rewardMean: mean, rewardStd: std };
+    return {
+      groupId: layout.keys[g]!,
+      size: rs.length,
+      positives,
+      passRate: positives / rs.length,
+      rewardMean: mean,
+      rewardStd: std,
+    };
   });
 }
 

@@ -75,7 +75,12 @@ export const GRPO_DEFAULTS: GrpoConfig = {
   overlong: null,
 };
 /** DAPO: clip-higher (0.2 / 0.28), token-mean, no KL, dynamic sampling on. Overlong shaping needs lengths limits: off until set. */
-export const DAPO_DEFAULTS: GrpoConfig = { ...GRPO_DEFAULTS, epsilonHigh: 0.28, lossType: 'dapo', dynamicSampling: true };
+export const DAPO_DEFAULTS: GrpoConfig = {
+  ...GRPO_DEFAULTS,
+  epsilonHigh: 0.28,
+  lossType: 'dapo',
+  dynamicSampling: true,
+};
 /** Dr. GRPO: A = r - mean (no std), `dr_grpo` aggregation. */
 export const DR_GRPO_DEFAULTS: GrpoConfig = { ...GRPO_DEFAULTS, scaleRewards: 'none', lossType: 'dr_grpo' };
 const grpoSpec: Spec<GrpoConfig> = {
@@ -95,7 +100,10 @@ function grpoPost(follow: boolean): Post<GrpoConfig> {
   return (c0, given) => {
     const c = follow ? followEpsilon(c0, given) : c0;
     if (c.overlong && c.overlong.cacheLength >= c.overlong.maxLength) {
-      return E.left({ path: ['overlong', 'cacheLength'], reason: `must be < overlong.maxLength (${c.overlong.maxLength})` });
+      return E.left({
+        path: ['overlong', 'cacheLength'],
+        reason: `must be < overlong.maxLength (${c.overlong.maxLength})`,
+      });
     }
     return E.right(c);
   };
@@ -143,14 +151,17 @@ export function grpoLoss(batch: RolloutBatch, cfg: GrpoConfig, _progress?: Train
     const adv = hostAdvantages(batch, cfg, rewards);
     const keep = cfg.dynamicSampling ? dynamicSamplingKeep(batch.rewards, batch.groupIds) : null;
     const rows = keep ? keep.filter(Boolean).length : prep.b;
-    const m = keep ? mul(prep.mask, tensor(keep.map(Number), [prep.b, 1], { dtype: prep.dtype, backend: prep.backend })) : prep.mask;
+    const m = keep
+      ? mul(prep.mask, tensor(keep.map(Number), [prep.b, 1], { dtype: prep.dtype, backend: prep.backend }))
+      : prep.mask;
     const a = advantageTensor(adv, prep);
 
     const ratio = exp(sub(prep.logp, prep.old));
     const clipped = clamp(ratio, 1 - cfg.epsilon, 1 + cfg.epsilonHigh);
     const unclipped = cfg.delta === null ? ratio : clamp(ratio, null, cfg.delta);
     const surrogate = minimum(mul(unclipped, a), mul(clipped, a)); // Eq. 4
-    const objective = cfg.dualClip === null ? surrogate : where(less(a, 0), maximum(surrogate, mul(a, cfg.dualClip)), surrogate);
+    const objective =
+      cfg.dualClip === null ? surrogate : where(less(a, 0), maximum(surrogate, mul(a, cfg.dualClip)), surrogate);
     let perToken = neg(objective);
     if (cfg.beta > 0) perToken = add(perToken, mul(k3(prep), cfg.beta));
     const loss = aggregate(perToken, m, cfg.lossType, {
@@ -171,7 +182,11 @@ export function grpoLoss(batch: RolloutBatch, cfg: GrpoConfig, _progress?: Train
       kept_rows_frac: hostScalar(rows / prep.b, prep),
     };
     // verl's pg_clipfrac_lower: where A < 0 and the dual clip c A is the active (larger) side.
-    if (cfg.dualClip !== null) metrics['dual_clip_fraction'] = maskedMean(mul(less(a, 0), greater(mul(a, cfg.dualClip), stopGradient(surrogate))), m);
+    if (cfg.dualClip !== null)
+      metrics.dual_clip_fraction = maskedMean(
+        mul(less(a, 0), greater(mul(a, cfg.dualClip), stopGradient(surrogate))),
+        m,
+      );
     return { loss, metrics: detachAll(metrics) };
   });
 }

@@ -1,4 +1,4 @@
-import * as E from 'fp-ts/lib/Either.js';
+import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
@@ -36,12 +36,26 @@ export interface GspoConfig extends AdvantageConfig {
   readonly maxCompletionLength: number | null;
 }
 
-export const GSPO_DEFAULTS: GspoConfig = { ...PAPER_ADVANTAGE_CONFIG, epsilon: 3e-4, epsilonHigh: 4e-4, beta: 0, lossType: 'grpo', maxCompletionLength: null };
+export const GSPO_DEFAULTS: GspoConfig = {
+  ...PAPER_ADVANTAGE_CONFIG,
+  epsilon: 3e-4,
+  epsilonHigh: 4e-4,
+  beta: 0,
+  lossType: 'grpo',
+  maxCompletionLength: null,
+};
 
 export const parseGspoConfig = (input: Partial<GspoConfig> | ConfigInput = {}): E.Either<ConfigError, GspoConfig> =>
   parseObjectiveConfig(
     'gspo',
-    { ...advantageSpec, epsilon: openUnit, epsilonHigh: positive, beta: nonNegative, lossType: lossTypeCheck, maxCompletionLength: nullable(positiveInt) },
+    {
+      ...advantageSpec,
+      epsilon: openUnit,
+      epsilonHigh: positive,
+      beta: nonNegative,
+      lossType: lossTypeCheck,
+      maxCompletionLength: nullable(positiveInt),
+    },
     { ...ADVANTAGE_ALIASES, epsilon_low: 'epsilon', loss_agg_mode: 'lossType' },
     GSPO_DEFAULTS,
     input,

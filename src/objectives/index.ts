@@ -16,7 +16,14 @@ export {
   type ScaleRewards,
   type StdMode,
 } from './advantages.js';
-export { aggregate, maskedMean, parseLossType, LOSS_TYPE_ALIASES, type LossType, type AggregateOptions } from './aggregate.js';
+export {
+  aggregate,
+  maskedMean,
+  parseLossType,
+  LOSS_TYPE_ALIASES,
+  type LossType,
+  type AggregateOptions,
+} from './aggregate.js';
 export {
   grpoLoss,
   GRPO_DEFAULTS,
@@ -27,7 +34,13 @@ export {
   parseDrGrpoConfig,
   type GrpoConfig,
 } from './grpo.js';
-export { softOverlongPenalty, applySoftOverlong, dynamicSamplingKeep, selectRolloutRows, type OverlongConfig } from './dapo.js';
+export {
+  softOverlongPenalty,
+  applySoftOverlong,
+  dynamicSamplingKeep,
+  selectRolloutRows,
+  type OverlongConfig,
+} from './dapo.js';
 export { gspoLoss, GSPO_DEFAULTS, parseGspoConfig, type GspoConfig } from './gspo.js';
 export { gmpoLoss, GMPO_DEFAULTS, parseGmpoConfig, type GmpoConfig } from './gmpo.js';
 export { cispoLoss, CISPO_DEFAULTS, parseCispoConfig, type CispoConfig } from './cispo.js';
@@ -67,4 +80,11 @@ export {
   type ObjectiveDefinition,
   type ObjectiveName,
 } from './registry.js';
-export { rccBaseline, optimalBaseline, rccAdvantages, sequenceDeltas, RCC_ADVANTAGES, type RccDeltaMode } from './rcc.js';
+export {
+  rccBaseline,
+  optimalBaseline,
+  rccAdvantages,
+  sequenceDeltas,
+  RCC_ADVANTAGES,
+  type RccDeltaMode,
+} from './rcc.js';

@@ -30,7 +30,10 @@ function checkFinite(what: string, xs: readonly number[]): void {
 /** b = mean(r) + 2 * (1/G) sum_j (r_j - mean r)(delta_j - mean delta), for one group. */
 export function rccBaseline(rewards: readonly number[], deltas: readonly number[]): number {
   if (rewards.length !== deltas.length || rewards.length === 0) {
-    throw new ArgumentError('rccBaseline', `rewards (${rewards.length}) and deltas (${deltas.length}) must be non-empty and of equal length`);
+    throw new ArgumentError(
+      'rccBaseline',
+      `rewards (${rewards.length}) and deltas (${deltas.length}) must be non-empty and of equal length`,
+    );
   }
   checkFinite('rccBaseline rewards', rewards);
   checkFinite('rccBaseline deltas', deltas);
@@ -63,7 +66,12 @@ export function rccAdvantages(
   }
   checkFinite('rccAdvantages rewards', rewards);
   checkFinite('rccAdvantages deltas', deltas);
-  return baselineAdvantages(rewards, groupIds, opts, (rs, rows) => rccBaseline(rs, rows.map((i) => deltas[i]!)));
+  return baselineAdvantages(rewards, groupIds, opts, (rs, rows) =>
+    rccBaseline(
+      rs,
+      rows.map((i) => deltas[i]!),
+    ),
+  );
 }
 
 /**

@@ -33,8 +33,7 @@ export type { ObjectiveDefinition };
 
 export const OBJECTIVE_NAMES = Object.keys(OBJECTIVES) as ObjectiveName[];
 
-export const isObjectiveName = (name: string): name is ObjectiveName =>
-  Object.prototype.hasOwnProperty.call(OBJECTIVES, name);
+export const isObjectiveName = (name: string): name is ObjectiveName => Object.hasOwn(OBJECTIVES, name);
 
 /** An objective with its config parsed and bound: what a training loop calls each step. */
 export interface BoundObjective {

@@ -1,4 +1,4 @@
-import * as E from 'fp-ts/lib/Either.js';
+import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
@@ -35,13 +35,34 @@ export interface SapoConfig extends AdvantageConfig {
   readonly maxCompletionLength: number | null;
 }
 
-export const SAPO_DEFAULTS: SapoConfig = { ...PAPER_ADVANTAGE_CONFIG, temperaturePos: 1.0, temperatureNeg: 1.05, beta: 0, lossType: 'grpo', maxCompletionLength: null };
+export const SAPO_DEFAULTS: SapoConfig = {
+  ...PAPER_ADVANTAGE_CONFIG,
+  temperaturePos: 1.0,
+  temperatureNeg: 1.05,
+  beta: 0,
+  lossType: 'grpo',
+  maxCompletionLength: null,
+};
 
 export const parseSapoConfig = (input: Partial<SapoConfig> | ConfigInput = {}): E.Either<ConfigError, SapoConfig> =>
   parseObjectiveConfig(
     'sapo',
-    { ...advantageSpec, temperaturePos: positive, temperatureNeg: positive, beta: nonNegative, lossType: lossTypeCheck, maxCompletionLength: nullable(positiveInt) },
-    { ...ADVANTAGE_ALIASES, sapo_temperature_pos: 'temperaturePos', sapo_temperature_neg: 'temperatureNeg', tau_pos: 'temperaturePos', tau_neg: 'temperatureNeg', loss_agg_mode: 'lossType' },
+    {
+      ...advantageSpec,
+      temperaturePos: positive,
+      temperatureNeg: positive,
+      beta: nonNegative,
+      lossType: lossTypeCheck,
+      maxCompletionLength: nullable(positiveInt),
+    },
+    {
+      ...ADVANTAGE_ALIASES,
+      sapo_temperature_pos: 'temperaturePos',
+      sapo_temperature_neg: 'temperatureNeg',
+      tau_pos: 'temperaturePos',
+      tau_neg: 'temperatureNeg',
+      loss_agg_mode: 'lossType',
+    },
     SAPO_DEFAULTS,
     input,
   );
@@ -57,7 +78,11 @@ export function sapoLoss(batch: RolloutBatch, cfg: SapoConfig, _progress?: Train
     const prep = prepare(batch);
     const adv = hostAdvantages(batch, cfg);
     const a = advantageTensor(adv, prep);
-    const tau = tensor(adv.map((x) => (x > 0 ? cfg.temperaturePos : cfg.temperatureNeg)), [prep.b, 1], { dtype: prep.dtype, backend: prep.backend });
+    const tau = tensor(
+      adv.map((x) => (x > 0 ? cfg.temperaturePos : cfg.temperatureNeg)),
+      [prep.b, 1],
+      { dtype: prep.dtype, backend: prep.backend },
+    );
     const ratio = exp(sub(prep.logp, prep.old));
     const gate = div(mul(sigmoid(mul(tau, sub(ratio, 1))), 4), tau);
     let perToken: Tensor = neg(mul(gate, a));
@@ -67,7 +92,10 @@ export function sapoLoss(batch: RolloutBatch, cfg: SapoConfig, _progress?: Train
       maxCompletionLength: maxLengthOf(cfg, batch, prep),
       ...(batch.numItemsInBatch === undefined ? {} : { numItemsInBatch: batch.numItemsInBatch }),
     });
-    return { loss, metrics: detachAll({ ...tokenMetrics(prep), ...rewardMetrics(batch.rewards, batch.groupIds, prep) }) };
+    return {
+      loss,
+      metrics: detachAll({ ...tokenMetrics(prep), ...rewardMetrics(batch.rewards, batch.groupIds, prep) }),
+    };
   });
 }
 

@@ -62,7 +62,8 @@ function checkRagged(values: NestedArray, shape: Shape, depth = 0): void {
     if (Array.isArray(values)) throw new ArgumentError('tensor', 'nested array is ragged');
     return;
   }
-  if (!Array.isArray(values) || values.length !== shape[depth]) throw new ArgumentError('tensor', 'nested array is ragged');
+  if (!Array.isArray(values) || values.length !== shape[depth])
+    throw new ArgumentError('tensor', 'nested array is ragged');
   for (const v of values as readonly NestedArray[]) checkRagged(v, shape, depth + 1);
 }
 

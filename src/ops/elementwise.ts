@@ -18,7 +18,8 @@ export type Operand = Tensor | number;
  * the pair to f32 (`mul(i32, 0.5)` is f32, `mul(i32, 2)` stays i32; JS cannot tell 2.0 from 2). Division and
  * the transcendental unary ops of an i32 tensor give f32 (`jnp.log(int)` and `int / int` are floats).
  */
-const weakDType = (x: number, like: Tensor): DType => (like.dtype === 'i32' && !Number.isInteger(x) ? 'f32' : like.dtype);
+const weakDType = (x: number, like: Tensor): DType =>
+  like.dtype === 'i32' && !Number.isInteger(x) ? 'f32' : like.dtype;
 
 /** Lift a number to a scalar tensor beside `like`. */
 const lift = (x: Operand, like: Tensor): Tensor =>
@@ -31,7 +32,14 @@ const FLOAT_ONLY: ReadonlySet<UnaryOp> = new Set<UnaryOp>([
 
 export function cast(x: Tensor, dtype: Tensor['dtype']): Tensor {
   if (x.dtype === dtype) return identityOp('cast', x);
-  return runOp('cast', [x], x.shape, dtype, (b) => b.cast(kt('cast', x), dtype), () => (g) => [isFloat(x.dtype) ? cast(g, x.dtype) : null]);
+  return runOp(
+    'cast',
+    [x],
+    x.shape,
+    dtype,
+    (b) => b.cast(kt('cast', x), dtype),
+    () => (g) => [isFloat(x.dtype) ? cast(g, x.dtype) : null],
+  );
 }
 
 function unary(op: UnaryOp, x: Tensor, vjp?: (g: Tensor, y: Tensor) => Tensor): Tensor {
@@ -64,8 +72,14 @@ export function unbroadcast(g: Tensor, shape: Shape): Tensor {
   return reshape(sum(g, axes, true), shape);
 }
 
-function binary(op: BinaryOp, a: Operand, b: Operand, vjp?: (g: Tensor, a: Tensor, b: Tensor, y: Tensor) => [Tensor | null, Tensor | null]): Tensor {
-  if (!(a instanceof Tensor) && !(b instanceof Tensor)) throw new ArgumentError(op, 'needs at least one tensor operand');
+function binary(
+  op: BinaryOp,
+  a: Operand,
+  b: Operand,
+  vjp?: (g: Tensor, a: Tensor, b: Tensor, y: Tensor) => [Tensor | null, Tensor | null],
+): Tensor {
+  if (!(a instanceof Tensor) && !(b instanceof Tensor))
+    throw new ArgumentError(op, 'needs at least one tensor operand');
   const ta = a instanceof Tensor ? a : lift(a, b as Tensor);
   const tb = b instanceof Tensor ? b : lift(b, ta);
   if (ta.dtype !== tb.dtype) {
@@ -74,10 +88,18 @@ function binary(op: BinaryOp, a: Operand, b: Operand, vjp?: (g: Tensor, a: Tenso
   }
   if (op === 'div' && ta.dtype === 'i32') return binary(op, cast(ta, 'f32'), cast(tb, 'f32'), vjp);
   const shape = broadcastShapes(op, ta.shape, tb.shape);
-  return runOp(op, [ta, tb], shape, ta.dtype, (be) => be.binary(op, kt(op, ta), kt(op, tb), shape), vjp && ((y) => (g, needs) => {
-    const [ga, gb] = vjp(g, ta, tb, y);
-    return [needs[0] && ga ? unbroadcast(ga, ta.shape) : null, needs[1] && gb ? unbroadcast(gb, tb.shape) : null];
-  }));
+  return runOp(
+    op,
+    [ta, tb],
+    shape,
+    ta.dtype,
+    (be) => be.binary(op, kt(op, ta), kt(op, tb), shape),
+    vjp &&
+      ((y) => (g, needs) => {
+        const [ga, gb] = vjp(g, ta, tb, y);
+        return [needs[0] && ga ? unbroadcast(ga, ta.shape) : null, needs[1] && gb ? unbroadcast(gb, tb.shape) : null];
+      }),
+  );
 }
 
 export const add = (a: Operand, b: Operand): Tensor => binary('add', a, b, (g) => [g, g]);
@@ -121,14 +143,21 @@ export function where(cond: Tensor, a: Operand, b: Operand): Tensor {
     tb = cast(tb, d);
   }
   const shape = broadcastShapes('where', cond.shape, ta.shape, tb.shape);
-  return runOp('where', [cond, ta, tb], shape, ta.dtype, (be) => be.where(kt('where', cond), kt('where', ta), kt('where', tb), shape), () => (g, needs) => {
-    const zero = full([], 0, { dtype: g.dtype, backend: g.backend });
-    return [
-      null,
-      needs[1] ? unbroadcast(where(cond, g, zero), ta.shape) : null,
-      needs[2] ? unbroadcast(where(cond, zero, g), tb.shape) : null,
-    ];
-  });
+  return runOp(
+    'where',
+    [cond, ta, tb],
+    shape,
+    ta.dtype,
+    (be) => be.where(kt('where', cond), kt('where', ta), kt('where', tb), shape),
+    () => (g, needs) => {
+      const zero = full([], 0, { dtype: g.dtype, backend: g.backend });
+      return [
+        null,
+        needs[1] ? unbroadcast(where(cond, g, zero), ta.shape) : null,
+        needs[2] ? unbroadcast(where(cond, zero, g), tb.shape) : null,
+      ];
+    },
+  );
 }
 
 /**

@@ -37,10 +37,14 @@ export function checkIndices(op: string, indices: Tensor, size: number): void {
 }
 
 function deferRangeCheck(op: string, indices: Tensor, size: number): void {
-  const range = keep(withoutTapes(() => tidy(() => {
-    const f = cast(indices, 'f32');
-    return concat([reshape(min(f), [1]), reshape(max(f), [1])], 0);
-  })));
+  const range = keep(
+    withoutTapes(() =>
+      tidy(() => {
+        const f = cast(indices, 'f32');
+        return concat([reshape(min(f), [1]), reshape(max(f), [1])], 0);
+      }),
+    ),
+  );
   const read = range.backend.read({ storage: range.storageFor(op), shape: range.shape, dtype: range.dtype });
   range.dispose();
   const verdict = (range: ArrayLike<number>): IndexRangeError | null => {
@@ -59,10 +63,14 @@ export function gather(x: Tensor, indices: Tensor, axis = 0): Tensor {
   const a = normAxis('gather', axis, x.rank);
   checkIndices('gather', indices, x.shape[a]!);
   const shape = [...x.shape.slice(0, a), ...indices.shape, ...x.shape.slice(a + 1)];
-  return runOp('gather', [x, indices], shape, x.dtype, (b) => b.gather(kt('gather', x), kt('gather', indices), a), () => (g, needs) => [
-    needs[0] ? scatterAdd(g, indices, a, x.shape) : null,
-    null,
-  ]);
+  return runOp(
+    'gather',
+    [x, indices],
+    shape,
+    x.dtype,
+    (b) => b.gather(kt('gather', x), kt('gather', indices), a),
+    () => (g, needs) => [needs[0] ? scatterAdd(g, indices, a, x.shape) : null, null],
+  );
 }
 
 /** Zeros of `shape` with `updates` added at `indices` along `axis` (the adjoint of gather). */
@@ -73,12 +81,20 @@ export function scatterAdd(updates: Tensor, indices: Tensor, axis: number, shape
   checkIndices('scatterAdd', indices, shape[axis]!);
   const expected = [...shape.slice(0, axis), ...indices.shape, ...shape.slice(axis + 1)];
   if (expected.length !== updates.rank || expected.some((d, i) => d !== updates.shape[i])) {
-    throw new ShapeError('scatterAdd', [updates.shape, indices.shape, shape], 'updates do not match indices and the target shape');
+    throw new ShapeError(
+      'scatterAdd',
+      [updates.shape, indices.shape, shape],
+      'updates do not match indices and the target shape',
+    );
   }
-  return runOp('scatterAdd', [updates, indices], shape, updates.dtype, (b) => b.scatterAdd(kt('scatterAdd', updates), kt('scatterAdd', indices), axis, shape), () => (g, needs) => [
-    needs[0] ? gather(g, indices, axis) : null,
-    null,
-  ]);
+  return runOp(
+    'scatterAdd',
+    [updates, indices],
+    shape,
+    updates.dtype,
+    (b) => b.scatterAdd(kt('scatterAdd', updates), kt('scatterAdd', indices), axis, shape),
+    () => (g, needs) => [needs[0] ? gather(g, indices, axis) : null, null],
+  );
 }
 
 /**
@@ -92,20 +108,32 @@ export function takeAlongAxis(x: Tensor, indices: Tensor, axis: number): Tensor 
     throw new ShapeError('takeAlongAxis', [x.shape, indices.shape], `indices must match x off axis ${a}`);
   }
   checkIndices('takeAlongAxis', indices, x.shape[a]!);
-  return runOp('takeAlongAxis', [x, indices], indices.shape, x.dtype, (b) => b.takeAlongAxis(kt('takeAlongAxis', x), kt('takeAlongAxis', indices), a), () => (g, needs) => [
-    needs[0] ? putAlongAxisAdd(g, indices, a, x.shape) : null,
-    null,
-  ]);
+  return runOp(
+    'takeAlongAxis',
+    [x, indices],
+    indices.shape,
+    x.dtype,
+    (b) => b.takeAlongAxis(kt('takeAlongAxis', x), kt('takeAlongAxis', indices), a),
+    () => (g, needs) => [needs[0] ? putAlongAxisAdd(g, indices, a, x.shape) : null, null],
+  );
 }
 
 /** Zeros of `shape` with `updates` added along `axis` at `indices` (the adjoint of takeAlongAxis). */
 export function putAlongAxisAdd(updates: Tensor, indices: Tensor, axis: number, shape: readonly number[]): Tensor {
   if (!Number.isInteger(axis) || axis < 0 || axis >= shape.length || indices.rank !== shape.length) {
-    throw new ShapeError('putAlongAxisAdd', [updates.shape, indices.shape, shape], `axis ${axis} does not fit the shape`);
+    throw new ShapeError(
+      'putAlongAxisAdd',
+      [updates.shape, indices.shape, shape],
+      `axis ${axis} does not fit the shape`,
+    );
   }
   checkIndices('putAlongAxisAdd', indices, shape[axis]!);
-  return runOp('putAlongAxisAdd', [updates, indices], shape, updates.dtype, (b) => b.putAlongAxisAdd(kt('putAlongAxisAdd', updates), kt('putAlongAxisAdd', indices), axis, shape), () => (g, needs) => [
-    needs[0] ? takeAlongAxis(g, indices, axis) : null,
-    null,
-  ]);
+  return runOp(
+    'putAlongAxisAdd',
+    [updates, indices],
+    shape,
+    updates.dtype,
+    (b) => b.putAlongAxisAdd(kt('putAlongAxisAdd', updates), kt('putAlongAxisAdd', indices), axis, shape),
+    () => (g, needs) => [needs[0] ? takeAlongAxis(g, indices, axis) : null, null],
+  );
 }

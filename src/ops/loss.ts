@@ -17,7 +17,11 @@ export type Reduction = 'mean' | 'sum' | 'none';
 export function crossEntropy(logits: Tensor, targets: Tensor, reduction: Reduction = 'mean'): Tensor {
   if (targets.dtype !== 'i32') throw new DTypeError('crossEntropy', `targets must be i32, got ${targets.dtype}`);
   if (targets.rank !== logits.rank - 1 || targets.shape.some((d, i) => d !== logits.shape[i])) {
-    throw new ShapeError('crossEntropy', [logits.shape, targets.shape], 'targets must have the logits shape without the last axis');
+    throw new ShapeError(
+      'crossEntropy',
+      [logits.shape, targets.shape],
+      'targets must have the logits shape without the last axis',
+    );
   }
   const losses = neg(tokenLogProbs(logits, targets));
   return reduction === 'none' ? losses : reduction === 'sum' ? sum(losses) : mean(losses);

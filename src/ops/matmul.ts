@@ -25,7 +25,10 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
   if (a.rank === 1 || b.rank === 1) {
     const a2 = a.rank === 1 ? reshape(a, [1, a.shape[0]!]) : a;
     const b2 = b.rank === 1 ? reshape(b, [b.shape[0]!, 1]) : b;
-    const y = matmul(a2, b2, { transA: a.rank === 1 ? false : opts.transA, transB: b.rank === 1 ? false : opts.transB });
+    const y = matmul(a2, b2, {
+      transA: a.rank === 1 ? false : opts.transA,
+      transB: b.rank === 1 ? false : opts.transB,
+    });
     return squeeze(y, [...(a.rank === 1 ? [-2] : []), ...(b.rank === 1 ? [-1] : [])]);
   }
   const transA = opts.transA ?? false;
@@ -35,18 +38,25 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
   if (ka !== kb) throw new ShapeError('matmul', [a.shape, b.shape], `inner dimensions differ (${ka} vs ${kb})`);
   const batch = broadcastShapes('matmul', a.shape.slice(0, -2), b.shape.slice(0, -2));
   const shape = [...batch, m, n];
-  return runOp('matmul', [a, b], shape, a.dtype, (be) => be.matmul(kt('matmul', a), kt('matmul', b), transA, transB, shape), () => (g, needs) => {
-    // With A' = op(A), B' = op(B): dA' = G B'^T and dB' = A'^T G; transposed operands take the transposed adjoint.
-    const ga = needs[0]
-      ? transA
-        ? matmul(b, g, { transA: transB, transB: true })
-        : matmul(g, b, { transB: !transB })
-      : null;
-    const gb = needs[1]
-      ? transB
-        ? matmul(g, a, { transA: true, transB: transA })
-        : matmul(a, g, { transA: !transA })
-      : null;
-    return [ga && unbroadcast(ga, a.shape), gb && unbroadcast(gb, b.shape)];
-  });
+  return runOp(
+    'matmul',
+    [a, b],
+    shape,
+    a.dtype,
+    (be) => be.matmul(kt('matmul', a), kt('matmul', b), transA, transB, shape),
+    () => (g, needs) => {
+      // With A' = op(A), B' = op(B): dA' = G B'^T and dB' = A'^T G; transposed operands take the transposed adjoint.
+      const ga = needs[0]
+        ? transA
+          ? matmul(b, g, { transA: transB, transB: true })
+          : matmul(g, b, { transB: !transB })
+        : null;
+      const gb = needs[1]
+        ? transB
+          ? matmul(g, a, { transA: true, transB: transA })
+          : matmul(a, g, { transA: !transA })
+        : null;
+      return [ga && unbroadcast(ga, a.shape), gb && unbroadcast(gb, b.shape)];
+    },
+  );
 }

@@ -14,7 +14,8 @@ export function reshape(x: Tensor, shape: Shape): Tensor {
   const knownSize = sizeOf(known);
   let target = [...shape];
   if (inferredCount === 1) {
-    if (knownSize === 0 || x.size % knownSize !== 0) throw new ShapeError('reshape', [x.shape, shape], 'cannot infer the -1 dimension');
+    if (knownSize === 0 || x.size % knownSize !== 0)
+      throw new ShapeError('reshape', [x.shape, shape], 'cannot infer the -1 dimension');
     target = shape.map((d) => (d === -1 ? x.size / knownSize : d));
   }
   if (target.some((d) => !Number.isInteger(d) || d < 0) || sizeOf(target) !== x.size) {
@@ -35,16 +36,28 @@ export function expandDims(x: Tensor, axis: number): Tensor {
 /** Remove size-1 axes (all of them, or the listed ones). */
 export function squeeze(x: Tensor, axes?: readonly number[]): Tensor {
   const drop = axes ? axes.map((a) => normAxis('squeeze', a, x.rank)) : x.shape.flatMap((d, i) => (d === 1 ? [i] : []));
-  for (const a of drop) if (x.shape[a] !== 1) throw new ShapeError('squeeze', [x.shape], `axis ${a} has size ${x.shape[a]}, not 1`);
-  return reshape(x, x.shape.filter((_, i) => !drop.includes(i)));
+  for (const a of drop)
+    if (x.shape[a] !== 1) throw new ShapeError('squeeze', [x.shape], `axis ${a} has size ${x.shape[a]}, not 1`);
+  return reshape(
+    x,
+    x.shape.filter((_, i) => !drop.includes(i)),
+  );
 }
 
 /** Broadcast to `shape` by NumPy rules, materialised. Its adjoint sums over the broadcast axes. */
 export function expand(x: Tensor, shape: Shape): Tensor {
   const out = broadcastShapes('expand', x.shape, shape);
-  if (!shapesEqual(out, shape)) throw new ShapeError('expand', [x.shape, shape], 'the target shape must be the broadcast shape');
+  if (!shapesEqual(out, shape))
+    throw new ShapeError('expand', [x.shape, shape], 'the target shape must be the broadcast shape');
   if (shapesEqual(x.shape, shape)) return identityOp('expand', x);
-  return runOp('expand', [x], shape, x.dtype, (b) => b.expand(kt('expand', x), shape), () => (g) => [unbroadcast(g, x.shape)]);
+  return runOp(
+    'expand',
+    [x],
+    shape,
+    x.dtype,
+    (b) => b.expand(kt('expand', x), shape),
+    () => (g) => [unbroadcast(g, x.shape)],
+  );
 }
 
 /** NumPy's and JAX's name for `expand`. */
@@ -60,7 +73,14 @@ export function permute(x: Tensor, perm: readonly number[]): Tensor {
   const shape = p.map((a) => x.shape[a]!);
   const inverse = new Array<number>(p.length);
   p.forEach((a, i) => (inverse[a] = i));
-  return runOp('permute', [x], shape, x.dtype, (b) => b.permute(kt('permute', x), p), () => (g) => [permute(g, inverse)]);
+  return runOp(
+    'permute',
+    [x],
+    shape,
+    x.dtype,
+    (b) => b.permute(kt('permute', x), p),
+    () => (g) => [permute(g, inverse)],
+  );
 }
 
 /** Reverse the axes (no argument) or swap two of them. */
@@ -77,7 +97,11 @@ export function transpose(x: Tensor, axis1?: number, axis2?: number): Tensor {
 /** x[begin : begin + size] per axis; a size of -1 means to the end. Shorter lists leave trailing axes whole. */
 export function slice(x: Tensor, begin: readonly number[], size?: readonly number[]): Tensor {
   if (begin.length > x.rank || (size && size.length !== begin.length)) {
-    throw new ShapeError('slice', [x.shape], `begin [${begin.join(', ')}] and size [${size?.join(', ') ?? ''}] do not match the rank`);
+    throw new ShapeError(
+      'slice',
+      [x.shape],
+      `begin [${begin.join(', ')}] and size [${size?.join(', ') ?? ''}] do not match the rank`,
+    );
   }
   const b = x.shape.map((_, i) => begin[i] ?? 0);
   const shape = x.shape.map((d, i) => {
@@ -90,16 +114,34 @@ export function slice(x: Tensor, begin: readonly number[], size?: readonly numbe
     }
   });
   if (shapesEqual(shape, x.shape)) return identityOp('slice', x);
-  return runOp('slice', [x], shape, x.dtype, (be) => be.slice(kt('slice', x), b, shape), () => (g) => [pad(g, b, x.shape)]);
+  return runOp(
+    'slice',
+    [x],
+    shape,
+    x.dtype,
+    (be) => be.slice(kt('slice', x), b, shape),
+    () => (g) => [pad(g, b, x.shape)],
+  );
 }
 
 /** Zero-pad x into `shape`, placing it at `begin`. The adjoint of slice. */
 export function pad(x: Tensor, begin: readonly number[], shape: Shape): Tensor {
-  if (begin.length !== x.rank || shape.length !== x.rank || x.shape.some((d, i) => begin[i]! < 0 || begin[i]! + d > shape[i]!)) {
+  if (
+    begin.length !== x.rank ||
+    shape.length !== x.rank ||
+    x.shape.some((d, i) => begin[i]! < 0 || begin[i]! + d > shape[i]!)
+  ) {
     throw new ShapeError('pad', [x.shape, shape], `does not fit at [${begin.join(', ')}]`);
   }
   if (shapesEqual(shape, x.shape)) return identityOp('pad', x);
-  return runOp('pad', [x], shape, x.dtype, (be) => be.pad(kt('pad', x), begin, shape), () => (g) => [slice(g, begin, x.shape)]);
+  return runOp(
+    'pad',
+    [x],
+    shape,
+    x.dtype,
+    (be) => be.pad(kt('pad', x), begin, shape),
+    () => (g) => [slice(g, begin, x.shape)],
+  );
 }
 
 /** Join tensors along `axis`; all other dimensions must agree. */
@@ -109,28 +151,50 @@ export function concat(xs: readonly Tensor[], axis: number): Tensor {
   const a = normAxis('concat', axis, first.rank);
   for (const x of xs) {
     if (x.rank !== first.rank || x.shape.some((d, i) => i !== a && d !== first.shape[i]) || x.dtype !== first.dtype) {
-      throw new ShapeError('concat', xs.map((t) => t.shape), `tensors disagree off axis ${a} (or in dtype)`);
+      throw new ShapeError(
+        'concat',
+        xs.map((t) => t.shape),
+        `tensors disagree off axis ${a} (or in dtype)`,
+      );
     }
   }
   if (xs.length === 1) return identityOp('concat', first);
   const shape = [...first.shape];
   shape[a] = xs.reduce((s, x) => s + x.shape[a]!, 0);
   const offsets: number[] = [];
-  xs.reduce((off, x) => (offsets.push(off), off + x.shape[a]!), 0);
-  return runOp('concat', xs, shape, first.dtype, (be) => be.concat(xs.map((x) => kt('concat', x)), a, shape), () => (g, needs) =>
-    xs.map((x, i) => {
-      if (!needs[i]) return null;
-      const begin = new Array<number>(x.rank).fill(0);
-      begin[a] = offsets[i]!;
-      return slice(g, begin, x.shape);
-    }),
+  let offset = 0;
+  for (const x of xs) {
+    offsets.push(offset);
+    offset += x.shape[a]!;
+  }
+  return runOp(
+    'concat',
+    xs,
+    shape,
+    first.dtype,
+    (be) =>
+      be.concat(
+        xs.map((x) => kt('concat', x)),
+        a,
+        shape,
+      ),
+    () => (g, needs) =>
+      xs.map((x, i) => {
+        if (!needs[i]) return null;
+        const begin = new Array<number>(x.rank).fill(0);
+        begin[a] = offsets[i]!;
+        return slice(g, begin, x.shape);
+      }),
   );
 }
 
 /** Stack same-shaped tensors along a new axis. */
 export function stack(xs: readonly Tensor[], axis = 0): Tensor {
   if (xs.length === 0) throw new ArgumentError('stack', 'needs at least one tensor');
-  return concat(xs.map((x) => expandDims(x, axis)), axis);
+  return concat(
+    xs.map((x) => expandDims(x, axis)),
+    axis,
+  );
 }
 
 /** Split along `axis` into pieces of the given sizes. */

@@ -16,7 +16,8 @@ function checkParam(op: string, x: Tensor, p: Tensor): void {
     throw new DTypeError(op, `needs float inputs of one dtype, got ${x.dtype} and ${p.dtype}`);
   }
   const d = x.shape[x.rank - 1];
-  if (p.rank !== 1 || p.shape[0] !== d) throw new ShapeError(op, [x.shape, p.shape], 'parameter must be 1-D with the size of the last axis');
+  if (p.rank !== 1 || p.shape[0] !== d)
+    throw new ShapeError(op, [x.shape, p.shape], 'parameter must be 1-D with the size of the last axis');
 }
 
 /** [dx, dweight] of rmsNorm(x, weight) for the cotangent g: one fused kernel. */
@@ -41,7 +42,8 @@ export function rmsNorm(x: Tensor, weight: Tensor, eps = 1e-6): Tensor {
 export function addRmsNorm(x: Tensor, delta: Tensor, weight: Tensor, eps = 1e-6): { sum: Tensor; normed: Tensor } {
   const op = 'addRmsNorm';
   checkParam(op, x, weight);
-  if (!shapesEqual(x.shape, delta.shape)) throw new ShapeError(op, [x.shape, delta.shape], 'x and delta must have the same shape');
+  if (!shapesEqual(x.shape, delta.shape))
+    throw new ShapeError(op, [x.shape, delta.shape], 'x and delta must have the same shape');
   let normed: Storage | null = null;
   // One kernel writes both outputs; the second door call adopts the output the first kernel already wrote.
   const kernel = (b: Backend): Storage => {
@@ -50,7 +52,14 @@ export function addRmsNorm(x: Tensor, delta: Tensor, weight: Tensor, eps = 1e-6)
     return s!;
   };
   const sum = runOp(op, [x, delta], x.shape, x.dtype, kernel, () => (g) => [g, g]);
-  const y = runOp('rmsNorm', [sum, weight], x.shape, x.dtype, () => normed!, () => (g) => rmsNormGrads(sum, weight, g, eps));
+  const y = runOp(
+    'rmsNorm',
+    [sum, weight],
+    x.shape,
+    x.dtype,
+    () => normed!,
+    () => (g) => rmsNormGrads(sum, weight, g, eps),
+  );
   return { sum, normed: y };
 }
 
@@ -58,7 +67,8 @@ export function addRmsNorm(x: Tensor, delta: Tensor, weight: Tensor, eps = 1e-6)
 export function layerNorm(x: Tensor, weight: Tensor, bias: Tensor, eps = 1e-5): Tensor {
   checkParam('layerNorm', x, weight);
   checkParam('layerNorm', x, bias);
-  const kernel = (b: Backend): Storage => b.layerNorm(kt('layerNorm', x), kt('layerNorm', weight), kt('layerNorm', bias), eps);
+  const kernel = (b: Backend): Storage =>
+    b.layerNorm(kt('layerNorm', x), kt('layerNorm', weight), kt('layerNorm', bias), eps);
   return runOp('layerNorm', [x, weight, bias], x.shape, x.dtype, kernel, () => (g) => {
     const op = 'layerNormBackward';
     const grads = (b: Backend): Storage[] => b.layerNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);

@@ -142,7 +142,13 @@ export function runBackward(
   likes: readonly Tensor[],
   kernel: (backend: Backend) => readonly Storage[],
 ): Tensor[] {
-  return runOpMulti(op, inputs, likes, kernel, refuseGradient((name) => new SecondOrderError(name)));
+  return runOpMulti(
+    op,
+    inputs,
+    likes,
+    kernel,
+    refuseGradient((name) => new SecondOrderError(name)),
+  );
 }
 
 /** A new handle over x's storage with another shape of the same size (no kernel runs). */

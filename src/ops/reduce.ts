@@ -11,14 +11,26 @@ export type Axes = number | readonly number[];
 /** Run a reduction kernel; the result keeps the reduced axes as size 1. */
 function reduceKept(op: ReduceOp, x: Tensor, axes: number[], vjp: (y: Tensor) => (g: Tensor) => Tensor): Tensor {
   const shape = x.shape.map((d, i) => (axes.includes(i) ? 1 : d));
-  return runOp(op, [x], shape, x.dtype, (b) => b.reduce(op, kt(op, x), axes), (y) => {
-    const rule = vjp(y);
-    return (g) => [rule(g)];
-  });
+  return runOp(
+    op,
+    [x],
+    shape,
+    x.dtype,
+    (b) => b.reduce(op, kt(op, x), axes),
+    (y) => {
+      const rule = vjp(y);
+      return (g) => [rule(g)];
+    },
+  );
 }
 
 function finish(kept: Tensor, axes: number[], keepdims: boolean): Tensor {
-  return keepdims ? kept : reshape(kept, kept.shape.filter((_, i) => !axes.includes(i)));
+  return keepdims
+    ? kept
+    : reshape(
+        kept,
+        kept.shape.filter((_, i) => !axes.includes(i)),
+      );
 }
 
 export function sum(x: Tensor, axes?: Axes, keepdims = false): Tensor {
@@ -69,4 +81,3 @@ export function variance(x: Tensor, axes?: Axes, keepdims = false): Tensor {
   const centred = sub(x, mean(x, ax, true));
   return mean(mul(centred, centred), ax, keepdims);
 }
-

@@ -39,7 +39,8 @@ export function packSequences(
   pad: number,
   opts: { promptLen?: number; completionLen?: number } = {},
 ): SequenceBatch {
-  if (prompts.length !== completions.length) throw new ArgumentError('packSequences', `${prompts.length} prompts but ${completions.length} completions`);
+  if (prompts.length !== completions.length)
+    throw new ArgumentError('packSequences', `${prompts.length} prompts but ${completions.length} completions`);
   const p = opts.promptLen ?? Math.max(0, ...prompts.map((x) => x.length));
   const c = opts.completionLen ?? Math.max(0, ...completions.map((x) => x.length));
   const b = prompts.length;
@@ -50,8 +51,13 @@ export function packSequences(
   for (let r = 0; r < b; r++) {
     const pr = prompts[r]!;
     const co = completions[r]!;
-    if (pr.length > p || co.length > c) throw new ArgumentError('packSequences', `row ${r} (${pr.length} + ${co.length} tokens) does not fit ${p} + ${c}`);
-    if (pr.length === 0) throw new ArgumentError('packSequences', `row ${r} has an empty prompt (it needs at least BOS)`);
+    if (pr.length > p || co.length > c)
+      throw new ArgumentError(
+        'packSequences',
+        `row ${r} (${pr.length} + ${co.length} tokens) does not fit ${p} + ${c}`,
+      );
+    if (pr.length === 0)
+      throw new ArgumentError('packSequences', `row ${r} has an empty prompt (it needs at least BOS)`);
     pr.forEach((id, j) => {
       tokens[r * t + p - pr.length + j] = id;
       attentionMask[r * t + p - pr.length + j] = 1;
@@ -73,12 +79,20 @@ export function selectRows(batch: SequenceBatch, rows: readonly number[]): Seque
   const attentionMask = new Uint8Array(rows.length * t);
   const completionMask = new Float32Array(rows.length * c);
   rows.forEach((r, i) => {
-    if (!(r >= 0 && r < batch.batchSize)) throw new ArgumentError('selectRows', `row ${r} is out of range for ${batch.batchSize} rows`);
+    if (!(r >= 0 && r < batch.batchSize))
+      throw new ArgumentError('selectRows', `row ${r} is out of range for ${batch.batchSize} rows`);
     tokens.set(batch.tokens.subarray(r * t, (r + 1) * t), i * t);
     attentionMask.set(batch.attentionMask.subarray(r * t, (r + 1) * t), i * t);
     completionMask.set(batch.completionMask.subarray(r * c, (r + 1) * c), i * c);
   });
-  return { batchSize: rows.length, promptLen: batch.promptLen, completionLen: c, tokens, attentionMask, completionMask };
+  return {
+    batchSize: rows.length,
+    promptLen: batch.promptLen,
+    completionLen: c,
+    tokens,
+    attentionMask,
+    completionMask,
+  };
 }
 
 /** Pick rows of a per-row [B, C] host array (log-probs recorded at sampling, say) in the same way. */
@@ -92,13 +106,20 @@ export function selectRowValues(values: Float32Array, completionLen: number, row
  * RoPE positions and the key bias of a batch: a row's first real token is position 0 (left padding does not
  * shift positions, as Hugging Face derives position_ids from the attention mask); padding keys get PAD_BIAS.
  */
-export function positionsAndBias(batch: SequenceBatch, padBias: number): { positions: Int32Array; keyBias: Float64Array } {
+export function positionsAndBias(
+  batch: SequenceBatch,
+  padBias: number,
+): { positions: Int32Array; keyBias: Float64Array } {
   const t = seqLen(batch);
   const positions = new Int32Array(batch.batchSize * t);
   const keyBias = new Float64Array(batch.batchSize * t);
   for (let r = 0; r < batch.batchSize; r++) {
     let first = t;
-    for (let j = 0; j < t; j++) if (batch.attentionMask[r * t + j]) { first = j; break; }
+    for (let j = 0; j < t; j++)
+      if (batch.attentionMask[r * t + j]) {
+        first = j;
+        break;
+      }
     for (let j = 0; j < t; j++) {
       positions[r * t + j] = Math.max(0, j - first);
       keyBias[r * t + j] = batch.attentionMask[r * t + j] ? 0 : padBias;

@@ -52,7 +52,10 @@ export interface ConditionedBatch {
 }
 
 /** The input of a `Rollouts` (row r's group is its prompt index) with the rewards the verifier gave. */
-export const biccInput = (rollouts: SequenceBatch & { readonly promptIndex: readonly number[] }, rewards: readonly number[]): BiccInput => ({
+export const biccInput = (
+  rollouts: SequenceBatch & { readonly promptIndex: readonly number[] },
+  rewards: readonly number[],
+): BiccInput => ({
   batchSize: rollouts.batchSize,
   promptLen: rollouts.promptLen,
   completionLen: rollouts.completionLen,
@@ -66,12 +69,23 @@ export const biccInput = (rollouts: SequenceBatch & { readonly promptIndex: read
 function checkInput(input: BiccInput, config: Pick<TransformerConfig, 'maxSeqLen'>): void {
   const { batchSize: b, promptLen: p, completionLen: c } = input;
   if (!(Number.isInteger(b) && b >= 1 && Number.isInteger(p) && p >= 1 && Number.isInteger(c) && c >= 0)) {
-    throw new BiccError('batch', { batchSize: b, promptLen: p, completionLen: c }, 'needs batchSize >= 1, promptLen >= 1, completionLen >= 0');
+    throw new BiccError(
+      'batch',
+      { batchSize: b, promptLen: p, completionLen: c },
+      'needs batchSize >= 1, promptLen >= 1, completionLen >= 0',
+    );
   }
   const t = p + c;
-  if (input.tokens.length !== b * t || input.attentionMask.length !== b * t) throw new BiccError('batch.tokens', input.tokens.length, `must have B * (P + C) = ${b * t} entries`);
-  if (input.completionMask.length !== b * c) throw new BiccError('batch.completionMask', input.completionMask.length, `must have B * C = ${b * c} entries`);
-  if (t > config.maxSeqLen) throw new BiccError('batch', t, `the plain batch (P + C = ${p} + ${c}) already exceeds maxSeqLen ${config.maxSeqLen}`);
+  if (input.tokens.length !== b * t || input.attentionMask.length !== b * t)
+    throw new BiccError('batch.tokens', input.tokens.length, `must have B * (P + C) = ${b * t} entries`);
+  if (input.completionMask.length !== b * c)
+    throw new BiccError('batch.completionMask', input.completionMask.length, `must have B * C = ${b * c} entries`);
+  if (t > config.maxSeqLen)
+    throw new BiccError(
+      'batch',
+      t,
+      `the plain batch (P + C = ${p} + ${c}) already exceeds maxSeqLen ${config.maxSeqLen}`,
+    );
   for (const f of ['rewards', 'groupIds'] as const) {
     const xs = input[f];
     if (xs.length !== b) throw new BiccError(f, xs.length, `must have one entry per row (${b})`);
@@ -87,13 +101,19 @@ interface Resolved {
   readonly threshold: number;
 }
 
-function resolve(opts: BiccOptions, tokenizer: Tokenizer, config: Pick<TransformerConfig, 'maxSeqLen' | 'vocabSize'>): Resolved {
+function resolve(
+  opts: BiccOptions,
+  tokenizer: Tokenizer,
+  config: Pick<TransformerConfig, 'maxSeqLen' | 'vocabSize'>,
+): Resolved {
   const budget = opts.contextBudget ?? config.maxSeqLen;
-  if (budget > config.maxSeqLen) throw new BiccError('contextBudget', budget, `must not exceed maxSeqLen ${config.maxSeqLen}`);
+  if (budget > config.maxSeqLen)
+    throw new BiccError('contextBudget', budget, `must not exceed maxSeqLen ${config.maxSeqLen}`);
   const sep = opts.separator ?? [tokenizer.eos];
   const vocab = Math.min(tokenizer.vocabSize, config.vocabSize);
   const bad = sep.find((id) => id >= vocab || id === tokenizer.pad);
-  if (bad !== undefined) throw new BiccError('separator', sep, `token ${bad} is padding or outside the vocabulary (${vocab})`);
+  if (bad !== undefined)
+    throw new BiccError('separator', sep, `token ${bad} is padding or outside the vocabulary (${vocab})`);
   return { room: Math.floor(opts.contextShare * budget), budget, sep, threshold: opts.threshold };
 }
 
@@ -126,7 +146,10 @@ export function conditionBatch(
       const k = tracesThatFit(opposite.length, rowRoom, sep.length);
       if (k === 0) continue;
       const used = opposite.slice(0, k);
-      const keep = shareBudget(used.map((o) => contents[o]!.length), rowRoom - (k + 1) * sep.length);
+      const keep = shareBudget(
+        used.map((o) => contents[o]!.length),
+        rowRoom - (k + 1) * sep.length,
+      );
       const context: number[] = [];
       used.forEach((o, i) => {
         context.push(...sep, ...contents[o]!.slice(0, keep[i]!));
@@ -163,7 +186,14 @@ function assemble(input: SequenceBatch, prompts: readonly (readonly number[])[],
     tokens.set(input.tokens.subarray(r * t0 + input.promptLen, (r + 1) * t0), r * t + p);
     attentionMask.set(input.attentionMask.subarray(r * t0 + input.promptLen, (r + 1) * t0), r * t + p);
   }
-  return { batchSize: b, promptLen: p, completionLen: c, tokens, attentionMask, completionMask: Float32Array.from(input.completionMask) };
+  return {
+    batchSize: b,
+    promptLen: p,
+    completionLen: c,
+    tokens,
+    attentionMask,
+    completionMask: Float32Array.from(input.completionMask),
+  };
 }
 
 /**
@@ -172,6 +202,11 @@ function assemble(input: SequenceBatch, prompts: readonly (readonly number[])[],
  * and `refLogProbs` stay those of the plain rollouts. Nothing is detached: gradients reach the parameters
  * through attention to the inserted traces.
  */
-export function biccLogProbs(params: TransformerParams, config: TransformerConfig, conditioned: SequenceBatch | ConditionedBatch, opts: ScoreOptions = {}): Tensor {
+export function biccLogProbs(
+  params: TransformerParams,
+  config: TransformerConfig,
+  conditioned: SequenceBatch | ConditionedBatch,
+  opts: ScoreOptions = {},
+): Tensor {
   return scoreLogProbs(params, config, 'batch' in conditioned ? conditioned.batch : conditioned, opts);
 }

@@ -1,5 +1,14 @@
 /** Rollouts with a KV cache, per-token log-prob scoring (the training forward) and the supervised warm-start loss. */
-export { type SequenceBatch, seqLen, encodePrompt, encodeCompletion, packSequences, selectRows, selectRowValues, positionsAndBias } from './batch.js';
+export {
+  type SequenceBatch,
+  seqLen,
+  encodePrompt,
+  encodeCompletion,
+  packSequences,
+  selectRows,
+  selectRowValues,
+  positionsAndBias,
+} from './batch.js';
 export { scoreLogProbs, completionLogits, scaleLogits, rescoreOldLogProbs, type ScoreOptions } from './score.js';
 export { sampleRollouts, type SamplerOptions, type Rollouts } from './sampler.js';
 export { pickToken } from './sampling.js';

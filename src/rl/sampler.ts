@@ -66,15 +66,32 @@ export async function sampleRollouts(
   const temperature = opts.temperature ?? 1;
   const topP = opts.topP ?? 1;
   const maxNew = opts.maxNewTokens;
-  if (!(Number.isInteger(g) && g >= 1 && Number.isInteger(maxNew) && maxNew >= 1 && temperature >= 0 && topP > 0 && topP <= 1)) {
-    throw new ArgumentError('sampleRollouts', `need groupSize >= 1, maxNewTokens >= 1, temperature >= 0, 0 < topP <= 1; got ${JSON.stringify(opts)}`);
+  if (
+    !(
+      Number.isInteger(g) &&
+      g >= 1 &&
+      Number.isInteger(maxNew) &&
+      maxNew >= 1 &&
+      temperature >= 0 &&
+      topP > 0 &&
+      topP <= 1
+    )
+  ) {
+    throw new ArgumentError(
+      'sampleRollouts',
+      `need groupSize >= 1, maxNewTokens >= 1, temperature >= 0, 0 < topP <= 1; got ${JSON.stringify(opts)}`,
+    );
   }
   if (prompts.length === 0) throw new ArgumentError('sampleRollouts', 'no prompts');
   const promptIds = prompts.map((p) => encodePrompt(tokenizer, p));
   const promptIndex = prompts.flatMap((_, i) => Array.from({ length: g }, () => i));
   const b = promptIndex.length;
   const p = Math.max(...promptIds.map((x) => x.length));
-  if (p + maxNew > config.maxSeqLen) throw new ArgumentError('sampleRollouts', `prompt length ${p} + maxNewTokens ${maxNew} exceeds maxSeqLen ${config.maxSeqLen}`);
+  if (p + maxNew > config.maxSeqLen)
+    throw new ArgumentError(
+      'sampleRollouts',
+      `prompt length ${p} + maxNewTokens ${maxNew} exceeds maxSeqLen ${config.maxSeqLen}`,
+    );
   const width = p + maxNew;
   const tokens = new Int32Array(b * width).fill(tokenizer.pad);
   const mask = new Uint8Array(b * width);
@@ -104,7 +121,11 @@ export async function sampleRollouts(
         bias[r * n + j] = mask[r * width + from + j] ? 0 : PAD_BIAS;
       }
     }
-    return { tokens: tensor(tk, [b, n], { dtype: 'i32', backend }), positions: tensor(pos, [b, n], { dtype: 'i32', backend }), keyBias: tensor(bias, [b, n], { dtype, backend }) };
+    return {
+      tokens: tensor(tk, [b, n], { dtype: 'i32', backend }),
+      positions: tensor(pos, [b, n], { dtype: 'i32', backend }),
+      keyBias: tensor(bias, [b, n], { dtype, backend }),
+    };
   };
   // Log-probs [B, V] at the last of the hidden states [B, n, D].
   const lastLogProbs = (hidden: Tensor): Tensor => {
@@ -144,7 +165,11 @@ export async function sampleRollouts(
       const prev: KvCache | null = cache;
       const next = tidy(() => {
         const input = useCache ? inputs(col, col + 1) : inputs(0, col + 1);
-        const out = hiddenStates(params, config, input.tokens, { positions: input.positions, keyBias: input.keyBias, ...(useCache ? { cache: prev } : {}) });
+        const out = hiddenStates(params, config, input.tokens, {
+          positions: input.positions,
+          keyBias: input.keyBias,
+          ...(useCache ? { cache: prev } : {}),
+        });
         return { lp: lastLogProbs(out.hidden), cache: out.cache };
       });
       disposeCache(prev);
@@ -183,5 +208,16 @@ export async function sampleRollouts(
     refLogProbs = new Float32Array(await ref.data());
     ref.dispose();
   }
-  return { ...batch, groupSize: g, prompts: [...prompts], promptIndex, completions, completionLengths: lengths, finished, oldLogProbs, refLogProbs, scoringTemperature };
+  return {
+    ...batch,
+    groupSize: g,
+    prompts: [...prompts],
+    promptIndex,
+    completions,
+    completionLengths: lengths,
+    finished,
+    oldLogProbs,
+    refLogProbs,
+    scoringTemperature,
+  };
 }

@@ -5,7 +5,14 @@ import type { Rng } from '../core/rng.js';
  * already in the log-probs) restricted to the top-p nucleus. Exactly one uniform draw per sampled token, so a
  * seeded run is reproducible and two samplers that see the same log-probs pick the same tokens.
  */
-export function pickToken(logProbs: ArrayLike<number>, offset: number, vocab: number, rng: Rng, greedy: boolean, topP: number): number {
+export function pickToken(
+  logProbs: ArrayLike<number>,
+  offset: number,
+  vocab: number,
+  rng: Rng,
+  greedy: boolean,
+  topP: number,
+): number {
   if (greedy) {
     let best = 0;
     for (let i = 1; i < vocab; i++) if (logProbs[offset + i]! > logProbs[offset + best]!) best = i;

@@ -27,7 +27,12 @@ export interface ScoreOptions {
  * log pi(token[b, P + j] | tokens[b, < P + j]) of the temperature-scaled distribution, and 0 where the
  * completion mask is 0. This is the training forward the objectives consume; it is differentiable in `params`.
  */
-export function scoreLogProbs(params: TransformerParams, config: TransformerConfig, batch: SequenceBatch, opts: ScoreOptions = {}): Tensor {
+export function scoreLogProbs(
+  params: TransformerParams,
+  config: TransformerConfig,
+  batch: SequenceBatch,
+  opts: ScoreOptions = {},
+): Tensor {
   const { logits, targets, mask } = completionLogits(params, config, batch);
   // The temperature scale is applied inside the fused kernel (as scaleLogits would): no scaled copy of the logits.
   const t = opts.temperature ?? 1;
@@ -35,7 +40,11 @@ export function scoreLogProbs(params: TransformerParams, config: TransformerConf
 }
 
 /** Logits [B, C, V] at the positions that predict the completion tokens, their targets [B, C] and mask [B, C]. */
-export function completionLogits(params: TransformerParams, config: TransformerConfig, batch: SequenceBatch): { logits: Tensor; targets: Tensor; mask: Tensor } {
+export function completionLogits(
+  params: TransformerParams,
+  config: TransformerConfig,
+  batch: SequenceBatch,
+): { logits: Tensor; targets: Tensor; mask: Tensor } {
   const b = batch.batchSize;
   const t = seqLen(batch);
   const p = batch.promptLen;
@@ -64,7 +73,11 @@ export function completionLogits(params: TransformerParams, config: TransformerC
  * (On the CPU backend the sampler's own recording is already bitwise equal; on a GPU the incremental KV-cache
  * forward runs other shapes, which may select other matmul kernels and round differently.)
  */
-export async function rescoreOldLogProbs(params: TransformerParams, config: TransformerConfig, rollouts: Rollouts): Promise<Rollouts> {
+export async function rescoreOldLogProbs(
+  params: TransformerParams,
+  config: TransformerConfig,
+  rollouts: Rollouts,
+): Promise<Rollouts> {
   const logProbs = tidy(() => scoreLogProbs(params, config, rollouts, { temperature: rollouts.scoringTemperature }));
   const values = await logProbs.data();
   logProbs.dispose();

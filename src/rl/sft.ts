@@ -18,7 +18,11 @@ export const sftExamples = <P extends Problem>(task: Task<P>, problems: readonly
   problems.map((p) => ({ prompt: p.prompt, completion: task.workedSolution(p) }));
 
 /** Pack examples as [BOS prompt][completion EOS] in the shared batch layout; the completion (with EOS) is the target. */
-export function sftBatch(tokenizer: Tokenizer, examples: readonly SftExample[], opts: { promptLen?: number; completionLen?: number } = {}): SequenceBatch {
+export function sftBatch(
+  tokenizer: Tokenizer,
+  examples: readonly SftExample[],
+  opts: { promptLen?: number; completionLen?: number } = {},
+): SequenceBatch {
   return packSequences(
     examples.map((e) => encodePrompt(tokenizer, e.prompt)),
     examples.map((e) => encodeCompletion(tokenizer, e.completion)),

@@ -17,11 +17,19 @@ export interface ArithmeticOptions {
 function digitsOf(opts: ArithmeticOptions, fallback: readonly [number, number]): [number, number] {
   const d = opts.digits ?? fallback;
   const [da, db] = typeof d === 'number' ? [d, d] : d;
-  for (const n of [da, db]) if (!Number.isInteger(n) || n < 1 || n > 7) throw new ArgumentError('arithmetic task', `digits must be 1..7, got ${n}`);
+  for (const n of [da, db])
+    if (!Number.isInteger(n) || n < 1 || n > 7)
+      throw new ArgumentError('arithmetic task', `digits must be 1..7, got ${n}`);
   return [da, db];
 }
 
-function arithmeticTask(name: string, op: '+' | '*', f: (a: number, b: number) => number, opts: ArithmeticOptions, fallback: readonly [number, number]): Task<ArithmeticProblem> {
+function arithmeticTask(
+  name: string,
+  op: '+' | '*',
+  f: (a: number, b: number) => number,
+  opts: ArithmeticOptions,
+  fallback: readonly [number, number],
+): Task<ArithmeticProblem> {
   const [da, db] = digitsOf(opts, fallback);
   return {
     name,

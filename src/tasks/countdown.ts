@@ -31,7 +31,8 @@ export function countdownTask(opts: CountdownOptions = {}): Task<CountdownProble
   const count = opts.count ?? 3;
   const maxNumber = opts.maxNumber ?? 9;
   const maxTarget = opts.maxTarget ?? 99;
-  if (!(count >= 2 && count <= 6 && maxNumber >= 2 && maxTarget >= 1)) throw new ArgumentError('countdownTask', 'need 2..6 numbers, maxNumber >= 2, maxTarget >= 1');
+  if (!(count >= 2 && count <= 6 && maxNumber >= 2 && maxTarget >= 1))
+    throw new ArgumentError('countdownTask', 'need 2..6 numbers, maxNumber >= 2, maxTarget >= 1');
   return {
     name: 'countdown',
     symbols: ARITHMETIC_SYMBOLS,
@@ -41,7 +42,13 @@ export function countdownTask(opts: CountdownOptions = {}): Task<CountdownProble
         const built = randomChain(numbers, rng);
         if (built && built.value >= 1 && built.value <= maxTarget) {
           const target = built.value;
-          return { prompt: `${numbers.join(',')}:${target}=`, answer: String(target), numbers, target, solution: built.text };
+          return {
+            prompt: `${numbers.join(',')}:${target}=`,
+            answer: String(target),
+            numbers,
+            target,
+            solution: built.text,
+          };
         }
       }
     },
@@ -79,7 +86,7 @@ export function verifyCountdown(completion: string, problem: Pick<CountdownProbl
   const [expr, ...rest] = boxedText.replace(/\s+/g, '').split('=');
   if (rest.length > 1 || (rest.length === 1 && normalizeNumber(rest[0]!) !== String(problem.target))) return 0;
   const parsed = evaluate(expr ?? '');
-  if (!parsed || parsed.value.d !== 1 || parsed.value.n !== problem.target) return 0;
+  if (parsed?.value.d !== 1 || parsed.value.n !== problem.target) return 0;
   const used = [...parsed.numbers].sort((a, b) => a - b);
   const given = [...problem.numbers].sort((a, b) => a - b);
   return used.length === given.length && used.every((n, i) => n === given[i]) ? 1 : 0;

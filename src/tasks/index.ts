@@ -20,7 +20,13 @@ export {
   ARITHMETIC_SYMBOLS,
 } from './task.js';
 export { additionTask, multiplicationTask, type ArithmeticProblem, type ArithmeticOptions } from './arithmetic.js';
-export { countdownTask, verifyCountdown, evaluate as evaluateExpression, type CountdownProblem, type CountdownOptions } from './countdown.js';
+export {
+  countdownTask,
+  verifyCountdown,
+  evaluate as evaluateExpression,
+  type CountdownProblem,
+  type CountdownOptions,
+} from './countdown.js';
 
 /** A character tokenizer covering every symbol the given tasks use (in first-seen order, so ids are stable). */
 export function tokenizerFor(...tasks: readonly Task<Problem>[]): CharTokenizer {

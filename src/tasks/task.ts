@@ -63,8 +63,18 @@ export function heldOutProblems<P extends Problem>(task: Task<P>, n: number, see
 }
 
 /** The task with its reward replaced by a user's function (its prompts and worked solutions unchanged). */
-export function withReward<P extends Problem>(task: Task<P>, reward: RewardFn<P>, name = `${task.name}+custom`): Task<P> {
-  return { name, symbols: task.symbols, generatePrompt: (rng) => task.generatePrompt(rng), verify: reward, workedSolution: (p) => task.workedSolution(p) };
+export function withReward<P extends Problem>(
+  task: Task<P>,
+  reward: RewardFn<P>,
+  name = `${task.name}+custom`,
+): Task<P> {
+  return {
+    name,
+    symbols: task.symbols,
+    generatePrompt: (rng) => task.generatePrompt(rng),
+    verify: reward,
+    workedSolution: (p) => task.workedSolution(p),
+  };
 }
 
 /** A user task from its parts; the reward function is the verifier. */
@@ -80,4 +90,26 @@ export function randomDigits(rng: Rng, digits: number): number {
 }
 
 /** The characters of arithmetic prompts and boxed answers, with `\boxed{` as one symbol. */
-export const ARITHMETIC_SYMBOLS: readonly string[] = ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '+', '-', '*', '/', '=', '(', ')', ',', ':', '\\boxed{', '}'];
+export const ARITHMETIC_SYMBOLS: readonly string[] = [
+  '0',
+  '1',
+  '2',
+  '3',
+  '4',
+  '5',
+  '6',
+  '7',
+  '8',
+  '9',
+  '+',
+  '-',
+  '*',
+  '/',
+  '=',
+  '(',
+  ')',
+  ',',
+  ':',
+  '\\boxed{',
+  '}',
+];

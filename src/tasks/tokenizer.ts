@@ -78,7 +78,8 @@ export class CharTokenizer implements Tokenizer {
           break;
         }
       }
-      if (matched === 0) throw new TokenizerError(text, i, `character ${JSON.stringify(text[i])} is not in the vocabulary`);
+      if (matched === 0)
+        throw new TokenizerError(text, i, `character ${JSON.stringify(text[i])} is not in the vocabulary`);
       i += matched;
     }
     return out;

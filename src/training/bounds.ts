@@ -25,7 +25,8 @@ const LIMITS: readonly [keyof TrainConfig | `model.${keyof TrainConfig['model']}
 
 const valueAt = (cfg: TrainConfig, key: string): number | null =>
   (key.startsWith('model.') ? cfg.model[key.slice(6) as keyof TrainConfig['model']] : cfg[key as keyof TrainConfig]) as
-    number | null;
+    | number
+    | null;
 
 /** The first size over its limit (the memory a run needs is estimated by `nn/memory.ts`). */
 export function checkBounds(cfg: TrainConfig): TrainConfigError | null {

@@ -41,7 +41,11 @@ export async function evaluate<P extends Problem>(
   for (let start = 0; start < problems.length; start += chunk) {
     const part = problems.slice(start, start + chunk);
     const prompts = part.map((p) => p.prompt);
-    const greedy = await sampleRollouts(params, config, tokenizer, prompts, rng, { groupSize: 1, maxNewTokens: opts.maxNewTokens, temperature: 0 });
+    const greedy = await sampleRollouts(params, config, tokenizer, prompts, rng, {
+      groupSize: 1,
+      maxNewTokens: opts.maxNewTokens,
+      temperature: 0,
+    });
     greedy.completions.forEach((c, i) => (greedyCorrect += task.verify(c, part[i]!) > 0 ? 1 : 0));
     const sampled = await sampleRollouts(params, config, tokenizer, prompts, rng, {
       groupSize: opts.k,
@@ -54,5 +58,11 @@ export async function evaluate<P extends Problem>(
     part.forEach((_, i) => (anyCorrect += rewards.slice(i * opts.k, (i + 1) * opts.k).some((x) => x > 0) ? 1 : 0));
   }
   const n = problems.length;
-  return { passAt1: greedyCorrect / n, avgAtK: sampledReward / (n * opts.k), passAtK: anyCorrect / n, k: opts.k, prompts: n };
+  return {
+    passAt1: greedyCorrect / n,
+    avgAtK: sampledReward / (n * opts.k),
+    passAtK: anyCorrect / n,
+    k: opts.k,
+    prompts: n,
+  };
 }

@@ -1,7 +1,23 @@
 /** The RLVR trainer: config, loop, evaluation and metrics. */
-export { TRAIN_DEFAULTS, TASK_NAMES, TrainConfigError, parseTrainConfig, type TrainConfig, type TaskName, type ModelSize } from './config.js';
+export {
+  TRAIN_DEFAULTS,
+  TASK_NAMES,
+  TrainConfigError,
+  parseTrainConfig,
+  type TrainConfig,
+  type TaskName,
+  type ModelSize,
+} from './config.js';
 export { train, taskFor, type TrainOptions, type TrainResult, type TrainHooks, type RolloutView } from './trainer.js';
 export { evaluate, type EvalResult, type EvalOptions } from './evaluate.js';
 export { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 export { updatePolicy, type UpdateInputs, type UpdateResult } from './rl-step.js';
-export { readPretrained, loadPretrainedParams, savePretrained, loadDatasetTask, runShape, defaultMemoryLimits, type PretrainedParts } from './pretrained.js';
+export {
+  readPretrained,
+  loadPretrainedParams,
+  savePretrained,
+  loadDatasetTask,
+  runShape,
+  defaultMemoryLimits,
+  type PretrainedParts,
+} from './pretrained.js';

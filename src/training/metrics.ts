@@ -2,7 +2,9 @@ import { appendFileSync, dirname, mkdirSync } from '../platform/files.js';
 import type { Tensor } from '../core/tensor.js';
 
 /** One line of metrics.jsonl: the phase, the step and named numbers. */
-export type MetricRecord = { readonly phase: 'warmstart' | 'rl' | 'eval'; readonly step: number } & Readonly<Record<string, number | string>>;
+export type MetricRecord = { readonly phase: 'warmstart' | 'rl' | 'eval'; readonly step: number } & Readonly<
+  Record<string, number | string>
+>;
 
 /** Read scalar metric tensors (one small readback each; they are detached) and dispose them. */
 export async function readMetrics(metrics: Readonly<Record<string, Tensor>>): Promise<Record<string, number>> {
@@ -24,6 +26,6 @@ export class MetricsWriter {
       mkdirSync(dirname(this.path), { recursive: true });
       this.created = true;
     }
-    appendFileSync(this.path, JSON.stringify(record) + '\n');
+    appendFileSync(this.path, `${JSON.stringify(record)}\n`);
   }
 }

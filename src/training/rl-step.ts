@@ -58,7 +58,13 @@ export function shuffled(n: number, rng: Rng): number[] {
   return order;
 }
 
-export function updatePolicy(state: OptimState, config: TransformerConfig, inputs: UpdateInputs, lrFor: (step: number) => AdamWSettings, rng: Rng): UpdateResult {
+export function updatePolicy(
+  state: OptimState,
+  config: TransformerConfig,
+  inputs: UpdateInputs,
+  lrFor: (step: number) => AdamWSettings,
+  rng: Rng,
+): UpdateResult {
   const { rollouts: ro, objective } = inputs;
   const g = ro.groupSize;
   const groups = ro.prompts.length;
@@ -69,7 +75,9 @@ export function updatePolicy(state: OptimState, config: TransformerConfig, input
   for (let epoch = 0; epoch < inputs.numIterations; epoch++) {
     const order = shuffled(groups, rng);
     for (let start = 0; start < groups; start += inputs.groupsPerMinibatch) {
-      const rows = order.slice(start, start + inputs.groupsPerMinibatch).flatMap((grp) => Array.from({ length: g }, (_, k) => grp * g + k));
+      const rows = order
+        .slice(start, start + inputs.groupsPerMinibatch)
+        .flatMap((grp) => Array.from({ length: g }, (_, k) => grp * g + k));
       const plain = selectRows(ro, rows);
       const scored = inputs.scoredBatch ? inputs.scoredBatch(rows) : plain;
       tokensScored += scored.batchSize * (scored.promptLen + scored.completionLen);
@@ -96,8 +104,16 @@ export function updatePolicy(state: OptimState, config: TransformerConfig, input
           return [result.loss, result.metrics];
         };
         const [[loss, m], grads] = valueAndGrad(lossFn, { hasAux: true })(params);
-        const stepped = adamwStep(params, grads, opt, { lr: settings.lr, maxGradNorm: settings.maxGradNorm, weightDecay: settings.weightDecay });
-        return { params: stepped.params, opt: stepped.state, metrics: { ...m, loss, grad_norm: stepped.gradNorm } as Metrics };
+        const stepped = adamwStep(params, grads, opt, {
+          lr: settings.lr,
+          maxGradNorm: settings.maxGradNorm,
+          weightDecay: settings.weightDecay,
+        });
+        return {
+          params: stepped.params,
+          opt: stepped.state,
+          metrics: { ...m, loss, grad_norm: stepped.gradNorm } as Metrics,
+        };
       });
       if (params !== state.params) dispose([params, opt]);
       ({ params, opt, metrics } = next);

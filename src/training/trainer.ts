@@ -7,7 +7,13 @@ import { stopGradient, valueAndGrad } from '../core/transforms.js';
 import { loadCheckpoint, saveCheckpoint, type Json } from '../nn/checkpoint.js';
 import { adamwInit, adamwStep, type OptimizerState } from '../nn/optim.js';
 import { lrAt } from '../nn/schedule.js';
-import { initParams, smallConfig, validateConfig, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
+import {
+  initParams,
+  smallConfig,
+  validateConfig,
+  type TransformerConfig,
+  type TransformerParams,
+} from '../nn/transformer.js';
 import { makeObjective, type BoundObjective } from '../objectives/registry.js';
 import { groupLayout, groupMean, groupStats } from '../objectives/groups.js';
 import { rccAdvantages, rccBaseline, sequenceDeltas } from '../objectives/rcc.js';
@@ -121,7 +127,10 @@ function setup(
   cfg: TrainConfig,
   userTask: Task<Problem> | undefined,
   pretrained: PretrainedParts | null,
-): E.Either<TrainConfigError, Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng'>> {
+): E.Either<
+  TrainConfigError,
+  Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng'>
+> {
   const task = userTask ?? taskFor(cfg);
   const tokenizer = pretrained?.tokenizer ?? tokenizerFor(task);
   let config: TransformerConfig;
@@ -132,7 +141,10 @@ function setup(
   }
   const objectiveOptions = { ...cfg.objectiveOptions };
   const objective = makeObjective(cfg.objective, objectiveOptions);
-  if (E.isLeft(objective)) return E.left(new TrainConfigError(`objective.${objective.left.field}`, objective.left.value, objective.left.message));
+  if (E.isLeft(objective))
+    return E.left(
+      new TrainConfigError(`objective.${objective.left.field}`, objective.left.value, objective.left.message),
+    );
   if (cfg.advantage === 'rcc' && !objective.right.usesAdvantages) {
     const why = `does not apply: ${cfg.objective} does not weigh rollouts by advantages`;
     return E.left(new TrainConfigError('advantage', cfg.advantage, why));
@@ -179,7 +191,19 @@ async function runEval(run: Run, hooks: TrainHooks, label: string): Promise<Eval
     topP: cfg.topP,
     maxNewTokens: cfg.maxCompletionLength,
   });
-  emit(run, { phase: 'eval', step: run.at.step, label, at: run.at.phase, pass_at_1: result.passAt1, [`avg_at_${result.k}`]: result.avgAtK, [`pass_at_${result.k}`]: result.passAtK }, hooks);
+  emit(
+    run,
+    {
+      phase: 'eval',
+      step: run.at.step,
+      label,
+      at: run.at.phase,
+      pass_at_1: result.passAt1,
+      [`avg_at_${result.k}`]: result.avgAtK,
+      [`pass_at_${result.k}`]: result.passAtK,
+    },
+    hooks,
+  );
   return result;
 }
 
@@ -192,7 +216,13 @@ async function save(run: Run, dir: string): Promise<void> {
     identity: { ...run.identity },
     metricsBytes: await metricsBytes(run.cfg.outputDir),
   };
-  const res = await saveCheckpoint(dir, { config: run.config, params: run.params, optimizer: run.opt, rngs: { train: run.rng.state() }, trainerState })();
+  const res = await saveCheckpoint(dir, {
+    config: run.config,
+    params: run.params,
+    optimizer: run.opt,
+    rngs: { train: run.rng.state() },
+    trainerState,
+  })();
   if (E.isLeft(res)) throw res.left;
 }
 
@@ -201,10 +231,22 @@ async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> {
   const t0 = performance.now();
   const examples = sftExamples(run.task, sampleProblems(run.task, cfg.warmStartBatchSize, run.rng));
   const batch = sftBatch(run.tokenizer, examples);
-  const lr = lrAt({ peakLr: cfg.warmStartLearningRate, warmupSteps: Math.min(20, cfg.warmStartSteps), totalSteps: cfg.warmStartSteps, minLr: cfg.warmStartLearningRate / 10 }, run.opt.step);
+  const lr = lrAt(
+    {
+      peakLr: cfg.warmStartLearningRate,
+      warmupSteps: Math.min(20, cfg.warmStartSteps),
+      totalSteps: cfg.warmStartSteps,
+      minLr: cfg.warmStartLearningRate / 10,
+    },
+    run.opt.step,
+  );
   const next = tidy(() => {
     const [loss, grads] = valueAndGrad((p: TransformerParams) => sftLoss(p, run.config, batch))(run.params);
-    const stepped = adamwStep(run.params, grads, run.opt, { lr, maxGradNorm: cfg.maxGradNorm, weightDecay: cfg.weightDecay });
+    const stepped = adamwStep(run.params, grads, run.opt, {
+      lr,
+      maxGradNorm: cfg.maxGradNorm,
+      weightDecay: cfg.weightDecay,
+    });
     return { params: stepped.params, opt: stepped.state, loss, gradNorm: stepped.gradNorm };
   });
   const read = await readMetrics({ loss: next.loss, grad_norm: next.gradNorm });
@@ -264,9 +306,13 @@ function guardUpdate(run: Run, update: () => UpdateResult): UpdateResult & { ski
 }
 
 function rlSettings(cfg: TrainConfig): (step: number) => AdamWSettings {
-  const totalUpdates = cfg.steps * cfg.numIterations * Math.ceil(cfg.promptsPerStep / (cfg.groupsPerMinibatch ?? cfg.promptsPerStep));
+  const totalUpdates =
+    cfg.steps * cfg.numIterations * Math.ceil(cfg.promptsPerStep / (cfg.groupsPerMinibatch ?? cfg.promptsPerStep));
   return (step) => ({
-    lr: lrAt({ peakLr: cfg.learningRate, warmupSteps: Math.min(cfg.warmupSteps, totalUpdates), totalSteps: totalUpdates }, step),
+    lr: lrAt(
+      { peakLr: cfg.learningRate, warmupSteps: Math.min(cfg.warmupSteps, totalUpdates), totalSteps: totalUpdates },
+      step,
+    ),
     maxGradNorm: cfg.maxGradNorm,
     weightDecay: cfg.weightDecay,
   });
@@ -277,20 +323,33 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   run.finalEval = null; // a result after RL holds for the step it was taken at only
   const t0 = performance.now();
   const problems = sampleProblems(run.task, cfg.promptsPerStep, run.rng);
-  const sampled: Rollouts = await sampleRollouts(run.params, run.config, run.tokenizer, problems.map((p) => p.prompt), run.rng, {
-    groupSize: cfg.numGenerations,
-    maxNewTokens: cfg.maxCompletionLength,
-    temperature: cfg.temperature,
-    topP: cfg.topP,
-    refParams: run.needsReference ? run.reference : null,
-  });
+  const sampled: Rollouts = await sampleRollouts(
+    run.params,
+    run.config,
+    run.tokenizer,
+    problems.map((p) => p.prompt),
+    run.rng,
+    {
+      groupSize: cfg.numGenerations,
+      maxNewTokens: cfg.maxCompletionLength,
+      temperature: cfg.temperature,
+      topP: cfg.topP,
+      refParams: run.needsReference ? run.reference : null,
+    },
+  );
   // Where the sampler's numbers may depend on the batch's shape, pi_old is re-scored by the training forward so
   // that the first ratio is exactly 1.
   const batchInvariant = run.params.embed.weight.backend.batchInvariant;
   const rollouts = batchInvariant ? sampled : await rescoreOldLogProbs(run.params, run.config, sampled);
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
   const { promptIndex, completions } = rollouts;
-  hooks.onRollouts?.({ step: run.at.step + 1, prompts: problems.map((p) => p.prompt), promptIndex, completions, rewards });
+  hooks.onRollouts?.({
+    step: run.at.step + 1,
+    prompts: problems.map((p) => p.prompt),
+    promptIndex,
+    completions,
+    rewards,
+  });
   const deltas =
     cfg.advantage === 'rcc'
       ? sequenceDeltas(
@@ -306,23 +365,25 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const sampledAt = performance.now();
   const settings = rlSettings(cfg);
   const rlStepIndex = run.at.step;
-  const result = guardUpdate(run, () => updatePolicy(
-    { params: run.params, opt: run.opt },
-    run.config,
-    {
-      rollouts,
-      rewards,
-      advantages,
-      objective: run.objective,
-      progress: { step: rlStepIndex, totalSteps: cfg.steps },
-      numIterations: cfg.numIterations,
-      groupsPerMinibatch: cfg.groupsPerMinibatch ?? cfg.promptsPerStep,
-      maxCompletionLength: cfg.maxCompletionLength,
-      ...(scorer ? { scoredBatch: scorer.rows } : {}),
-    },
-    settings,
-    run.rng,
-  ));
+  const result = guardUpdate(run, () =>
+    updatePolicy(
+      { params: run.params, opt: run.opt },
+      run.config,
+      {
+        rollouts,
+        rewards,
+        advantages,
+        objective: run.objective,
+        progress: { step: rlStepIndex, totalSteps: cfg.steps },
+        numIterations: cfg.numIterations,
+        groupsPerMinibatch: cfg.groupsPerMinibatch ?? cfg.promptsPerStep,
+        maxCompletionLength: cfg.maxCompletionLength,
+        ...(scorer ? { scoredBatch: scorer.rows } : {}),
+      },
+      settings,
+      run.rng,
+    ),
+  );
   const metrics = await readMetrics(result.metrics);
   const skipped = result.skipped ?? (result.params === run.params ? null : adoptOrSkip(run, 'rl', metrics, result));
   run.at.step++;
@@ -354,7 +415,10 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
  * and pi_ref stay on the plain context. One conditioned batch per step; minibatches take its rows.
  */
 function biccScorer(run: Run, rollouts: Rollouts, rewards: readonly number[]): BiccScorer {
-  const cond = conditionBatch(biccInput(rollouts, rewards), run.tokenizer, run.config, { contextShare: run.cfg.biccContextShare, threshold: 0.5 });
+  const cond = conditionBatch(biccInput(rollouts, rewards), run.tokenizer, run.config, {
+    contextShare: run.cfg.biccContextShare,
+    threshold: 0.5,
+  });
   return {
     rows: (rows) => selectRows(cond.batch, rows),
     conditioned: cond.conditioned.filter(Boolean).length / cond.conditioned.length,
@@ -373,7 +437,12 @@ function rccBaselineShift(rewards: readonly number[], deltas: readonly number[],
   const groups = groupLayout(groupIds).members;
   const shift = (rows: readonly number[]): number => {
     const r = rows.map((i) => rewards[i]!);
-    return Math.abs(rccBaseline(r, rows.map((i) => deltas[i]!)) - groupMean(r));
+    return Math.abs(
+      rccBaseline(
+        r,
+        rows.map((i) => deltas[i]!),
+      ) - groupMean(r),
+    );
   };
   return groups.reduce((s, rows) => s + shift(rows), 0) / groups.length;
 }
@@ -423,7 +492,8 @@ async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): 
   const run: Run = { ...base.right, ...started };
   const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
   const maybeSave = async (): Promise<void> => {
-    if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0) await save(run, checkpointDir);
+    if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0)
+      await save(run, checkpointDir);
   };
 
   while (run.at.phase === 'warmstart' && run.at.step < cfg.warmStartSteps) {
@@ -448,7 +518,8 @@ async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): 
   }
   while (run.at.step < cfg.steps) {
     await rlStep(run, opts);
-    if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps) await runEval(run, opts, 'during-rl');
+    if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps)
+      await runEval(run, opts, 'during-rl');
     await maybeSave();
   }
   const finished = run.finalEval !== null && run.at.phase === 'rl' && run.at.step === cfg.steps;
@@ -484,7 +555,15 @@ function fresh(config: TransformerConfig, seed: number, backend: Backend): RunSt
 }
 
 function startFrom(params: TransformerParams, seed: number, rng = new Rng(seed)): RunStart {
-  return { rng, params, opt: adamwInit(params), reference: null, at: { phase: 'warmstart', step: 0 }, warmStartEval: null, finalEval: null };
+  return {
+    rng,
+    params,
+    opt: adamwInit(params),
+    reference: null,
+    at: { phase: 'warmstart', step: 0 },
+    warmStartEval: null,
+    finalEval: null,
+  };
 }
 
 async function resume(
@@ -495,7 +574,13 @@ async function resume(
   const res = await loadCheckpoint(dir, { backend })();
   if (E.isLeft(res)) throw res.left;
   const ck = res.right;
-  type Saved = { phase?: unknown; step?: unknown; warmStartEval?: unknown; finalEval?: unknown; metricsBytes?: unknown };
+  type Saved = {
+    phase?: unknown;
+    step?: unknown;
+    warmStartEval?: unknown;
+    finalEval?: unknown;
+    metricsBytes?: unknown;
+  };
   const state = ck.trainerState as Saved | null;
   if (!state || (state.phase !== 'warmstart' && state.phase !== 'rl') || !Number.isInteger(state.step)) {
     dispose([ck.params, ck.optimizer]);

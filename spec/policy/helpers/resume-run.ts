@@ -20,7 +20,12 @@ import { tinyConfig, tokenizer } from './fixtures.js';
  * parameters, the AdamW moments and step (the schedule), and the RNG (which problems, which rollouts).
  */
 export const config = tinyConfig({ dModel: 16, nLayers: 1, maxSeqLen: 24 });
-export const optConfig: AdamWConfig = { lr: 0, weightDecay: 0.1, maxGradNorm: 1, schedule: { peakLr: 3e-3, warmupSteps: 2, totalSteps: 10, minLr: 1e-4 } };
+export const optConfig: AdamWConfig = {
+  lr: 0,
+  weightDecay: 0.1,
+  maxGradNorm: 1,
+  schedule: { peakLr: 3e-3, warmupSteps: 2, totalSteps: 10, minLr: 1e-4 },
+};
 const task = additionTask({ digits: 1 });
 
 export interface RunState {
@@ -37,7 +42,14 @@ export const initRun = (seed: number): RunState => {
 /** One step; returns the loss it computed (before its update) and the next state. Disposes the old state. */
 export async function trainStep(s: RunState): Promise<{ loss: number; next: RunState }> {
   const problems = sampleProblems(task, 3, s.rng);
-  const ro = await sampleRollouts(s.params, config, tokenizer, problems.map((p) => p.prompt), s.rng, { groupSize: 2, maxNewTokens: 5, temperature: 1 });
+  const ro = await sampleRollouts(
+    s.params,
+    config,
+    tokenizer,
+    problems.map((p) => p.prompt),
+    s.rng,
+    { groupSize: 2, maxNewTokens: 5, temperature: 1 },
+  );
   const rewards = ro.completions.map((c, r) => task.verify(c, problems[ro.promptIndex[r]!]!) - 0.5);
   const sft = sftBatch(tokenizer, sftExamples(task, problems));
   const objective = (p: TransformerParams): Tensor => {

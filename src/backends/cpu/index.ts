@@ -1,5 +1,13 @@
 import type {
-  AdamWHyper, AdamWManyHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp,
+  AdamWHyper,
+  AdamWManyHyper,
+  Backend,
+  BinaryOp,
+  KernelTensor,
+  MemoryInfo,
+  ReduceOp,
+  Storage,
+  UnaryOp,
 } from '../../core/backend.js';
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { sizeOf, stridesOf, type Shape } from '../../core/shape.js';
@@ -7,10 +15,25 @@ import { BINARY_KERNELS, UNARY_KERNELS } from '../../core/elementwise-kernels.js
 import { broadcastOffsets, stridedOffsets } from './strided.js';
 import { matmulKernel } from './matmul.js';
 import {
-  adamwManyKernel, attentionBackwardKernel, attentionKernel, ropeKernel, sumSquaresKernel, swigluBackwardKernel,
-  swigluKernel, tokenLogProbsBackwardKernel, tokenLogProbsKernel, type AttentionDims,
+  adamwManyKernel,
+  attentionBackwardKernel,
+  attentionKernel,
+  ropeKernel,
+  sumSquaresKernel,
+  swigluBackwardKernel,
+  swigluKernel,
+  tokenLogProbsBackwardKernel,
+  tokenLogProbsKernel,
+  type AttentionDims,
 } from './fused.js';
-import { adamwKernel, layerNormBackwardKernel, layerNormKernel, rmsNormBackwardKernel, rmsNormKernel, softmaxKernel } from './rows.js';
+import {
+  adamwKernel,
+  layerNormBackwardKernel,
+  layerNormKernel,
+  rmsNormBackwardKernel,
+  rmsNormKernel,
+  softmaxKernel,
+} from './rows.js';
 
 /** The reference backend: plain TypeScript loops over typed arrays. Storage is the typed array itself. */
 const arr = (s: Storage): TypedArray => s as unknown as TypedArray;
@@ -130,7 +153,8 @@ export class CpuBackend implements Backend {
     const ia = broadcastOffsets(a.shape, outShape);
     const ib = broadcastOffsets(b.shape, outShape);
     const out = this.alloc(a.dtype, sizeOf(outShape));
-    for (let i = 0; i < out.length; i++) out[i] = dc[ic ? ic[i]! : i] !== 0 ? da[ia ? ia[i]! : i]! : db[ib ? ib[i]! : i]!;
+    for (let i = 0; i < out.length; i++)
+      out[i] = dc[ic ? ic[i]! : i] !== 0 ? da[ia ? ia[i]! : i]! : db[ib ? ib[i]! : i]!;
     return store(out);
   }
 
@@ -138,7 +162,10 @@ export class CpuBackend implements Backend {
     const src = data(x);
     const keptShape = x.shape.map((d, i) => (axes.includes(i) ? 1 : d));
     // For each input element, the output element it reduces into.
-    const target = stridedOffsets(x.shape, x.shape.map((_, i) => (axes.includes(i) ? 0 : stridesOf(keptShape)[i]!)));
+    const target = stridedOffsets(
+      x.shape,
+      x.shape.map((_, i) => (axes.includes(i) ? 0 : stridesOf(keptShape)[i]!)),
+    );
     const n = sizeOf(keptShape);
     const acc = new Float64Array(n);
     if (op === 'sum') {
@@ -173,7 +200,14 @@ export class CpuBackend implements Backend {
   permute(x: KernelTensor, perm: readonly number[]): Storage {
     const strides = stridesOf(x.shape);
     const outShape = perm.map((p) => x.shape[p]!);
-    return this.gatherOffsets(x, outShape, stridedOffsets(outShape, perm.map((p) => strides[p]!)));
+    return this.gatherOffsets(
+      x,
+      outShape,
+      stridedOffsets(
+        outShape,
+        perm.map((p) => strides[p]!),
+      ),
+    );
   }
 
   slice(x: KernelTensor, begin: readonly number[], outShape: Shape): Storage {
@@ -312,7 +346,13 @@ export class CpuBackend implements Backend {
     return [store(dx), store(dw), store(db)];
   }
 
-  adamw(param: KernelTensor, grad: KernelTensor, m: KernelTensor, v: KernelTensor, h: AdamWHyper): [Storage, Storage, Storage] {
+  adamw(
+    param: KernelTensor,
+    grad: KernelTensor,
+    m: KernelTensor,
+    v: KernelTensor,
+    h: AdamWHyper,
+  ): [Storage, Storage, Storage] {
     const n = sizeOf(param.shape);
     const p1 = this.alloc(param.dtype, n);
     const m1 = this.alloc(param.dtype, n);
@@ -328,8 +368,13 @@ export class CpuBackend implements Backend {
   }
 
   attentionBackward(
-    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null,
-    out: KernelTensor, dOut: KernelTensor, scale: number,
+    q: KernelTensor,
+    k: KernelTensor,
+    v: KernelTensor,
+    keyBias: KernelTensor | null,
+    out: KernelTensor,
+    dOut: KernelTensor,
+    scale: number,
   ): [Storage, Storage, Storage] {
     const like = (t: KernelTensor): TypedArray => this.alloc(t.dtype, sizeOf(t.shape));
     const [dq, dk, dv] = [like(q), like(k), like(v)];
@@ -387,8 +432,12 @@ export class CpuBackend implements Backend {
   }
 
   adamwMany(
-    params: readonly KernelTensor[], grads: readonly KernelTensor[],
-    m: readonly KernelTensor[], v: readonly KernelTensor[], sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
+    params: readonly KernelTensor[],
+    grads: readonly KernelTensor[],
+    m: readonly KernelTensor[],
+    v: readonly KernelTensor[],
+    sumSquares: KernelTensor | null,
+    hyper: AdamWManyHyper,
   ): [Storage, Storage, Storage][] {
     const triple = (p: KernelTensor): TypedArray => this.alloc(p.dtype, sizeOf(p.shape));
     const outs = params.map((p): [TypedArray, TypedArray, TypedArray] => [triple(p), triple(p), triple(p)]);

@@ -23,8 +23,14 @@ export function matmulKernel(
   const n = outShape[r - 1]!;
   const k = transA ? aShape[aShape.length - 2]! : aShape[aShape.length - 1]!;
   const batch = outShape.slice(0, -2);
-  const aBatch = stridedOffsets(batch, broadcastStrides(aShape.slice(0, -2), batch).map((s) => s * m * k));
-  const bBatch = stridedOffsets(batch, broadcastStrides(bShape.slice(0, -2), batch).map((s) => s * k * n));
+  const aBatch = stridedOffsets(
+    batch,
+    broadcastStrides(aShape.slice(0, -2), batch).map((s) => s * m * k),
+  );
+  const bBatch = stridedOffsets(
+    batch,
+    broadcastStrides(bShape.slice(0, -2), batch).map((s) => s * k * n),
+  );
   const ap = new Float64Array(k * m);
   const bp = new Float64Array(k * n);
   let lastA = -1;
@@ -51,31 +57,83 @@ function packB(b: TypedArray, off: number, k: number, n: number, trans: boolean,
   else for (let j = 0; j < n; j++) for (let kk = 0; kk < k; kk++) bp[kk * n + j] = b[off + j * k + kk]!;
 }
 
-function multiplyPacked(ap: Float64Array, bp: Float64Array, m: number, k: number, n: number, out: TypedArray, oo: number): void {
+function multiplyPacked(
+  ap: Float64Array,
+  bp: Float64Array,
+  m: number,
+  k: number,
+  n: number,
+  out: TypedArray,
+  oo: number,
+): void {
   const m4 = m - (m % 4);
   const n4 = n - (n % 4);
   for (let i = 0; i < m4; i += 4) {
     for (let j = 0; j < n4; j += 4) {
-      let c00 = 0, c01 = 0, c02 = 0, c03 = 0, c10 = 0, c11 = 0, c12 = 0, c13 = 0;
-      let c20 = 0, c21 = 0, c22 = 0, c23 = 0, c30 = 0, c31 = 0, c32 = 0, c33 = 0;
+      let c00 = 0,
+        c01 = 0,
+        c02 = 0,
+        c03 = 0,
+        c10 = 0,
+        c11 = 0,
+        c12 = 0,
+        c13 = 0;
+      let c20 = 0,
+        c21 = 0,
+        c22 = 0,
+        c23 = 0,
+        c30 = 0,
+        c31 = 0,
+        c32 = 0,
+        c33 = 0;
       for (let kk = 0; kk < k; kk++) {
         const ai = kk * m + i;
         const bj = kk * n + j;
-        const a0 = ap[ai]!, a1 = ap[ai + 1]!, a2 = ap[ai + 2]!, a3 = ap[ai + 3]!;
-        const b0 = bp[bj]!, b1 = bp[bj + 1]!, b2 = bp[bj + 2]!, b3 = bp[bj + 3]!;
-        c00 += a0 * b0; c01 += a0 * b1; c02 += a0 * b2; c03 += a0 * b3;
-        c10 += a1 * b0; c11 += a1 * b1; c12 += a1 * b2; c13 += a1 * b3;
-        c20 += a2 * b0; c21 += a2 * b1; c22 += a2 * b2; c23 += a2 * b3;
-        c30 += a3 * b0; c31 += a3 * b1; c32 += a3 * b2; c33 += a3 * b3;
+        const a0 = ap[ai]!,
+          a1 = ap[ai + 1]!,
+          a2 = ap[ai + 2]!,
+          a3 = ap[ai + 3]!;
+        const b0 = bp[bj]!,
+          b1 = bp[bj + 1]!,
+          b2 = bp[bj + 2]!,
+          b3 = bp[bj + 3]!;
+        c00 += a0 * b0;
+        c01 += a0 * b1;
+        c02 += a0 * b2;
+        c03 += a0 * b3;
+        c10 += a1 * b0;
+        c11 += a1 * b1;
+        c12 += a1 * b2;
+        c13 += a1 * b3;
+        c20 += a2 * b0;
+        c21 += a2 * b1;
+        c22 += a2 * b2;
+        c23 += a2 * b3;
+        c30 += a3 * b0;
+        c31 += a3 * b1;
+        c32 += a3 * b2;
+        c33 += a3 * b3;
       }
       let o = oo + i * n + j;
-      out[o] = c00; out[o + 1] = c01; out[o + 2] = c02; out[o + 3] = c03;
+      out[o] = c00;
+      out[o + 1] = c01;
+      out[o + 2] = c02;
+      out[o + 3] = c03;
       o += n;
-      out[o] = c10; out[o + 1] = c11; out[o + 2] = c12; out[o + 3] = c13;
+      out[o] = c10;
+      out[o + 1] = c11;
+      out[o + 2] = c12;
+      out[o + 3] = c13;
       o += n;
-      out[o] = c20; out[o + 1] = c21; out[o + 2] = c22; out[o + 3] = c23;
+      out[o] = c20;
+      out[o + 1] = c21;
+      out[o + 2] = c22;
+      out[o + 3] = c23;
       o += n;
-      out[o] = c30; out[o + 1] = c31; out[o + 2] = c32; out[o + 3] = c33;
+      out[o] = c30;
+      out[o + 1] = c31;
+      out[o + 2] = c32;
+      out[o + 3] = c33;
     }
   }
   // Edges: the rows below m4 (all columns) and the columns right of n4 (the blocked rows).

@@ -3,7 +3,12 @@ import type { TypedArray } from '../../core/dtype.js';
 
 /** Row kernels of the CPU backend: softmax along an axis, RMSNorm and LayerNorm over the last axis. */
 
-export function softmaxKernel(x: TypedArray, [outer, len, inner]: [number, number, number], log: boolean, out: TypedArray): void {
+export function softmaxKernel(
+  x: TypedArray,
+  [outer, len, inner]: [number, number, number],
+  log: boolean,
+  out: TypedArray,
+): void {
   for (let o = 0; o < outer; o++) {
     for (let k = 0; k < inner; k++) {
       const base = o * len * inner + k;
@@ -31,7 +36,15 @@ export function rmsNormKernel(x: TypedArray, w: TypedArray, d: number, eps: numb
 }
 
 /** dx = r (gw - xhat mean(gw xhat)) with gw = dy w, xhat = x r; dw = sum over rows of dy xhat. */
-export function rmsNormBackwardKernel(x: TypedArray, w: TypedArray, dy: TypedArray, d: number, eps: number, dx: TypedArray, dw: TypedArray): void {
+export function rmsNormBackwardKernel(
+  x: TypedArray,
+  w: TypedArray,
+  dy: TypedArray,
+  d: number,
+  eps: number,
+  dx: TypedArray,
+  dw: TypedArray,
+): void {
   const dwAcc = new Float64Array(d);
   for (let row = 0; row < x.length / d; row++) {
     const o = row * d;
@@ -50,7 +63,14 @@ export function rmsNormBackwardKernel(x: TypedArray, w: TypedArray, dy: TypedArr
   dw.set(dwAcc);
 }
 
-export function layerNormKernel(x: TypedArray, w: TypedArray, b: TypedArray, d: number, eps: number, out: TypedArray): void {
+export function layerNormKernel(
+  x: TypedArray,
+  w: TypedArray,
+  b: TypedArray,
+  d: number,
+  eps: number,
+  out: TypedArray,
+): void {
   for (let row = 0; row < x.length / d; row++) {
     const o = row * d;
     const [mu, r] = moments(x, o, d, eps);

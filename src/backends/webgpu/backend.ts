@@ -1,5 +1,13 @@
 import type {
-  AdamWHyper, AdamWManyHyper, Backend, BinaryOp, KernelTensor, MemoryInfo, ReduceOp, Storage, UnaryOp,
+  AdamWHyper,
+  AdamWManyHyper,
+  Backend,
+  BinaryOp,
+  KernelTensor,
+  MemoryInfo,
+  ReduceOp,
+  Storage,
+  UnaryOp,
 } from '../../core/backend.js';
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { BackendError } from '../../core/errors.js';
@@ -55,7 +63,10 @@ export class WebGpuBackend implements Backend {
 
   upload(values: TypedArray, dtype: DType): Storage {
     wgslType('upload', dtype);
-    const data = values.BYTES_PER_ELEMENT === 4 && (dtype === 'i32') === values instanceof Int32Array ? values : toDType(values, dtype);
+    const data =
+      values.BYTES_PER_ELEMENT === 4 && (dtype === 'i32') === values instanceof Int32Array
+        ? values
+        : toDType(values, dtype);
     return this.out(this.runtime.upload(data));
   }
 
@@ -104,7 +115,9 @@ export class WebGpuBackend implements Backend {
 
   cast(x: KernelTensor, dtype: DType): Storage {
     const t = wgslType('cast', dtype);
-    return this.out(elementwise(this.runtime, `cast.${x.dtype}.${dtype}`, [{ name: 'x', x }], `${t}(x)`, x.shape, dtype));
+    return this.out(
+      elementwise(this.runtime, `cast.${x.dtype}.${dtype}`, [{ name: 'x', x }], `${t}(x)`, x.shape, dtype),
+    );
   }
 
   expand(x: KernelTensor, outShape: Shape): Storage {
@@ -117,12 +130,28 @@ export class WebGpuBackend implements Backend {
 
   binary(op: BinaryOp, a: KernelTensor, b: KernelTensor, outShape: Shape): Storage {
     const expr = binaryExpr(op, a.dtype);
-    return this.out(elementwise(this.runtime, op, [{ name: 'a', x: a }, { name: 'b', x: b }], expr, outShape, a.dtype));
+    return this.out(
+      elementwise(
+        this.runtime,
+        op,
+        [
+          { name: 'a', x: a },
+          { name: 'b', x: b },
+        ],
+        expr,
+        outShape,
+        a.dtype,
+      ),
+    );
   }
 
   where(cond: KernelTensor, a: KernelTensor, b: KernelTensor, outShape: Shape): Storage {
     const zero = `${wgslType('where', cond.dtype)}(0)`;
-    const inputs = [{ name: 'cond', x: cond }, { name: 'a', x: a }, { name: 'b', x: b }];
+    const inputs = [
+      { name: 'cond', x: cond },
+      { name: 'a', x: a },
+      { name: 'b', x: b },
+    ];
     return this.out(elementwise(this.runtime, 'where', inputs, `select(b, a, cond != ${zero})`, outShape, a.dtype));
   }
 
@@ -188,7 +217,13 @@ export class WebGpuBackend implements Backend {
     return [this.out(dx), this.out(dw), this.out(db)];
   }
 
-  adamw(param: KernelTensor, grad: KernelTensor, m: KernelTensor, v: KernelTensor, hyper: AdamWHyper): [Storage, Storage, Storage] {
+  adamw(
+    param: KernelTensor,
+    grad: KernelTensor,
+    m: KernelTensor,
+    v: KernelTensor,
+    hyper: AdamWHyper,
+  ): [Storage, Storage, Storage] {
     const [p1, m1, v1] = adamw(this.runtime, param, grad, m, v, hyper);
     return [this.out(p1), this.out(m1), this.out(v1)];
   }
@@ -198,8 +233,13 @@ export class WebGpuBackend implements Backend {
   }
 
   attentionBackward(
-    q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null,
-    out: KernelTensor, dOut: KernelTensor, scale: number,
+    q: KernelTensor,
+    k: KernelTensor,
+    v: KernelTensor,
+    keyBias: KernelTensor | null,
+    out: KernelTensor,
+    dOut: KernelTensor,
+    scale: number,
   ): [Storage, Storage, Storage] {
     const [dq, dk, dv] = attentionBackward(this.runtime, q, k, v, keyBias, out, dOut, scale);
     return [this.out(dq), this.out(dk), this.out(dv)];
@@ -236,8 +276,12 @@ export class WebGpuBackend implements Backend {
   }
 
   adamwMany(
-    params: readonly KernelTensor[], grads: readonly KernelTensor[],
-    m: readonly KernelTensor[], v: readonly KernelTensor[], sumSquares: KernelTensor | null, hyper: AdamWManyHyper,
+    params: readonly KernelTensor[],
+    grads: readonly KernelTensor[],
+    m: readonly KernelTensor[],
+    v: readonly KernelTensor[],
+    sumSquares: KernelTensor | null,
+    hyper: AdamWManyHyper,
   ): [Storage, Storage, Storage][] {
     const outs = adamwMany(this.runtime, params, grads, m, v, sumSquares, hyper);
     return outs.map(([p, m1, v1]) => [this.out(p), this.out(m1), this.out(v1)]);

@@ -41,7 +41,10 @@ class SizeClasses {
 
   push(buffer: GPUBuffer): void {
     let list = this.lists.get(buffer.size);
-    if (!list) this.lists.set(buffer.size, (list = []));
+    if (!list) {
+      list = [];
+      this.lists.set(buffer.size, list);
+    }
     const key = this.order(buffer);
     let lo = 0;
     let hi = list.length;

@@ -53,7 +53,8 @@ function bindingsOf(reads: number, writes: number, uniform: boolean): readonly B
       ...Array<BindingKind>(writes).fill('write'),
     ];
     if (uniform) list.push('uniform');
-    bindingCache.set(key, (kinds = list));
+    kinds = list;
+    bindingCache.set(key, kinds);
   }
   return kinds;
 }

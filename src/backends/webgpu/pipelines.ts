@@ -77,7 +77,12 @@ export class PipelineCache {
         this.cache.delete(spec.key);
         const info = await module.getCompilationInfo().catch(() => null);
         const lines = info?.messages.map((m) => `${m.type} at ${m.lineNum}:${m.linePos}: ${m.message}`).join('; ');
-        this.onError(new GpuValidationError(spec.kernel, `pipeline ${spec.key} failed validation: ${error.message}${lines ? ` [${lines}]` : ''}`));
+        this.onError(
+          new GpuValidationError(
+            spec.kernel,
+            `pipeline ${spec.key} failed validation: ${error.message}${lines ? ` [${lines}]` : ''}`,
+          ),
+        );
       })
       .finally(() => this.validations.delete(check));
     this.validations.add(check);
@@ -93,7 +98,10 @@ export class PipelineCache {
     const key = bindings.join(',');
     let layout = this.layouts.get(key);
     if (!layout) {
-      layout = this.device.createBindGroupLayout({ entries: bindings.map(bindingLayout), label: `rlvr:layout(${key})` });
+      layout = this.device.createBindGroupLayout({
+        entries: bindings.map(bindingLayout),
+        label: `rlvr:layout(${key})`,
+      });
       this.layouts.set(key, layout);
     }
     return layout;

@@ -29,7 +29,7 @@ export class KernelProfiler {
   private readonly pendingReads = new Set<Promise<void>>();
 
   constructor(
-    private readonly device: GPUDevice,
+    device: GPUDevice,
     private readonly create: (size: number, usage: number, label: string) => GPUBuffer,
     private readonly usage: ProfilerUsage,
     private readonly capacity: number,

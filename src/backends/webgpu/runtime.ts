@@ -1,4 +1,4 @@
-import { BackendError, RlvrError } from '../../core/errors.js';
+import { BackendError, type RlvrError } from '../../core/errors.js';
 import { BufferPool, type PoolStats } from './buffer-pool.js';
 import type { AcquiredDevice, AdapterDescription } from './device.js';
 import { DeviceLostError, GpuValidationError } from './errors.js';
@@ -68,6 +68,7 @@ export class GpuRuntime {
    * Held for the device's lifetime: Dawn aborts if the instance is collected while its device lives (device.ts
    * also keeps one instance per path for the whole process).
    */
+  // biome-ignore lint/correctness/noUnusedPrivateClassMembers: held, never read, so the instance outlives the device
   private instance: Pick<AcquiredDevice, 'gpu' | 'gpuAdapter'> | null;
   readonly pool: BufferPool;
   readonly pipelines: PipelineCache;
@@ -269,8 +270,14 @@ export class GpuRuntime {
       this.passPipeline = this.passBindGroup = null;
     }
     // Consecutive dispatches of one kernel (AdamW over every leaf, a chain of adds) skip the repeated state.
-    if (this.passPipeline !== cached.pipeline) this.pass.setPipeline((this.passPipeline = cached.pipeline));
-    if (this.passBindGroup !== bindGroup) this.pass.setBindGroup(0, (this.passBindGroup = bindGroup));
+    if (this.passPipeline !== cached.pipeline) {
+      this.passPipeline = cached.pipeline;
+      this.pass.setPipeline(cached.pipeline);
+    }
+    if (this.passBindGroup !== bindGroup) {
+      this.passBindGroup = bindGroup;
+      this.pass.setBindGroup(0, bindGroup);
+    }
     this.pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
     this.counts.dispatches++;
     this.perKernel.set(d.kernel, (this.perKernel.get(d.kernel) ?? 0) + 1);
@@ -299,7 +306,10 @@ export class GpuRuntime {
 
   private idOf(buffer: GPUBuffer): number {
     let id = this.bufferIds.get(buffer);
-    if (id === undefined) this.bufferIds.set(buffer, (id = this.nextBufferId++));
+    if (id === undefined) {
+      id = this.nextBufferId++;
+      this.bufferIds.set(buffer, id);
+    }
     return id;
   }
 

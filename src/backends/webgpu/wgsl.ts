@@ -5,7 +5,11 @@ import type { DType } from '../../core/dtype.js';
  * WGSL sources live in `shaders/*.wgsl`. Some are templates with `{{NAME}}` placeholders (the element type,
  * a rank, a generated expression); `fillTemplate` fills them and refuses to leave one unfilled.
  */
-export function fillTemplate(name: string, source: string, vars: Readonly<Record<string, string | number | boolean>>): string {
+export function fillTemplate(
+  name: string,
+  source: string,
+  vars: Readonly<Record<string, string | number | boolean>>,
+): string {
   return source.replace(/\{\{([A-Z0-9_]+)\}\}/g, (_, key: string) => {
     const v = vars[key];
     if (v === undefined) throw new BackendError('webgpu', `shader template ${name}: no value for {{${key}}}`);

@@ -110,7 +110,7 @@ function source(
   expr: string,
 ): string {
   const bindings = inputs
-    .map((inp, k) => `@group(0) @binding(${k}) var<storage, read> in${k}: array<${types[k]}>;`)
+    .map((_inp, k) => `@group(0) @binding(${k}) var<storage, read> in${k}: array<${types[k]}>;`)
     .join('\n');
   const strided = modes.flatMap((m, k) => (m === 'b' ? [k] : []));
   const offsets =

@@ -59,11 +59,13 @@ export class Words {
     return this;
   }
   f(i: number, v: number): this {
-    (this.f32v ??= new Float32Array(this.u32.buffer))[i] = v;
+    this.f32v ??= new Float32Array(this.u32.buffer);
+    this.f32v[i] = v;
     return this;
   }
   i(i: number, v: number): this {
-    (this.i32v ??= new Int32Array(this.u32.buffer))[i] = v;
+    this.i32v ??= new Int32Array(this.u32.buffer);
+    this.i32v[i] = v;
     return this;
   }
   /** Write a list of u32 values starting at word i. */

@@ -64,14 +64,13 @@ function dispatchSumSquares(
   const slots = inputs.length;
   const names = inputs.map((_, k) => `x${k}`);
   const body = names
-    .map(
-      (n, k) =>
-        [
-          `for (var i = start; i < params.n[${k >> 2}][${k & 3}]; i += stride) {`,
-          `    let e = ${n}[i];`,
-          `    acc += ${square ? 'e * e' : 'e'};`,
-          '  }',
-        ].join('\n'),
+    .map((n, k) =>
+      [
+        `for (var i = start; i < params.n[${k >> 2}][${k & 3}]; i += stride) {`,
+        `    let e = ${n}[i];`,
+        `    acc += ${square ? 'e * e' : 'e'};`,
+        '  }',
+      ].join('\n'),
     )
     .join('\n  ');
   const words = new Words(4 + 4 * Math.ceil(slots / 4)).u(0, first).u(1, workgroups);
@@ -118,16 +117,16 @@ export function adamwMany(
     const largest = Math.max(...chunk.map((i) => sizeOf(params[i]!.shape)));
     const words = (gx: number): Words =>
       new Words(12 + 4 * slots)
-      .u(0, gx * 256)
-      .f(1, h.lr)
-      .f(2, h.beta1)
-      .f(3, h.beta2)
-      .f(4, h.eps)
-      .f(5, 1 - h.beta1 ** h.step)
-      .f(6, 1 - h.beta2 ** h.step)
-      .f(7, 1 - h.beta1)
-      .f(8, 1 - h.beta2)
-      .f(9, h.maxNorm ?? 0);
+        .u(0, gx * 256)
+        .f(1, h.lr)
+        .f(2, h.beta1)
+        .f(3, h.beta2)
+        .f(4, h.eps)
+        .f(5, 1 - h.beta1 ** h.step)
+        .f(6, 1 - h.beta2 ** h.step)
+        .f(7, 1 - h.beta1)
+        .f(8, 1 - h.beta2)
+        .f(9, h.maxNorm ?? 0);
     const uniforms = ([gx]: readonly number[]): Uint32Array => {
       const w = words(gx!);
       chunk.forEach((i, k) => w.u(12 + 4 * k, sizeOf(params[i]!.shape)).f(13 + 4 * k, 1 - h.lr * h.weightDecays[i]!));
