@@ -17,25 +17,11 @@ import { train } from '../../src/training/trainer.js';
 import { additionTask, withReward } from '../../src/tasks/index.js';
 import { tinyConfig } from '../policy/helpers/fixtures.js';
 import { metricLines } from './helpers/crash-run.js';
+import { TINY_RUN, tinyRun } from '../training/helpers/tiny-run.js';
 
 /** Issue 12 items 1-5, each through the trainer as a library user (or the CLI, through train()) meets it. */
-const TINY: Partial<TrainConfig> = {
-  model: { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, dFf: 32, maxSeqLen: 24 },
-  warmStartSteps: 2,
-  warmStartBatchSize: 8,
-  steps: 2,
-  promptsPerStep: 2,
-  numGenerations: 4,
-  maxCompletionLength: 6,
-  evalPrompts: 4,
-  evalK: 2,
-  seed: 3,
-};
-const cfgOf = (over: Partial<TrainConfig>): TrainConfig => {
-  const c = parseTrainConfig({ ...TINY, ...over });
-  if (E.isLeft(c)) throw c.left;
-  return c.right;
-};
+const TINY: Partial<TrainConfig> = { ...TINY_RUN, warmStartSteps: 2, steps: 2 };
+const cfgOf = (over: Partial<TrainConfig>): TrainConfig => tinyRun({ ...TINY, ...over });
 const tmp = (name: string): string => mkdtempSync(join(tmpdir(), `rlvr-rob-${name}-`));
 const task = withReward(additionTask(), (completion) => completion.length % 2);
 const errorOf = async (p: Promise<unknown>): Promise<unknown> =>

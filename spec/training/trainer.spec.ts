@@ -14,25 +14,10 @@ import {
   type TrainConfig,
 } from '../../src/index.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
+import { TINY_RUN, tinyRun } from './helpers/tiny-run.js';
 
-/** A tiny run: small enough for CI, big enough to exercise every phase. */
-const TINY: Partial<TrainConfig> = {
-  model: { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, dFf: 32, maxSeqLen: 24 },
-  warmStartSteps: 3,
-  warmStartBatchSize: 8,
-  steps: 3,
-  promptsPerStep: 2,
-  numGenerations: 4,
-  maxCompletionLength: 6,
-  evalPrompts: 4,
-  evalK: 2,
-  seed: 3,
-};
-const cfgOf = (over: Partial<TrainConfig>): TrainConfig => {
-  const c = parseTrainConfig({ ...TINY, ...over });
-  if (E.isLeft(c)) throw c.left;
-  return c.right;
-};
+const TINY = TINY_RUN;
+const cfgOf = tinyRun;
 const allFinite = (r: MetricRecord): boolean =>
   Object.values(r).every((v) => typeof v === 'string' || Number.isFinite(v));
 

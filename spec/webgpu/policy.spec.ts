@@ -1,6 +1,7 @@
 import { expect, it } from 'vitest';
 import * as E from 'fp-ts/lib/Either.js';
 import * as T from '../../src/index.js';
+import { tinyRun } from '../training/helpers/tiny-run.js';
 import {
   forward,
   forwardWithCache,
@@ -79,21 +80,9 @@ describeGpu('webgpu: the transformer policy agrees with the CPU backend', (gpu) 
   });
 
   it('a tiny trainer run (warm-start, RL steps, evaluation) gives the same metrics on both backends', async () => {
-    const cfg = T.parseTrainConfig({
-      model: { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, dFf: 32, maxSeqLen: 24 },
-      warmStartSteps: 3,
-      warmStartBatchSize: 8,
-      steps: 2,
-      promptsPerStep: 2,
-      numGenerations: 4,
-      maxCompletionLength: 6,
-      evalPrompts: 4,
-      evalK: 2,
-      seed: 3,
-    });
-    if (E.isLeft(cfg)) throw cfg.left;
-    const onCpu = await T.train(cfg.right, { backend: cpu });
-    const onGpu = await T.train({ ...cfg.right, backend: 'webgpu' }, { backend: gpu });
+    const cfg = tinyRun({ steps: 2 });
+    const onCpu = await T.train(cfg, { backend: cpu });
+    const onGpu = await T.train({ ...cfg, backend: 'webgpu' }, { backend: gpu });
     expect(onGpu.records.length).toBe(onCpu.records.length);
     onCpu.records.forEach((want, i) => {
       const got = onGpu.records[i]! as unknown as Record<string, unknown>;

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import * as E from 'fp-ts/lib/Either.js';
 import { additionTask, withReward } from '../../../src/tasks/index.js';
-import { parseTrainConfig, type TrainConfig } from '../../../src/training/config.js';
+import type { TrainConfig } from '../../../src/training/config.js';
+import { tinyRun } from '../../training/helpers/tiny-run.js';
 
 /**
  * The run the crash-safety spec interrupts: every phase (warm-start, evaluation, RL with a KL reference), a
@@ -11,16 +11,8 @@ import { parseTrainConfig, type TrainConfig } from '../../../src/training/config
 export const task = withReward(additionTask(), (completion) => completion.length % 2);
 
 export function crashConfig(outputDir: string, resume: string | null): TrainConfig {
-  const c = parseTrainConfig({
-    model: { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, dFf: 32, maxSeqLen: 24 },
+  return tinyRun({
     warmStartSteps: 2,
-    warmStartBatchSize: 8,
-    steps: 3,
-    promptsPerStep: 2,
-    numGenerations: 4,
-    maxCompletionLength: 6,
-    evalPrompts: 4,
-    evalK: 2,
     seed: 5,
     objective: 'grpo',
     objectiveOptions: { beta: 0.04 },
@@ -28,8 +20,6 @@ export function crashConfig(outputDir: string, resume: string | null): TrainConf
     outputDir,
     resume,
   });
-  if (E.isLeft(c)) throw c.left;
-  return c.right;
 }
 
 const TIMING = new Set(['seconds', 'sample_seconds', 'tokens_per_s']);
