@@ -11,7 +11,7 @@ import { MemoryError } from '../../src/nn/memory.js';
 import { loadCheckpoint, saveCheckpoint } from '../../src/nn/checkpoint.js';
 import { adamwInit } from '../../src/nn/optim.js';
 import { initParams } from '../../src/nn/transformer.js';
-import { parseTrainConfig, TrainConfigError, type TrainConfig } from '../../src/training/config.js';
+import { TrainConfigError, type TrainConfig } from '../../src/training/config.js';
 import type { MetricRecord } from '../../src/training/metrics.js';
 import { train } from '../../src/training/trainer.js';
 import { additionTask, withReward } from '../../src/tasks/index.js';

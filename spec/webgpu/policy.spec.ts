@@ -1,5 +1,4 @@
 import { expect, it } from 'vitest';
-import * as E from 'fp-ts/lib/Either.js';
 import * as T from '../../src/index.js';
 import { tinyRun } from '../training/helpers/tiny-run.js';
 import {
