@@ -210,7 +210,7 @@ export function hiddenStates(
   const limit = capacity === null ? `maxSeqLen ${config.maxSeqLen}` : `the cache's capacity ${capacity}`;
   if (past + t > Math.min(config.maxSeqLen, capacity ?? Number.POSITIVE_INFINITY))
     throw new ShapeError('transformer', [tokens.shape], `${past} cached + ${t} new positions exceed ${limit}`);
-  if (cache && cache.layers[0] && cache.layers[0].k.shape[0] !== b)
+  if (cache?.layers[0] && cache.layers[0].k.shape[0] !== b)
     throw new ShapeError('transformer', [tokens.shape, cache.layers[0].k.shape], 'the cache holds another batch');
   const dtype = params.embed.weight.dtype;
   const backend = params.embed.weight.backend;

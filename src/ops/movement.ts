@@ -226,11 +226,8 @@ export function updateSlice(dst: Tensor, update: Tensor, begin: readonly number[
   const op = 'updateSlice';
   if (update.rank !== dst.rank || begin.length !== dst.rank)
     throw new ShapeError(op, [dst.shape, update.shape], `update and begin [${begin.join(', ')}] need rank ${dst.rank}`);
-  const fits = begin.every(
-    (b, i) => Number.isInteger(b) && b >= 0 && b + update.shape[i]! <= dst.shape[i]!,
-  );
-  if (!fits)
-    throw new ShapeError(op, [dst.shape, update.shape], `update does not fit at [${begin.join(', ')}]`);
+  const fits = begin.every((b, i) => Number.isInteger(b) && b >= 0 && b + update.shape[i]! <= dst.shape[i]!);
+  if (!fits) throw new ShapeError(op, [dst.shape, update.shape], `update does not fit at [${begin.join(', ')}]`);
   if (update.dtype !== dst.dtype) throw new DTypeError(op, `update is ${update.dtype}, dst is ${dst.dtype}`);
   return runDonating(
     op,
