@@ -1,8 +1,9 @@
 // Causal attention forward, flash-style (FlashAttention-2, Dao 2023, Algorithm 1): one workgroup per (tile of
 // 64 queries, query head, batch row); each thread owns one query row and keeps its running max m, sum l and
 // output accumulator in registers while the workgroup streams tiles of TK keys/values through workgroup
-// memory. Scores are never stored. Layout: q and out [B, Tq, Hq, D], k and v [B, Tk, Hkv, D], bias [B, Tk].
-// Query i sees keys 0 .. i + Tk - Tq; query head h reads key/value head h / (Hq / Hkv) (grouped-query).
+// memory. Scores are never stored. Layout: q and out [B, Tq, Hq, D], k and v [B, Ks, Hkv, D], bias [B, Ks] of
+// which the first Tk rows are keys (Ks > Tk: a preallocated KV cache). Query i sees keys 0 .. i + Tk - Tq;
+// query head h reads key/value head h / (Hq / Hkv) (grouped-query).
 // A query whose own key is masked (bias <= MASKED) outputs 0, as sdpa gives a padding query.
 
 const D: u32 = {{D}}u;
@@ -18,7 +19,7 @@ struct Params {
   scale: f32,
   has_bias: u32,
   _pad0: u32,
-  _pad1: u32,
+  ks: u32, // key rows per batch row in k, v and bias (a preallocated KV cache's capacity; >= tk)
 };
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -57,7 +58,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       var kk = 0.0;
       var vv = 0.0;
       if (j < params.tk) {
-        let o = ((b * params.tk + j) * params.hkv + kh) * D + e % D;
+        let o = ((b * params.ks + j) * params.hkv + kh) * D + e % D;
         kk = k[o];
         vv = v[o];
       }
@@ -75,7 +76,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         s = s * params.scale;
         if (params.has_bias != 0u) {
-          s += bias[b * params.tk + j0 + jj];
+          s += bias[b * params.ks + j0 + jj];
         }
         let m_new = max(m, s);
         let corr = exp(m - m_new);
@@ -89,7 +90,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
   }
   if (live) {
-    let masked = params.has_bias != 0u && bias[b * params.tk + i + offset] <= MASKED;
+    let masked = params.has_bias != 0u && bias[b * params.ks + i + offset] <= MASKED;
     for (var e = 0u; e < D; e++) {
       out[qo + e] = select(acc[e] / l, 0.0, masked);
     }

@@ -16,7 +16,7 @@ struct Params {
   scale: f32,
   has_bias: u32,
   _pad0: u32,
-  _pad1: u32,
+  ks: u32, // key rows per batch row in k, v and bias (a preallocated KV cache's capacity; >= tk)
 };
 
 @group(0) @binding(0) var<storage, read> q: array<f32>;
@@ -61,14 +61,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   var m = -3.0e38;
   var l = 0.0;
   for (var j = lid; j < visible; j += S) {
-    let ko = ((b * params.tk + j) * params.hkv + kh) * D;
+    let ko = ((b * params.ks + j) * params.hkv + kh) * D;
     var s = 0.0;
     for (var e = 0u; e < D; e++) {
       s += qv[e] * k[ko + e];
     }
     s = s * params.scale;
     if (params.has_bias != 0u) {
-      s += bias[b * params.tk + j];
+      s += bias[b * params.ks + j];
     }
     let m_new = max(m, s);
     let corr = exp(m - m_new);
@@ -86,7 +86,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     part[lid * D + e] = acc[e] * f;
   }
   workgroupBarrier();
-  let masked = params.has_bias != 0u && bias[b * params.tk + visible - 1u] <= MASKED;
+  let masked = params.has_bias != 0u && bias[b * params.ks + visible - 1u] <= MASKED;
   for (var e = lid; e < D; e += S) {
     var sum = 0.0;
     for (var t = 0u; t < S; t++) {

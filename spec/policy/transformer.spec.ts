@@ -6,6 +6,8 @@ import type { Tensor } from '../../src/core/tensor.js';
 import { treeLeaves, treeMap } from '../../src/core/pytree.js';
 import { valueAndGrad } from '../../src/core/transforms.js';
 import { tensor } from '../../src/ops/creation.js';
+import { sum } from '../../src/ops/reduce.js';
+import { DisposedTensorError, NotDifferentiableError, ShapeError } from '../../src/core/errors.js';
 import { concat, reshape, slice } from '../../src/ops/movement.js';
 import { applyRope, ropeAt, ropeTables } from '../../src/nn/rope.js';
 import {
@@ -16,7 +18,7 @@ import {
   type TransformerParams,
 } from '../../src/nn/transformer.js';
 import { expectedShapes, toHfNames } from '../../src/nn/hf.js';
-import { disposeCache, type KvCache } from '../../src/nn/kv-cache.js';
+import { createKvCache, disposeCache, type KvCache } from '../../src/nn/kv-cache.js';
 import { encodeCompletion, encodePrompt, packSequences } from '../../src/rl/batch.js';
 import { scoreLogProbs } from '../../src/rl/score.js';
 import { sftLoss } from '../../src/rl/sft.js';
@@ -87,7 +89,10 @@ describe('transformer', () => {
     );
   });
 
-  it('gives the same logits, exactly, when a sequence is fed in chunks through the KV cache', () => {
+  it.each([
+    ['growing', false],
+    ['preallocated (written in place)', true],
+  ])('gives the same logits, exactly, when a sequence is fed in chunks through the KV cache, %s', (_, prealloc) => {
     const config = tinyConfig();
     const params = peakedParams(config, 5);
     const rows = [
@@ -96,7 +101,8 @@ describe('transformer', () => {
     ];
     const full = tidy(() => forward(params, config, ids(rows))).dataSync();
     const chunks = [3, 1, 2, 2];
-    let cache: KvCache | null = null;
+    // Capacity 10 > the 8 positions fed: rows past the filled ones are never keys.
+    let cache: KvCache | null = prealloc ? createKvCache(params, config, 2, 10) : null;
     let start = 0;
     const got: Tensor[] = [];
     for (const n of chunks) {
@@ -109,6 +115,53 @@ describe('transformer', () => {
     disposeCache(cache);
     const cached = tidy(() => concat(got, 1)).dataSync();
     expect(Array.from(cached)).toEqual(Array.from(full));
+  });
+
+  it('a preallocated cache: spent after a forward, bounded by its capacity, not differentiable', () => {
+    const config = tinyConfig();
+    const params = peakedParams(config, 5);
+    const first = createKvCache(params, config, 2, 4);
+    const out = tidy(() =>
+      forwardWithCache(
+        params,
+        config,
+        ids([
+          [1, 5, 9],
+          [1, 8, 8],
+        ]),
+        first,
+      ),
+    );
+    expect(() => tidy(() => forwardWithCache(params, config, ids([[3], [4]]), first))).toThrow(DisposedTensorError);
+    expect(() =>
+      tidy(() =>
+        forwardWithCache(
+          params,
+          config,
+          ids([
+            [3, 4],
+            [4, 5],
+          ]),
+          out.cache,
+        ),
+      ),
+    ).toThrow(ShapeError);
+    expect(() => tidy(() => forwardWithCache(params, config, ids([[3]]), out.cache))).toThrow(ShapeError);
+    disposeCache(out.cache);
+    out.logits.dispose();
+    const loss = (p: typeof params): Tensor =>
+      sum(
+        forwardWithCache(
+          p,
+          config,
+          ids([
+            [1, 5],
+            [1, 8],
+          ]),
+          createKvCache(p, config, 2, 4),
+        ).logits,
+      );
+    expect(() => tidy(() => valueAndGrad(loss)(params))).toThrow(NotDifferentiableError);
   });
 
   it('scores a row identically (bit for bit) whatever left padding the batch gives it', () => {

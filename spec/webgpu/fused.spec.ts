@@ -98,6 +98,34 @@ describeGpu('webgpu fused attention', (gpu) => {
       FEW,
     );
   });
+  it('keyLength below the key rows (a preallocated KV cache; rows after it hold NaN): tiled and decoding kernels', async () => {
+    // The rows from keyLength on (keys, values and bias) are NaN: reading any of them would show in the output.
+    const capped = (maxT: number, dims: number[], maxExtra: number) =>
+      attentionArb(maxT, dims, maxExtra).chain((args) =>
+        fc.integer({ min: args[0].shape[1]!, max: args[1].shape[1]! }).map((len): [Arg[], number] => {
+          const nan = (a: Arg, rowSize: number): Arg => ({
+            ...a,
+            values: a.values.map((v, i) => (Math.floor(i / rowSize) % a.shape[1]! >= len ? Number.NaN : v)),
+          });
+          const kvRow = args[1].shape[2]! * args[1].shape[3]!;
+          return [[args[0], nan(args[1], kvRow), nan(args[2], kvRow), nan(args[3], 1)], len];
+        }),
+      );
+    for (const arb of [capped(4, [3, 64], 40), capped(70, [8], 6)]) {
+      await fc.assert(
+        fc.asyncProperty(arb, ([args, len]) =>
+          compareForward(
+            'attention keyLength',
+            args,
+            ([q, k, v, bias]) => T.causalAttention(q!, k!, v!, { keyBias: bias!, keyLength: len }),
+            ATTN,
+            gpu,
+          ),
+        ),
+        FEW,
+      );
+    }
+  });
   it('without a key bias', async () => {
     const arb = attentionArb(5, [4]);
     await fc.assert(

@@ -1,4 +1,4 @@
-import { it } from 'vitest';
+import { expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
 import { compareForward, describeGpu, EXACT, intsFor, RUNS, shapeArb, valuesFor, type Arg } from './helpers.js';
@@ -127,6 +127,61 @@ describeGpu('webgpu movement (exact: data is only moved)', (gpu) => {
           'transpose/stack/split',
           [a],
           ([x]) => [T.transpose(x!), T.stack([x!, x!], 1), ...T.split(x!, [1, a.shape[0]! - 1], 0)],
+          EXACT,
+          gpu,
+        ),
+      ),
+      RUNS,
+    );
+  });
+});
+
+describeGpu('webgpu updateSlice (exact)', (gpu) => {
+  /** A destination shape, an update that fits in it, where it goes, and both tensors' values. */
+  const arb = shapeArb(1, 4, 5).chain((shape) =>
+    fc
+      .tuple(...shape.map((n) => fc.integer({ min: 1, max: n })))
+      .chain((sub) =>
+        fc.tuple(
+          fc.tuple(...shape.map((n, a) => fc.integer({ min: 0, max: n - sub[a]! }))),
+          withValues(shape),
+          withValues(sub),
+        ),
+      ),
+  );
+
+  it('in place when the donated tensor is the only reference (its storage reused), as the CPU', async () => {
+    await fc.assert(
+      fc.asyncProperty(arb, ([begin, dst, src]) =>
+        compareForward(
+          'updateSlice in place',
+          [dst, src],
+          ([d, s]) => {
+            const storage = d!.storageFor('spec');
+            const y = T.updateSlice(d!, s!, begin);
+            expect(y.storageFor('spec'), 'the donated storage is reused').toBe(storage);
+            return y;
+          },
+          EXACT,
+          gpu,
+        ),
+      ),
+      RUNS,
+    );
+  });
+
+  it('a copy when a view shares the storage: the view keeps the old values, as the CPU', async () => {
+    await fc.assert(
+      fc.asyncProperty(arb, ([begin, dst, src]) =>
+        compareForward(
+          'updateSlice copy',
+          [dst, src],
+          ([d, s]) => {
+            const view = T.reshape(d!, [...d!.shape, 1]);
+            const y = T.updateSlice(d!, s!, begin);
+            expect(y.storageFor('spec')).not.toBe(view.storageFor('spec'));
+            return [y, view];
+          },
           EXACT,
           gpu,
         ),

@@ -8,6 +8,8 @@ import {
   PAD_BIAS,
   smallConfig,
   disposeCache,
+  createKvCache,
+  type KvCache,
   type TransformerParams,
 } from '../../src/nn/index.js';
 import { cpu, describeGpu, expectClose } from './helpers.js';
@@ -53,11 +55,15 @@ describeGpu('webgpu: the transformer policy agrees with the CPU backend', (gpu) 
     want.forEach((w, i) => expectClose(`policy ${i === 0 ? 'loss' : `grad leaf ${i - 1}`}`, got[i]!, w, TOL));
   });
 
-  it('the KV-cache forward (prompt, then two single tokens)', async () => {
+  it.each([
+    ['growing', false],
+    ['preallocated', true],
+  ])('the KV-cache forward (prompt, then two single tokens), %s cache', async (_, preallocated) => {
     const run = async (backend: T.Backend): Promise<T.TypedArray[]> => {
       const params = paramsOn(backend);
       const outs: T.TypedArray[] = [];
-      let cache = null;
+      // Capacity 12 > the 10 positions used: the last rows are never keys.
+      let cache: KvCache | null = preallocated ? createKvCache(params, config, 2, 12) : null;
       for (const chunk of [
         [3, 7, 1, 5, 9, 2],
         [4, 8],

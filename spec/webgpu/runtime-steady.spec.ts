@@ -1,6 +1,15 @@
 import { expect, it } from 'vitest';
 import * as T from '../../src/index.js';
-import { adamwInit, adamwStep, initParams, smallConfig, type TransformerParams } from '../../src/nn/index.js';
+import {
+  adamwInit,
+  adamwStep,
+  createKvCache,
+  disposeCache,
+  forwardWithCache,
+  initParams,
+  smallConfig,
+  type TransformerParams,
+} from '../../src/nn/index.js';
 import { sftBatch, sftExamples, sftLoss } from '../../src/rl/index.js';
 import { additionTask, sampleProblems, tokenizerFor } from '../../src/tasks/index.js';
 import { TRAIN_DEFAULTS } from '../../src/training/index.js';
@@ -186,6 +195,39 @@ describeGpu('webgpu runtime: steady state', (gpu) => {
       expect(add!.gpuMs).toBeGreaterThanOrEqual(0);
     } else expect(times).toBeNull();
     T.dispose([x, y]);
+    b.dispose();
+  });
+
+  it('KV-cache decoding with a preallocated cache: every decode step after the first creates 0 buffers', async () => {
+    const b = await fresh();
+    const task = additionTask();
+    const config = smallConfig(tokenizerFor(task).vocabSize, { ...TRAIN_DEFAULTS.model });
+    const rows = 4;
+    const params = initParams(config, new T.Rng(0), { backend: b });
+    const ids = (n: number, step: number): T.Tensor =>
+      T.tensor(
+        Array.from({ length: rows * n }, (_, i) => (i * 7 + step) % config.vocabSize),
+        [rows, n],
+        { dtype: 'i32', backend: b },
+      );
+    // As the sampler does: a prefill into a cache with room for every step, then one position per step.
+    let { logits, cache } = T.tidy(() =>
+      forwardWithCache(params, config, ids(6, 0), createKvCache(params, config, rows, 16)),
+    );
+    const created: number[] = [];
+    for (let step = 1; step <= 8; step++) {
+      await logits.data();
+      logits.dispose();
+      const before = b.stats().buffersCreated;
+      const prev = cache;
+      ({ logits, cache } = T.tidy(() => forwardWithCache(params, config, ids(1, step), prev)));
+      disposeCache(prev);
+      created.push(b.stats().buffersCreated - before);
+    }
+    expect(created.slice(1), `buffers created per decode step: ${created.join(', ')}`).toEqual(Array(7).fill(0));
+    logits.dispose();
+    disposeCache(cache);
+    T.dispose(params);
     b.dispose();
   });
 });

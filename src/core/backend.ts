@@ -130,6 +130,12 @@ export interface Backend {
   /** Zero padding: out[begin + i] = x[i], zero elsewhere. The adjoint of slice. */
   pad(x: KernelTensor, begin: readonly number[], outShape: Shape): Storage;
   concat(xs: readonly KernelTensor[], axis: number, outShape: Shape): Storage;
+  /**
+   * dst with src written at [begin, begin + src.shape) (XLA's DynamicUpdateSlice; in range, same dtype). With
+   * `inPlace` the kernel writes into dst's storage and returns it (the op layer donates a uniquely owned dst);
+   * otherwise it returns a new storage and leaves dst as it was.
+   */
+  updateSlice(dst: KernelTensor, src: KernelTensor, begin: readonly number[], inPlace: boolean): Storage;
   /** out = x indexed along `axis` by `indices` (i32): out.shape = x.shape[:axis] + indices.shape + x.shape[axis+1:]. */
   gather(x: KernelTensor, indices: KernelTensor, axis: number): Storage;
   /** The adjoint of gather: zeros of outShape with updates added at the gathered positions (duplicates sum). */
@@ -161,12 +167,21 @@ export interface Backend {
   /**
    * Causal attention, flash-style (scores never stored): q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] (Hq a multiple
    * of Hkv; query head h reads key/value head floor(h / (Hq / Hkv))), keyBias [B, Tk] added to every score of
-   * its key (or null). Query i sees keys 0 .. i + Tk - Tq. Output [B, Tq, Hq, D]. A key whose bias is at or below
-   * `MASKED_KEY_BIAS` is masked, and a query whose own key (i + Tk - Tq) is masked outputs 0 and passes no
-   * gradient: PyTorch's sdpa gives a padding query's fully masked row 0 (with left padding it sees only padding).
+   * its key (or null). Of the Tk key rows only the first `keyLength` (<= Tk; a preallocated KV cache's filled
+   * part) are keys: query i sees keys 0 .. i + keyLength - Tq. Output [B, Tq, Hq, D]. A key whose bias is at or
+   * below `MASKED_KEY_BIAS` is masked, and a query whose own key (i + keyLength - Tq) is masked outputs 0 and
+   * passes no gradient: PyTorch's sdpa gives a padding query's fully masked row 0 (with left padding it sees
+   * only padding).
    */
-  attention(q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, scale: number): Storage;
-  /** [dq, dk, dv] of `attention` for cotangent dOut, given its output `out` (scores recomputed). */
+  attention(
+    q: KernelTensor,
+    k: KernelTensor,
+    v: KernelTensor,
+    keyBias: KernelTensor | null,
+    scale: number,
+    keyLength: number,
+  ): Storage;
+  /** [dq, dk, dv] of `attention` (every key row a key) for cotangent dOut, given its output `out`. */
   attentionBackward(
     q: KernelTensor,
     k: KernelTensor,

@@ -131,6 +131,9 @@ export function recordOp(op: string, inputs: readonly Tensor[], output: Tensor, 
   for (const tape of activeTapes) tape.maybeRecord(op, inputs, output, vjp);
 }
 
+/** @internal Whether an active tape tracks t (an op that writes into t's storage must not, then). */
+export const trackedByActiveTape = (t: Tensor): boolean => activeTapes.some((tape) => tape.isTracked(t));
+
 /** Run `fn` with `tape` active. */
 export function withTape<T>(tape: Tape, fn: () => T): T {
   activeTapes.push(tape);

@@ -18,6 +18,9 @@ class DataRef {
   release(): void {
     if (--this.refs === 0) this.backend.free(this.storage);
   }
+  get unique(): boolean {
+    return this.refs === 1;
+  }
 }
 
 let nextTensorId = 1;
@@ -95,6 +98,27 @@ export class Tensor {
       liveTensorCount--;
       this.ref.release();
     }
+  }
+
+  /**
+   * @internal Whether this handle is the only reference to its storage: its owner's alone (no tape holds it, no
+   * view shares the storage). Only then may an op that consumes it (`updateSlice`) write into the storage.
+   */
+  get uniquelyOwned(): boolean {
+    return this.refs === 1 && !this.ownerReleased && this.ref.unique;
+  }
+
+  /**
+   * @internal Hand the storage over to a new tensor (buffer donation): this handle dies without freeing it, so a
+   * later `dispose` is a no-op and any other use throws `DisposedTensorError`. Only when `uniquelyOwned`.
+   */
+  donate(op: string): Storage {
+    const storage = this.storageFor(op);
+    if (!this.uniquelyOwned) throw new BackendError(this.backend.name, `${op}: tensor ${this.id} is shared`);
+    this.ownerReleased = true;
+    this.refs = 0;
+    liveTensorCount--;
+    return storage;
   }
 
   /** Drop the owner's reference. Idempotent. The storage is freed once no tape needs it either. */

@@ -15,7 +15,7 @@ export {
   forwardWithCache,
   PAD_BIAS,
 } from './transformer.js';
-export { type KvCache, disposeCache } from './kv-cache.js';
+export { type KvCache, createKvCache, disposeCache } from './kv-cache.js';
 export { type RopeTables, ropeTables, ropeAt, applyRope } from './rope.js';
 export {
   type AdamWConfig,

@@ -10,7 +10,7 @@ import { ones, randn, tensor, zeros } from '../ops/creation.js';
 import { add, equal, where } from '../ops/elementwise.js';
 import { gather } from '../ops/indexing.js';
 import { matmul } from '../ops/matmul.js';
-import { concat, reshape } from '../ops/movement.js';
+import { concat, reshape, updateSlice } from '../ops/movement.js';
 import { swiglu } from '../ops/swiglu.js';
 import { addRmsNorm, rmsNorm } from '../ops/norm.js';
 import { rotaryPair } from '../ops/rope.js';
@@ -204,19 +204,23 @@ export function hiddenStates(
   if (tokens.dtype !== 'i32' || tokens.rank !== 2)
     throw new DTypeError('transformer', `tokens must be i32 [B, T], got ${tokens.dtype} [${tokens.shape.join(', ')}]`);
   const [b, t] = tokens.shape as [number, number];
-  const past = opts.cache?.length ?? 0;
-  if (past + t > config.maxSeqLen)
-    throw new ShapeError(
-      'transformer',
-      [tokens.shape],
-      `${past} cached + ${t} new positions exceed maxSeqLen ${config.maxSeqLen}`,
-    );
+  const cache = opts.cache ?? null;
+  const past = cache?.length ?? 0;
+  const capacity = cache?.capacity ?? null;
+  const limit = capacity === null ? `maxSeqLen ${config.maxSeqLen}` : `the cache's capacity ${capacity}`;
+  if (past + t > Math.min(config.maxSeqLen, capacity ?? Number.POSITIVE_INFINITY))
+    throw new ShapeError('transformer', [tokens.shape], `${past} cached + ${t} new positions exceed ${limit}`);
+  if (cache?.layers[0] && cache.layers[0].k.shape[0] !== b)
+    throw new ShapeError('transformer', [tokens.shape, cache.layers[0].k.shape], 'the cache holds another batch');
   const dtype = params.embed.weight.dtype;
   const backend = params.embed.weight.backend;
   const positions = opts.positions ?? defaultPositions(b, t, past, backend);
   const rope = ropeAt(ropeTables(headDim(config), config.maxSeqLen, config.ropeTheta, dtype, backend), positions);
-  const keyBias = extendBias(opts.cache?.keyBias ?? null, opts.keyBias ?? null, b, t);
-  const ctx: AttentionContext = { config, b, t, rope, bias: keyBias ?? undefined };
+  const keyBias =
+    capacity === null
+      ? extendBias(cache?.keyBias ?? null, opts.keyBias ?? null, b, t)
+      : writeBias(cache!.keyBias!, opts.keyBias ?? null, past, b, t);
+  const ctx: AttentionContext = { config, b, t, past, inPlace: capacity !== null, rope, bias: keyBias ?? undefined };
 
   let x = gather(params.embed.weight, tokens, 0);
   if (config.padTokenId !== undefined) {
@@ -226,7 +230,7 @@ export function hiddenStates(
   let h = rmsNorm(x, params.layers[0]?.attnNorm ?? params.finalNorm, config.rmsEps);
   const layers: { k: Tensor; v: Tensor }[] = [];
   params.layers.forEach((p, l) => {
-    const { out, k, v } = attention(p, reshape(h, [b * t, config.dModel]), ctx, opts.cache?.layers[l]);
+    const { out, k, v } = attention(p, reshape(h, [b * t, config.dModel]), ctx, cache?.layers[l]);
     layers.push({ k, v });
     const mid = addRmsNorm(x, reshape(out, [b, t, config.dModel]), p.mlpNorm, config.rmsEps);
     const next = params.layers[l + 1]?.attnNorm ?? params.finalNorm;
@@ -236,16 +240,20 @@ export function hiddenStates(
     h = end.normed;
   });
   const hidden = h;
-  return { hidden, cache: opts.cache !== undefined ? { layers, keyBias, length: past + t } : null };
+  return { hidden, cache: opts.cache !== undefined ? { layers, keyBias, length: past + t, capacity } : null };
 }
 
 interface AttentionContext {
   readonly config: TransformerConfig;
   readonly b: number;
   readonly t: number;
+  /** Positions already in the cache. */
+  readonly past: number;
+  /** A preallocated cache: the new keys/values are written into it (consuming it) instead of concatenated. */
+  readonly inPlace: boolean;
   /** cos/sin [B, T, 1, dh/2] of the new positions. */
   readonly rope: { readonly cos: Tensor; readonly sin: Tensor };
-  /** The key bias [B, Tk] over all keys (cached and new); undefined when nothing is masked. */
+  /** The key bias [B, rows] over all keys (cached and new); undefined when nothing is masked. */
   readonly bias: Tensor | undefined;
 }
 
@@ -270,11 +278,15 @@ function attention(
   const q = qk[0];
   let k = qk[1];
   let v = reshape(project(h, p.wv, p.bv), [b, t, config.nKvHeads, dh]);
-  if (cached) {
+  if (cached && ctx.inPlace) {
+    k = updateSlice(cached.k, k, [0, ctx.past, 0, 0]);
+    v = updateSlice(cached.v, v, [0, ctx.past, 0, 0]);
+  } else if (cached) {
     k = concat([cached.k, k], 1);
     v = concat([cached.v, v], 1);
   }
-  const attn = causalAttention(q, k, v, ctx.bias ? { keyBias: ctx.bias } : {});
+  // Only the first past + t rows of a preallocated cache are keys.
+  const attn = causalAttention(q, k, v, { keyLength: ctx.past + t, ...(ctx.bias ? { keyBias: ctx.bias } : {}) });
   const merged = reshape(attn, [b * t, config.nHeads * dh]);
   return { out: linear(merged, p.wo), k, v };
 }
@@ -299,6 +311,11 @@ function extendBias(prev: Tensor | null, next: Tensor | null, b: number, t: numb
   return concat([prev, next ?? zeros([b, t], { dtype: prev.dtype, backend: prev.backend })], 1);
 }
 
+/** A preallocated cache's key bias [B, capacity] with the new tokens' (zeros when none) written at `past`. */
+function writeBias(prev: Tensor, next: Tensor | null, past: number, b: number, t: number): Tensor {
+  return updateSlice(prev, next ?? zeros([b, t], { dtype: prev.dtype, backend: prev.backend }), [0, past]);
+}
+
 /** Logits [..., V] of hidden states [..., dModel] under the LM head (embed^T when tied). */
 export function lmHead(params: TransformerParams, hidden: Tensor): Tensor {
   const d = hidden.shape[hidden.rank - 1]!;
@@ -318,7 +335,10 @@ export function forward(
   return lmHead(params, hiddenStates(params, config, tokens, opts).hidden);
 }
 
-/** Logits [B, T, V] of new tokens given a cache of earlier ones (`null` to start), and the extended cache. */
+/**
+ * Logits [B, T, V] of new tokens given a cache of earlier ones (`null` to start a growing one, or
+ * `createKvCache(...)` for a preallocated one), and the cache to use next (the one passed in is spent).
+ */
 export function forwardWithCache(
   params: TransformerParams,
   config: TransformerConfig,

@@ -1,8 +1,8 @@
-import { ArgumentError, ShapeError } from '../core/errors.js';
+import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import { broadcastShapes, normAxis, shapesEqual, sizeOf, type Shape } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
 import { unbroadcast } from './elementwise.js';
-import { identityOp, kt, runOp, runView } from './op.js';
+import { identityOp, kt, refuseGradient, runDonating, runOp, runView } from './op.js';
 
 /** Movement ops: reshape, expand, permute, slice, pad, concat. */
 
@@ -212,4 +212,28 @@ export function split(x: Tensor, sizes: readonly number[], axis: number): Tensor
     off += n;
     return slice(x, begin, size);
   });
+}
+
+/**
+ * dst with `update` written at [begin, begin + update.shape) (JAX's `lax.dynamic_update_slice`, without its
+ * clamping: a slice out of range is a `ShapeError`). It CONSUMES dst, as a JAX argument in `donate_argnums`: dst
+ * is disposed afterwards, and when it was the only reference to its storage the write happens in place (no copy
+ * of dst: what makes a preallocated KV cache cost O(new rows) per step); when a view, a tape or another handle
+ * shares the storage, dst is copied first and they keep seeing the old values. Not differentiable (a backward
+ * pass that reaches it throws `NotDifferentiableError`): it serves caches, which are never differentiated.
+ */
+export function updateSlice(dst: Tensor, update: Tensor, begin: readonly number[]): Tensor {
+  const op = 'updateSlice';
+  if (update.rank !== dst.rank || begin.length !== dst.rank)
+    throw new ShapeError(op, [dst.shape, update.shape], `update and begin [${begin.join(', ')}] need rank ${dst.rank}`);
+  const fits = begin.every((b, i) => Number.isInteger(b) && b >= 0 && b + update.shape[i]! <= dst.shape[i]!);
+  if (!fits) throw new ShapeError(op, [dst.shape, update.shape], `update does not fit at [${begin.join(', ')}]`);
+  if (update.dtype !== dst.dtype) throw new DTypeError(op, `update is ${update.dtype}, dst is ${dst.dtype}`);
+  return runDonating(
+    op,
+    dst,
+    [update],
+    (be, inPlace) => be.updateSlice(kt(op, dst), kt(op, update), begin, inPlace),
+    refuseGradient(),
+  );
 }

@@ -10,7 +10,7 @@ import {
 } from '../core/errors.js';
 import { throwDeferredFailure } from '../core/deferred.js';
 import type { Shape } from '../core/shape.js';
-import { recordOp, type VjpRule } from '../core/tape.js';
+import { recordOp, trackedByActiveTape, type VjpRule } from '../core/tape.js';
 import { Tensor } from '../core/tensor.js';
 
 /**
@@ -21,7 +21,9 @@ import { Tensor } from '../core/tensor.js';
  * - `runOp(op, inputs, shape, dtype, kernel, vjp?)`: one output (most ops);
  * - `runOpMulti(op, inputs, outputs, kernel, vjp?)`: one kernel, several outputs (fused backward kernels, AdamW);
  * - `runView(op, x, shape, vjp)`: an output sharing x's storage (reshape);
- * - `runSource(op, backend, shape, dtype, kernel)`: no inputs (creation: fill, upload).
+ * - `runSource(op, backend, shape, dtype, kernel)`: no inputs (creation: fill, upload);
+ * - `runDonating(op, donated, inputs, kernel, vjp)`: consumes its first input, whose storage the kernel may
+ *   update in place (JAX's buffer donation).
  *
  * A rule may be `refuseGradient(...)`: the op runs, and a tape that reaches it throws instead of differentiating.
  */
@@ -149,6 +151,31 @@ export function runBackward(
     kernel,
     refuseGradient((name) => new SecondOrderError(name)),
   );
+}
+
+/**
+ * An op that consumes `donated` (like a JAX argument in `donate_argnums`): afterwards the caller's handle is
+ * disposed, whatever happened. The kernel gets `inPlace` true when the handle is the only reference to its
+ * storage (no view, no tape holds it, no active tape tracks it): it may then write into that storage and return
+ * it, and the output takes it over without a copy. Otherwise it must return new storage (dst stays intact for
+ * whoever else holds it). The output has the donated tensor's shape and dtype.
+ */
+export function runDonating(
+  op: string,
+  donated: Tensor,
+  inputs: readonly Tensor[],
+  kernel: (backend: Backend, inPlace: boolean) => Storage,
+  vjp: ((y: Tensor) => VjpRule) | Refusal,
+): Tensor {
+  const backend = admit(op, [donated, ...inputs]);
+  const inPlace = donated.uniquelyOwned && !trackedByActiveTape(donated) && !inputs.includes(donated);
+  const storage = kernel(backend, inPlace);
+  if (inPlace) donated.donate(op);
+  const y = Tensor.fromStorage(backend, storage, donated.shape, donated.dtype);
+  // A donated handle is gone: the tapes see only the other inputs (none tracked the donated one).
+  finish(op, inPlace ? inputs : [donated, ...inputs], [y], [isRefusal(vjp) ? refusingRule(op, vjp) : vjp(y)]);
+  donated.dispose();
+  return y;
 }
 
 /** A new handle over x's storage with another shape of the same size (no kernel runs). */

@@ -5,7 +5,7 @@ import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { slice } from '../ops/movement.js';
 import { logSoftmax } from '../ops/softmax.js';
-import { disposeCache, type KvCache } from '../nn/kv-cache.js';
+import { createKvCache, disposeCache, type KvCache } from '../nn/kv-cache.js';
 import { hiddenStates, lmHead, PAD_BIAS, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import { encodePrompt, type SequenceBatch } from './batch.js';
@@ -137,7 +137,9 @@ export async function sampleRollouts(
   const useCache = opts.useKvCache ?? true;
   const first = tidy(() => {
     const { tokens: tk, ...rest } = inputs(0, p);
-    const out = hiddenStates(params, config, tk, { ...rest, ...(useCache ? { cache: null } : {}) });
+    // Room for every position a step will write (prompt + new tokens): each step writes its column in place.
+    const cache = useCache ? { cache: createKvCache(params, config, b, width) } : {};
+    const out = hiddenStates(params, config, tk, { ...rest, ...cache });
     return { lp: lastLogProbs(out.hidden), cache: out.cache };
   });
   let lp: Tensor | null = first.lp;

@@ -7,14 +7,17 @@ import { adamwKernel } from './rows.js';
 export interface AttentionDims {
   readonly b: number;
   readonly tq: number;
+  /** Keys visible to the last query (tk <= ks). */
   readonly tk: number;
+  /** Key rows in k, v and the bias per batch row (their stride: a preallocated KV cache's capacity). */
+  readonly ks: number;
   readonly hq: number;
   readonly hkv: number;
   readonly d: number;
 }
 
 /**
- * Scores of query row (b, i, h) over its visible keys 0 .. i + tk - tq, and their softmax. Scores are rounded to
+ * Scores of query row (b, i, h) over its visible keys 0 .. i + tk - tq (rows of stride ks), and their softmax. Scores are rounded to
  * the inputs' precision (as separate matmul, scale and bias ops would store them): with f32 inputs a padding
  * key's s - 1e9 rounds to -1e9. A query whose own key is masked gets all-zero weights (output 0, no gradient).
  */
@@ -28,19 +31,19 @@ function probabilities(
   i: number,
   h: number,
 ): Float64Array {
-  const { tq, tk, hq, hkv, d } = dims;
+  const { tq, tk, ks, hq, hkv, d } = dims;
   const round = q instanceof Float32Array ? Math.fround : (x: number): number => x;
   const kh = Math.floor(h / (hq / hkv));
   const visible = i + tk - tq + 1;
   const qo = ((bi * tq + i) * hq + h) * d;
   const p = new Float64Array(visible);
-  if (bias && bias[bi * tk + visible - 1]! <= MASKED_KEY_BIAS) return p;
+  if (bias && bias[bi * ks + visible - 1]! <= MASKED_KEY_BIAS) return p;
   let mx = -Infinity;
   for (let j = 0; j < visible; j++) {
-    const ko = ((bi * tk + j) * hkv + kh) * d;
+    const ko = ((bi * ks + j) * hkv + kh) * d;
     let s = 0;
     for (let e = 0; e < d; e++) s += q[qo + e]! * k[ko + e]!;
-    p[j] = round(round(s * scale) + (bias ? bias[bi * tk + j]! : 0));
+    p[j] = round(round(s * scale) + (bias ? bias[bi * ks + j]! : 0));
     mx = Math.max(mx, p[j]!);
   }
   let sum = 0;
@@ -58,7 +61,7 @@ export function attentionKernel(
   scale: number,
   out: TypedArray,
 ): void {
-  const { b, tq, tk, hq, hkv, d } = dims;
+  const { b, tq, ks, hq, hkv, d } = dims;
   for (let bi = 0; bi < b; bi++) {
     for (let i = 0; i < tq; i++) {
       for (let h = 0; h < hq; h++) {
@@ -67,7 +70,7 @@ export function attentionKernel(
         const o = ((bi * tq + i) * hq + h) * d;
         for (let e = 0; e < d; e++) {
           let acc = 0;
-          for (let j = 0; j < p.length; j++) acc += p[j]! * v[((bi * tk + j) * hkv + kh) * d + e]!;
+          for (let j = 0; j < p.length; j++) acc += p[j]! * v[((bi * ks + j) * hkv + kh) * d + e]!;
           out[o + e] = acc;
         }
       }

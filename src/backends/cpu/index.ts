@@ -242,6 +242,16 @@ export class CpuBackend implements Backend {
     return store(out);
   }
 
+  updateSlice(dst: KernelTensor, src: KernelTensor, begin: readonly number[], inPlace: boolean): Storage {
+    let out = data(dst);
+    if (!inPlace) {
+      out = this.alloc(dst.dtype, out.length);
+      out.set(data(dst));
+    }
+    this.place(out, dst.shape, src, begin);
+    return store(out);
+  }
+
   gather(x: KernelTensor, indices: KernelTensor, axis: number): Storage {
     const [outer, len, inner] = splitAt(x.shape, axis);
     const idx = data(indices);
@@ -361,9 +371,17 @@ export class CpuBackend implements Backend {
     return [store(p1), store(m1), store(v1)];
   }
 
-  attention(q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, scale: number): Storage {
+  attention(
+    q: KernelTensor,
+    k: KernelTensor,
+    v: KernelTensor,
+    keyBias: KernelTensor | null,
+    scale: number,
+    keyLength: number,
+  ): Storage {
     const out = this.alloc(q.dtype, sizeOf(q.shape));
-    attentionKernel(data(q), data(k), data(v), keyBias && data(keyBias), attentionDims(q, k), scale, out);
+    const dims = { ...attentionDims(q, k), tk: keyLength };
+    attentionKernel(data(q), data(k), data(v), keyBias && data(keyBias), dims, scale, out);
     return store(out);
   }
 
@@ -449,5 +467,5 @@ export class CpuBackend implements Backend {
 
 const attentionDims = (q: KernelTensor, k: KernelTensor): AttentionDims => {
   const [b, tq, hq, d] = q.shape as [number, number, number, number];
-  return { b, tq, tk: k.shape[1]!, hq, hkv: k.shape[2]!, d };
+  return { b, tq, tk: k.shape[1]!, ks: k.shape[1]!, hq, hkv: k.shape[2]!, d };
 };

@@ -179,6 +179,11 @@ export class WebGpuBackend implements Backend {
     return this.out(move.concat(this.runtime, xs, axis, outShape));
   }
 
+  updateSlice(dst: KernelTensor, src: KernelTensor, begin: readonly number[], inPlace: boolean): Storage {
+    const out = move.updateSlice(this.runtime, dst, src, begin, inPlace);
+    return inPlace ? dst.storage : this.out(out);
+  }
+
   gather(x: KernelTensor, indices: KernelTensor, axis: number): Storage {
     return this.out(gather(this.runtime, x, indices, axis));
   }
@@ -228,8 +233,15 @@ export class WebGpuBackend implements Backend {
     return [this.out(p1), this.out(m1), this.out(v1)];
   }
 
-  attention(q: KernelTensor, k: KernelTensor, v: KernelTensor, keyBias: KernelTensor | null, scale: number): Storage {
-    return this.out(attention(this.runtime, q, k, v, keyBias, scale));
+  attention(
+    q: KernelTensor,
+    k: KernelTensor,
+    v: KernelTensor,
+    keyBias: KernelTensor | null,
+    scale: number,
+    keyLength: number,
+  ): Storage {
+    return this.out(attention(this.runtime, q, k, v, keyBias, scale, keyLength));
   }
 
   attentionBackward(

@@ -25,7 +25,10 @@ const DECODE_MAX_QUERIES = 4;
 interface Dims {
   readonly b: number;
   readonly tq: number;
+  /** Keys visible to the last query. */
   readonly tk: number;
+  /** Key rows per batch row in k, v and the bias (tk unless a preallocated KV cache holds more). */
+  readonly ks: number;
   readonly hq: number;
   readonly hkv: number;
   readonly d: number;
@@ -42,6 +45,7 @@ function dimsOf(
   k: KernelTensor,
   v: KernelTensor,
   bias: KernelTensor | null,
+  keyLength = k.shape[1]!,
 ): Dims {
   for (const t of [q, k, v, ...(bias ? [bias] : [])])
     if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
@@ -51,7 +55,7 @@ function dimsOf(
     throw new BackendError('webgpu', `${kernel}: ${b} rows x ${hq} heads x ${tq} queries exceed the workgroup grid`);
   }
   const tile = Math.max(1, Math.min(64, Math.floor(workgroupFloats(rt) / (2 * d + 3))));
-  return { b, tq, tk: k.shape[1]!, hq, hkv: k.shape[2]!, d, tile };
+  return { b, tq, tk: keyLength, ks: k.shape[1]!, hq, hkv: k.shape[2]!, d, tile };
 }
 
 const uniforms = (x: Dims, scale: number, hasBias: boolean): Uint32Array =>
@@ -62,7 +66,8 @@ const uniforms = (x: Dims, scale: number, hasBias: boolean): Uint32Array =>
     .u(3, x.hkv)
     .f(4, scale)
     .u(5, hasBias ? 1 : 0)
-    .u(6, x.b).u32;
+    .u(6, x.b)
+    .u(7, x.ks).u32;
 
 /** The mask threshold (`MASKED_KEY_BIAS`) as a WGSL float literal. */
 const MASKED = MASKED_KEY_BIAS.toExponential();
@@ -77,8 +82,9 @@ export function attention(
   v: KernelTensor,
   bias: KernelTensor | null,
   scale: number,
+  keyLength: number,
 ): GPUBuffer {
-  const x = dimsOf(rt, 'attention', q, k, v, bias);
+  const x = dimsOf(rt, 'attention', q, k, v, bias, keyLength);
   const common = {
     kernel: 'attention',
     inputs: [q, k, v, bias ?? q].map((t) => bufferOf(t.storage)),

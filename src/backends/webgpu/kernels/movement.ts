@@ -142,3 +142,23 @@ export function concat(rt: GpuRuntime, xs: readonly KernelTensor[], axis: number
   });
   return out;
 }
+
+/**
+ * dst with src written at `begin`: in place (dst's own buffer, one copy of src's words), or into a new buffer
+ * (dst copied first, dst left as it was).
+ */
+export function updateSlice(
+  rt: GpuRuntime,
+  dst: KernelTensor,
+  src: KernelTensor,
+  begin: readonly number[],
+  inPlace: boolean,
+): GPUBuffer {
+  const from = checked('updateSlice', src);
+  const base = checked('updateSlice', dst);
+  const n = sizeOf(dst.shape);
+  const out = inPlace ? base : copyStrided(rt, 'updateSlice', base, n * 4, [n], [1], 0, [1], 0);
+  const strides = stridesOf(dst.shape);
+  const offset = begin.reduce((s, b, i) => s + b * strides[i]!, 0);
+  return copyStrided(rt, 'updateSlice', from, out, src.shape, stridesOf(src.shape), 0, strides, offset);
+}
