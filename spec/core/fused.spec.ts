@@ -171,6 +171,14 @@ describe('fused RoPE, SwiGLU, token log-probs, residual + RMSNorm (CPU, f64)', (
       RUNS,
     ));
 
+  it('sumSquares gradient against finite differences (2 x per tensor)', () =>
+    fc.assert(
+      fc.property(fc.tuple(valuesFor([2, 3]), valuesFor([4])), ([x, y]) => {
+        checkGradient(([a, b]) => T.sumSquares([a!, b!]), [x, y]);
+      }),
+      RUNS,
+    ));
+
   const pairArb = fc
     .array(fc.integer({ min: 1, max: 4 }), { minLength: 1, maxLength: 3 })
     .chain((s) => fc.tuple(valuesFor(s, -4, 4), valuesFor(s, -2, 2, 0.0002)));

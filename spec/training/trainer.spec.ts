@@ -16,8 +16,6 @@ import {
 import { parseTrainArgs } from '../../src/cli/args.js';
 import { TINY_RUN, tinyRun } from './helpers/tiny-run.js';
 
-const TINY = TINY_RUN;
-const cfgOf = tinyRun;
 const allFinite = (r: MetricRecord): boolean =>
   Object.values(r).every((v) => typeof v === 'string' || Number.isFinite(v));
 
@@ -30,7 +28,7 @@ describe('training configuration at the boundary', () => {
       [{ topP: 1.5 }, 'topP'],
       [{ task: 'chess' as TrainConfig['task'] }, 'task'],
       [{ objective: 'ppo' as TrainConfig['objective'] }, 'objective'],
-      [{ model: { ...TINY.model!, dModel: 0 } }, 'model.dModel'],
+      [{ model: { ...TINY_RUN.model!, dModel: 0 } }, 'model.dModel'],
       [{ biccContextShare: 1 }, 'biccContextShare'],
       [{ backend: 'tpu' as TrainConfig['backend'] }, 'backend'],
       [{ numGeneration: 4 } as Partial<TrainConfig>, 'numGeneration'],
@@ -93,10 +91,10 @@ describe('training configuration at the boundary', () => {
   });
 
   it('objective options are validated by the objective, and RCC is refused where advantages are unused', async () => {
-    await expect(train(cfgOf({ objective: 'grpo', objectiveOptions: { epsilon: 1.5 } }))).rejects.toThrow(
+    await expect(train(tinyRun({ objective: 'grpo', objectiveOptions: { epsilon: 1.5 } }))).rejects.toThrow(
       /objective\.epsilon/,
     );
-    await expect(train(cfgOf({ objective: 'conspo', advantage: 'rcc' }))).rejects.toThrow(/advantage/);
+    await expect(train(tinyRun({ objective: 'conspo', advantage: 'rcc' }))).rejects.toThrow(/advantage/);
   });
 });
 
@@ -104,7 +102,7 @@ describe('a tiny training run', () => {
   it('warm-starts, runs RL with every objective, evaluates, and writes finite metrics as JSON lines', async () => {
     for (const objective of ['grpo', 'dapo', 'dr_grpo', 'gspo', 'gmpo', 'cispo', 'sapo', 'disco', 'conspo'] as const) {
       const dir = mkdtempSync(join(tmpdir(), `rlvr-${objective}-`));
-      const result = await train(cfgOf({ objective, outputDir: dir, steps: 2 }));
+      const result = await train(tinyRun({ objective, outputDir: dir, steps: 2 }));
       const lines = readFileSync(join(dir, 'metrics.jsonl'), 'utf8')
         .trim()
         .split('\n')
@@ -122,7 +120,7 @@ describe('a tiny training run', () => {
   it('runs with RCC advantages and a KL reference: the baseline moves only once the policy leaves the reference', async () => {
     const task = withReward(additionTask(), (completion) => completion.length % 2);
     const records: MetricRecord[] = [];
-    const cfg = cfgOf({
+    const cfg = tinyRun({
       objective: 'grpo',
       advantage: 'rcc',
       objectiveOptions: { beta: 0.04 },
@@ -149,7 +147,7 @@ describe('a tiny training run', () => {
     const codeSum = (text: string): number => [...text].reduce((s, ch) => s + ch.charCodeAt(0), 0);
     const task = withReward(additionTask(), (_completion, problem) => codeSum(problem.prompt) % 2);
     const records: MetricRecord[] = [];
-    await train(cfgOf({ objective: 'grpo', steps: 6, groupsPerMinibatch: 1 }), {
+    await train(tinyRun({ objective: 'grpo', steps: 6, groupsPerMinibatch: 1 }), {
       task,
       onRecord: (r) => records.push(r),
     });
@@ -159,11 +157,11 @@ describe('a tiny training run', () => {
   });
 
   it('opens the backend the config names, and refuses one of another name', async () => {
-    const result = await train(cfgOf({ steps: 1, warmStartSteps: 1 }));
+    const result = await train(tinyRun({ steps: 1, warmStartSteps: 1 }));
     expect(result.backend.name).toBe('cpu');
     expect(treeLeaves(result.params).every((t) => t.backend === result.backend)).toBe(true);
     const other = { ...result.backend, name: 'webgpu' } as typeof result.backend;
-    await expect(train(cfgOf({ steps: 1 }), { backend: other })).rejects.toThrow(TrainConfigError);
+    await expect(train(tinyRun({ steps: 1 }), { backend: other })).rejects.toThrow(TrainConfigError);
   });
 
   it('RL raises a learnable reward (GRPO and ConSPO): the loop ascends, it does not descend', async () => {
@@ -173,7 +171,7 @@ describe('a tiny training run', () => {
     for (const objective of ['grpo', 'conspo'] as const) {
       const records: MetricRecord[] = [];
       await train(
-        cfgOf({
+        tinyRun({
           objective,
           warmStartSteps: 0,
           steps: 25,
@@ -194,7 +192,7 @@ describe('a tiny training run', () => {
     const task = withReward(additionTask(), (completion) => completion.length % 2);
     for (const objective of ['grpo', 'conspo'] as const) {
       const records: MetricRecord[] = [];
-      await train(cfgOf({ objective, bicc: true, model: { ...TINY.model!, maxSeqLen: 40 } }), {
+      await train(tinyRun({ objective, bicc: true, model: { ...TINY_RUN.model!, maxSeqLen: 40 } }), {
         task,
         onRecord: (r) => records.push(r),
       });
@@ -211,10 +209,10 @@ describe('a tiny training run', () => {
   it('a run resumed into a new directory can itself be resumed (its reference policy travels with it)', async () => {
     const [a, b] = [mkdtempSync(join(tmpdir(), 'rlvr-a-')), mkdtempSync(join(tmpdir(), 'rlvr-b-'))];
     const kl = { objective: 'grpo' as const, objectiveOptions: { beta: 0.04 } };
-    await train(cfgOf({ ...kl, steps: 1, outputDir: a }));
-    await train(cfgOf({ ...kl, steps: 2, outputDir: b, resume: join(a, 'checkpoint') }));
+    await train(tinyRun({ ...kl, steps: 1, outputDir: a }));
+    await train(tinyRun({ ...kl, steps: 2, outputDir: b, resume: join(a, 'checkpoint') }));
     const records: MetricRecord[] = [];
-    await train(cfgOf({ ...kl, steps: 3, resume: join(b, 'checkpoint') }), { onRecord: (r) => records.push(r) });
+    await train(tinyRun({ ...kl, steps: 3, resume: join(b, 'checkpoint') }), { onRecord: (r) => records.push(r) });
     expect(records.filter((r) => r.phase === 'rl').map((r) => r.step)).toEqual([3]);
   });
 
@@ -223,14 +221,14 @@ describe('a tiny training run', () => {
     // A user reward that gives mixed groups even for an untrained policy, so losses depend on what was sampled.
     const task = withReward(additionTask(), (completion) => completion.length % 2);
     const full: MetricRecord[] = [];
-    await train(cfgOf({ ...cfg, outputDir: mkdtempSync(join(tmpdir(), 'rlvr-full-')) }), {
+    await train(tinyRun({ ...cfg, outputDir: mkdtempSync(join(tmpdir(), 'rlvr-full-')) }), {
       task,
       onRecord: (r) => full.push(r),
     });
     const dir = mkdtempSync(join(tmpdir(), 'rlvr-killed-'));
     // "Kill" the run during RL step 3, after step 2's checkpoint was written.
     await expect(
-      train(cfgOf({ ...cfg, outputDir: dir }), {
+      train(tinyRun({ ...cfg, outputDir: dir }), {
         task,
         onRecord: (r) => {
           if (r.phase === 'rl' && r.step === 3) throw new Error('killed');
@@ -238,7 +236,7 @@ describe('a tiny training run', () => {
       }),
     ).rejects.toThrow('killed');
     const resumed: MetricRecord[] = [];
-    await train(cfgOf({ ...cfg, outputDir: dir, resume: join(dir, 'checkpoint') }), {
+    await train(tinyRun({ ...cfg, outputDir: dir, resume: join(dir, 'checkpoint') }), {
       task,
       onRecord: (r) => resumed.push(r),
     });

@@ -70,8 +70,6 @@ const DESCRIPTIONS: Readonly<Record<string, string>> = {
   EDQUOT: 'disk quota exceeded',
 };
 
-export { crashPoint };
-
 async function fsyncPath(path: string): Promise<void> {
   const h = await open(path, 'r');
   try {
@@ -80,8 +78,6 @@ async function fsyncPath(path: string): Promise<void> {
     await h.close();
   }
 }
-
-const sha256 = sha256Hex;
 
 async function listFiles(dir: string, prefix = ''): Promise<string[]> {
   const out: string[] = [];
@@ -127,7 +123,7 @@ export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Pro
     for (const rel of await listFiles(genDir)) {
       step = join(genDir, rel);
       const data = await readFile(step);
-      files[rel] = { size: data.byteLength, sha256: sha256(data) };
+      files[rel] = { size: data.byteLength, sha256: sha256Hex(data) };
       await fsyncPath(step);
     }
     step = join(genDir, MANIFEST);
@@ -208,7 +204,7 @@ export async function verifyManifest(dir: string): Promise<ManifestProblem | nul
     if (data === null) return { file: rel, detail: 'is listed in the manifest but missing' };
     if (data.byteLength !== entry.size)
       return { file: rel, detail: `has ${data.byteLength} bytes, the manifest says ${entry.size}` };
-    if (sha256(data) !== entry.sha256) return { file: rel, detail: 'does not match its SHA-256 in the manifest' };
+    if (sha256Hex(data) !== entry.sha256) return { file: rel, detail: 'does not match its SHA-256 in the manifest' };
   }
   return null;
 }
