@@ -1,5 +1,25 @@
 /** Public entry point: tensors, autodiff transformations, ops and backends. */
-export type { Backend, KernelTensor, MemoryInfo, Storage, UnaryOp, BinaryOp, ReduceOp } from './core/backend.js';
+export type { Backend, KernelTensor, MemoryInfo, Storage } from './core/backend.js';
+export {
+  registerKernel,
+  registerKernels,
+  registeredKernels,
+  kernelsFor,
+  fallbackCounts,
+  resetFallbackCounts,
+  KERNEL_NAMES,
+  MASKED_KEY_BIAS,
+  type Kernels,
+  type KernelName,
+  type KernelFunc,
+  type KernelFuncs,
+  type KernelConfig,
+  type UnaryOp,
+  type BinaryOp,
+  type ReduceOp,
+  type AdamWHyper,
+  type AdamWManyHyper,
+} from './core/kernels.js';
 export type { DType, TypedArray } from './core/dtype.js';
 export * from './core/errors.js';
 export { Tensor, liveTensors } from './core/tensor.js';
@@ -20,6 +40,7 @@ export {
 } from './backends/registry.js';
 export { broadcastShapes, sizeOf } from './core/shape.js';
 export { CpuBackend } from './backends/cpu/index.js';
+export { ReferenceBackend, type HostBackend } from './backends/reference/index.js';
 export {
   WebGpuBackend,
   createWebGpuBackend,

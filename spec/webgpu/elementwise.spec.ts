@@ -28,7 +28,7 @@ import {
 const rawUnary =
   (op: UnaryOp) =>
   (x: T.Tensor): T.Tensor =>
-    runOp(op, [x], x.shape, x.dtype, (b) => b.unary(op, kt(op, x)));
+    runOp(op, [x], x.shape, x.dtype, (k) => k.unary(op, kt(op, x)));
 
 const TRANSCENDENTAL: Tol = { atol: 1e-6, rtol: 3e-6 };
 /** 1 + tanh(u) cancels for u << 0: tanh's few-ULP error (~1e-7 near -1) survives as absolute error, times |x| <= 4. */

@@ -1,10 +1,12 @@
 import type { Backend } from '../core/backend.js';
 import { setDefaultBackendFactory } from '../core/runtime.js';
 import { CpuBackend } from './cpu/index.js';
+import { ReferenceBackend } from './reference/index.js';
 
 /**
  * Every backend by name: the one list the CLI (flag values, usage text), the trainer (`TrainConfig.backend`,
- * validated and opened by `train`) and `openBackend` read. Adding a backend is its folder plus one line here.
+ * validated and opened by `train`) and `openBackend` read. Adding a backend is its folder (the class and its kernel
+ * registrations, `core/kernels.ts`) plus one line here.
  */
 export interface BackendEntry {
   /** Shown in usage texts. */
@@ -14,12 +16,20 @@ export interface BackendEntry {
 }
 
 // One CPU backend per process: it is also the default backend, so tensors made without naming a backend and
-// parameters opened by name live on the same one.
+// parameters opened by name live on the same one. One reference backend too (nothing to release either).
 let sharedCpu: CpuBackend | null = null;
 const cpu = (): CpuBackend => (sharedCpu ??= new CpuBackend());
+let sharedReference: ReferenceBackend | null = null;
 
 export const BACKENDS = {
-  cpu: { help: 'TypeScript reference kernels (f32 and f64)', open: async () => cpu() },
+  cpu: {
+    help: 'the default: no fast kernels yet, every kernel the reference one (f32 and f64)',
+    open: async () => cpu(),
+  },
+  reference: {
+    help: 'TypeScript reference kernels, one thread (f32 and f64)',
+    open: async () => (sharedReference ??= new ReferenceBackend()),
+  },
   // Loaded on demand: a CPU-only run never loads Dawn or the shaders.
   webgpu: {
     help: 'WGSL kernels through Dawn (needs a WebGPU adapter)',

@@ -1,4 +1,4 @@
-import type { BinaryOp, UnaryOp } from './backend.js';
+import type { BinaryOp, UnaryOp } from './kernels.js';
 
 /**
  * The scalar definition of every elementwise kernel, in one place for every backend. An entry is keyed by the

@@ -98,6 +98,28 @@ export class BackendError extends RlvrError {
   }
 }
 
+/** A backend has no kernel of this name: none registered for it, and none in its fallback backend (if any). */
+export class MissingKernelError extends BackendError {
+  constructor(
+    readonly kernel: string,
+    backend: string,
+    readonly fallback?: string,
+  ) {
+    const tried = fallback === undefined ? 'and it has no fallback' : `nor for its fallback '${fallback}'`;
+    super(backend, `no kernel '${kernel}' is registered for backend '${backend}', ${tried}`);
+  }
+}
+
+/** A kernel was registered twice for one backend name. */
+export class DuplicateKernelError extends RlvrError {
+  constructor(
+    readonly kernel: string,
+    readonly backend: string,
+  ) {
+    super(`kernel '${kernel}' is already registered for backend '${backend}'`);
+  }
+}
+
 /** A value that must be finite was NaN or infinite. */
 export class NonFiniteError extends RlvrError {
   constructor(

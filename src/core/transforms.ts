@@ -1,4 +1,5 @@
 import { ArgumentError, ShapeError } from './errors.js';
+import { kernelsFor } from './kernels.js';
 import { treeLeaves, treeMap } from './pytree.js';
 import { tidy } from './scope.js';
 import { recordOp, Tape, withTape } from './tape.js';
@@ -31,8 +32,9 @@ function alias(op: string, t: Tensor): Tensor {
 }
 
 function filled(like: Tensor, value: number): Tensor {
-  // Filled by the backend directly so this module does not depend on the op layer.
-  return Tensor.fromStorage(like.backend, like.backend.fill(like.shape, like.dtype, value), like.shape, like.dtype);
+  // Filled by the backend's kernel directly so this module does not depend on the op layer.
+  const storage = kernelsFor(like.backend).fill(like.shape, like.dtype, value);
+  return Tensor.fromStorage(like.backend, storage, like.shape, like.dtype);
 }
 
 interface Traced<Out> {

@@ -56,15 +56,15 @@ export function causalAttention(q: Tensor, k: Tensor, v: Tensor, opts: Attention
     inputs,
     q.shape,
     q.dtype,
-    (be) => be.attention(kt(op, q), kt(op, k), kt(op, v), biasKt, scale, keyLength),
+    (kern) => kern.attention(kt(op, q), kt(op, k), kt(op, v), biasKt, scale, keyLength),
     (y) => (g, needs) => {
       if (needs[3]) throw new ArgumentError(op, 'the key bias is a constant: its gradient is not computed');
       if (keyLength !== tk)
         throw new NotDifferentiableError(`${op} with keyLength ${keyLength} < ${tk} key rows (a preallocated cache)`);
       const back = 'causalAttentionBackward';
       const biasOf = bias ? kt(back, bias) : null;
-      return runBackward(back, [q, k, v, y, g], [q, k, v], (be) =>
-        be.attentionBackward(kt(back, q), kt(back, k), kt(back, v), biasOf, kt(back, y), kt(back, g), scale),
+      return runBackward(back, [q, k, v, y, g], [q, k, v], (kern) =>
+        kern.attentionBackward(kt(back, q), kt(back, k), kt(back, v), biasOf, kt(back, y), kt(back, g), scale),
       );
     },
   );

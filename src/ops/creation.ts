@@ -1,4 +1,5 @@
 import type { Backend, Storage } from '../core/backend.js';
+import type { Kernels } from '../core/kernels.js';
 import { allocArray, toTypedArray, type DType, type TypedArray } from '../core/dtype.js';
 import { ArgumentError, ShapeError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
@@ -54,7 +55,7 @@ export function tensor(values: NestedArray | TypedArray, shape?: Shape, opts?: C
     throw new ShapeError('tensor', [finalShape], `${flat.length} values do not fill the shape`);
   }
   if (!shape && !ArrayBuffer.isView(values)) checkRagged(values as NestedArray, inferred);
-  return runSource('tensor', backendFor(opts), finalShape, dtype, (b) => b.upload(toTypedArray(dtype, flat), dtype));
+  return runSource('tensor', backendFor(opts), finalShape, dtype, (_, b) => b.upload(toTypedArray(dtype, flat), dtype));
 }
 
 function checkRagged(values: NestedArray, shape: Shape, depth = 0): void {
@@ -75,8 +76,8 @@ export function full(shape: Shape, value: number, opts?: CreateOptions): Tensor 
   assertShape('full', shape);
   const dtype = opts?.dtype ?? 'f32';
   // A one-element tensor (the scalars that elementwise ops lift) is uploaded, not filled: no kernel dispatch.
-  const kernel = (b: Backend): Storage =>
-    sizeOf(shape) === 1 ? b.upload(allocArray(dtype, 1).fill(value), dtype) : b.fill(shape, dtype, value);
+  const kernel = (k: Kernels, b: Backend): Storage =>
+    sizeOf(shape) === 1 ? b.upload(allocArray(dtype, 1).fill(value), dtype) : k.fill(shape, dtype, value);
   return runSource('full', backendFor(opts), shape, dtype, kernel);
 }
 

@@ -1,4 +1,4 @@
-import type { BinaryOp, UnaryOp } from '../core/backend.js';
+import type { BinaryOp, UnaryOp } from '../core/kernels.js';
 import { isFloat, promote, type DType } from '../core/dtype.js';
 import { ArgumentError } from '../core/errors.js';
 import { broadcastShapes, shapesEqual, type Shape } from '../core/shape.js';
@@ -37,14 +37,14 @@ export function cast(x: Tensor, dtype: Tensor['dtype']): Tensor {
     [x],
     x.shape,
     dtype,
-    (b) => b.cast(kt('cast', x), dtype),
+    (k) => k.cast(kt('cast', x), dtype),
     () => (g) => [isFloat(x.dtype) ? cast(g, x.dtype) : null],
   );
 }
 
 function unary(op: UnaryOp, x: Tensor, vjp?: (g: Tensor, y: Tensor) => Tensor): Tensor {
   if (x.dtype === 'i32' && FLOAT_ONLY.has(op)) return unary(op, cast(x, 'f32'), vjp);
-  return runOp(op, [x], x.shape, x.dtype, (b) => b.unary(op, kt(op, x)), vjp && ((y) => (g) => [vjp(g, y)]));
+  return runOp(op, [x], x.shape, x.dtype, (k) => k.unary(op, kt(op, x)), vjp && ((y) => (g) => [vjp(g, y)]));
 }
 
 export const neg = (x: Tensor): Tensor => unary('neg', x, (g) => neg(g));
@@ -93,7 +93,7 @@ function binary(
     [ta, tb],
     shape,
     ta.dtype,
-    (be) => be.binary(op, kt(op, ta), kt(op, tb), shape),
+    (k) => k.binary(op, kt(op, ta), kt(op, tb), shape),
     vjp &&
       ((y) => (g, needs) => {
         const [ga, gb] = vjp(g, ta, tb, y);
@@ -148,7 +148,7 @@ export function where(cond: Tensor, a: Operand, b: Operand): Tensor {
     [cond, ta, tb],
     shape,
     ta.dtype,
-    (be) => be.where(kt('where', cond), kt('where', ta), kt('where', tb), shape),
+    (k) => k.where(kt('where', cond), kt('where', ta), kt('where', tb), shape),
     () => (g, needs) => {
       const zero = full([], 0, { dtype: g.dtype, backend: g.backend });
       return [

@@ -68,7 +68,7 @@ export function gather(x: Tensor, indices: Tensor, axis = 0): Tensor {
     [x, indices],
     shape,
     x.dtype,
-    (b) => b.gather(kt('gather', x), kt('gather', indices), a),
+    (k) => k.gather(kt('gather', x), kt('gather', indices), a),
     () => (g, needs) => [needs[0] ? scatterAdd(g, indices, a, x.shape) : null, null],
   );
 }
@@ -92,7 +92,7 @@ export function scatterAdd(updates: Tensor, indices: Tensor, axis: number, shape
     [updates, indices],
     shape,
     updates.dtype,
-    (b) => b.scatterAdd(kt('scatterAdd', updates), kt('scatterAdd', indices), axis, shape),
+    (k) => k.scatterAdd(kt('scatterAdd', updates), kt('scatterAdd', indices), axis, shape),
     () => (g, needs) => [needs[0] ? gather(g, indices, axis) : null, null],
   );
 }
@@ -113,7 +113,7 @@ export function takeAlongAxis(x: Tensor, indices: Tensor, axis: number): Tensor 
     [x, indices],
     indices.shape,
     x.dtype,
-    (b) => b.takeAlongAxis(kt('takeAlongAxis', x), kt('takeAlongAxis', indices), a),
+    (k) => k.takeAlongAxis(kt('takeAlongAxis', x), kt('takeAlongAxis', indices), a),
     () => (g, needs) => [needs[0] ? putAlongAxisAdd(g, indices, a, x.shape) : null, null],
   );
 }
@@ -133,7 +133,7 @@ export function putAlongAxisAdd(updates: Tensor, indices: Tensor, axis: number, 
     [updates, indices],
     shape,
     updates.dtype,
-    (b) => b.putAlongAxisAdd(kt('putAlongAxisAdd', updates), kt('putAlongAxisAdd', indices), axis, shape),
+    (k) => k.putAlongAxisAdd(kt('putAlongAxisAdd', updates), kt('putAlongAxisAdd', indices), axis, shape),
     () => (g, needs) => [needs[0] ? takeAlongAxis(g, indices, axis) : null, null],
   );
 }

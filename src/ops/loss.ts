@@ -1,6 +1,7 @@
 import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import type { Tensor } from '../core/tensor.js';
-import type { Backend, Storage } from '../core/backend.js';
+import type { Storage } from '../core/backend.js';
+import type { Kernels } from '../core/kernels.js';
 import { mul, neg, sub } from './elementwise.js';
 import { checkIndices, takeAlongAxis } from './indexing.js';
 import { expandDims, squeeze } from './movement.js';
@@ -40,7 +41,7 @@ export function tokenLogProbs(logits: Tensor, targets: Tensor, scale = 1): Tenso
   }
   if (!Number.isFinite(scale)) throw new ArgumentError(op, `scale must be finite, got ${scale}`);
   checkIndices(op, targets, logits.shape[logits.rank - 1]!);
-  const kernel = (b: Backend): Storage => b.tokenLogProbs(kt(op, logits), kt(op, targets), scale);
+  const kernel = (k: Kernels): Storage => k.tokenLogProbs(kt(op, logits), kt(op, targets), scale);
   const rule = () => (g: Tensor) => [tokenLogProbsGrad(logits, targets, g, scale), null];
   return runOp(op, [logits, targets], targets.shape, logits.dtype, kernel, rule);
 }
@@ -51,7 +52,7 @@ export function tokenLogProbs(logits: Tensor, targets: Tensor, scale = 1): Tenso
  */
 function tokenLogProbsGrad(logits: Tensor, targets: Tensor, g: Tensor, scale: number): Tensor {
   const op = 'tokenLogProbsBackward';
-  const kernel = (b: Backend): Storage => b.tokenLogProbsBackward(kt(op, logits), kt(op, targets), kt(op, g), scale);
+  const kernel = (k: Kernels): Storage => k.tokenLogProbsBackward(kt(op, logits), kt(op, targets), kt(op, g), scale);
   return runOp(op, [logits, g], logits.shape, logits.dtype, kernel, () => (c, needs) => {
     const p = softmax(mul(logits, scale), -1);
     const cp = sum(mul(c, p), [-1]);

@@ -43,7 +43,7 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
     [a, b],
     shape,
     a.dtype,
-    (be) => be.matmul(kt('matmul', a), kt('matmul', b), transA, transB, shape),
+    (k) => k.matmul(kt('matmul', a), kt('matmul', b), transA, transB, shape),
     () => (g, needs) => {
       // With A' = op(A), B' = op(B): dA' = G B'^T and dB' = A'^T G; transposed operands take the transposed adjoint.
       const ga = needs[0]

@@ -55,7 +55,7 @@ export function expand(x: Tensor, shape: Shape): Tensor {
     [x],
     shape,
     x.dtype,
-    (b) => b.expand(kt('expand', x), shape),
+    (k) => k.expand(kt('expand', x), shape),
     () => (g) => [unbroadcast(g, x.shape)],
   );
 }
@@ -78,7 +78,7 @@ export function permute(x: Tensor, perm: readonly number[]): Tensor {
     [x],
     shape,
     x.dtype,
-    (b) => b.permute(kt('permute', x), p),
+    (k) => k.permute(kt('permute', x), p),
     () => (g) => [permute(g, inverse)],
   );
 }
@@ -119,7 +119,7 @@ export function slice(x: Tensor, begin: readonly number[], size?: readonly numbe
     [x],
     shape,
     x.dtype,
-    (be) => be.slice(kt('slice', x), b, shape),
+    (k) => k.slice(kt('slice', x), b, shape),
     () => (g) => [pad(g, b, x.shape)],
   );
 }
@@ -139,7 +139,7 @@ export function pad(x: Tensor, begin: readonly number[], shape: Shape): Tensor {
     [x],
     shape,
     x.dtype,
-    (be) => be.pad(kt('pad', x), begin, shape),
+    (k) => k.pad(kt('pad', x), begin, shape),
     () => (g) => [slice(g, begin, x.shape)],
   );
 }
@@ -172,8 +172,8 @@ export function concat(xs: readonly Tensor[], axis: number): Tensor {
     xs,
     shape,
     first.dtype,
-    (be) =>
-      be.concat(
+    (k) =>
+      k.concat(
         xs.map((x) => kt('concat', x)),
         a,
         shape,
@@ -233,7 +233,7 @@ export function updateSlice(dst: Tensor, update: Tensor, begin: readonly number[
     op,
     dst,
     [update],
-    (be, inPlace) => be.updateSlice(kt(op, dst), kt(op, update), begin, inPlace),
+    (k, inPlace) => k.updateSlice(kt(op, dst), kt(op, update), begin, inPlace),
     refuseGradient(),
   );
 }

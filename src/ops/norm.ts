@@ -1,4 +1,5 @@
-import type { Backend, Storage } from '../core/backend.js';
+import type { Storage } from '../core/backend.js';
+import type { Kernels } from '../core/kernels.js';
 import { DTypeError, ShapeError } from '../core/errors.js';
 import { shapesEqual } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
@@ -23,14 +24,14 @@ function checkParam(op: string, x: Tensor, p: Tensor): void {
 /** [dx, dweight] of rmsNorm(x, weight) for the cotangent g: one fused kernel. */
 function rmsNormGrads(x: Tensor, weight: Tensor, g: Tensor, eps: number): Tensor[] {
   const op = 'rmsNormBackward';
-  const kernel = (b: Backend): Storage[] => b.rmsNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
+  const kernel = (k: Kernels): Storage[] => k.rmsNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
   return runBackward(op, [x, weight, g], [x, weight], kernel);
 }
 
 /** y = x / sqrt(mean(x^2) + eps) * weight, over the last axis (the Llama/Qwen layout). */
 export function rmsNorm(x: Tensor, weight: Tensor, eps = 1e-6): Tensor {
   checkParam('rmsNorm', x, weight);
-  const kernel = (b: Backend): Storage => b.rmsNorm(kt('rmsNorm', x), kt('rmsNorm', weight), eps);
+  const kernel = (k: Kernels): Storage => k.rmsNorm(kt('rmsNorm', x), kt('rmsNorm', weight), eps);
   return runOp('rmsNorm', [x, weight], x.shape, x.dtype, kernel, () => (g) => rmsNormGrads(x, weight, g, eps));
 }
 
@@ -46,8 +47,8 @@ export function addRmsNorm(x: Tensor, delta: Tensor, weight: Tensor, eps = 1e-6)
     throw new ShapeError(op, [x.shape, delta.shape], 'x and delta must have the same shape');
   let normed: Storage | null = null;
   // One kernel writes both outputs; the second door call adopts the output the first kernel already wrote.
-  const kernel = (b: Backend): Storage => {
-    const [s, y] = b.addRmsNorm(kt(op, x), kt(op, delta), kt(op, weight), eps);
+  const kernel = (k: Kernels): Storage => {
+    const [s, y] = k.addRmsNorm(kt(op, x), kt(op, delta), kt(op, weight), eps);
     normed = y!;
     return s!;
   };
@@ -67,11 +68,11 @@ export function addRmsNorm(x: Tensor, delta: Tensor, weight: Tensor, eps = 1e-6)
 export function layerNorm(x: Tensor, weight: Tensor, bias: Tensor, eps = 1e-5): Tensor {
   checkParam('layerNorm', x, weight);
   checkParam('layerNorm', x, bias);
-  const kernel = (b: Backend): Storage =>
-    b.layerNorm(kt('layerNorm', x), kt('layerNorm', weight), kt('layerNorm', bias), eps);
+  const kernel = (k: Kernels): Storage =>
+    k.layerNorm(kt('layerNorm', x), kt('layerNorm', weight), kt('layerNorm', bias), eps);
   return runOp('layerNorm', [x, weight, bias], x.shape, x.dtype, kernel, () => (g) => {
     const op = 'layerNormBackward';
-    const grads = (b: Backend): Storage[] => b.layerNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
+    const grads = (k: Kernels): Storage[] => k.layerNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
     return runBackward(op, [x, weight, bias, g], [x, weight, bias], grads);
   });
 }

@@ -1,4 +1,5 @@
 import type { Backend, KernelTensor, Storage } from '../core/backend.js';
+import { kernelsFor, type Kernels } from '../core/kernels.js';
 import type { DType } from '../core/dtype.js';
 import {
   BackendMismatchError,
@@ -16,7 +17,9 @@ import { Tensor } from '../core/tensor.js';
 /**
  * The one door every op goes through. Each form checks that its inputs are alive and share a backend, runs the
  * kernel (or makes a view, or fills a new tensor), checks the outputs when `setDebugNans` is on, and records the
- * vector-Jacobian rule (or a refusal) on every tape that tracks an input:
+ * vector-Jacobian rule (or a refusal) on every tape that tracks an input. A kernel callback gets the backend's
+ * resolved kernel table (`kernelsFor(backend)`, `core/kernels.ts`) and the backend itself:
+ * `runOp(op, inputs, shape, dtype, (k) => k.matmul(...), vjp)`.
  *
  * - `runOp(op, inputs, shape, dtype, kernel, vjp?)`: one output (most ops);
  * - `runOpMulti(op, inputs, outputs, kernel, vjp?)`: one kernel, several outputs (fused backward kernels, AdamW);
@@ -104,11 +107,11 @@ export function runOp(
   inputs: readonly Tensor[],
   shape: Shape,
   dtype: DType,
-  kernel: (backend: Backend) => Storage,
+  kernel: (k: Kernels, backend: Backend) => Storage,
   vjp?: ((y: Tensor) => VjpRule) | Refusal,
 ): Tensor {
   const backend = admit(op, inputs);
-  const y = Tensor.fromStorage(backend, kernel(backend), shape, dtype);
+  const y = Tensor.fromStorage(backend, kernel(kernelsFor(backend), backend), shape, dtype);
   finish(op, inputs, [y], vjp === undefined ? null : [isRefusal(vjp) ? refusingRule(op, vjp) : vjp(y)]);
   return y;
 }
@@ -123,11 +126,11 @@ export function runOpMulti(
   op: string,
   inputs: readonly Tensor[],
   outputs: readonly OutputSpec[],
-  kernel: (backend: Backend) => readonly Storage[],
+  kernel: (k: Kernels, backend: Backend) => readonly Storage[],
   vjp?: ((ys: readonly Tensor[]) => readonly VjpRule[]) | Refusal,
 ): Tensor[] {
   const backend = admit(op, inputs);
-  const storages = kernel(backend);
+  const storages = kernel(kernelsFor(backend), backend);
   const ys = outputs.map((o, i) => Tensor.fromStorage(backend, storages[i]!, o.shape, o.dtype));
   const rules = vjp === undefined ? null : isRefusal(vjp) ? ys.map(() => refusingRule(op, vjp)) : vjp(ys);
   finish(op, inputs, ys, rules);
@@ -142,7 +145,7 @@ export function runBackward(
   op: string,
   inputs: readonly Tensor[],
   likes: readonly Tensor[],
-  kernel: (backend: Backend) => readonly Storage[],
+  kernel: (k: Kernels, backend: Backend) => readonly Storage[],
 ): Tensor[] {
   return runOpMulti(
     op,
@@ -164,12 +167,12 @@ export function runDonating(
   op: string,
   donated: Tensor,
   inputs: readonly Tensor[],
-  kernel: (backend: Backend, inPlace: boolean) => Storage,
+  kernel: (k: Kernels, inPlace: boolean, backend: Backend) => Storage,
   vjp: ((y: Tensor) => VjpRule) | Refusal,
 ): Tensor {
   const backend = admit(op, [donated, ...inputs]);
   const inPlace = donated.uniquelyOwned && !trackedByActiveTape(donated) && !inputs.includes(donated);
-  const storage = kernel(backend, inPlace);
+  const storage = kernel(kernelsFor(backend), inPlace, backend);
   if (inPlace) donated.donate(op);
   const y = Tensor.fromStorage(backend, storage, donated.shape, donated.dtype);
   // A donated handle is gone: the tapes see only the other inputs (none tracked the donated one).
@@ -195,9 +198,9 @@ export function runSource(
   backend: Backend,
   shape: Shape,
   dtype: DType,
-  kernel: (backend: Backend) => Storage,
+  kernel: (k: Kernels, backend: Backend) => Storage,
 ): Tensor {
   if (!backend.supportsDType(dtype))
     throw new DTypeError(op, `backend ${backend.name} does not support dtype ${dtype}`);
-  return Tensor.fromStorage(backend, kernel(backend), shape, dtype);
+  return Tensor.fromStorage(backend, kernel(kernelsFor(backend), backend), shape, dtype);
 }

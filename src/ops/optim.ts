@@ -1,4 +1,5 @@
-import type { AdamWHyper, AdamWManyHyper, Backend, KernelTensor, Storage } from '../core/backend.js';
+import type { KernelTensor, Storage } from '../core/backend.js';
+import type { AdamWHyper, AdamWManyHyper, Kernels } from '../core/kernels.js';
 import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import type { Tensor } from '../core/tensor.js';
 import { mul } from './elementwise.js';
@@ -26,7 +27,7 @@ export function adamwUpdate(param: Tensor, grad: Tensor, m: Tensor, v: Tensor, h
   if (!(hyper.step >= 1)) throw new ArgumentError('adamwUpdate', `step must be >= 1, got ${hyper.step}`);
   const op = 'adamwUpdate';
   const like = { shape: param.shape, dtype: param.dtype };
-  const kernel = (b: Backend): Storage[] => b.adamw(kt(op, param), kt(op, grad), kt(op, m), kt(op, v), hyper);
+  const kernel = (k: Kernels): Storage[] => k.adamw(kt(op, param), kt(op, grad), kt(op, m), kt(op, v), hyper);
   const [p1, m1, v1] = runOpMulti(op, [param, grad, m, v], [like, like, like], kernel, refuseGradient());
   return { param: p1!, m: m1!, v: v1! };
 }
@@ -37,7 +38,7 @@ export function sumSquares(xs: readonly Tensor[]): Tensor {
   if (xs.length === 0) throw new ArgumentError(op, 'no tensors');
   const dtype = xs[0]!.dtype;
   for (const x of xs) if (x.dtype !== dtype) throw new DTypeError(op, `dtypes differ: ${x.dtype}, ${dtype}`);
-  const kernel = (b: Backend): Storage => b.sumSquares(xs.map((x) => kt(op, x)));
+  const kernel = (k: Kernels): Storage => k.sumSquares(xs.map((x) => kt(op, x)));
   return runOp(op, xs, [], dtype, kernel, () => (g) => xs.map((x) => mul(x, mul(g, 2))));
 }
 
@@ -71,8 +72,8 @@ export function adamwUpdateMany(
   if (params.length === 0) return [];
   const inputs = [...params, ...grads, ...m, ...v, ...(sumSq ? [sumSq] : [])];
   const views = (ts: readonly Tensor[]): KernelTensor[] => ts.map((t) => kt(op, t));
-  const kernel = (b: Backend): Storage[] =>
-    b.adamwMany(views(params), views(grads), views(m), views(v), sumSq && kt(op, sumSq), hyper).flat();
+  const kernel = (k: Kernels): Storage[] =>
+    k.adamwMany(views(params), views(grads), views(m), views(v), sumSq && kt(op, sumSq), hyper).flat();
   const likes = params.flatMap((p) => [p, p, p]);
   const outs = runOpMulti(op, inputs, likes, kernel, refuseGradient());
   return params.map((_, i) => ({ param: outs[3 * i]!, m: outs[3 * i + 1]!, v: outs[3 * i + 2]! }));

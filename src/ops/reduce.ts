@@ -1,4 +1,4 @@
-import type { ReduceOp } from '../core/backend.js';
+import type { ReduceOp } from '../core/kernels.js';
 import { normAxes } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
 import { cast, div, equal, exp, mul, sub, where } from './elementwise.js';
@@ -16,7 +16,7 @@ function reduceKept(op: ReduceOp, x: Tensor, axes: number[], vjp: (y: Tensor) =>
     [x],
     shape,
     x.dtype,
-    (b) => b.reduce(op, kt(op, x), axes),
+    (k) => k.reduce(op, kt(op, x), axes),
     (y) => {
       const rule = vjp(y);
       return (g) => [rule(g)];

@@ -1,4 +1,5 @@
-import type { Backend, Storage } from '../core/backend.js';
+import type { Storage } from '../core/backend.js';
+import type { Kernels } from '../core/kernels.js';
 import type { VjpRule } from '../core/tape.js';
 import { DTypeError, ShapeError } from '../core/errors.js';
 import type { Tensor } from '../core/tensor.js';
@@ -17,7 +18,7 @@ export function rotary(x: Tensor, cos: Tensor, sin: Tensor, inverse = false): Te
     [x, cos, sin],
     x.shape,
     x.dtype,
-    (b) => b.rope([kt('rotary', x)], kt('rotary', cos), kt('rotary', sin), inverse)[0]!,
+    (k) => k.rope([kt('rotary', x)], kt('rotary', cos), kt('rotary', sin), inverse)[0]!,
     rule(cos, sin, inverse),
   );
 }
@@ -27,7 +28,8 @@ export function rotaryPair(q: Tensor, k: Tensor, cos: Tensor, sin: Tensor): [Ten
   check(q, cos, sin);
   check(k, cos, sin);
   const op = 'rotaryPair';
-  const kernel = (b: Backend): readonly Storage[] => b.rope([kt(op, q), kt(op, k)], kt(op, cos), kt(op, sin), false);
+  const kernel = (kern: Kernels): readonly Storage[] =>
+    kern.rope([kt(op, q), kt(op, k)], kt(op, cos), kt(op, sin), false);
   // Each output's cotangent rotates back into its own input (the adjoint of a rotation is its inverse).
   const rules = (): VjpRule[] => [
     (g) => [rotary(g, cos, sin, true), null, null, null],

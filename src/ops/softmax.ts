@@ -13,7 +13,7 @@ export function softmax(x: Tensor, axis = -1): Tensor {
     [x],
     x.shape,
     x.dtype,
-    (b) => b.softmax(kt('softmax', x), a, false),
+    (k) => k.softmax(kt('softmax', x), a, false),
     (y) => (g) => [mul(y, sub(g, sum(mul(g, y), a, true)))],
   );
 }
@@ -27,7 +27,7 @@ export function logSoftmax(x: Tensor, axis = -1): Tensor {
     [x],
     x.shape,
     x.dtype,
-    (b) => b.softmax(kt('logSoftmax', x), a, true),
+    (k) => k.softmax(kt('logSoftmax', x), a, true),
     (y) => (g) => [sub(g, mul(exp(y), sum(g, a, true)))],
   );
 }

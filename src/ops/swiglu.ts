@@ -11,10 +11,10 @@ export function swiglu(gate: Tensor, up: Tensor): Tensor {
     [gate, up],
     gate.shape,
     gate.dtype,
-    (b) => b.swiglu(kt('swiglu', gate), kt('swiglu', up)),
+    (k) => k.swiglu(kt('swiglu', gate), kt('swiglu', up)),
     () => (g) => {
       const op = 'swigluBackward';
-      return runBackward(op, [gate, up, g], [gate, up], (b) => b.swigluBackward(kt(op, gate), kt(op, up), kt(op, g)));
+      return runBackward(op, [gate, up, g], [gate, up], (k) => k.swigluBackward(kt(op, gate), kt(op, up), kt(op, g)));
     },
   );
 }

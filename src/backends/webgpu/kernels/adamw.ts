@@ -1,11 +1,13 @@
-import type { AdamWHyper, KernelTensor } from '../../../core/backend.js';
+import type { KernelTensor } from '../../../core/backend.js';
 import { DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwSrc from '../../../../shaders/adamw.wgsl';
 import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { Words } from './layout.js';
+import type { WebGpuBackend } from '../backend.js';
+import { registerKernels, type AdamWHyper } from '../../../core/kernels.js';
 
 /** One fused AdamW step (shaders/adamw.wgsl); the bias corrections are computed here in double precision. */
 export function adamw(
@@ -41,3 +43,10 @@ export function adamw(
     uniforms: ([gx]) => words(gx),
   });
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  adamw: (b, param, grad, m, v, hyper) => {
+    const [p1, m1, v1] = adamw(b.runtime, param, grad, m, v, hyper);
+    return [asStorage(p1), asStorage(m1), asStorage(v1)];
+  },
+});

@@ -1,4 +1,5 @@
-import { MASKED_KEY_BIAS, type KernelTensor } from '../../../core/backend.js';
+import type { KernelTensor } from '../../../core/backend.js';
+import { MASKED_KEY_BIAS, registerKernels } from '../../../core/kernels.js';
 import { BackendError, DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import attentionSrc from '../../../../shaders/attention.wgsl';
@@ -6,11 +7,12 @@ import decodeSrc from '../../../../shaders/attention_decode.wgsl';
 import dqSrc from '../../../../shaders/attention_backward_dq.wgsl';
 import dkvSrc from '../../../../shaders/attention_backward_dkv.wgsl';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { launch } from '../launch.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
 import { fillInto } from './movement.js';
+import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Fused causal attention (shaders/attention*.wgsl): one forward dispatch, and a backward in two (dQ with the
@@ -150,3 +152,12 @@ export function attentionBackward(
   rt.release(stats);
   return [dq, dk, dv];
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  attention: (b, q, k, v, keyBias, scale, keyLength) =>
+    asStorage(attention(b.runtime, q, k, v, keyBias, scale, keyLength)),
+  attentionBackward: (b, q, k, v, keyBias, out, dOut, scale) => {
+    const [dq, dk, dv] = attentionBackward(b.runtime, q, k, v, keyBias, out, dOut, scale);
+    return [asStorage(dq), asStorage(dk), asStorage(dv)];
+  },
+});

@@ -1,4 +1,5 @@
-import type { BinaryOp, KernelTensor, UnaryOp } from '../../../core/backend.js';
+import type { KernelTensor } from '../../../core/backend.js';
+import { registerKernels, type BinaryOp, type UnaryOp } from '../../../core/kernels.js';
 import type { DType } from '../../../core/dtype.js';
 import { DTypeError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
@@ -7,9 +8,10 @@ import prelude from '../../../../shaders/prelude.wgsl';
 import template from '../../../../shaders/elementwise.wgsl';
 import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { checkRank, collapse, isContiguous, Words } from './layout.js';
+import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Launcher of the generic elementwise kernel (shaders/elementwise.wgsl), for a WGSL expression over named inputs
@@ -145,3 +147,28 @@ function source(
   });
   return `${prelude}\n${body}`;
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  cast: (b, x, dtype) => {
+    const t = wgslType('cast', dtype);
+    return asStorage(elementwise(b.runtime, `cast.${x.dtype}.${dtype}`, [{ name: 'x', x }], `${t}(x)`, x.shape, dtype));
+  },
+  unary: (b, op, x) =>
+    asStorage(elementwise(b.runtime, op, [{ name: 'x', x }], unaryExpr(op, x.dtype), x.shape, x.dtype)),
+  binary: (b, op, x, y, outShape) => {
+    const inputs = [
+      { name: 'a', x },
+      { name: 'b', x: y },
+    ];
+    return asStorage(elementwise(b.runtime, op, inputs, binaryExpr(op, x.dtype), outShape, x.dtype));
+  },
+  where: (b, cond, x, y, outShape) => {
+    const zero = `${wgslType('where', cond.dtype)}(0)`;
+    const inputs = [
+      { name: 'cond', x: cond },
+      { name: 'a', x },
+      { name: 'b', x: y },
+    ];
+    return asStorage(elementwise(b.runtime, 'where', inputs, `select(b, a, cond != ${zero})`, outShape, x.dtype));
+  },
+});

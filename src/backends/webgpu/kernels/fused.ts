@@ -1,5 +1,6 @@
 import type { KernelTensor } from '../../../core/backend.js';
 import { DTypeError } from '../../../core/errors.js';
+import { registerKernels } from '../../../core/kernels.js';
 import { sizeOf } from '../../../core/shape.js';
 import addRmsNormSrc from '../../../../shaders/add_rms_norm.wgsl';
 import prelude from '../../../../shaders/prelude.wgsl';
@@ -9,10 +10,11 @@ import swigluSrc from '../../../../shaders/swiglu.wgsl';
 import swigluBackwardSrc from '../../../../shaders/swiglu_backward.wgsl';
 import tokenLogProbsSrc from '../../../../shaders/token_log_probs.wgsl';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { launch } from '../launch.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
+import type { WebGpuBackend } from '../backend.js';
 
 /** Small fused kernels of the hot paths: RoPE, SwiGLU's gate and token log-probs, each with its backward. */
 function f32Only(kernel: string, ...ts: KernelTensor[]): void {
@@ -176,3 +178,19 @@ export function addRmsNorm(
     uniforms: ([gx]) => new Words(4).u(0, rows).u(1, d).f(2, eps).u(3, gx).u32,
   });
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  rope: (b, xs, cos, sin, inverse) => rope(b.runtime, xs, cos, sin, inverse).map(asStorage),
+  addRmsNorm: (b, x, delta, weight, eps) => {
+    const [sum, y] = addRmsNorm(b.runtime, x, delta, weight, eps);
+    return [asStorage(sum), asStorage(y)];
+  },
+  swiglu: (b, gate, up) => asStorage(swiglu(b.runtime, gate, up)),
+  swigluBackward: (b, gate, up, dy) => {
+    const [dGate, dUp] = swigluBackward(b.runtime, gate, up, dy);
+    return [asStorage(dGate), asStorage(dUp)];
+  },
+  tokenLogProbs: (b, logits, targets, scale) => asStorage(tokenLogProbs(b.runtime, logits, targets, scale)),
+  tokenLogProbsBackward: (b, logits, targets, dy, scale) =>
+    asStorage(tokenLogProbs(b.runtime, logits, targets, scale, dy)),
+});

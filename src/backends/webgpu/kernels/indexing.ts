@@ -5,9 +5,11 @@ import gatherSrc from '../../../../shaders/gather.wgsl';
 import scatterSrc from '../../../../shaders/scatter_add.wgsl';
 import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { Words } from './layout.js';
+import type { WebGpuBackend } from '../backend.js';
+import { registerKernels } from '../../../core/kernels.js';
 
 /** gather / takeAlongAxis (reads) and their adjoints scatterAdd / putAlongAxisAdd (owner-computes sums). */
 
@@ -132,3 +134,12 @@ export function putAlongAxisAdd(
     sizeOf(outShape),
   );
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  gather: (b, x, indices, axis) => asStorage(gather(b.runtime, x, indices, axis)),
+  scatterAdd: (b, updates, indices, axis, outShape) =>
+    asStorage(scatterAdd(b.runtime, updates, indices, axis, outShape)),
+  takeAlongAxis: (b, x, indices, axis) => asStorage(takeAlongAxis(b.runtime, x, indices, axis)),
+  putAlongAxisAdd: (b, updates, indices, axis, outShape) =>
+    asStorage(putAlongAxisAdd(b.runtime, updates, indices, axis, outShape)),
+});

@@ -5,10 +5,12 @@ import matmulSrc from '../../../../shaders/matmul.wgsl';
 import directSrc from '../../../../shaders/matmul_direct.wgsl';
 import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
 import { fillInto } from './movement.js';
 import { collapse, Words } from './layout.js';
+import type { WebGpuBackend } from '../backend.js';
+import { registerKernels } from '../../../core/kernels.js';
 
 /**
  * Launcher of the matmul kernels: the tiled kernel with workgroup memory (shaders/matmul.wgsl), used on GPUs,
@@ -349,3 +351,7 @@ export function matmul(
   });
   return out;
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  matmul: (b, x, y, transA, transB, outShape) => asStorage(matmul(b.runtime, x, y, transA, transB, outShape)),
+});

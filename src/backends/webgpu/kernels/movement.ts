@@ -5,9 +5,11 @@ import copySrc from '../../../../shaders/copy.wgsl';
 import fillSrc from '../../../../shaders/fill.wgsl';
 import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { checkRank, collapse, Words } from './layout.js';
+import type { WebGpuBackend } from '../backend.js';
+import { registerKernels } from '../../../core/kernels.js';
 
 /** Movement kernels on 32-bit words: fill, and one strided copy for expand, permute, slice, pad and concat. */
 
@@ -162,3 +164,16 @@ export function updateSlice(
   const offset = begin.reduce((s, b, i) => s + b * strides[i]!, 0);
   return copyStrided(rt, 'updateSlice', from, out, src.shape, stridesOf(src.shape), 0, strides, offset);
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  fill: (b, shape, dtype, value) => asStorage(fill(b.runtime, shape, dtype, value)),
+  expand: (b, x, outShape) => asStorage(expand(b.runtime, x, outShape)),
+  permute: (b, x, perm) => asStorage(permute(b.runtime, x, perm)),
+  slice: (b, x, begin, outShape) => asStorage(slice(b.runtime, x, begin, outShape)),
+  pad: (b, x, begin, outShape) => asStorage(pad(b.runtime, x, begin, outShape)),
+  concat: (b, xs, axis, outShape) => asStorage(concat(b.runtime, xs, axis, outShape)),
+  updateSlice: (b, dst, src, begin, inPlace) => {
+    const out = updateSlice(b.runtime, dst, src, begin, inPlace);
+    return inPlace ? dst.storage : asStorage(out);
+  },
+});

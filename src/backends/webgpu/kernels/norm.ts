@@ -9,10 +9,12 @@ import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import normRows from '../../../../shaders/norm_rows.wgsl';
 import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { grid } from '../wgsl.js';
 import { fillInto } from './movement.js';
 import { Words } from './layout.js';
+import type { WebGpuBackend } from '../backend.js';
+import { registerKernels } from '../../../core/kernels.js';
 
 /**
  * RMSNorm and LayerNorm over the last axis: a forward kernel (one workgroup per row), and a backward in two
@@ -138,3 +140,16 @@ export function layerNormBackward(
   rt.release(stats);
   return [dx, dw, db];
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  rmsNorm: (b, x, weight, eps) => asStorage(rmsNorm(b.runtime, x, weight, eps)),
+  rmsNormBackward: (b, x, weight, dy, eps) => {
+    const [dx, dw] = rmsNormBackward(b.runtime, x, weight, dy, eps);
+    return [asStorage(dx), asStorage(dw)];
+  },
+  layerNorm: (b, x, weight, bias, eps) => asStorage(layerNorm(b.runtime, x, weight, bias, eps)),
+  layerNormBackward: (b, x, weight, dy, eps) => {
+    const [dx, dw, db] = layerNormBackward(b.runtime, x, weight, dy, eps);
+    return [asStorage(dx), asStorage(dw), asStorage(db)];
+  },
+});

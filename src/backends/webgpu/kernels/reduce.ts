@@ -1,13 +1,15 @@
-import type { KernelTensor, ReduceOp } from '../../../core/backend.js';
+import type { KernelTensor } from '../../../core/backend.js';
+import { registerKernels, type ReduceOp } from '../../../core/kernels.js';
 import { DTypeError } from '../../../core/errors.js';
 import { sizeOf, stridesOf } from '../../../core/shape.js';
 import reduceSrc from '../../../../shaders/reduce.wgsl';
 import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { copyStrided } from './movement.js';
 import { Words } from './layout.js';
+import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Reduce over `axes` (keeping them as size-1 dims). Size-1 dims are dropped and neighbouring dims of the same
@@ -97,3 +99,7 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
   if (temp) rt.release(temp);
   return out;
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  reduce: (b, op, x, axes) => asStorage(reduce(b.runtime, op, x, axes)),
+});

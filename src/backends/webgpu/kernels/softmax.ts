@@ -5,9 +5,11 @@ import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import softmaxSrc from '../../../../shaders/softmax.wgsl';
 import { launch } from '../launch.js';
 import type { GpuRuntime } from '../runtime.js';
-import { bufferOf } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
+import type { WebGpuBackend } from '../backend.js';
+import { registerKernels } from '../../../core/kernels.js';
 
 /** Softmax / log-softmax along `axis`: a workgroup per row for long last-axis rows, else a thread per line. */
 const TREE_MIN = 128;
@@ -38,3 +40,7 @@ export function softmax(rt: GpuRuntime, x: KernelTensor, axis: number, log: bool
   });
   return out;
 }
+
+registerKernels<WebGpuBackend>('webgpu', {
+  softmax: (b, x, axis, log) => asStorage(softmax(b.runtime, x, axis, log)),
+});

@@ -1,6 +1,24 @@
+import type { KernelTensor, Storage } from '../../core/backend.js';
 import type { TypedArray } from '../../core/dtype.js';
+import { registerKernels } from '../../core/kernels.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../core/shape.js';
+import { data, store, type HostBackend } from './host.js';
 import { stridedOffsets } from './strided.js';
+
+// a [...batchA, M, K] (transA: [..., K, M]), b [...batchB, K, N] (transB: [..., N, K]) -> out [...batch, M, N];
+// its backward is two matmuls (the op's rule)
+export function matmul(
+  b: HostBackend,
+  x: KernelTensor,
+  y: KernelTensor,
+  transA: boolean,
+  transB: boolean,
+  outShape: Shape,
+): Storage {
+  const out = b.alloc(x.dtype, sizeOf(outShape));
+  matmulLoop(data(x), x.shape, data(y), y.shape, transA, transB, outShape, out);
+  return store(out);
+}
 
 /**
  * Batched matmul on typed arrays. Each batch packs op(A) as K x M (so a column of A is contiguous) and op(B) as
@@ -8,7 +26,7 @@ import { stridedOffsets } from './strided.js';
  * multiply-adds per 8 loads instead of the i-k-j loop's load-modify-store per multiply. Accumulation is in
  * double precision (JS numbers), rounded once to the output dtype.
  */
-export function matmulKernel(
+function matmulLoop(
   a: TypedArray,
   aShape: Shape,
   b: TypedArray,
@@ -145,3 +163,5 @@ function multiplyPacked(
     }
   }
 }
+
+registerKernels<HostBackend>('reference', { matmul });

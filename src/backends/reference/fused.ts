@@ -1,8 +1,15 @@
-import { MASKED_KEY_BIAS, type AdamWManyHyper } from '../../core/backend.js';
+import type { KernelTensor, Storage } from '../../core/backend.js';
 import type { TypedArray } from '../../core/dtype.js';
-import { adamwKernel } from './rows.js';
+import { MASKED_KEY_BIAS, registerKernels, type AdamWManyHyper } from '../../core/kernels.js';
+import { sizeOf } from '../../core/shape.js';
+import { binary } from './elementwise.js';
+import { arr, data, store, type HostBackend } from './host.js';
+import { adamwLoop, rmsNormRows } from './rows.js';
 
-/** Plain-loop references of the fused kernels (attention, RoPE, SwiGLU, token log-probs, multi-tensor AdamW). */
+/**
+ * Plain-loop references of the fused kernels (attention, RoPE, residual add + RMSNorm, SwiGLU, token log-probs,
+ * multi-tensor AdamW), each beside its backward.
+ */
 
 export interface AttentionDims {
   readonly b: number;
@@ -52,7 +59,46 @@ function probabilities(
   return p;
 }
 
-export function attentionKernel(
+// q [B, Tq, Hq, D], k, v [B, Tk, Hkv, D], keyBias [B, Tk] or null -> out [B, Tq, Hq, D] over the first keyLength keys
+export function attention(
+  b: HostBackend,
+  q: KernelTensor,
+  k: KernelTensor,
+  v: KernelTensor,
+  keyBias: KernelTensor | null,
+  scale: number,
+  keyLength: number,
+): Storage {
+  const out = b.alloc(q.dtype, sizeOf(q.shape));
+  const dims = { ...attentionDims(q, k), tk: keyLength };
+  attentionLoop(data(q), data(k), data(v), keyBias && data(keyBias), dims, scale, out);
+  return store(out);
+}
+
+// q, k, v, keyBias as attention's (every key row a key), out and dOut [B, Tq, Hq, D] -> dq, dk, dv
+export function attentionBackward(
+  b: HostBackend,
+  q: KernelTensor,
+  k: KernelTensor,
+  v: KernelTensor,
+  keyBias: KernelTensor | null,
+  out: KernelTensor,
+  dOut: KernelTensor,
+  scale: number,
+): [Storage, Storage, Storage] {
+  const like = (t: KernelTensor): TypedArray => b.alloc(t.dtype, sizeOf(t.shape));
+  const [dq, dk, dv] = [like(q), like(k), like(v)];
+  const [bias, dims] = [keyBias && data(keyBias), attentionDims(q, k)];
+  attentionBackwardLoop(data(q), data(k), data(v), bias, data(out), data(dOut), dims, scale, dq, dk, dv);
+  return [store(dq), store(dk), store(dv)];
+}
+
+const attentionDims = (q: KernelTensor, k: KernelTensor): AttentionDims => {
+  const [b, tq, hq, d] = q.shape as [number, number, number, number];
+  return { b, tq, tk: k.shape[1]!, ks: k.shape[1]!, hq, hkv: k.shape[2]!, d };
+};
+
+function attentionLoop(
   q: TypedArray,
   k: TypedArray,
   v: TypedArray,
@@ -82,7 +128,7 @@ export function attentionKernel(
  * dS = P (dP - rowsum(dO * O)) with dP = dO V^T (FlashAttention-2's backward); dq = scale dS K, dk = scale dS^T Q
  * summed over the query heads of a group, dv = P^T dO likewise.
  */
-export function attentionBackwardKernel(
+function attentionBackwardLoop(
   q: TypedArray,
   k: TypedArray,
   v: TypedArray,
@@ -126,8 +172,24 @@ export function attentionBackwardKernel(
   dv.set(dvAcc);
 }
 
+// each x [..., H, D], cos and sin [..., 1, D/2] -> out like x, rotated; its backward is rope with inverse
+export function rope(
+  b: HostBackend,
+  xs: readonly KernelTensor[],
+  cos: KernelTensor,
+  sin: KernelTensor,
+  inverse: boolean,
+): Storage[] {
+  return xs.map((x) => {
+    const out = b.alloc(x.dtype, sizeOf(x.shape));
+    const [heads, d] = x.shape.slice(-2) as [number, number];
+    ropeRows(data(x), data(cos), data(sin), heads, d, inverse, out);
+    return store(out);
+  });
+}
+
 /** Rotate-half RoPE over rows of `heads` heads of size d, with one cos/sin row (d/2) per leading index. */
-export function ropeKernel(
+function ropeRows(
   x: TypedArray,
   cos: TypedArray,
   sin: TypedArray,
@@ -153,26 +215,47 @@ export function ropeKernel(
   }
 }
 
-const sigmoid = (x: number): number => (x >= 0 ? 1 / (1 + Math.exp(-x)) : Math.exp(x) / (1 + Math.exp(x)));
-
-export function swigluKernel(gate: TypedArray, up: TypedArray, out: TypedArray): void {
-  for (let i = 0; i < out.length; i++) out[i] = gate[i]! * sigmoid(gate[i]!) * up[i]!;
+// x, delta [rows, d], weight [d] -> sum = x + delta, out = rmsNorm(sum) [rows, d]; its backward is the ops'
+export function addRmsNorm(
+  b: HostBackend,
+  x: KernelTensor,
+  delta: KernelTensor,
+  weight: KernelTensor,
+  eps: number,
+): [Storage, Storage] {
+  const sum = binary(b, 'add', x, delta, x.shape);
+  const out = b.alloc(x.dtype, sizeOf(x.shape));
+  rmsNormRows(arr(sum), data(weight), x.shape[x.shape.length - 1]!, eps, out);
+  return [sum, store(out)];
 }
 
-/** d silu(x)/dx = s (1 + x (1 - s)), s = sigmoid(x). */
-export function swigluBackwardKernel(
-  gate: TypedArray,
-  up: TypedArray,
-  dy: TypedArray,
-  dGate: TypedArray,
-  dUp: TypedArray,
-): void {
+const sigmoid = (x: number): number => (x >= 0 ? 1 / (1 + Math.exp(-x)) : Math.exp(x) / (1 + Math.exp(x)));
+
+// gate, up [n] -> out [n] = silu(gate) * up
+export function swiglu(b: HostBackend, gateT: KernelTensor, upT: KernelTensor): Storage {
+  const [gate, up] = [data(gateT), data(upT)];
+  const out = b.alloc(gateT.dtype, sizeOf(gateT.shape));
+  for (let i = 0; i < out.length; i++) out[i] = gate[i]! * sigmoid(gate[i]!) * up[i]!;
+  return store(out);
+}
+
+// gate, up, dy [n] -> dgate, dup [n]; d silu(x)/dx = s (1 + x (1 - s)), s = sigmoid(x)
+export function swigluBackward(
+  b: HostBackend,
+  gateT: KernelTensor,
+  upT: KernelTensor,
+  dyT: KernelTensor,
+): [Storage, Storage] {
+  const [gate, up, dy] = [data(gateT), data(upT), data(dyT)];
+  const dGate = b.alloc(gateT.dtype, sizeOf(gateT.shape));
+  const dUp = b.alloc(gateT.dtype, sizeOf(gateT.shape));
   for (let i = 0; i < dy.length; i++) {
     const x = gate[i]!;
     const s = sigmoid(x);
     dGate[i] = dy[i]! * up[i]! * (s * (1 + x * (1 - s)));
     dUp[i] = dy[i]! * x * s;
   }
+  return [store(dGate), store(dUp)];
 }
 
 /**
@@ -195,13 +278,11 @@ function rowStats(sx: (i: number) => number, o: number, v: number): [number, num
   return [mx, s];
 }
 
-export function tokenLogProbsKernel(
-  logits: TypedArray,
-  targets: TypedArray,
-  v: number,
-  scale: number,
-  out: TypedArray,
-): void {
+// logits [rows, V], targets [rows] (i32) -> out [rows] = log softmax(scale logits)[target] (NaN out of range)
+export function tokenLogProbs(b: HostBackend, logitsT: KernelTensor, targetsT: KernelTensor, scale: number): Storage {
+  const [logits, targets] = [data(logitsT), data(targetsT)];
+  const v = logitsT.shape[logitsT.shape.length - 1]!;
+  const out = b.alloc(logitsT.dtype, sizeOf(targetsT.shape));
   for (let r = 0; r < out.length; r++) {
     const t = targets[r]!;
     if (!(t >= 0 && t < v)) {
@@ -212,16 +293,20 @@ export function tokenLogProbsKernel(
     const [mx, s] = rowStats(sx, r * v, v);
     out[r] = sx(r * v + t) - mx - Math.log(s);
   }
+  return store(out);
 }
 
-export function tokenLogProbsBackwardKernel(
-  logits: TypedArray,
-  targets: TypedArray,
-  dy: TypedArray,
-  v: number,
+// logits [rows, V], targets [rows], dy [rows] -> dx [rows, V] = dy scale (onehot(target) - softmax(scale logits))
+export function tokenLogProbsBackward(
+  b: HostBackend,
+  logitsT: KernelTensor,
+  targetsT: KernelTensor,
+  dyT: KernelTensor,
   scale: number,
-  dx: TypedArray,
-): void {
+): Storage {
+  const [logits, targets, dy] = [data(logitsT), data(targetsT), data(dyT)];
+  const v = logitsT.shape[logitsT.shape.length - 1]!;
+  const dx = b.alloc(logitsT.dtype, sizeOf(logitsT.shape));
   for (let r = 0; r < dy.length; r++) {
     const sx = scaled(logits, scale);
     const [mx, s] = rowStats(sx, r * v, v);
@@ -231,28 +316,49 @@ export function tokenLogProbsBackwardKernel(
       dx[r * v + j] = dy[r]! * scale * ((j === t ? 1 : 0) - p);
     }
   }
+  return store(dx);
 }
 
-export function sumSquaresKernel(xs: readonly TypedArray[]): number {
+// xs [n_i] -> out [] = sum of every squared entry (its backward is ops: 2 g x)
+export function sumSquares(b: HostBackend, xs: readonly KernelTensor[]): Storage {
+  const out = b.alloc(xs[0]!.dtype, 1);
   let total = 0;
-  for (const x of xs) for (let i = 0; i < x.length; i++) total += x[i]! * x[i]!;
-  return total;
+  for (const x of xs.map(data)) for (let i = 0; i < x.length; i++) total += x[i]! * x[i]!;
+  out[0] = total;
+  return store(out);
 }
 
-/** AdamW on every leaf; with maxNorm, gradients scaled by min(maxNorm / (sqrt(sumSquares) + 1e-6), 1) first. */
-export function adamwManyKernel(
-  params: readonly TypedArray[],
-  grads: readonly TypedArray[],
-  m: readonly TypedArray[],
-  v: readonly TypedArray[],
-  sumSquares: number | null,
+// per leaf: param, grad, m, v [n_i] -> param, m, v [n_i]; with maxNorm, gradients scaled by
+// min(maxNorm / (sqrt(sumSquares) + 1e-6), 1) first
+export function adamwMany(
+  b: HostBackend,
+  params: readonly KernelTensor[],
+  grads: readonly KernelTensor[],
+  m: readonly KernelTensor[],
+  v: readonly KernelTensor[],
+  sumSquares: KernelTensor | null,
   h: AdamWManyHyper,
-  outs: readonly [TypedArray, TypedArray, TypedArray][],
-): void {
-  const scale =
-    h.maxNorm !== undefined && sumSquares !== null ? Math.min(h.maxNorm / (Math.sqrt(sumSquares) + 1e-6), 1) : 1;
-  params.forEach((p, i) => {
-    const g = scale === 1 ? grads[i]! : grads[i]!.map((x) => x * scale);
-    adamwKernel(p, g, m[i]!, v[i]!, { ...h, weightDecay: h.weightDecays[i]! }, ...outs[i]!);
+): [Storage, Storage, Storage][] {
+  const ss = sumSquares ? data(sumSquares)[0]! : null;
+  const scale = h.maxNorm !== undefined && ss !== null ? Math.min(h.maxNorm / (Math.sqrt(ss) + 1e-6), 1) : 1;
+  return params.map((pt, i): [Storage, Storage, Storage] => {
+    const like = (): TypedArray => b.alloc(pt.dtype, sizeOf(pt.shape));
+    const [p1, m1, v1] = [like(), like(), like()];
+    const g = scale === 1 ? data(grads[i]!) : data(grads[i]!).map((x) => x * scale);
+    adamwLoop(data(pt), g, data(m[i]!), data(v[i]!), { ...h, weightDecay: h.weightDecays[i]! }, p1, m1, v1);
+    return [store(p1), store(m1), store(v1)];
   });
 }
+
+registerKernels<HostBackend>('reference', {
+  attention,
+  attentionBackward,
+  rope,
+  addRmsNorm,
+  swiglu,
+  swigluBackward,
+  tokenLogProbs,
+  tokenLogProbsBackward,
+  sumSquares,
+  adamwMany,
+});

@@ -1,9 +1,22 @@
-import type { AdamWHyper } from '../../core/backend.js';
+import type { KernelTensor, Storage } from '../../core/backend.js';
 import type { TypedArray } from '../../core/dtype.js';
+import { registerKernels, type AdamWHyper } from '../../core/kernels.js';
+import { sizeOf } from '../../core/shape.js';
+import { data, splitAt, store, type HostBackend } from './host.js';
 
-/** Row kernels of the CPU backend: softmax along an axis, RMSNorm and LayerNorm over the last axis. */
+/**
+ * Row kernels: softmax along an axis, RMSNorm and LayerNorm over the last axis (each beside its backward), and
+ * the AdamW step. Each registered kernel allocates its outputs and runs a loop over typed arrays.
+ */
 
-export function softmaxKernel(
+// x [outer, len, inner] -> out [outer, len, inner], (log-)softmax along len; its backward is ops (src/ops/softmax.ts)
+export function softmax(b: HostBackend, x: KernelTensor, axis: number, log: boolean): Storage {
+  const out = b.alloc(x.dtype, sizeOf(x.shape));
+  softmaxRows(data(x), splitAt(x.shape, axis), log, out);
+  return store(out);
+}
+
+function softmaxRows(
   x: TypedArray,
   [outer, len, inner]: [number, number, number],
   log: boolean,
@@ -25,7 +38,14 @@ export function softmaxKernel(
   }
 }
 
-export function rmsNormKernel(x: TypedArray, w: TypedArray, d: number, eps: number, out: TypedArray): void {
+// x [rows, d], weight [d] -> out [rows, d] = x / sqrt(mean(x^2) + eps) * weight
+export function rmsNorm(b: HostBackend, x: KernelTensor, weight: KernelTensor, eps: number): Storage {
+  const out = b.alloc(x.dtype, sizeOf(x.shape));
+  rmsNormRows(data(x), data(weight), x.shape[x.shape.length - 1]!, eps, out);
+  return store(out);
+}
+
+export function rmsNormRows(x: TypedArray, w: TypedArray, d: number, eps: number, out: TypedArray): void {
   for (let row = 0; row < x.length / d; row++) {
     const o = row * d;
     let ss = 0;
@@ -35,8 +55,22 @@ export function rmsNormKernel(x: TypedArray, w: TypedArray, d: number, eps: numb
   }
 }
 
+// x [rows, d], weight [d], dy [rows, d] -> dx [rows, d], dweight [d]
+export function rmsNormBackward(
+  b: HostBackend,
+  x: KernelTensor,
+  weight: KernelTensor,
+  dy: KernelTensor,
+  eps: number,
+): [Storage, Storage] {
+  const dx = b.alloc(x.dtype, sizeOf(x.shape));
+  const dw = b.alloc(x.dtype, sizeOf(weight.shape));
+  rmsNormBackwardRows(data(x), data(weight), data(dy), x.shape[x.shape.length - 1]!, eps, dx, dw);
+  return [store(dx), store(dw)];
+}
+
 /** dx = r (gw - xhat mean(gw xhat)) with gw = dy w, xhat = x r; dw = sum over rows of dy xhat. */
-export function rmsNormBackwardKernel(
+function rmsNormBackwardRows(
   x: TypedArray,
   w: TypedArray,
   dy: TypedArray,
@@ -63,14 +97,20 @@ export function rmsNormBackwardKernel(
   dw.set(dwAcc);
 }
 
-export function layerNormKernel(
-  x: TypedArray,
-  w: TypedArray,
-  b: TypedArray,
-  d: number,
+// x [rows, d], weight [d], bias [d] -> out [rows, d] = (x - mean) / sqrt(var + eps) * weight + bias
+export function layerNorm(
+  b: HostBackend,
+  x: KernelTensor,
+  weight: KernelTensor,
+  bias: KernelTensor,
   eps: number,
-  out: TypedArray,
-): void {
+): Storage {
+  const out = b.alloc(x.dtype, sizeOf(x.shape));
+  layerNormRows(data(x), data(weight), data(bias), x.shape[x.shape.length - 1]!, eps, out);
+  return store(out);
+}
+
+function layerNormRows(x: TypedArray, w: TypedArray, b: TypedArray, d: number, eps: number, out: TypedArray): void {
   for (let row = 0; row < x.length / d; row++) {
     const o = row * d;
     const [mu, r] = moments(x, o, d, eps);
@@ -78,8 +118,24 @@ export function layerNormKernel(
   }
 }
 
+// x [rows, d], weight [d], dy [rows, d] -> dx [rows, d], dweight [d], dbias [d]
+export function layerNormBackward(
+  b: HostBackend,
+  x: KernelTensor,
+  weight: KernelTensor,
+  dy: KernelTensor,
+  eps: number,
+): [Storage, Storage, Storage] {
+  const d = x.shape[x.shape.length - 1]!;
+  const dx = b.alloc(x.dtype, sizeOf(x.shape));
+  const dw = b.alloc(x.dtype, d);
+  const db = b.alloc(x.dtype, d);
+  layerNormBackwardRows(data(x), data(weight), data(dy), d, eps, dx, dw, db);
+  return [store(dx), store(dw), store(db)];
+}
+
 /** dx = r (gw - mean(gw) - xhat mean(gw xhat)) with gw = dy w; dw = sum dy xhat; db = sum dy. */
-export function layerNormBackwardKernel(
+function layerNormBackwardRows(
   x: TypedArray,
   w: TypedArray,
   dy: TypedArray,
@@ -122,8 +178,25 @@ function moments(x: TypedArray, o: number, d: number, eps: number): [number, num
   return [mu, 1 / Math.sqrt(v / d + eps)];
 }
 
+// param, grad, m, v [n] -> param, m, v [n] updated (new storages)
+export function adamw(
+  b: HostBackend,
+  param: KernelTensor,
+  grad: KernelTensor,
+  m: KernelTensor,
+  v: KernelTensor,
+  h: AdamWHyper,
+): [Storage, Storage, Storage] {
+  const n = sizeOf(param.shape);
+  const p1 = b.alloc(param.dtype, n);
+  const m1 = b.alloc(param.dtype, n);
+  const v1 = b.alloc(param.dtype, n);
+  adamwLoop(data(param), data(grad), data(m), data(v), h, p1, m1, v1);
+  return [store(p1), store(m1), store(v1)];
+}
+
 /** AdamW: p <- p - lr wd p, then p <- p - lr mhat / (sqrt(vhat) + eps) with bias-corrected moments. */
-export function adamwKernel(
+export function adamwLoop(
   p: TypedArray,
   g: TypedArray,
   m: TypedArray,
@@ -144,3 +217,5 @@ export function adamwKernel(
     pOut[i] = p[i]! * (1 - h.lr * h.weightDecay) - (h.lr * (mi / c1)) / (Math.sqrt(vi / c2) + h.eps);
   }
 }
+
+registerKernels<HostBackend>('reference', { softmax, rmsNorm, rmsNormBackward, layerNorm, layerNormBackward, adamw });

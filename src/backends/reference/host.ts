@@ -1,0 +1,64 @@
+import type { Backend, KernelTensor, MemoryInfo, Storage } from '../../core/backend.js';
+import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
+import { sizeOf, type Shape } from '../../core/shape.js';
+
+/**
+ * A backend whose storage is a typed array in host memory: what the reference kernels run on. They take it as
+ * their first argument and allocate their outputs with `alloc`, so any such backend (the reference one, the CPU
+ * one, a backend whose arrays are views into a WebAssembly memory) can run every reference kernel on its own
+ * storage, as its fallback (`fallbackKernels: 'reference'`).
+ */
+export interface HostBackend extends Backend {
+  /**
+   * A new array of `size` entries of `dtype`, zero-filled (kernels rely on it: pad, scatter-adds, gathers of an
+   * out-of-range index), owned by this backend until `free` gets it back as storage.
+   */
+  alloc(dtype: DType, size: number): TypedArray;
+}
+
+/** A host backend's storage is the typed array itself. */
+export const arr = (s: Storage): TypedArray => s as unknown as TypedArray;
+export const store = (a: TypedArray): Storage => a as unknown as Storage;
+export const data = (x: KernelTensor): TypedArray => arr(x.storage);
+
+/** Split a shape at `axis` into (outer, axis length, inner) for row and indexing kernels. */
+export const splitAt = (shape: Shape, axis: number): [number, number, number] => [
+  sizeOf(shape.slice(0, axis)),
+  shape[axis]!,
+  sizeOf(shape.slice(axis + 1)),
+];
+
+/**
+ * Typed arrays from the JavaScript heap, counted: the memory half of a host backend (upload, read, free, memory),
+ * each backend with its own counts.
+ */
+export class HeapMemory {
+  private buffers = 0;
+  private bytes = 0;
+
+  alloc(dtype: DType, size: number): TypedArray {
+    const a = allocArray(dtype, size);
+    this.buffers++;
+    this.bytes += a.byteLength;
+    return a;
+  }
+
+  upload(values: TypedArray, dtype: DType): Storage {
+    const a = this.alloc(dtype, values.length);
+    a.set(values);
+    return store(a);
+  }
+
+  readSync(x: KernelTensor): TypedArray {
+    return data(x).slice();
+  }
+
+  free(storage: Storage): void {
+    this.buffers--;
+    this.bytes -= arr(storage).byteLength;
+  }
+
+  memory(): MemoryInfo {
+    return { buffers: this.buffers, bytes: this.bytes };
+  }
+}
