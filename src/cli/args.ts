@@ -79,7 +79,8 @@ export const TRAIN_USAGE = `usage: rlvr train [options]
   --task ${TASK_NAMES.join('|')}   (default ${TRAIN_DEFAULTS.task})
   --objective NAME   (default ${TRAIN_DEFAULTS.objective}), one of:
 ${objectiveLines}
-  --backend ${BACKEND_NAMES.join('|')}          --output DIR (metrics.jsonl, checkpoints)   --resume DIR
+  --backend ${BACKEND_NAMES.join('|')}   (default ${TRAIN_DEFAULTS.backend})
+  --output DIR (metrics.jsonl, checkpoints)   --resume DIR
   --advantage group|rcc         --rcc-delta sum|mean      --bicc
   --overwrite                   replace a non-empty --output directory (refused otherwise, unless resuming it)
   --on-non-finite stop|skip     a NaN/Inf loss or gradient norm ends the run (default) or skips that update
