@@ -339,9 +339,9 @@ function resolve(backend: Backend): Kernels {
 }
 
 function countFallback(backend: Backend, name: KernelName): void {
-  const c = counts.get(backend) ?? {};
-  counts.set(backend, c);
-  c[name] = (c[name] ?? 0) + 1;
+  const c = counts.get(backend);
+  if (c === undefined) counts.set(backend, { [name]: 1 });
+  else c[name] = (c[name] ?? 0) + 1;
 }
 
 /** How many times each kernel of this backend instance ran its fallback's kernel (kernels that never did: absent). */

@@ -16,7 +16,11 @@ export interface HostBackend extends Backend {
   alloc(dtype: DType, size: number): TypedArray;
 }
 
-/** A host backend's storage is the typed array itself. */
+/**
+ * A host backend's storage is the typed array itself, read by the kernels for as long as they run. (A backend
+ * whose arrays are views into a WebAssembly memory must not grow that memory while views are live: growth
+ * detaches every view.)
+ */
 export const arr = (s: Storage): TypedArray => s as unknown as TypedArray;
 export const store = (a: TypedArray): Storage => a as unknown as Storage;
 export const data = (x: KernelTensor): TypedArray => arr(x.storage);
