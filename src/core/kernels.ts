@@ -139,7 +139,7 @@ export interface Kernels {
     hyper: AdamWHyper,
   ): [Storage, Storage, Storage];
 
-  // Fused kernels of the hot paths (fewer, bigger dispatches). Each has a plain-loop reference on the CPU.
+  // Fused kernels of the hot paths (fewer, bigger dispatches), each with a plain-loop reference kernel.
   /**
    * Causal attention, flash-style (scores never stored): q [B, Tq, Hq, D], k and v [B, Tk, Hkv, D] (Hq a multiple
    * of Hkv; query head h reads key/value head floor(h / (Hq / Hkv))), keyBias [B, Tk] added to every score of
