@@ -3,3 +3,9 @@ declare module '*.wgsl' {
   const source: string;
   export default source;
 }
+
+/** The CPU backend's WebAssembly kernels, compiled from src/backends/cpu/assembly/ by the build (esbuild.wasm.mjs). */
+declare module '*/assembly/kernels.wasm' {
+  const base64: string;
+  export default base64;
+}

@@ -1,0 +1,182 @@
+// C[M, N] = op(A)[M, K] . op(B)[K, N], f32, as the GotoBLAS/BLIS papers lay it out: B is packed into panels of NR
+// columns (KC x NR, contiguous), A into panels of MR rows (KC x MR), and a register-blocked MR x NR micro-kernel
+// keeps 12 f32x4 accumulators across its K loop. Strides make every transpose one code path: element (i, k) of
+// op(A) is at a[i * sai + k * sak], element (k, j) of op(B) at b[k * sbk + j * sbj] (in floats).
+//
+// Determinism: an element of C is the sum over K in blocks of KC (in order), each block summed in order of k from
+// 0, so its value depends on neither the thread count nor the partition of C among threads.
+
+const MR = 6;
+const NR = 8;
+const KC = 256;
+const MC = 120; // a multiple of MR
+const NC = 512; // a multiple of NR
+
+/** Floats of per-thread scratch `gemm` needs: the packed B and A blocks and one edge tile. */
+export function gemmScratchFloats(): i32 {
+  return KC * NC + MC * KC + MR * NR;
+}
+
+function packB(bp: usize, b: usize, pc: i32, jc: i32, kc: i32, nc: i32, sbk: i32, sbj: i32): void {
+  // bp[(jp * kc + kk) * NR + jj] = B[pc + kk, jc + jp * NR + jj], zero past nc.
+  for (let jp = 0; jp < nc; jp += NR) {
+    const w = min(NR, nc - jp);
+    let dst = bp + (<usize>(jp * kc) << 2);
+    if (sbj == 1 && w == NR) {
+      for (let kk = 0; kk < kc; kk++) {
+        const src = b + (<usize>((pc + kk) * sbk + jc + jp) << 2);
+        v128.store(dst, v128.load(src));
+        v128.store(dst, v128.load(src, 16), 16);
+        dst += NR << 2;
+      }
+    } else {
+      for (let kk = 0; kk < kc; kk++) {
+        for (let jj = 0; jj < NR; jj++) {
+          const v: f32 = jj < w ? load<f32>(b + (<usize>((pc + kk) * sbk + (jc + jp + jj) * sbj) << 2)) : 0;
+          store<f32>(dst + (<usize>jj << 2), v);
+        }
+        dst += NR << 2;
+      }
+    }
+  }
+}
+
+function packA(ap: usize, a: usize, ic: i32, pc: i32, mc: i32, kc: i32, sai: i32, sak: i32): void {
+  // ap[(ip * kc + kk) * MR + ii] = A[ic + ip * MR + ii, pc + kk], zero past mc.
+  for (let ip = 0; ip < mc; ip += MR) {
+    const h = min(MR, mc - ip);
+    let dst = ap + (<usize>(ip * kc) << 2);
+    for (let ii = 0; ii < MR; ii++) {
+      if (ii < h) {
+        let src = a + (<usize>((ic + ip + ii) * sai + pc * sak) << 2);
+        const step = <usize>sak << 2;
+        let d = dst + (<usize>ii << 2);
+        for (let kk = 0; kk < kc; kk++) {
+          store<f32>(d, load<f32>(src));
+          src += step;
+          d += MR << 2;
+        }
+      } else {
+        let d = dst + (<usize>ii << 2);
+        for (let kk = 0; kk < kc; kk++) {
+          store<f32>(d, 0);
+          d += MR << 2;
+        }
+      }
+    }
+  }
+}
+
+// The MR x NR micro-kernel: acc = Ap . Bp over kc, then C (= or +=) acc. A partial tile goes through `tile`.
+function micro(ap: usize, bp: usize, kc: i32, c: usize, ldc: i32, first: bool, h: i32, w: i32, tile: usize): void {
+  let c00 = f32x4.splat(0), c01 = f32x4.splat(0);
+  let c10 = f32x4.splat(0), c11 = f32x4.splat(0);
+  let c20 = f32x4.splat(0), c21 = f32x4.splat(0);
+  let c30 = f32x4.splat(0), c31 = f32x4.splat(0);
+  let c40 = f32x4.splat(0), c41 = f32x4.splat(0);
+  let c50 = f32x4.splat(0), c51 = f32x4.splat(0);
+  for (let kk = 0; kk < kc; kk++) {
+    const b0 = v128.load(bp);
+    const b1 = v128.load(bp, 16);
+    let a = v128.load32_splat(ap);
+    c00 = f32x4.add(c00, f32x4.mul(a, b0));
+    c01 = f32x4.add(c01, f32x4.mul(a, b1));
+    a = v128.load32_splat(ap, 4);
+    c10 = f32x4.add(c10, f32x4.mul(a, b0));
+    c11 = f32x4.add(c11, f32x4.mul(a, b1));
+    a = v128.load32_splat(ap, 8);
+    c20 = f32x4.add(c20, f32x4.mul(a, b0));
+    c21 = f32x4.add(c21, f32x4.mul(a, b1));
+    a = v128.load32_splat(ap, 12);
+    c30 = f32x4.add(c30, f32x4.mul(a, b0));
+    c31 = f32x4.add(c31, f32x4.mul(a, b1));
+    a = v128.load32_splat(ap, 16);
+    c40 = f32x4.add(c40, f32x4.mul(a, b0));
+    c41 = f32x4.add(c41, f32x4.mul(a, b1));
+    a = v128.load32_splat(ap, 20);
+    c50 = f32x4.add(c50, f32x4.mul(a, b0));
+    c51 = f32x4.add(c51, f32x4.mul(a, b1));
+    ap += MR << 2;
+    bp += NR << 2;
+  }
+  const full = h == MR && w == NR;
+  const dst = full ? c : tile;
+  const ld: usize = full ? <usize>ldc << 2 : NR << 2;
+  const acc = full && !first;
+  let row = dst;
+  v128.store(row, acc ? f32x4.add(v128.load(row), c00) : c00);
+  v128.store(row, acc ? f32x4.add(v128.load(row, 16), c01) : c01, 16);
+  row += ld;
+  v128.store(row, acc ? f32x4.add(v128.load(row), c10) : c10);
+  v128.store(row, acc ? f32x4.add(v128.load(row, 16), c11) : c11, 16);
+  row += ld;
+  v128.store(row, acc ? f32x4.add(v128.load(row), c20) : c20);
+  v128.store(row, acc ? f32x4.add(v128.load(row, 16), c21) : c21, 16);
+  row += ld;
+  v128.store(row, acc ? f32x4.add(v128.load(row), c30) : c30);
+  v128.store(row, acc ? f32x4.add(v128.load(row, 16), c31) : c31, 16);
+  row += ld;
+  v128.store(row, acc ? f32x4.add(v128.load(row), c40) : c40);
+  v128.store(row, acc ? f32x4.add(v128.load(row, 16), c41) : c41, 16);
+  row += ld;
+  v128.store(row, acc ? f32x4.add(v128.load(row), c50) : c50);
+  v128.store(row, acc ? f32x4.add(v128.load(row, 16), c51) : c51, 16);
+  if (!full) {
+    for (let i = 0; i < h; i++) {
+      for (let j = 0; j < w; j++) {
+        const o = c + (<usize>(i * ldc + j) << 2);
+        const t = load<f32>(tile + (<usize>(i * NR + j) << 2));
+        store<f32>(o, first ? t : load<f32>(o) + t);
+      }
+    }
+  }
+}
+
+/**
+ * This thread's part of C = op(A) op(B): threads split C into fixed column (or row) ranges, a multiple of NR (MR)
+ * wide. Thread t uses `gemmScratchFloats()` floats at scratch + t * scratchBytes (16-byte aligned).
+ */
+export function gemm(
+  a: usize, b: usize, c: usize, m: i32, n: i32, k: i32,
+  sai: i32, sak: i32, sbk: i32, sbj: i32, ldc: i32, scratch: usize, scratchBytes: usize, tid: i32, nthreads: i32,
+): void {
+  let m0 = 0, m1 = m, n0 = 0, n1 = n;
+  const mp = (m + MR - 1) / MR;
+  const np = (n + NR - 1) / NR;
+  if (np >= mp) {
+    const per = (np + nthreads - 1) / nthreads;
+    n0 = min(n, tid * per * NR);
+    n1 = min(n, (tid + 1) * per * NR);
+  } else {
+    const per = (mp + nthreads - 1) / nthreads;
+    m0 = min(m, tid * per * MR);
+    m1 = min(m, (tid + 1) * per * MR);
+  }
+  if (m0 >= m1 || n0 >= n1) return;
+  if (k == 0) {
+    for (let i = m0; i < m1; i++)
+      for (let j = n0; j < n1; j++) store<f32>(c + (<usize>(i * ldc + j) << 2), 0);
+    return;
+  }
+  const bp = scratch + <usize>tid * scratchBytes;
+  const ap = bp + (<usize>(KC * NC) << 2);
+  const tile = ap + (<usize>(MC * KC) << 2);
+  for (let jc = n0; jc < n1; jc += NC) {
+    const nc = min(NC, n1 - jc);
+    for (let pc = 0; pc < k; pc += KC) {
+      const kc = min(KC, k - pc);
+      packB(bp, b, pc, jc, kc, nc, sbk, sbj);
+      for (let ic = m0; ic < m1; ic += MC) {
+        const mc = min(MC, m1 - ic);
+        packA(ap, a, ic, pc, mc, kc, sai, sak);
+        for (let jr = 0; jr < nc; jr += NR) {
+          const bpan = bp + (<usize>(jr * kc) << 2);
+          for (let ir = 0; ir < mc; ir += MR) {
+            const cp = c + (<usize>((ic + ir) * ldc + jc + jr) << 2);
+            micro(ap + (<usize>(ir * kc) << 2), bpan, kc, cp, ldc, pc == 0, min(MR, mc - ir), min(NR, nc - jr), tile);
+          }
+        }
+      }
+    }
+  }
+}

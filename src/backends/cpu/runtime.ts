@@ -1,0 +1,206 @@
+import { canBlock, canShareMemory, spawnThread, type HostThread } from '../../platform/threads.js';
+
+/**
+ * The CPU backend's engine: one WebAssembly.Memory shared by the calling thread and `threads - 1` workers, each
+ * running the same kernels module (`assembly/`), a pool allocator inside that memory, and a job slot through which
+ * the calling thread hands a kernel call to every worker and does its own share (thread 0).
+ *
+ * A kernel export takes its arguments and then (tid, nthreads), and does a fixed part of the work chosen from
+ * those two alone, so a result is the same from run to run; the kernels make it the same for every thread count too.
+ */
+
+const PAGE = 65536;
+/** The kernels' static data (math tables) lies below this; the job slot just under the heap. */
+const CONTROL = 1 << 20;
+const HEAP_START = CONTROL + 4096;
+const MAX_ARGS = 32;
+// Control words (Int32 at CONTROL): the job's sequence number, workers done, kernel index, argument count, threads.
+const SEQ = 0;
+const DONE = 1;
+const KERNEL = 2;
+const NARGS = 3;
+const NTHREADS = 4;
+const STOP = 5;
+const ARGS_OFFSET = 64;
+/** A worker polls this many times for the next job before it sleeps (OpenMP's active wait, bounded). */
+const SPIN = 100_000;
+
+interface WorkerData {
+  readonly module: WebAssembly.Module;
+  readonly memory: WebAssembly.Memory;
+  readonly names: readonly string[];
+  readonly tid: number;
+  readonly workers: number;
+  readonly control: number;
+  readonly spin: number;
+}
+
+/** A worker's loop; sent to the thread as source text, so it refers to nothing outside itself. */
+function workerMain(d: WorkerData): void {
+  const instance = new WebAssembly.Instance(d.module, { env: { memory: d.memory } });
+  const fns = d.names.map((n) => instance.exports[n] as (...args: number[]) => void);
+  const ctl = new Int32Array(d.memory.buffer, d.control, 16);
+  const args = new Float64Array(d.memory.buffer, d.control + 64, 32);
+  let seen = 0;
+  for (;;) {
+    let spins = 0;
+    while (Atomics.load(ctl, 0) === seen) {
+      if (++spins > d.spin) {
+        Atomics.wait(ctl, 0, seen);
+        spins = 0;
+      }
+    }
+    seen = Atomics.load(ctl, 0);
+    if (Atomics.load(ctl, 5) !== 0) return;
+    const n = ctl[4]!;
+    if (d.tid < n) {
+      const a: number[] = [];
+      for (let i = 0; i < ctl[3]!; i++) a.push(args[i]!);
+      a.push(d.tid, n);
+      fns[ctl[2]!]!(...a);
+    }
+    if (Atomics.add(ctl, 1, 1) + 1 === d.workers) Atomics.notify(ctl, 1);
+  }
+}
+
+/** Pool size classes: 64-byte steps up to 4 KiB, then eighths of an octave (at most 12.5% unused). */
+export function sizeClass(bytes: number): number {
+  const b = Math.max(64, bytes);
+  if (b <= 4096) return Math.ceil(b / 64) * 64;
+  const step = 2 ** (Math.floor(Math.log2(b)) - 3);
+  return Math.ceil(b / step) * step;
+}
+
+export interface PoolStats {
+  /** Blocks handed out and not yet returned, and their bytes (size classes). */
+  readonly liveBlocks: number;
+  readonly liveBytes: number;
+  /** Bytes of the heap ever carved (the pool never shrinks), and how many blocks were carved fresh vs reused. */
+  readonly heapBytes: number;
+  readonly carved: number;
+  readonly reused: number;
+}
+
+export class WasmRuntime {
+  readonly memory: WebAssembly.Memory;
+  readonly threads: number;
+  private readonly fns: ((...args: number[]) => unknown)[];
+  private readonly index = new Map<string, number>();
+  private readonly ctl: Int32Array;
+  private readonly args: Float64Array;
+  private readonly workers: HostThread[] = [];
+  private readonly free = new Map<number, number[]>();
+  private top = HEAP_START;
+  private live = 0;
+  private liveBytes = 0;
+  private carved = 0;
+  private reused = 0;
+  private disposed = false;
+
+  /** `threads` >= 1; more than 1 needs shareable memory. */
+  constructor(module: WebAssembly.Module, names: readonly string[], threads: number) {
+    const shared = canShareMemory();
+    this.threads = shared ? threads : 1;
+    this.memory = new WebAssembly.Memory({ initial: HEAP_START / PAGE + 16, maximum: 65536, shared } as WebAssembly.MemoryDescriptor);
+    const instance = new WebAssembly.Instance(module, { env: { memory: this.memory } });
+    this.fns = names.map((n, i) => {
+      this.index.set(n, i);
+      const f = instance.exports[n];
+      if (typeof f !== 'function') throw new Error(`the kernels module has no export ${n}`);
+      return f as (...args: number[]) => unknown;
+    });
+    this.ctl = new Int32Array(this.memory.buffer, CONTROL, 16);
+    this.args = new Float64Array(this.memory.buffer, CONTROL + ARGS_OFFSET, MAX_ARGS);
+    for (let tid = 1; tid < this.threads; tid++) {
+      const data: WorkerData = { module, memory: this.memory, names, tid, workers: this.threads - 1, control: CONTROL, spin: SPIN };
+      this.workers.push(spawnThread(workerMain, data));
+    }
+  }
+
+  /** Call an export on this thread only (a kernel that returns a value, or work too small to share). */
+  call(name: string, args: readonly number[]): number {
+    return this.fns[this.index.get(name)!]!(...args, 0, 1) as number;
+  }
+
+  /** Run kernel `name` on every thread (each does its part), or on this one alone when `parallel` is false. */
+  run(name: string, args: readonly number[], parallel = true): void {
+    const k = this.index.get(name)!;
+    const n = parallel ? this.threads : 1;
+    if (n === 1) {
+      this.fns[k]!(...args, 0, 1);
+      return;
+    }
+    const ctl = this.ctl;
+    for (let i = 0; i < args.length; i++) this.args[i] = args[i]!;
+    ctl[KERNEL] = k;
+    ctl[NARGS] = args.length;
+    ctl[NTHREADS] = n;
+    Atomics.store(ctl, DONE, 0);
+    Atomics.add(ctl, SEQ, 1);
+    Atomics.notify(ctl, SEQ);
+    this.fns[k]!(...args, 0, n);
+    this.waitForWorkers();
+  }
+
+  private waitForWorkers(): void {
+    const ctl = this.ctl;
+    const want = this.threads - 1;
+    let spins = 0;
+    const block = canBlock();
+    for (;;) {
+      const done = Atomics.load(ctl, DONE);
+      if (done === want) return;
+      if (block && ++spins > 2000) Atomics.wait(ctl, DONE, done, 1);
+    }
+  }
+
+  /** A 64-byte aligned block of at least `bytes` bytes from the pool (grows the memory when it must). */
+  alloc(bytes: number): number {
+    const cls = sizeClass(bytes);
+    this.live++;
+    this.liveBytes += cls;
+    const list = this.free.get(cls);
+    if (list !== undefined && list.length > 0) {
+      this.reused++;
+      return list.pop()!;
+    }
+    const ptr = this.top;
+    const end = ptr + cls;
+    const have = this.memory.buffer.byteLength;
+    if (end > have) this.memory.grow(Math.ceil((end - have) / PAGE));
+    this.top = end;
+    this.carved++;
+    return ptr;
+  }
+
+  /** Return a block of `bytes` (as asked of `alloc`) at `ptr` to the pool. */
+  release(ptr: number, bytes: number): void {
+    const cls = sizeClass(bytes);
+    this.live--;
+    this.liveBytes -= cls;
+    const list = this.free.get(cls);
+    if (list === undefined) this.free.set(cls, [ptr]);
+    else list.push(ptr);
+  }
+
+  /** The memory's current buffer (after a grow, views made from an older buffer stay valid: it is shared). */
+  get buffer(): ArrayBufferLike {
+    return this.memory.buffer;
+  }
+
+  stats(): PoolStats {
+    return { liveBlocks: this.live, liveBytes: this.liveBytes, heapBytes: this.top - HEAP_START, carved: this.carved, reused: this.reused };
+  }
+
+  /** Stop the workers. The runtime is unusable afterwards. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    if (this.workers.length > 0) {
+      Atomics.store(this.ctl, STOP, 1);
+      Atomics.add(this.ctl, SEQ, 1);
+      Atomics.notify(this.ctl, SEQ);
+      for (const w of this.workers) w.terminate();
+    }
+  }
+}
