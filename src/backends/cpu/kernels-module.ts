@@ -1,9 +1,5 @@
 import kernelsBase64 from './assembly/kernels.wasm';
 
-/** The exports of the kernels module (`assembly/index.ts`) that the runtime calls by name. */
-export const KERNEL_EXPORTS = ['gemm', 'gemmScratchFloats'] as const;
-export type KernelExport = (typeof KERNEL_EXPORTS)[number];
-
 let compiled: WebAssembly.Module | null = null;
 
 /** The compiled kernels module (compiled once per process; WebAssembly.Module is shareable with workers). */
@@ -16,3 +12,9 @@ export function kernelsModule(): WebAssembly.Module {
   }
   return compiled;
 }
+
+/** The functions the kernels module exports (`assembly/index.ts`), which the runtime calls by name. */
+export const kernelExports = (module: WebAssembly.Module): string[] =>
+  WebAssembly.Module.exports(module)
+    .filter((e) => e.kind === 'function')
+    .map((e) => e.name);

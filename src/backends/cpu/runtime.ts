@@ -119,12 +119,18 @@ export class WasmRuntime {
 
   /** Call an export on this thread only (a kernel that returns a value, or work too small to share). */
   call(name: string, args: readonly number[]): number {
-    return this.fns[this.index.get(name)!]!(...args, 0, 1) as number;
+    return this.fns[this.kernelIndex(name)]!(...args, 0, 1) as number;
+  }
+
+  private kernelIndex(name: string): number {
+    const k = this.index.get(name);
+    if (k === undefined) throw new Error(`the kernels module has no export ${name}`);
+    return k;
   }
 
   /** Run kernel `name` on every thread (each does its part), or on this one alone when `parallel` is false. */
   run(name: string, args: readonly number[], parallel = true): void {
-    const k = this.index.get(name)!;
+    const k = this.kernelIndex(name);
     const n = parallel ? this.threads : 1;
     if (n === 1) {
       this.fns[k]!(...args, 0, 1);

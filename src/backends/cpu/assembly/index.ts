@@ -2,3 +2,8 @@
 // shared memory and, last, (tid, nthreads): the runtime calls it once per thread with the same arguments, and the
 // kernel does that thread's fixed part of the work.
 export { gemm, gemmScratchFloats } from './gemm';
+export { attentionForward, attentionBackward, attentionScratchFloats } from './attention';
+export {
+  rmsNorm, rmsNormBackward, rmsNormWeightGrad, swiglu, swigluBackward, rope, tokenLogProbs, tokenLogProbsBackward,
+  softmaxRows, sumSquaresBlocks, adamw, binary,
+} from './rows';

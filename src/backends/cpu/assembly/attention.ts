@@ -1,0 +1,137 @@
+// Causal attention, forward and backward, f32 with 128-bit SIMD over the head dimension (D a multiple of 4).
+// Layout as the reference kernel's (src/backends/reference): q [B, Tq, Hq, D], k and v [B, Ks, Hkv, D] of which
+// the first tk rows are keys, keyBias [B, Ks] (or 0 for none). Query head h reads key/value head h / (Hq / Hkv).
+// Query i sees keys 0 .. i + tk - tq. A key whose bias is <= MASKED (the policy's padding) is masked, and a query
+// whose own key is masked outputs 0 and passes no gradient (as PyTorch's sdpa gives a fully masked row).
+//
+// Scores live in a per-thread row of Ks floats (never a T x T buffer). Each query row (forward) or each
+// (batch, key/value head) pair (backward, which owns its dk and dv rows) is done by one thread in a fixed order,
+// so results do not depend on the thread count.
+
+const MASKED: f32 = -5e8;
+
+@inline function dot(a: usize, b: usize, d: i32): f32 {
+  let acc = f32x4.splat(0);
+  for (let e = 0; e < d; e += 4) {
+    const o = <usize>e << 2;
+    acc = f32x4.add(acc, f32x4.mul(v128.load(a + o), v128.load(b + o)));
+  }
+  return f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + (f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3));
+}
+
+/**
+ * Softmax weights of query row (bi, i, h) into p[0 .. visible); returns visible, or 0 when the query is masked.
+ * Scores are rounded as the reference rounds them: (q.k * scale) then + bias, each in f32.
+ */
+function probabilities(
+  q: usize, k: usize, bias: usize, p: usize,
+  tq: i32, tk: i32, ks: i32, hq: i32, hkv: i32, d: i32, scale: f32, bi: i32, i: i32, h: i32,
+): i32 {
+  const kh = h / (hq / hkv);
+  const visible = i + tk - tq + 1;
+  if (visible <= 0) return 0;
+  if (bias != 0 && load<f32>(bias + (<usize>(bi * ks + visible - 1) << 2)) <= MASKED) return 0;
+  const qo = q + (<usize>(((bi * tq + i) * hq + h) * d) << 2);
+  const kstride = <usize>(hkv * d) << 2;
+  let kp = k + (<usize>((bi * ks * hkv + kh) * d) << 2);
+  let mx: f32 = -Infinity;
+  for (let j = 0; j < visible; j++) {
+    let s: f32 = dot(qo, kp, d) * scale;
+    if (bias != 0) s += load<f32>(bias + (<usize>(bi * ks + j) << 2));
+    store<f32>(p + (<usize>j << 2), s);
+    mx = max(mx, s);
+    kp += kstride;
+  }
+  let sum: f32 = 0;
+  for (let j = 0; j < visible; j++) {
+    const e = Mathf.exp(load<f32>(p + (<usize>j << 2)) - mx);
+    store<f32>(p + (<usize>j << 2), e);
+    sum += e;
+  }
+  const inv: f32 = 1 / sum;
+  for (let j = 0; j < visible; j++) store<f32>(p + (<usize>j << 2), load<f32>(p + (<usize>j << 2)) * inv);
+  return visible;
+}
+
+export function attentionForward(
+  q: usize, k: usize, v: usize, bias: usize, out: usize,
+  b: i32, tq: i32, tk: i32, ks: i32, hq: i32, hkv: i32, d: i32, scale: f32,
+  scratch: usize, scratchBytes: usize, tid: i32, nthreads: i32,
+): void {
+  const p = scratch + <usize>tid * scratchBytes;
+  const rows = b * tq * hq;
+  const vstride = <usize>(hkv * d) << 2;
+  for (let r = tid; r < rows; r += nthreads) {
+    const h = r % hq;
+    const i = (r / hq) % tq;
+    const bi = r / (hq * tq);
+    const o = out + (<usize>(r * d) << 2);
+    for (let e = 0; e < d; e += 4) v128.store(o + (<usize>e << 2), f32x4.splat(0));
+    const visible = probabilities(q, k, bias, p, tq, tk, ks, hq, hkv, d, scale, bi, i, h);
+    let vp = v + (<usize>((bi * ks * hkv + h / (hq / hkv)) * d) << 2);
+    for (let j = 0; j < visible; j++) {
+      const pj = f32x4.splat(load<f32>(p + (<usize>j << 2)));
+      for (let e = 0; e < d; e += 4) {
+        const oe = o + (<usize>e << 2);
+        v128.store(oe, f32x4.add(v128.load(oe), f32x4.mul(pj, v128.load(vp + (<usize>e << 2)))));
+      }
+      vp += vstride;
+    }
+  }
+}
+
+/** Floats of per-thread scratch the kernels need: a score row of ks floats. */
+export function attentionScratchFloats(ks: i32): i32 {
+  return (ks + 3) & ~3;
+}
+
+/**
+ * dS = P (dP - rowsum(dO * O)) with dP = dO V^T; dq = scale dS K, dk = scale dS^T Q and dv = P^T dO summed over
+ * the query heads of a group. One thread owns all of a (batch, key/value head) pair. Every key row a key (tk = ks).
+ */
+export function attentionBackward(
+  q: usize, k: usize, v: usize, bias: usize, out: usize, dOut: usize, dq: usize, dk: usize, dv: usize,
+  b: i32, t: i32, hq: i32, hkv: i32, d: i32, scale: f32,
+  scratch: usize, scratchBytes: usize, tid: i32, nthreads: i32,
+): void {
+  const p = scratch + <usize>tid * scratchBytes;
+  const group = hq / hkv;
+  const kstride = <usize>(hkv * d) << 2;
+
+  for (let pair = tid; pair < b * hkv; pair += nthreads) {
+    const bi = pair / hkv;
+    const kh = pair % hkv;
+    const kbase = <usize>((bi * t * hkv + kh) * d) << 2;
+    for (let j = 0; j < t; j++) {
+      const o = kbase + <usize>j * kstride;
+      for (let e = 0; e < d; e += 4) {
+        v128.store(dk + o + (<usize>e << 2), f32x4.splat(0));
+        v128.store(dv + o + (<usize>e << 2), f32x4.splat(0));
+      }
+    }
+    for (let h = kh * group; h < (kh + 1) * group; h++) {
+      for (let i = 0; i < t; i++) {
+        const qo = <usize>(((bi * t + i) * hq + h) * d) << 2;
+        for (let e = 0; e < d; e += 4) v128.store(dq + qo + (<usize>e << 2), f32x4.splat(0));
+        const visible = probabilities(q, k, bias, p, t, t, t, hq, hkv, d, scale, bi, i, h);
+        if (visible == 0) continue;
+        const delta = dot(dOut + qo, out + qo, d);
+        for (let j = 0; j < visible; j++) {
+          const ko = kbase + <usize>j * kstride;
+          const pj = load<f32>(p + (<usize>j << 2));
+          const dp = dot(dOut + qo, v + ko, d);
+          const ds = f32x4.splat(pj * (dp - delta) * scale);
+          const pv = f32x4.splat(pj);
+          for (let e = 0; e < d; e += 4) {
+            const eo = <usize>e << 2;
+            v128.store(dq + qo + eo, f32x4.add(v128.load(dq + qo + eo), f32x4.mul(ds, v128.load(k + ko + eo))));
+            v128.store(dk + ko + eo, f32x4.add(v128.load(dk + ko + eo), f32x4.mul(ds, v128.load(q + qo + eo))));
+            v128.store(dv + ko + eo, f32x4.add(v128.load(dv + ko + eo), f32x4.mul(pv, v128.load(dOut + qo + eo))));
+          }
+        }
+      }
+    }
+  }
+
+
+}

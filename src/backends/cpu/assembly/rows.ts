@@ -1,0 +1,289 @@
+// Row and elementwise kernels, f32 with 128-bit SIMD. Threads take fixed contiguous ranges of rows (or of
+// 4-aligned elements); a reduction across rows is its own pass over fixed column ranges, each summed in row
+// order, so no result depends on the thread count.
+
+@inline function range0(n: i32, tid: i32, nthreads: i32): i32 {
+  return <i32>((<i64>n * tid) / nthreads);
+}
+
+@inline function hsum(v: v128): f32 {
+  return f32x4.extract_lane(v, 0) + f32x4.extract_lane(v, 1) + (f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3));
+}
+
+/** Sum of squares of row x[0 .. d) (d a multiple of 4), four lanes then their sum. */
+@inline function sumSq(x: usize, d: i32): f32 {
+  let acc = f32x4.splat(0);
+  for (let j = 0; j < d; j += 4) {
+    const v = v128.load(x + (<usize>j << 2));
+    acc = f32x4.add(acc, f32x4.mul(v, v));
+  }
+  return hsum(acc);
+}
+
+/** out = x / sqrt(mean(x^2) + eps) * w over rows of d (d % 4 == 0); `sum` (if nonzero) gets x + delta first. */
+export function rmsNorm(x: usize, delta: usize, sum: usize, w: usize, out: usize, rows: i32, d: i32, eps: f32, tid: i32, nthreads: i32): void {
+  const r0 = range0(rows, tid, nthreads);
+  const r1 = range0(rows, tid + 1, nthreads);
+  for (let r = r0; r < r1; r++) {
+    const o = <usize>(r * d) << 2;
+    let src = x + o;
+    if (delta != 0) {
+      for (let j = 0; j < d; j += 4) {
+        const jo = <usize>j << 2;
+        v128.store(sum + o + jo, f32x4.add(v128.load(x + o + jo), v128.load(delta + o + jo)));
+      }
+      src = sum + o;
+    }
+    const inv = f32x4.splat(1 / Mathf.sqrt(sumSq(src, d) / <f32>d + eps));
+    for (let j = 0; j < d; j += 4) {
+      const jo = <usize>j << 2;
+      v128.store(out + o + jo, f32x4.mul(f32x4.mul(v128.load(src + jo), inv), v128.load(w + jo)));
+    }
+  }
+}
+
+/** dx = r (dy w - xhat mean(dy w xhat)), xhat = x r; writes each row's r to rinv for `rmsNormWeightGrad`. */
+export function rmsNormBackward(x: usize, w: usize, dy: usize, dx: usize, rinv: usize, rows: i32, d: i32, eps: f32, tid: i32, nthreads: i32): void {
+  const r0 = range0(rows, tid, nthreads);
+  const r1 = range0(rows, tid + 1, nthreads);
+  for (let r = r0; r < r1; r++) {
+    const o = <usize>(r * d) << 2;
+    const rs: f32 = 1 / Mathf.sqrt(sumSq(x + o, d) / <f32>d + eps);
+    store<f32>(rinv + (<usize>r << 2), rs);
+    const rv = f32x4.splat(rs);
+    let acc = f32x4.splat(0);
+    for (let j = 0; j < d; j += 4) {
+      const jo = <usize>j << 2;
+      acc = f32x4.add(acc, f32x4.mul(f32x4.mul(v128.load(dy + o + jo), v128.load(w + jo)), f32x4.mul(v128.load(x + o + jo), rv)));
+    }
+    const meanDot = f32x4.splat(hsum(acc) / <f32>d);
+    for (let j = 0; j < d; j += 4) {
+      const jo = <usize>j << 2;
+      const xhat = f32x4.mul(v128.load(x + o + jo), rv);
+      const gw = f32x4.mul(v128.load(dy + o + jo), v128.load(w + jo));
+      v128.store(dx + o + jo, f32x4.mul(rv, f32x4.sub(gw, f32x4.mul(xhat, meanDot))));
+    }
+  }
+}
+
+/** dw[j] = sum over rows of dy[r, j] x[r, j] rinv[r], threads over fixed ranges of 4 columns. */
+export function rmsNormWeightGrad(x: usize, dy: usize, rinv: usize, dw: usize, rows: i32, d: i32, tid: i32, nthreads: i32): void {
+  const c0 = range0(d >> 2, tid, nthreads) << 2;
+  const c1 = range0(d >> 2, tid + 1, nthreads) << 2;
+  for (let j = c0; j < c1; j += 4) {
+    const jo = <usize>j << 2;
+    let acc = f32x4.splat(0);
+    for (let r = 0; r < rows; r++) {
+      const o = (<usize>(r * d) << 2) + jo;
+      acc = f32x4.add(acc, f32x4.mul(v128.load(dy + o), f32x4.mul(v128.load(x + o), f32x4.splat(load<f32>(rinv + (<usize>r << 2))))));
+    }
+    v128.store(dw + jo, acc);
+  }
+}
+
+@inline function sigmoid(x: f32): f32 {
+  return x >= 0 ? 1 / (1 + Mathf.exp(-x)) : Mathf.exp(x) / (1 + Mathf.exp(x));
+}
+
+export function swiglu(gate: usize, up: usize, out: usize, n: i32, tid: i32, nthreads: i32): void {
+  const i0 = range0(n, tid, nthreads);
+  const i1 = range0(n, tid + 1, nthreads);
+  for (let i = i0; i < i1; i++) {
+    const o = <usize>i << 2;
+    const g = load<f32>(gate + o);
+    store<f32>(out + o, g * sigmoid(g) * load<f32>(up + o));
+  }
+}
+
+export function swigluBackward(gate: usize, up: usize, dy: usize, dGate: usize, dUp: usize, n: i32, tid: i32, nthreads: i32): void {
+  const i0 = range0(n, tid, nthreads);
+  const i1 = range0(n, tid + 1, nthreads);
+  for (let i = i0; i < i1; i++) {
+    const o = <usize>i << 2;
+    const x = load<f32>(gate + o);
+    const s = sigmoid(x);
+    const g = load<f32>(dy + o);
+    store<f32>(dGate + o, g * load<f32>(up + o) * (s * (1 + x * (1 - s))));
+    store<f32>(dUp + o, g * x * s);
+  }
+}
+
+/** Rotate-half RoPE of rows of `heads` heads of size d (d/2 a multiple of 4), one cos/sin row per leading index. */
+export function rope(x: usize, cos: usize, sin: usize, out: usize, rows: i32, heads: i32, d: i32, inverse: bool, tid: i32, nthreads: i32): void {
+  const half = d >> 1;
+  const r0 = range0(rows, tid, nthreads);
+  const r1 = range0(rows, tid + 1, nthreads);
+  for (let r = r0; r < r1; r++) {
+    for (let h = 0; h < heads; h++) {
+      const o = <usize>((r * heads + h) * d) << 2;
+      for (let i = 0; i < half; i += 4) {
+        const io = <usize>i << 2;
+        const c = v128.load(cos + (<usize>(r * half) << 2) + io);
+        const s0 = v128.load(sin + (<usize>(r * half) << 2) + io);
+        const s = inverse ? f32x4.neg(s0) : s0;
+        const x1 = v128.load(x + o + io);
+        const x2 = v128.load(x + o + (<usize>half << 2) + io);
+        v128.store(out + o + io, f32x4.sub(f32x4.mul(x1, c), f32x4.mul(x2, s)));
+        v128.store(out + o + (<usize>half << 2) + io, f32x4.add(f32x4.mul(x2, c), f32x4.mul(x1, s)));
+      }
+    }
+  }
+}
+
+/** Max and log-sum-exp pieces of row x[0 .. v) scaled by `scale` (each scaled value rounded to f32). */
+@inline function rowMax(x: usize, v: i32, scale: f32): f32 {
+  let mx: f32 = -Infinity;
+  for (let j = 0; j < v; j++) mx = max(mx, load<f32>(x + (<usize>j << 2)) * scale);
+  return mx;
+}
+
+@inline function rowSumExp(x: usize, v: i32, scale: f32, mx: f32): f32 {
+  let s: f32 = 0;
+  for (let j = 0; j < v; j++) s += Mathf.exp(load<f32>(x + (<usize>j << 2)) * scale - mx);
+  return s;
+}
+
+/** out[r] = log softmax(scale x[r])[target[r]]; NaN for a target outside [0, v). */
+export function tokenLogProbs(logits: usize, targets: usize, out: usize, rows: i32, v: i32, scale: f32, tid: i32, nthreads: i32): void {
+  const r0 = range0(rows, tid, nthreads);
+  const r1 = range0(rows, tid + 1, nthreads);
+  for (let r = r0; r < r1; r++) {
+    const t = load<i32>(targets + (<usize>r << 2));
+    if (t < 0 || t >= v) {
+      store<f32>(out + (<usize>r << 2), NaN);
+      continue;
+    }
+    const x = logits + (<usize>r * <usize>v << 2);
+    const mx = rowMax(x, v, scale);
+    const s = rowSumExp(x, v, scale, mx);
+    store<f32>(out + (<usize>r << 2), load<f32>(x + (<usize>t << 2)) * scale - mx - Mathf.log(s));
+  }
+}
+
+/** dx[r, j] = dy[r] scale (onehot(target)[j] - softmax(scale x[r])[j]). */
+export function tokenLogProbsBackward(logits: usize, targets: usize, dy: usize, dx: usize, rows: i32, v: i32, scale: f32, tid: i32, nthreads: i32): void {
+  const r0 = range0(rows, tid, nthreads);
+  const r1 = range0(rows, tid + 1, nthreads);
+  for (let r = r0; r < r1; r++) {
+    const x = logits + (<usize>r * <usize>v << 2);
+    const o = dx + (<usize>r * <usize>v << 2);
+    const mx = rowMax(x, v, scale);
+    const inv: f32 = 1 / rowSumExp(x, v, scale, mx);
+    const t = load<i32>(targets + (<usize>r << 2));
+    const g = load<f32>(dy + (<usize>r << 2)) * scale;
+    for (let j = 0; j < v; j++) {
+      const p = Mathf.exp(load<f32>(x + (<usize>j << 2)) * scale - mx) * inv;
+      store<f32>(o + (<usize>j << 2), g * ((j == t ? <f32>1 : <f32>0) - p));
+    }
+  }
+}
+
+/** Softmax or log-softmax of each row of length v (the last axis). */
+export function softmaxRows(x: usize, out: usize, rows: i32, v: i32, log: bool, tid: i32, nthreads: i32): void {
+  const r0 = range0(rows, tid, nthreads);
+  const r1 = range0(rows, tid + 1, nthreads);
+  for (let r = r0; r < r1; r++) {
+    const xr = x + (<usize>r * <usize>v << 2);
+    const o = out + (<usize>r * <usize>v << 2);
+    const mx = rowMax(xr, v, 1);
+    const s = rowSumExp(xr, v, 1, mx);
+    const logS = Mathf.log(s);
+    const inv: f32 = 1 / s;
+    for (let j = 0; j < v; j++) {
+      const z = load<f32>(xr + (<usize>j << 2)) - mx;
+      store<f32>(o + (<usize>j << 2), log ? z - logS : Mathf.exp(z) * inv);
+    }
+  }
+}
+
+/** Block sums of squares: partial[b] = sum of x[i]^2 over block b of 4096 elements, blocks split among threads. */
+export function sumSquaresBlocks(x: usize, n: i32, partial: usize, tid: i32, nthreads: i32): void {
+  const blocks = (n + 4095) >> 12;
+  const b0 = range0(blocks, tid, nthreads);
+  const b1 = range0(blocks, tid + 1, nthreads);
+  for (let b = b0; b < b1; b++) {
+    const i0 = b << 12;
+    const i1 = min(n, i0 + 4096);
+    let acc = f32x4.splat(0);
+    let i = i0;
+    for (; i + 4 <= i1; i += 4) {
+      const v = v128.load(x + (<usize>i << 2));
+      acc = f32x4.add(acc, f32x4.mul(v, v));
+    }
+    let s = hsum(acc);
+    for (; i < i1; i++) {
+      const v = load<f32>(x + (<usize>i << 2));
+      s += v * v;
+    }
+    store<f32>(partial + (<usize>b << 2), s);
+  }
+}
+
+/**
+ * One AdamW step of one leaf (PyTorch's AdamW), gradients scaled by `gscale` (the clip factor) first:
+ * m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2, p' = p (1 - lr wd) - lr (m' / c1) / (sqrt(v' / c2) + eps).
+ */
+export function adamw(p: usize, g: usize, m: usize, v: usize, pOut: usize, mOut: usize, vOut: usize, n: i32,
+  lr: f32, b1: f32, b2: f32, eps: f32, wd: f32, c1: f32, c2: f32, gscale: f32, tid: i32, nthreads: i32): void {
+  const i0 = range0(n, tid, nthreads);
+  const i1 = range0(n, tid + 1, nthreads);
+  const decay: f32 = 1 - lr * wd;
+  for (let i = i0; i < i1; i++) {
+    const o = <usize>i << 2;
+    const gi = load<f32>(g + o) * gscale;
+    const mi = b1 * load<f32>(m + o) + (1 - b1) * gi;
+    const vi = b2 * load<f32>(v + o) + (1 - b2) * gi * gi;
+    store<f32>(mOut + o, mi);
+    store<f32>(vOut + o, vi);
+    store<f32>(pOut + o, load<f32>(p + o) * decay - (lr * (mi / c1)) / (Mathf.sqrt(vi / c2) + eps));
+  }
+}
+
+// Binary elementwise ops on f32: a and b of n elements, or b broadcast as a row of `bn` elements (bn divides n;
+// bn = 1 is a scalar). op: 0 add, 1 sub, 2 mul, 3 div, 4 maximum, 5 minimum.
+@inline function apply(op: i32, a: v128, b: v128): v128 {
+  switch (op) {
+    case 0: return f32x4.add(a, b);
+    case 1: return f32x4.sub(a, b);
+    case 2: return f32x4.mul(a, b);
+    case 3: return f32x4.div(a, b);
+    case 4: return f32x4.max(a, b);
+    default: return f32x4.min(a, b);
+  }
+}
+
+export function binary(op: i32, a: usize, b: usize, out: usize, n: i32, bn: i32, tid: i32, nthreads: i32): void {
+  // Threads take ranges of whole rows of bn (a row of b is aligned with a row of a); same shapes and a scalar b
+  // are rows of one element.
+  const rowwise = bn != 1 && bn != n;
+  const rows = rowwise ? n / bn : n;
+  const r0 = range0(rows, tid, nthreads);
+  const r1 = range0(rows, tid + 1, nthreads);
+  if (!rowwise) {
+    const scalar = bn == 1;
+    const bs = v128.load32_splat(b);
+    let i = r0;
+    for (; i + 4 <= r1; i += 4) {
+      const o = <usize>i << 2;
+      v128.store(out + o, apply(op, v128.load(a + o), scalar ? bs : v128.load(b + o)));
+    }
+    for (; i < r1; i++) {
+      const o = <usize>i << 2;
+      const bv = scalar ? bs : f32x4.splat(load<f32>(b + o));
+      store<f32>(out + o, f32x4.extract_lane(apply(op, f32x4.splat(load<f32>(a + o)), bv), 0));
+    }
+    return;
+  }
+  for (let r = r0; r < r1; r++) {
+    const ro = <usize>r * <usize>bn << 2;
+    let j = 0;
+    for (; j + 4 <= bn; j += 4) {
+      const jo = <usize>j << 2;
+      v128.store(out + ro + jo, apply(op, v128.load(a + ro + jo), v128.load(b + jo)));
+    }
+    for (; j < bn; j++) {
+      const jo = <usize>j << 2;
+      store<f32>(out + ro + jo, f32x4.extract_lane(apply(op, f32x4.splat(load<f32>(a + ro + jo)), f32x4.splat(load<f32>(b + jo))), 0));
+    }
+  }
+}

@@ -1,0 +1,311 @@
+import type { AdamWManyHyper, BinaryOp, KernelTensor, Storage } from '../../core/backend.js';
+import type { DType, TypedArray } from '../../core/dtype.js';
+import { broadcastStrides, sizeOf, type Shape } from '../../core/shape.js';
+import type { WasmRuntime } from './runtime.js';
+
+/**
+ * The kernels the CPU backend runs in WebAssembly (f32, 128-bit SIMD, on the runtime's threads). Each takes the
+ * arguments of its `Kernels` signature and returns its result, or `null` for a case it does not cover (another
+ * dtype, a head size not a multiple of 4, ...): the backend then runs the reference kernel, counted.
+ *
+ * Storage is a typed-array view into the runtime's memory, so a pointer is the view's byteOffset.
+ */
+export interface WasmHost {
+  readonly rt: WasmRuntime;
+  alloc(dtype: DType, size: number): TypedArray;
+  /** This call's per-thread scratch: `bytes` for each thread at the returned address + tid * stride. */
+  scratch(bytesPerThread: number): { readonly ptr: number; readonly stride: number };
+}
+
+const view = (s: Storage): TypedArray => s as unknown as TypedArray;
+const store = (a: TypedArray): Storage => a as unknown as Storage;
+const ptr = (x: KernelTensor): number => view(x.storage).byteOffset;
+const f32 = (...xs: (KernelTensor | null)[]): boolean => xs.every((x) => x === null || x.dtype === 'f32');
+const last = (s: Shape): number => s[s.length - 1]!;
+
+/** Below this much work (flops, or elements x 8) a kernel runs on the calling thread alone. */
+const PARALLEL_WORK = 1 << 17;
+
+let gemmScratchBytes = 0;
+
+export function matmul(
+  h: WasmHost,
+  a: KernelTensor,
+  b: KernelTensor,
+  transA: boolean,
+  transB: boolean,
+  outShape: Shape,
+): Storage | null {
+  if (!f32(a, b)) return null;
+  const r = outShape.length;
+  const m = outShape[r - 2]!;
+  const n = outShape[r - 1]!;
+  const k = transA ? a.shape[a.shape.length - 2]! : last(a.shape);
+  const out = h.alloc('f32', sizeOf(outShape));
+  const batch = outShape.slice(0, -2);
+  const count = sizeOf(batch);
+  if (count === 0 || m === 0 || n === 0) return store(out);
+  if (gemmScratchBytes === 0) gemmScratchBytes = h.rt.call('gemmScratchFloats', []) * 4;
+  const sc = h.scratch(gemmScratchBytes);
+  const aStr = broadcastStrides(a.shape.slice(0, -2), batch).map((s) => s * m * k);
+  const bStr = broadcastStrides(b.shape.slice(0, -2), batch).map((s) => s * k * n);
+  const [sai, sak] = transA ? [1, m] : [k, 1];
+  const [sbk, sbj] = transB ? [1, k] : [n, 1];
+  const parallel = 2 * m * n * k >= PARALLEL_WORK;
+  const idx = new Array<number>(batch.length).fill(0);
+  for (let t = 0; t < count; t++) {
+    let ao = 0;
+    let bo = 0;
+    for (let d = 0; d < batch.length; d++) {
+      ao += idx[d]! * aStr[d]!;
+      bo += idx[d]! * bStr[d]!;
+    }
+    h.rt.run(
+      'gemm',
+      [ptr(a) + ao * 4, ptr(b) + bo * 4, out.byteOffset + t * m * n * 4, m, n, k, sai, sak, sbk, sbj, n, sc.ptr, sc.stride],
+      parallel,
+    );
+    for (let d = batch.length - 1; d >= 0; d--) {
+      if (++idx[d]! < batch[d]!) break;
+      idx[d] = 0;
+    }
+  }
+  return store(out);
+}
+
+export function attention(
+  h: WasmHost,
+  q: KernelTensor,
+  k: KernelTensor,
+  v: KernelTensor,
+  keyBias: KernelTensor | null,
+  scale: number,
+  keyLength: number,
+): Storage | null {
+  const [b, tq, hq, d] = q.shape as [number, number, number, number];
+  const [ks, hkv] = [k.shape[1]!, k.shape[2]!];
+  if (!f32(q, k, v, keyBias) || d % 4 !== 0) return null;
+  const out = h.alloc('f32', sizeOf(q.shape));
+  const sc = h.scratch(Math.ceil(ks / 4) * 16);
+  const work = b * tq * hq * keyLength * d * 4;
+  h.rt.run(
+    'attentionForward',
+    [ptr(q), ptr(k), ptr(v), keyBias ? ptr(keyBias) : 0, out.byteOffset, b, tq, keyLength, ks, hq, hkv, d, scale, sc.ptr, sc.stride],
+    work >= PARALLEL_WORK,
+  );
+  return store(out);
+}
+
+export function attentionBackward(
+  h: WasmHost,
+  q: KernelTensor,
+  k: KernelTensor,
+  v: KernelTensor,
+  keyBias: KernelTensor | null,
+  out: KernelTensor,
+  dOut: KernelTensor,
+  scale: number,
+): [Storage, Storage, Storage] | null {
+  const [b, t, hq, d] = q.shape as [number, number, number, number];
+  const hkv = k.shape[2]!;
+  if (!f32(q, k, v, keyBias, out, dOut) || d % 4 !== 0 || k.shape[1] !== t) return null;
+  const dq = h.alloc('f32', sizeOf(q.shape));
+  const dk = h.alloc('f32', sizeOf(k.shape));
+  const dv = h.alloc('f32', sizeOf(v.shape));
+  const sc = h.scratch(Math.ceil(t / 4) * 16);
+  h.rt.run(
+    'attentionBackward',
+    [ptr(q), ptr(k), ptr(v), keyBias ? ptr(keyBias) : 0, ptr(out), ptr(dOut), dq.byteOffset, dk.byteOffset, dv.byteOffset,
+      b, t, hq, hkv, d, scale, sc.ptr, sc.stride],
+    b * t * t * hq * d * 4 >= PARALLEL_WORK,
+  );
+  return [store(dq), store(dk), store(dv)];
+}
+
+function normRows(h: WasmHost, x: KernelTensor, delta: KernelTensor | null, weight: KernelTensor, eps: number): [Storage, Storage] | null {
+  const d = last(x.shape);
+  if (!f32(x, delta, weight) || d % 4 !== 0) return null;
+  const n = sizeOf(x.shape);
+  const sum = delta ? h.alloc('f32', n) : null;
+  const out = h.alloc('f32', n);
+  h.rt.run(
+    'rmsNorm',
+    [ptr(x), delta ? ptr(delta) : 0, sum ? sum.byteOffset : 0, ptr(weight), out.byteOffset, n / d, d, eps],
+    n * 8 >= PARALLEL_WORK,
+  );
+  return [store(sum ?? out), store(out)];
+}
+
+export const rmsNorm = (h: WasmHost, x: KernelTensor, weight: KernelTensor, eps: number): Storage | null =>
+  normRows(h, x, null, weight, eps)?.[1] ?? null;
+
+export const addRmsNorm = (
+  h: WasmHost,
+  x: KernelTensor,
+  delta: KernelTensor,
+  weight: KernelTensor,
+  eps: number,
+): [Storage, Storage] | null => (x.shape.length === delta.shape.length && sizeOf(x.shape) === sizeOf(delta.shape) ? normRows(h, x, delta, weight, eps) : null);
+
+export function rmsNormBackward(
+  h: WasmHost,
+  x: KernelTensor,
+  weight: KernelTensor,
+  dy: KernelTensor,
+  eps: number,
+): [Storage, Storage] | null {
+  const d = last(x.shape);
+  if (!f32(x, weight, dy) || d % 4 !== 0) return null;
+  const n = sizeOf(x.shape);
+  const rows = n / d;
+  const dx = h.alloc('f32', n);
+  const dw = h.alloc('f32', d);
+  const rinv = h.alloc('f32', Math.max(rows, 1));
+  const parallel = n * 8 >= PARALLEL_WORK;
+  h.rt.run('rmsNormBackward', [ptr(x), ptr(weight), ptr(dy), dx.byteOffset, rinv.byteOffset, rows, d, eps], parallel);
+  h.rt.run('rmsNormWeightGrad', [ptr(x), ptr(dy), rinv.byteOffset, dw.byteOffset, rows, d], parallel);
+  freeTemp(h, rinv);
+  return [store(dx), store(dw)];
+}
+
+/** A temporary of the backend's pool, given back at once (the backend counts it as any storage). */
+let freeTemp: (h: WasmHost, a: TypedArray) => void = () => {};
+export const setTempRelease = (f: (h: WasmHost, a: TypedArray) => void): void => {
+  freeTemp = f;
+};
+
+export function swiglu(h: WasmHost, gate: KernelTensor, up: KernelTensor): Storage | null {
+  if (!f32(gate, up)) return null;
+  const n = sizeOf(gate.shape);
+  const out = h.alloc('f32', n);
+  h.rt.run('swiglu', [ptr(gate), ptr(up), out.byteOffset, n], n * 8 >= PARALLEL_WORK);
+  return store(out);
+}
+
+export function swigluBackward(h: WasmHost, gate: KernelTensor, up: KernelTensor, dy: KernelTensor): [Storage, Storage] | null {
+  if (!f32(gate, up, dy)) return null;
+  const n = sizeOf(gate.shape);
+  const dg = h.alloc('f32', n);
+  const du = h.alloc('f32', n);
+  h.rt.run('swigluBackward', [ptr(gate), ptr(up), ptr(dy), dg.byteOffset, du.byteOffset, n], n * 8 >= PARALLEL_WORK);
+  return [store(dg), store(du)];
+}
+
+export function rope(h: WasmHost, xs: readonly KernelTensor[], cos: KernelTensor, sin: KernelTensor, inverse: boolean): Storage[] | null {
+  if (!f32(cos, sin, ...xs) || xs.some((x) => last(x.shape) % 8 !== 0)) return null;
+  return xs.map((x) => {
+    const [heads, d] = x.shape.slice(-2) as [number, number];
+    const n = sizeOf(x.shape);
+    const out = h.alloc('f32', n);
+    h.rt.run('rope', [ptr(x), ptr(cos), ptr(sin), out.byteOffset, n / (heads * d), heads, d, inverse ? 1 : 0], n * 8 >= PARALLEL_WORK);
+    return store(out);
+  });
+}
+
+export function tokenLogProbs(h: WasmHost, logits: KernelTensor, targets: KernelTensor, scale: number): Storage | null {
+  if (!f32(logits) || targets.dtype !== 'i32') return null;
+  const v = last(logits.shape);
+  const rows = sizeOf(targets.shape);
+  const out = h.alloc('f32', rows);
+  h.rt.run('tokenLogProbs', [ptr(logits), ptr(targets), out.byteOffset, rows, v, Math.fround(scale)], rows * v * 8 >= PARALLEL_WORK);
+  return store(out);
+}
+
+export function tokenLogProbsBackward(
+  h: WasmHost,
+  logits: KernelTensor,
+  targets: KernelTensor,
+  dy: KernelTensor,
+  scale: number,
+): Storage | null {
+  if (!f32(logits, dy) || targets.dtype !== 'i32') return null;
+  const v = last(logits.shape);
+  const rows = sizeOf(targets.shape);
+  const dx = h.alloc('f32', rows * v);
+  h.rt.run(
+    'tokenLogProbsBackward',
+    [ptr(logits), ptr(targets), ptr(dy), dx.byteOffset, rows, v, Math.fround(scale)],
+    rows * v * 8 >= PARALLEL_WORK,
+  );
+  return store(dx);
+}
+
+export function softmax(h: WasmHost, x: KernelTensor, axis: number, log: boolean): Storage | null {
+  if (!f32(x) || axis !== x.shape.length - 1) return null;
+  const v = last(x.shape);
+  const n = sizeOf(x.shape);
+  const out = h.alloc('f32', n);
+  if (n > 0) h.rt.run('softmaxRows', [ptr(x), out.byteOffset, n / v, v, log ? 1 : 0], n * 8 >= PARALLEL_WORK);
+  return store(out);
+}
+
+const BINARY_CODES: Partial<Record<BinaryOp, number>> = { add: 0, sub: 1, mul: 2, div: 3, maximum: 4, minimum: 5 };
+
+/** Same shapes, a scalar b, or b a trailing row of a (b.shape a suffix of a's, with leading 1s). */
+export function binary(h: WasmHost, op: BinaryOp, a: KernelTensor, b: KernelTensor, outShape: Shape): Storage | null {
+  const code = BINARY_CODES[op];
+  if (code === undefined || !f32(a, b)) return null;
+  const n = sizeOf(outShape);
+  if (sizeOf(a.shape) !== n) return null;
+  const bn = sizeOf(b.shape);
+  const suffix = outShape.slice(outShape.length - trimmed(b.shape).length);
+  if (!(bn === n || bn === 1 || (sizeOf(suffix) === bn && trimmed(b.shape).every((d, i) => d === suffix[i])))) return null;
+  const out = h.alloc('f32', n);
+  if (n > 0) h.rt.run('binary', [code, ptr(a), ptr(b), out.byteOffset, n, bn], n * 8 >= PARALLEL_WORK);
+  return store(out);
+}
+
+const trimmed = (s: Shape): Shape => {
+  let i = 0;
+  while (i < s.length && s[i] === 1) i++;
+  return s.slice(i);
+};
+
+export function sumSquares(h: WasmHost, xs: readonly KernelTensor[]): Storage | null {
+  if (!f32(...xs)) return null;
+  let total = 0;
+  for (const x of xs) total += sumSquaresOf(h, x);
+  const out = h.alloc('f32', 1);
+  out[0] = total;
+  return store(out);
+}
+
+/** Sum of squares of one tensor: fixed blocks of 4096 summed in f32, the block sums added in order in f64. */
+function sumSquaresOf(h: WasmHost, x: KernelTensor): number {
+  const n = sizeOf(x.shape);
+  const blocks = Math.ceil(n / 4096);
+  if (blocks === 0) return 0;
+  const partial = h.alloc('f32', blocks);
+  h.rt.run('sumSquaresBlocks', [ptr(x), n, partial.byteOffset], n * 8 >= PARALLEL_WORK);
+  let s = 0;
+  for (let i = 0; i < blocks; i++) s += partial[i]!;
+  freeTemp(h, partial);
+  return s;
+}
+
+export function adamwMany(
+  h: WasmHost,
+  params: readonly KernelTensor[],
+  grads: readonly KernelTensor[],
+  m: readonly KernelTensor[],
+  v: readonly KernelTensor[],
+  sumSq: KernelTensor | null,
+  hyper: AdamWManyHyper,
+): [Storage, Storage, Storage][] | null {
+  if (!f32(...params, ...grads, ...m, ...v)) return null;
+  const ss = sumSq ? view(sumSq.storage)[0]! : null;
+  const gscale = hyper.maxNorm !== undefined && ss !== null ? Math.min(hyper.maxNorm / (Math.sqrt(ss) + 1e-6), 1) : 1;
+  const c1 = 1 - hyper.beta1 ** hyper.step;
+  const c2 = 1 - hyper.beta2 ** hyper.step;
+  return params.map((p, i) => {
+    const n = sizeOf(p.shape);
+    const outs = [h.alloc('f32', n), h.alloc('f32', n), h.alloc('f32', n)] as const;
+    h.rt.run(
+      'adamw',
+      [ptr(p), ptr(grads[i]!), ptr(m[i]!), ptr(v[i]!), outs[0].byteOffset, outs[1].byteOffset, outs[2].byteOffset, n,
+        hyper.lr, hyper.beta1, hyper.beta2, hyper.eps, hyper.weightDecays[i]!, c1, c2, gscale],
+      n * 16 >= PARALLEL_WORK,
+    );
+    return [store(outs[0]), store(outs[1]), store(outs[2])];
+  });
+}
