@@ -8,6 +8,7 @@ import { build } from 'esbuild';
 import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { join, relative, resolve } from 'node:path';
+import { wasmKernels } from './esbuild.wasm.mjs';
 
 /** Packages that run only in Node: Dawn's native bindings, the terminal progress bar. */
 export const NODE_ONLY_PACKAGES = ['webgpu', 'cli-progress'];
@@ -65,7 +66,7 @@ export function checkBrowserBundle(metafile, what) {
 }
 
 /**
- * Bundle entry points for a page or a worker (ESM, .wgsl as text), then check the bundle.
+ * Bundle entry points for a page or a worker (ESM, .wgsl as text, the CPU kernels compiled), then check the bundle.
  * Returns esbuild's metafile. Options: outdir, entryPoints, and any esbuild option to override.
  */
 export async function buildForBrowser(options) {
@@ -77,7 +78,7 @@ export async function buildForBrowser(options) {
     sourcemap: true,
     loader: { '.wgsl': 'text' },
     external: ['node:*', ...builtinModules, ...NODE_ONLY_PACKAGES],
-    plugins: [browserTwins],
+    plugins: [browserTwins, wasmKernels],
     metafile: true,
     logLevel: 'warning',
     ...options,

@@ -1,10 +1,12 @@
-// Bundles the library entry, the CLI and the examples for Node (ESM), with .wgsl shaders loaded as text; and the
+// Bundles the library entry, the CLI and the examples for Node (ESM), with .wgsl shaders loaded as text and the CPU
+// backend's kernels compiled to WebAssembly (esbuild.wasm.mjs); and the
 // library for pages (dist/browser/index.js, see esbuild.browser.mjs), checked to hold no Node-only module.
 // `--example-page` also builds the training page of examples/browser into dist/examples/browser/page.
 // Types (.d.ts) are emitted separately by `tsc -p tsconfig.build.json` (see the `build` script).
 import { build } from 'esbuild';
 import { readdirSync } from 'node:fs';
 import { buildBrowserExample, buildForBrowser } from './esbuild.browser.mjs';
+import { wasmKernels } from './esbuild.wasm.mjs';
 
 const examples = readdirSync('examples')
   .filter((f) => f.endsWith('.ts'))
@@ -22,6 +24,8 @@ const common = {
   target: 'node20',
   sourcemap: true,
   loader: { '.wgsl': 'text' },
+  // The CPU backend's WebAssembly kernels, compiled from src/backends/cpu/assembly/ (AssemblyScript).
+  plugins: [wasmKernels],
   // Native and heavy packages stay external: they are resolved from node_modules at run time.
   packages: 'external',
   logLevel: 'warning',

@@ -1,7 +1,19 @@
 import { defineConfig } from 'vitest/config';
+// @ts-expect-error: a JavaScript module of the build, without types
+import { compileKernels, KERNELS_MODULE } from './esbuild.wasm.mjs';
 
 export default defineConfig({
   plugins: [
+    {
+      // The CPU backend's kernels, compiled from their AssemblyScript sources as the bundles' esbuild plugin does.
+      name: 'wasm-kernels',
+      resolveId(id: string, importer?: string) {
+        return KERNELS_MODULE.test(id) && importer ? `\0wasm-kernels:${id}` : null;
+      },
+      async load(id: string) {
+        return id.startsWith('\0wasm-kernels:') ? `export default ${JSON.stringify(await compileKernels())};` : null;
+      },
+    },
     {
       // WGSL shaders are imported as text, as esbuild's text loader does in the bundles.
       name: 'wgsl-as-text',

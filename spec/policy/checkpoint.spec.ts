@@ -196,7 +196,7 @@ describe('checkpoints', () => {
     const dir = join(tmp, 'resume');
     const child = spawn(
       join('node_modules', '.bin', 'vite-node'),
-      [join('spec', 'policy', 'helpers', 'resume-child.ts')],
+      ['--config', 'vitest.config.ts', join('spec', 'policy', 'helpers', 'resume-child.ts')],
       {
         env: { ...process.env, RESUME_DIR: dir, RESUME_STEPS: String(steps), RESUME_SEED: String(seed) },
         stdio: ['ignore', 'pipe', 'pipe'],

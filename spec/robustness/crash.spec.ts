@@ -33,7 +33,7 @@ function runChild(
   return new Promise((resolve, reject) => {
     const child = spawn(
       join('node_modules', '.bin', 'vite-node'),
-      [join('spec', 'robustness', 'helpers', 'crash-child.ts')],
+      ['--config', 'vitest.config.ts', join('spec', 'robustness', 'helpers', 'crash-child.ts')],
       {
         env: { ...process.env, CRASH_DIR: dir, RLVR_TEST_CRASH_AT: crashAt },
         stdio: ['ignore', 'pipe', 'pipe'],

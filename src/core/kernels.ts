@@ -338,6 +338,20 @@ function resolve(backend: Backend): Kernels {
   return table as unknown as Kernels;
 }
 
+/**
+ * The kernel `name` of `backend.fallbackKernels`, for a kernel of the backend's own that covers only some cases
+ * (a dtype, a shape): calling it counts one fallback call, as an unregistered kernel's do.
+ */
+export function fallbackKernel<K extends KernelName>(backend: Backend, name: K): Kernels[K] {
+  const fallbackName = backend.fallbackKernels;
+  const g = fallbackName === undefined || fallbackName === backend.name ? undefined : registry.get(fallbackName)?.get(name);
+  if (g === undefined) throw new MissingKernelError(name, backend.name, fallbackName);
+  return ((...args: unknown[]) => {
+    countFallback(backend, name);
+    return g(backend, ...args);
+  }) as unknown as Kernels[K];
+}
+
 function countFallback(backend: Backend, name: KernelName): void {
   const c = counts.get(backend);
   if (c === undefined) counts.set(backend, { [name]: 1 });

@@ -11,7 +11,7 @@ interface PageGlobals {
   readonly document?: unknown;
   readonly Worker: new (url: string) => PageWorker;
 }
-const page = globalThis as PageGlobals;
+const page = globalThis as unknown as PageGlobals;
 
 export const hardwareThreads: typeof Node.hardwareThreads = () => page.navigator?.hardwareConcurrency ?? 1;
 

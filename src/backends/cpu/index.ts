@@ -1,54 +1,152 @@
 import type { KernelTensor, MemoryInfo, Storage } from '../../core/backend.js';
 import type { DType, TypedArray } from '../../core/dtype.js';
-import { HeapMemory, type HostBackend } from '../reference/host.js';
+import { BackendError } from '../../core/errors.js';
+import { hardwareThreads } from '../../platform/threads.js';
+import type { HostBackend } from '../reference/host.js';
 // The reference kernels this backend falls back to (registered for 'reference' when that module loads).
 import '../reference/index.js';
+import { kernelExports, kernelsModule } from './kernels-module.js';
+import { WasmRuntime } from './runtime.js';
+import type { WasmHost } from './wasm-kernels.js';
+import { registerCpuKernels } from './registrations.js';
+
+export interface CpuOptions {
+  /** Threads for the kernels (default: `RLVR_THREADS`, else the machine's cores). 1 runs on the calling thread. */
+  readonly threads?: number;
+}
+
+/** The thread count a CPU backend takes by default: `RLVR_THREADS` if set, else the machine's cores. */
+export function defaultThreads(): number {
+  const env = globalThis.process?.env?.RLVR_THREADS;
+  if (env !== undefined && env !== '') {
+    const n = Number(env);
+    if (!Number.isInteger(n) || n < 1) throw new BackendError('cpu', `RLVR_THREADS must be a whole number >= 1, got '${env}'`);
+    return n;
+  }
+  return Math.max(1, hardwareThreads());
+}
+
+const CONSTRUCTORS = { f32: Float32Array, f64: Float64Array, i32: Int32Array } as const;
 
 /**
- * The CPU backend, the default one. It registers no kernel of its own yet: every kernel is the reference
- * backend's, run on this backend's storage (`fallbackKernels: 'reference'`) and counted per kernel
- * (`fallbackCounts(backend)` in `core/kernels.ts`). Fast kernels registered for `'cpu'` replace them one by one.
- * Storage is a typed array from its own counted heap (`alloc`), as a `HostBackend`'s must be for the fallback.
+ * The CPU backend, the default one: WebAssembly kernels with 128-bit SIMD (`assembly/`) on `threads` threads that
+ * share one WebAssembly.Memory, for f32 (matmul, attention, the fused norm/SwiGLU/RoPE/log-prob kernels, AdamW and
+ * the common elementwise ops). Every other kernel and dtype (f64, i32 arithmetic, indexing, movement) is the
+ * reference backend's, run on this backend's storage and counted (`fallbackCounts(backend)`).
+ *
+ * Storage is a typed-array view into the shared memory, carved from the runtime's pool, so a steady training step
+ * allocates nothing new. Every kernel does a fixed part of its output per thread and sums in a fixed order, so
+ * results are the same from run to run and for every thread count.
  */
-export class CpuBackend implements HostBackend {
+export class CpuBackend implements HostBackend, WasmHost {
   readonly name = 'cpu';
   readonly synchronous = true;
   readonly fallbackKernels = 'reference';
-  // Every kernel is a reference one, which loops rows in a fixed order whatever the batch's shape.
+  // Each kernel computes an output row the same way whatever the batch's shape (fixed K blocking, per-row loops).
   readonly batchInvariant = true;
-  private readonly heap = new HeapMemory();
+  readonly rt: WasmRuntime;
+  /** A WebAssembly memory holds at most 4 GiB (its heap starts after 1 MiB of kernel data). */
+  readonly maxMemoryBytes = 4 * 1024 ** 3 - (1 << 21);
+  private buffers = 0;
+  private bytes = 0;
+  private scratchPtr = 0;
+  private scratchStride = 0;
+
+  constructor(opts: CpuOptions = {}) {
+    const threads = opts.threads ?? defaultThreads();
+    if (!Number.isInteger(threads) || threads < 1) throw new BackendError('cpu', `threads must be a whole number >= 1, got ${threads}`);
+    const module = kernelsModule();
+    this.rt = new WasmRuntime(module, kernelExports(module), threads);
+  }
+
+  get threads(): number {
+    return this.rt.threads;
+  }
 
   describe(): string {
-    return 'cpu (no fast kernels yet: every kernel is the reference one)';
+    const t = this.rt.threads;
+    return `cpu (WebAssembly SIMD kernels, ${t} thread${t === 1 ? '' : 's'}; f64 and other kernels: reference)`;
   }
 
   supportsDType(): boolean {
     return true;
   }
 
+  /** Zero-filled, as the reference kernels expect. */
   alloc(dtype: DType, size: number): TypedArray {
-    return this.heap.alloc(dtype, size);
+    const a = this.allocRaw(dtype, size);
+    a.fill(0);
+    return a;
+  }
+
+  /** Uninitialised: for kernels that write every entry. */
+  allocRaw(dtype: DType, size: number): TypedArray {
+    const bytes = size * CONSTRUCTORS[dtype].BYTES_PER_ELEMENT;
+    let ptr: number;
+    try {
+      ptr = this.rt.alloc(bytes);
+    } catch (e) {
+      if (e instanceof RangeError)
+        throw new BackendError('cpu', `out of memory: ${bytes} more bytes do not fit in its WebAssembly memory (4 GiB at most)`);
+      throw e;
+    }
+    this.buffers++;
+    this.bytes += bytes;
+    return new CONSTRUCTORS[dtype](this.rt.buffer, ptr, size);
+  }
+
+  scratch(bytesPerThread: number): { readonly ptr: number; readonly stride: number } {
+    if (bytesPerThread > this.scratchStride) {
+      if (this.scratchStride > 0) this.rt.release(this.scratchPtr, this.scratchStride * this.rt.threads);
+      const stride = Math.ceil(bytesPerThread / 64) * 64;
+      this.scratchPtr = this.rt.alloc(stride * this.rt.threads);
+      this.scratchStride = stride;
+    }
+    return { ptr: this.scratchPtr, stride: this.scratchStride };
+  }
+
+  /** Give a temporary of `allocRaw` back at once. */
+  release(a: TypedArray): void {
+    this.free(a as unknown as Storage);
   }
 
   upload(values: TypedArray, dtype: DType): Storage {
-    return this.heap.upload(values, dtype);
+    const a = this.allocRaw(dtype, values.length);
+    a.set(values);
+    return a as unknown as Storage;
   }
 
   read(x: KernelTensor): Promise<TypedArray> {
     return Promise.resolve(this.readSync(x));
   }
 
+  /** A copy in the JavaScript heap (never a view of the shared memory). */
   readSync(x: KernelTensor): TypedArray {
-    return this.heap.readSync(x);
+    const v = x.storage as unknown as TypedArray;
+    const out = new CONSTRUCTORS[x.dtype](v.length);
+    out.set(v);
+    return out;
   }
 
   free(storage: Storage): void {
-    this.heap.free(storage);
+    const v = storage as unknown as TypedArray;
+    this.buffers--;
+    this.bytes -= v.byteLength;
+    this.rt.release(v.byteOffset, v.byteLength);
   }
 
   memory(): MemoryInfo {
-    return this.heap.memory();
+    return { buffers: this.buffers, bytes: this.bytes };
   }
 
-  dispose(): void {}
+  /** The pool inside the WebAssembly memory: blocks carved fresh vs reused, the heap's size. */
+  poolStats(): ReturnType<WasmRuntime['stats']> {
+    return this.rt.stats();
+  }
+
+  dispose(): void {
+    this.rt.dispose();
+  }
 }
+
+registerCpuKernels();

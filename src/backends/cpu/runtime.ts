@@ -101,7 +101,7 @@ export class WasmRuntime {
   constructor(module: WebAssembly.Module, names: readonly string[], threads: number) {
     const shared = canShareMemory();
     this.threads = shared ? threads : 1;
-    this.memory = new WebAssembly.Memory({ initial: HEAP_START / PAGE + 16, maximum: 65536, shared } as WebAssembly.MemoryDescriptor);
+    this.memory = new WebAssembly.Memory({ initial: HEAP_START / PAGE + 16, maximum: 65536, shared });
     const instance = new WebAssembly.Instance(module, { env: { memory: this.memory } });
     this.fns = names.map((n, i) => {
       this.index.set(n, i);
@@ -190,8 +190,9 @@ export class WasmRuntime {
   }
 
   /** The memory's current buffer (after a grow, views made from an older buffer stay valid: it is shared). */
-  get buffer(): ArrayBufferLike {
-    return this.memory.buffer;
+  get buffer(): ArrayBuffer {
+    // Typed arrays over a SharedArrayBuffer are typed as over an ArrayBuffer (same element access).
+    return this.memory.buffer as ArrayBuffer;
   }
 
   stats(): PoolStats {

@@ -1,4 +1,5 @@
-import type { AdamWManyHyper, BinaryOp, KernelTensor, Storage } from '../../core/backend.js';
+import type { KernelTensor, Storage } from '../../core/backend.js';
+import type { AdamWManyHyper, BinaryOp } from '../../core/kernels.js';
 import type { DType, TypedArray } from '../../core/dtype.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../core/shape.js';
 import type { WasmRuntime } from './runtime.js';
@@ -12,7 +13,10 @@ import type { WasmRuntime } from './runtime.js';
  */
 export interface WasmHost {
   readonly rt: WasmRuntime;
-  alloc(dtype: DType, size: number): TypedArray;
+  /** A new uninitialised array in the runtime's memory (these kernels write every entry). */
+  allocRaw(dtype: DType, size: number): TypedArray;
+  /** Give an `allocRaw` temporary back. */
+  release(a: TypedArray): void;
   /** This call's per-thread scratch: `bytes` for each thread at the returned address + tid * stride. */
   scratch(bytesPerThread: number): { readonly ptr: number; readonly stride: number };
 }
@@ -41,7 +45,7 @@ export function matmul(
   const m = outShape[r - 2]!;
   const n = outShape[r - 1]!;
   const k = transA ? a.shape[a.shape.length - 2]! : last(a.shape);
-  const out = h.alloc('f32', sizeOf(outShape));
+  const out = h.allocRaw('f32', sizeOf(outShape));
   const batch = outShape.slice(0, -2);
   const count = sizeOf(batch);
   if (count === 0 || m === 0 || n === 0) return store(out);
@@ -85,7 +89,7 @@ export function attention(
   const [b, tq, hq, d] = q.shape as [number, number, number, number];
   const [ks, hkv] = [k.shape[1]!, k.shape[2]!];
   if (!f32(q, k, v, keyBias) || d % 4 !== 0) return null;
-  const out = h.alloc('f32', sizeOf(q.shape));
+  const out = h.allocRaw('f32', sizeOf(q.shape));
   const sc = h.scratch(Math.ceil(ks / 4) * 16);
   const work = b * tq * hq * keyLength * d * 4;
   h.rt.run(
@@ -109,9 +113,9 @@ export function attentionBackward(
   const [b, t, hq, d] = q.shape as [number, number, number, number];
   const hkv = k.shape[2]!;
   if (!f32(q, k, v, keyBias, out, dOut) || d % 4 !== 0 || k.shape[1] !== t) return null;
-  const dq = h.alloc('f32', sizeOf(q.shape));
-  const dk = h.alloc('f32', sizeOf(k.shape));
-  const dv = h.alloc('f32', sizeOf(v.shape));
+  const dq = h.allocRaw('f32', sizeOf(q.shape));
+  const dk = h.allocRaw('f32', sizeOf(k.shape));
+  const dv = h.allocRaw('f32', sizeOf(v.shape));
   const sc = h.scratch(Math.ceil(t / 4) * 16);
   h.rt.run(
     'attentionBackward',
@@ -126,8 +130,8 @@ function normRows(h: WasmHost, x: KernelTensor, delta: KernelTensor | null, weig
   const d = last(x.shape);
   if (!f32(x, delta, weight) || d % 4 !== 0) return null;
   const n = sizeOf(x.shape);
-  const sum = delta ? h.alloc('f32', n) : null;
-  const out = h.alloc('f32', n);
+  const sum = delta ? h.allocRaw('f32', n) : null;
+  const out = h.allocRaw('f32', n);
   h.rt.run(
     'rmsNorm',
     [ptr(x), delta ? ptr(delta) : 0, sum ? sum.byteOffset : 0, ptr(weight), out.byteOffset, n / d, d, eps],
@@ -158,26 +162,20 @@ export function rmsNormBackward(
   if (!f32(x, weight, dy) || d % 4 !== 0) return null;
   const n = sizeOf(x.shape);
   const rows = n / d;
-  const dx = h.alloc('f32', n);
-  const dw = h.alloc('f32', d);
-  const rinv = h.alloc('f32', Math.max(rows, 1));
+  const dx = h.allocRaw('f32', n);
+  const dw = h.allocRaw('f32', d);
+  const rinv = h.allocRaw('f32', Math.max(rows, 1));
   const parallel = n * 8 >= PARALLEL_WORK;
   h.rt.run('rmsNormBackward', [ptr(x), ptr(weight), ptr(dy), dx.byteOffset, rinv.byteOffset, rows, d, eps], parallel);
   h.rt.run('rmsNormWeightGrad', [ptr(x), ptr(dy), rinv.byteOffset, dw.byteOffset, rows, d], parallel);
-  freeTemp(h, rinv);
+  h.release(rinv);
   return [store(dx), store(dw)];
 }
-
-/** A temporary of the backend's pool, given back at once (the backend counts it as any storage). */
-let freeTemp: (h: WasmHost, a: TypedArray) => void = () => {};
-export const setTempRelease = (f: (h: WasmHost, a: TypedArray) => void): void => {
-  freeTemp = f;
-};
 
 export function swiglu(h: WasmHost, gate: KernelTensor, up: KernelTensor): Storage | null {
   if (!f32(gate, up)) return null;
   const n = sizeOf(gate.shape);
-  const out = h.alloc('f32', n);
+  const out = h.allocRaw('f32', n);
   h.rt.run('swiglu', [ptr(gate), ptr(up), out.byteOffset, n], n * 8 >= PARALLEL_WORK);
   return store(out);
 }
@@ -185,8 +183,8 @@ export function swiglu(h: WasmHost, gate: KernelTensor, up: KernelTensor): Stora
 export function swigluBackward(h: WasmHost, gate: KernelTensor, up: KernelTensor, dy: KernelTensor): [Storage, Storage] | null {
   if (!f32(gate, up, dy)) return null;
   const n = sizeOf(gate.shape);
-  const dg = h.alloc('f32', n);
-  const du = h.alloc('f32', n);
+  const dg = h.allocRaw('f32', n);
+  const du = h.allocRaw('f32', n);
   h.rt.run('swigluBackward', [ptr(gate), ptr(up), ptr(dy), dg.byteOffset, du.byteOffset, n], n * 8 >= PARALLEL_WORK);
   return [store(dg), store(du)];
 }
@@ -196,7 +194,7 @@ export function rope(h: WasmHost, xs: readonly KernelTensor[], cos: KernelTensor
   return xs.map((x) => {
     const [heads, d] = x.shape.slice(-2) as [number, number];
     const n = sizeOf(x.shape);
-    const out = h.alloc('f32', n);
+    const out = h.allocRaw('f32', n);
     h.rt.run('rope', [ptr(x), ptr(cos), ptr(sin), out.byteOffset, n / (heads * d), heads, d, inverse ? 1 : 0], n * 8 >= PARALLEL_WORK);
     return store(out);
   });
@@ -206,7 +204,7 @@ export function tokenLogProbs(h: WasmHost, logits: KernelTensor, targets: Kernel
   if (!f32(logits) || targets.dtype !== 'i32') return null;
   const v = last(logits.shape);
   const rows = sizeOf(targets.shape);
-  const out = h.alloc('f32', rows);
+  const out = h.allocRaw('f32', rows);
   h.rt.run('tokenLogProbs', [ptr(logits), ptr(targets), out.byteOffset, rows, v, Math.fround(scale)], rows * v * 8 >= PARALLEL_WORK);
   return store(out);
 }
@@ -221,7 +219,7 @@ export function tokenLogProbsBackward(
   if (!f32(logits, dy) || targets.dtype !== 'i32') return null;
   const v = last(logits.shape);
   const rows = sizeOf(targets.shape);
-  const dx = h.alloc('f32', rows * v);
+  const dx = h.allocRaw('f32', rows * v);
   h.rt.run(
     'tokenLogProbsBackward',
     [ptr(logits), ptr(targets), ptr(dy), dx.byteOffset, rows, v, Math.fround(scale)],
@@ -234,7 +232,7 @@ export function softmax(h: WasmHost, x: KernelTensor, axis: number, log: boolean
   if (!f32(x) || axis !== x.shape.length - 1) return null;
   const v = last(x.shape);
   const n = sizeOf(x.shape);
-  const out = h.alloc('f32', n);
+  const out = h.allocRaw('f32', n);
   if (n > 0) h.rt.run('softmaxRows', [ptr(x), out.byteOffset, n / v, v, log ? 1 : 0], n * 8 >= PARALLEL_WORK);
   return store(out);
 }
@@ -250,7 +248,7 @@ export function binary(h: WasmHost, op: BinaryOp, a: KernelTensor, b: KernelTens
   const bn = sizeOf(b.shape);
   const suffix = outShape.slice(outShape.length - trimmed(b.shape).length);
   if (!(bn === n || bn === 1 || (sizeOf(suffix) === bn && trimmed(b.shape).every((d, i) => d === suffix[i])))) return null;
-  const out = h.alloc('f32', n);
+  const out = h.allocRaw('f32', n);
   if (n > 0) h.rt.run('binary', [code, ptr(a), ptr(b), out.byteOffset, n, bn], n * 8 >= PARALLEL_WORK);
   return store(out);
 }
@@ -265,7 +263,7 @@ export function sumSquares(h: WasmHost, xs: readonly KernelTensor[]): Storage | 
   if (!f32(...xs)) return null;
   let total = 0;
   for (const x of xs) total += sumSquaresOf(h, x);
-  const out = h.alloc('f32', 1);
+  const out = h.allocRaw('f32', 1);
   out[0] = total;
   return store(out);
 }
@@ -275,11 +273,11 @@ function sumSquaresOf(h: WasmHost, x: KernelTensor): number {
   const n = sizeOf(x.shape);
   const blocks = Math.ceil(n / 4096);
   if (blocks === 0) return 0;
-  const partial = h.alloc('f32', blocks);
+  const partial = h.allocRaw('f32', blocks);
   h.rt.run('sumSquaresBlocks', [ptr(x), n, partial.byteOffset], n * 8 >= PARALLEL_WORK);
   let s = 0;
   for (let i = 0; i < blocks; i++) s += partial[i]!;
-  freeTemp(h, partial);
+  h.release(partial);
   return s;
 }
 
@@ -299,7 +297,7 @@ export function adamwMany(
   const c2 = 1 - hyper.beta2 ** hyper.step;
   return params.map((p, i) => {
     const n = sizeOf(p.shape);
-    const outs = [h.alloc('f32', n), h.alloc('f32', n), h.alloc('f32', n)] as const;
+    const outs = [h.allocRaw('f32', n), h.allocRaw('f32', n), h.allocRaw('f32', n)] as const;
     h.rt.run(
       'adamw',
       [ptr(p), ptr(grads[i]!), ptr(m[i]!), ptr(v[i]!), outs[0].byteOffset, outs[1].byteOffset, outs[2].byteOffset, n,
