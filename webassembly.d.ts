@@ -3,6 +3,7 @@
  * it only in its DOM library, which the Node code does not load.
  */
 declare namespace WebAssembly {
+  // biome-ignore lint/suspicious/noEmptyInterface: an opaque handle (a declaration merged with other libraries')
   interface Module {}
   interface ModuleExportDescriptor {
     readonly name: string;

@@ -344,7 +344,8 @@ function resolve(backend: Backend): Kernels {
  */
 export function fallbackKernel<K extends KernelName>(backend: Backend, name: K): Kernels[K] {
   const fallbackName = backend.fallbackKernels;
-  const g = fallbackName === undefined || fallbackName === backend.name ? undefined : registry.get(fallbackName)?.get(name);
+  const g =
+    fallbackName === undefined || fallbackName === backend.name ? undefined : registry.get(fallbackName)?.get(name);
   if (g === undefined) throw new MissingKernelError(name, backend.name, fallbackName);
   return ((...args: unknown[]) => {
     countFallback(backend, name);

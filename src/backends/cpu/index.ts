@@ -20,7 +20,8 @@ export function defaultThreads(): number {
   const env = globalThis.process?.env?.RLVR_THREADS;
   if (env !== undefined && env !== '') {
     const n = Number(env);
-    if (!Number.isInteger(n) || n < 1) throw new BackendError('cpu', `RLVR_THREADS must be a whole number >= 1, got '${env}'`);
+    if (!Number.isInteger(n) || n < 1)
+      throw new BackendError('cpu', `RLVR_THREADS must be a whole number >= 1, got '${env}'`);
     return n;
   }
   return Math.max(1, hardwareThreads());
@@ -54,7 +55,8 @@ export class CpuBackend implements HostBackend, WasmHost {
 
   constructor(opts: CpuOptions = {}) {
     const threads = opts.threads ?? defaultThreads();
-    if (!Number.isInteger(threads) || threads < 1) throw new BackendError('cpu', `threads must be a whole number >= 1, got ${threads}`);
+    if (!Number.isInteger(threads) || threads < 1)
+      throw new BackendError('cpu', `threads must be a whole number >= 1, got ${threads}`);
     const module = kernelsModule();
     this.rt = new WasmRuntime(module, kernelExports(module), threads);
   }
@@ -87,7 +89,10 @@ export class CpuBackend implements HostBackend, WasmHost {
       ptr = this.rt.alloc(bytes);
     } catch (e) {
       if (e instanceof RangeError)
-        throw new BackendError('cpu', `out of memory: ${bytes} more bytes do not fit in its WebAssembly memory (4 GiB at most)`);
+        throw new BackendError(
+          'cpu',
+          `out of memory: ${bytes} more bytes do not fit in its WebAssembly memory (4 GiB at most)`,
+        );
       throw e;
     }
     this.buffers++;

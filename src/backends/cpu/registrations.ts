@@ -6,7 +6,10 @@ import * as W from './wasm-kernels.js';
  * The CPU backend's own kernels: each runs its WebAssembly kernel where it covers the case (f32, and the shapes
  * it handles), else the reference kernel (`fallbackKernel`, counted like the kernels it does not register).
  */
-type Fast<K extends KernelName> = (b: CpuBackend, ...args: Parameters<KernelFuncs<CpuBackend>[K]> extends [unknown, ...infer A] ? A : never) => ReturnType<KernelFuncs<CpuBackend>[K]> | null;
+type Fast<K extends KernelName> = (
+  b: CpuBackend,
+  ...args: Parameters<KernelFuncs<CpuBackend>[K]> extends [unknown, ...infer A] ? A : never
+) => ReturnType<KernelFuncs<CpuBackend>[K]> | null;
 
 function orReference<K extends KernelName>(name: K, fast: Fast<K>): KernelFuncs<CpuBackend>[K] {
   return ((b: CpuBackend, ...args: unknown[]) =>

@@ -112,7 +112,15 @@ export class WasmRuntime {
     this.ctl = new Int32Array(this.memory.buffer, CONTROL, 16);
     this.args = new Float64Array(this.memory.buffer, CONTROL + ARGS_OFFSET, MAX_ARGS);
     for (let tid = 1; tid < this.threads; tid++) {
-      const data: WorkerData = { module, memory: this.memory, names, tid, workers: this.threads - 1, control: CONTROL, spin: SPIN };
+      const data: WorkerData = {
+        module,
+        memory: this.memory,
+        names,
+        tid,
+        workers: this.threads - 1,
+        control: CONTROL,
+        spin: SPIN,
+      };
       this.workers.push(spawnThread(workerMain, data));
     }
   }
@@ -196,7 +204,13 @@ export class WasmRuntime {
   }
 
   stats(): PoolStats {
-    return { liveBlocks: this.live, liveBytes: this.liveBytes, heapBytes: this.top - HEAP_START, carved: this.carved, reused: this.reused };
+    return {
+      liveBlocks: this.live,
+      liveBytes: this.liveBytes,
+      heapBytes: this.top - HEAP_START,
+      carved: this.carved,
+      reused: this.reused,
+    };
   }
 
   /** Stop the workers. The runtime is unusable afterwards. */

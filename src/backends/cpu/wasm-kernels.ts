@@ -66,7 +66,21 @@ export function matmul(
     }
     h.rt.run(
       'gemm',
-      [ptr(a) + ao * 4, ptr(b) + bo * 4, out.byteOffset + t * m * n * 4, m, n, k, sai, sak, sbk, sbj, n, sc.ptr, sc.stride],
+      [
+        ptr(a) + ao * 4,
+        ptr(b) + bo * 4,
+        out.byteOffset + t * m * n * 4,
+        m,
+        n,
+        k,
+        sai,
+        sak,
+        sbk,
+        sbj,
+        n,
+        sc.ptr,
+        sc.stride,
+      ],
       parallel,
     );
     for (let d = batch.length - 1; d >= 0; d--) {
@@ -94,7 +108,23 @@ export function attention(
   const work = b * tq * hq * keyLength * d * 4;
   h.rt.run(
     'attentionForward',
-    [ptr(q), ptr(k), ptr(v), keyBias ? ptr(keyBias) : 0, out.byteOffset, b, tq, keyLength, ks, hq, hkv, d, scale, sc.ptr, sc.stride],
+    [
+      ptr(q),
+      ptr(k),
+      ptr(v),
+      keyBias ? ptr(keyBias) : 0,
+      out.byteOffset,
+      b,
+      tq,
+      keyLength,
+      ks,
+      hq,
+      hkv,
+      d,
+      scale,
+      sc.ptr,
+      sc.stride,
+    ],
     work >= PARALLEL_WORK,
   );
   return store(out);
@@ -119,14 +149,37 @@ export function attentionBackward(
   const sc = h.scratch(Math.ceil(t / 4) * 16);
   h.rt.run(
     'attentionBackward',
-    [ptr(q), ptr(k), ptr(v), keyBias ? ptr(keyBias) : 0, ptr(out), ptr(dOut), dq.byteOffset, dk.byteOffset, dv.byteOffset,
-      b, t, hq, hkv, d, scale, sc.ptr, sc.stride],
+    [
+      ptr(q),
+      ptr(k),
+      ptr(v),
+      keyBias ? ptr(keyBias) : 0,
+      ptr(out),
+      ptr(dOut),
+      dq.byteOffset,
+      dk.byteOffset,
+      dv.byteOffset,
+      b,
+      t,
+      hq,
+      hkv,
+      d,
+      scale,
+      sc.ptr,
+      sc.stride,
+    ],
     b * t * t * hq * d * 4 >= PARALLEL_WORK,
   );
   return [store(dq), store(dk), store(dv)];
 }
 
-function normRows(h: WasmHost, x: KernelTensor, delta: KernelTensor | null, weight: KernelTensor, eps: number): [Storage, Storage] | null {
+function normRows(
+  h: WasmHost,
+  x: KernelTensor,
+  delta: KernelTensor | null,
+  weight: KernelTensor,
+  eps: number,
+): [Storage, Storage] | null {
   const d = last(x.shape);
   if (!f32(x, delta, weight) || d % 4 !== 0) return null;
   const n = sizeOf(x.shape);
@@ -149,7 +202,10 @@ export const addRmsNorm = (
   delta: KernelTensor,
   weight: KernelTensor,
   eps: number,
-): [Storage, Storage] | null => (x.shape.length === delta.shape.length && sizeOf(x.shape) === sizeOf(delta.shape) ? normRows(h, x, delta, weight, eps) : null);
+): [Storage, Storage] | null =>
+  x.shape.length === delta.shape.length && sizeOf(x.shape) === sizeOf(delta.shape)
+    ? normRows(h, x, delta, weight, eps)
+    : null;
 
 export function rmsNormBackward(
   h: WasmHost,
@@ -180,7 +236,12 @@ export function swiglu(h: WasmHost, gate: KernelTensor, up: KernelTensor): Stora
   return store(out);
 }
 
-export function swigluBackward(h: WasmHost, gate: KernelTensor, up: KernelTensor, dy: KernelTensor): [Storage, Storage] | null {
+export function swigluBackward(
+  h: WasmHost,
+  gate: KernelTensor,
+  up: KernelTensor,
+  dy: KernelTensor,
+): [Storage, Storage] | null {
   if (!f32(gate, up, dy)) return null;
   const n = sizeOf(gate.shape);
   const dg = h.allocRaw('f32', n);
@@ -189,13 +250,23 @@ export function swigluBackward(h: WasmHost, gate: KernelTensor, up: KernelTensor
   return [store(dg), store(du)];
 }
 
-export function rope(h: WasmHost, xs: readonly KernelTensor[], cos: KernelTensor, sin: KernelTensor, inverse: boolean): Storage[] | null {
+export function rope(
+  h: WasmHost,
+  xs: readonly KernelTensor[],
+  cos: KernelTensor,
+  sin: KernelTensor,
+  inverse: boolean,
+): Storage[] | null {
   if (!f32(cos, sin, ...xs) || xs.some((x) => last(x.shape) % 8 !== 0)) return null;
   return xs.map((x) => {
     const [heads, d] = x.shape.slice(-2) as [number, number];
     const n = sizeOf(x.shape);
     const out = h.allocRaw('f32', n);
-    h.rt.run('rope', [ptr(x), ptr(cos), ptr(sin), out.byteOffset, n / (heads * d), heads, d, inverse ? 1 : 0], n * 8 >= PARALLEL_WORK);
+    h.rt.run(
+      'rope',
+      [ptr(x), ptr(cos), ptr(sin), out.byteOffset, n / (heads * d), heads, d, inverse ? 1 : 0],
+      n * 8 >= PARALLEL_WORK,
+    );
     return store(out);
   });
 }
@@ -205,7 +276,11 @@ export function tokenLogProbs(h: WasmHost, logits: KernelTensor, targets: Kernel
   const v = last(logits.shape);
   const rows = sizeOf(targets.shape);
   const out = h.allocRaw('f32', rows);
-  h.rt.run('tokenLogProbs', [ptr(logits), ptr(targets), out.byteOffset, rows, v, Math.fround(scale)], rows * v * 8 >= PARALLEL_WORK);
+  h.rt.run(
+    'tokenLogProbs',
+    [ptr(logits), ptr(targets), out.byteOffset, rows, v, Math.fround(scale)],
+    rows * v * 8 >= PARALLEL_WORK,
+  );
   return store(out);
 }
 
@@ -247,7 +322,8 @@ export function binary(h: WasmHost, op: BinaryOp, a: KernelTensor, b: KernelTens
   if (sizeOf(a.shape) !== n) return null;
   const bn = sizeOf(b.shape);
   const suffix = outShape.slice(outShape.length - trimmed(b.shape).length);
-  if (!(bn === n || bn === 1 || (sizeOf(suffix) === bn && trimmed(b.shape).every((d, i) => d === suffix[i])))) return null;
+  if (!(bn === n || bn === 1 || (sizeOf(suffix) === bn && trimmed(b.shape).every((d, i) => d === suffix[i]))))
+    return null;
   const out = h.allocRaw('f32', n);
   if (n > 0) h.rt.run('binary', [code, ptr(a), ptr(b), out.byteOffset, n, bn], n * 8 >= PARALLEL_WORK);
   return store(out);
@@ -300,8 +376,24 @@ export function adamwMany(
     const outs = [h.allocRaw('f32', n), h.allocRaw('f32', n), h.allocRaw('f32', n)] as const;
     h.rt.run(
       'adamw',
-      [ptr(p), ptr(grads[i]!), ptr(m[i]!), ptr(v[i]!), outs[0].byteOffset, outs[1].byteOffset, outs[2].byteOffset, n,
-        hyper.lr, hyper.beta1, hyper.beta2, hyper.eps, hyper.weightDecays[i]!, c1, c2, gscale],
+      [
+        ptr(p),
+        ptr(grads[i]!),
+        ptr(m[i]!),
+        ptr(v[i]!),
+        outs[0].byteOffset,
+        outs[1].byteOffset,
+        outs[2].byteOffset,
+        n,
+        hyper.lr,
+        hyper.beta1,
+        hyper.beta2,
+        hyper.eps,
+        hyper.weightDecays[i]!,
+        c1,
+        c2,
+        gscale,
+      ],
       n * 16 >= PARALLEL_WORK,
     );
     return [store(outs[0]), store(outs[1]), store(outs[2])];

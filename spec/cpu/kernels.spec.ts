@@ -1,0 +1,426 @@
+import { describe, expect, it } from 'vitest';
+import fc from 'fast-check';
+import * as T from '../../src/index.js';
+import {
+  compareForward,
+  compareGrad,
+  intsFor,
+  on,
+  reference,
+  valuesFor,
+  type Arg,
+  type Tol,
+} from '../helpers/compare.js';
+
+/**
+ * The CPU backend's WebAssembly kernels against the reference backend (f32 inputs; the reference sums in f64),
+ * forward and through valueAndGrad, on 2 threads; the same inputs on 1, 2 and 3 threads give bit-identical results;
+ * the cases a WebAssembly kernel does not cover run the reference kernel, counted.
+ */
+const cpu = new T.CpuBackend({ threads: 2 });
+const RUNS = { numRuns: 25 };
+// f32 sums of up to ~300 products (matmul) or ~80 keys (attention), against float64.
+const SUMS: Tol = { atol: 2e-5, rtol: 2e-4 };
+const ELEM: Tol = { atol: 1e-6, rtol: 4e-6 };
+const ROWS: Tol = { atol: 2e-6, rtol: 2e-5 };
+const summed = (args: readonly Arg[], scale = 1): Tol => ({
+  atol: 2e-6 * Math.max(1, args[0]!.values.length) * scale,
+  rtol: 2e-5 * scale,
+});
+
+const matmulArb = fc
+  .record({
+    m: fc.integer({ min: 1, max: 40 }),
+    n: fc.integer({ min: 1, max: 40 }),
+    // past one K block (256) now and then
+    k: fc.oneof(fc.integer({ min: 1, max: 40 }), fc.integer({ min: 250, max: 300 })),
+    batch: fc.constantFrom([], [2], [3, 1]),
+    bBatch: fc.constantFrom('same', 'broadcast'),
+    transA: fc.boolean(),
+    transB: fc.boolean(),
+  })
+  .chain((x) => {
+    const bb = x.bBatch === 'same' ? x.batch : x.batch.map(() => 1);
+    return fc.tuple(
+      valuesFor([...x.batch, ...(x.transA ? [x.k, x.m] : [x.m, x.k])]),
+      valuesFor([...bb, ...(x.transB ? [x.n, x.k] : [x.k, x.n])]),
+      fc.constant({ transA: x.transA, transB: x.transB }),
+    );
+  });
+
+const attentionArb = (maxT: number, dims: number[], maxExtra = 3): fc.Arbitrary<[Arg, Arg, Arg, Arg]> =>
+  fc
+    .record({
+      b: fc.integer({ min: 1, max: 2 }),
+      tq: fc.integer({ min: 1, max: maxT }),
+      extra: fc.integer({ min: 0, max: maxExtra }),
+      hkv: fc.integer({ min: 1, max: 2 }),
+      group: fc.integer({ min: 1, max: 3 }),
+      d: fc.constantFrom(...dims),
+      pad: fc.integer({ min: 0, max: 3 }),
+    })
+    .chain((x) => {
+      const tk = x.tq + x.extra;
+      // Left padding of `pad` keys in the last row (PAD_BIAS), small biases elsewhere.
+      const bias = valuesFor([x.b, tk], -1, 0).map((a) => ({
+        ...a,
+        values: a.values.map((v, i) =>
+          i >= (x.b - 1) * tk && i < (x.b - 1) * tk + Math.min(x.pad, tk) ? T.PAD_BIAS : v,
+        ),
+      }));
+      return fc.tuple(
+        valuesFor([x.b, x.tq, x.hkv * x.group, x.d]),
+        valuesFor([x.b, tk, x.hkv, x.d]),
+        valuesFor([x.b, tk, x.hkv, x.d]),
+        bias,
+      );
+    });
+
+const withBias = (q: T.Tensor, bias: Arg): T.Tensor =>
+  T.tensor([...bias.values], [...bias.shape], { backend: q.backend });
+
+describe('cpu backend kernels against the reference backend', () => {
+  it(`matmul: every transpose, batch broadcast, odd sizes, K past one block (atol ${SUMS.atol}, rtol ${SUMS.rtol})`, async () => {
+    await fc.assert(
+      fc.asyncProperty(matmulArb, ([a, b, o]) =>
+        compareForward('matmul', [a, b], ([x, y]) => T.matmul(x!, y!, o), SUMS, cpu),
+      ),
+      RUNS,
+    );
+    await fc.assert(
+      fc.asyncProperty(matmulArb, ([a, b, o]) =>
+        compareGrad('matmul', [a, b], ([x, y]) => T.matmul(x!, y!, o), summed([a], 40), cpu),
+      ),
+      { numRuns: 10 },
+    );
+  });
+
+  it('causal attention forward and backward: grouped-query heads, padding keys, fewer queries than keys', async () => {
+    const arb = attentionArb(9, [4, 8, 12, 32]);
+    const attend = ([q, k, v, bias]: T.Tensor[]): T.Tensor => T.causalAttention(q!, k!, v!, { keyBias: bias! });
+    await fc.assert(
+      fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, SUMS, cpu)),
+      RUNS,
+    );
+    await fc.assert(
+      fc.asyncProperty(arb, (args) =>
+        compareGrad(
+          'attention',
+          args.slice(0, 3),
+          ([q, k, v]) => attend([q!, k!, v!, withBias(q!, args[3])]),
+          SUMS,
+          cpu,
+        ),
+      ),
+      RUNS,
+    );
+  });
+
+  it('attention over the first keyLength rows (rows past it hold NaN and are never read)', async () => {
+    const arb = attentionArb(6, [8], 6).chain((args) =>
+      fc.integer({ min: args[0].shape[1]!, max: args[1].shape[1]! }).map((len): [Arg[], number] => {
+        const nan = (a: Arg, row: number): Arg => ({
+          ...a,
+          values: a.values.map((v, i) => (Math.floor(i / row) % a.shape[1]! >= len ? Number.NaN : v)),
+        });
+        const kvRow = args[1].shape[2]! * args[1].shape[3]!;
+        return [[args[0], nan(args[1], kvRow), nan(args[2], kvRow), nan(args[3], 1)], len];
+      }),
+    );
+    await fc.assert(
+      fc.asyncProperty(arb, ([args, len]) =>
+        compareForward(
+          'attention keyLength',
+          args,
+          ([q, k, v, b]) => T.causalAttention(q!, k!, v!, { keyBias: b!, keyLength: len }),
+          SUMS,
+          cpu,
+        ),
+      ),
+      RUNS,
+    );
+  });
+
+  it('RMSNorm, the residual add + RMSNorm, SwiGLU and RoPE, forward and backward', async () => {
+    const rows = fc
+      .record({ r: fc.integer({ min: 1, max: 9 }), d: fc.constantFrom(4, 8, 20, 64) })
+      .chain(({ r, d }) => fc.tuple(valuesFor([r, d]), valuesFor([r, d]), valuesFor([d], 0.5, 1.5)));
+    await fc.assert(
+      fc.asyncProperty(rows, ([x, , w]) =>
+        compareGrad('rmsNorm', [x, w], ([a, g]) => T.rmsNorm(a!, g!, 1e-5), summed([x]), cpu),
+      ),
+      RUNS,
+    );
+    await fc.assert(
+      fc.asyncProperty(rows, ([x, delta, w]) =>
+        compareGrad(
+          'addRmsNorm',
+          [x, delta, w],
+          ([a, b, g]) => {
+            const { sum, normed } = T.addRmsNorm(a!, b!, g!, 1e-5);
+            return T.add(T.mul(sum, 0.5), normed);
+          },
+          summed([x]),
+          cpu,
+        ),
+      ),
+      RUNS,
+    );
+    const pair = fc.integer({ min: 1, max: 60 }).chain((n) => fc.tuple(valuesFor([n], -6, 6), valuesFor([n])));
+    await fc.assert(
+      fc.asyncProperty(pair, ([g, u]) => compareGrad('swiglu', [g, u], ([a, b]) => T.swiglu(a!, b!), summed([g]), cpu)),
+      RUNS,
+    );
+    const rope = fc
+      .record({ r: fc.integer({ min: 1, max: 5 }), h: fc.integer({ min: 1, max: 3 }), d: fc.constantFrom(8, 16, 32) })
+      .chain(({ r, h, d }) =>
+        fc.tuple(
+          valuesFor([r, h, d]),
+          valuesFor([r, 2, d]),
+          valuesFor([r, 1, d / 2], -1, 1),
+          valuesFor([r, 1, d / 2], -1, 1),
+        ),
+      );
+    await fc.assert(
+      fc.asyncProperty(rope, ([q, k, c, s]) =>
+        compareGrad(
+          'rotaryPair',
+          [q, k],
+          ([a, b]) => {
+            const [cos, sin] = [c, s].map((x) => on(a!.backend, x));
+            const [qr, kr] = T.rotaryPair(a!, b!, cos!, sin!);
+            T.dispose([cos!, sin!]);
+            return T.add(T.sum(qr, [1], true), T.sum(kr, [1], true));
+          },
+          summed([q]),
+          cpu,
+        ),
+      ),
+      RUNS,
+    );
+  });
+
+  it('token log-probs with a temperature scale (the kernel gives NaN for a target out of range), softmax and log-softmax', async () => {
+    const arb = fc
+      .record({
+        r: fc.integer({ min: 1, max: 6 }),
+        v: fc.integer({ min: 2, max: 70 }),
+        scale: fc.constantFrom(1, 1 / 0.7, 2),
+      })
+      .chain(({ r, v, scale }) => fc.tuple(valuesFor([r, v], -5, 5), intsFor([r], 0, v - 1), fc.constant(scale)));
+    await fc.assert(
+      fc.asyncProperty(arb, ([l, t, s]) =>
+        compareGrad(
+          'tokenLogProbs',
+          [l],
+          ([x]) => {
+            const targets = on(x!.backend, t);
+            const y = T.tokenLogProbs(x!, targets, s);
+            targets.dispose();
+            return y;
+          },
+          summed([l]),
+          cpu,
+        ),
+      ),
+      RUNS,
+    );
+    // The op range-checks its targets on a synchronous backend; the kernel's own contract is NaN out of range.
+    const k = T.kernelsFor(cpu);
+    const logits = T.tensor([1, 2, 3, 4, 5, 6], [2, 3], { backend: cpu });
+    const targets = T.tensor([-1, 3], [2], { dtype: 'i32', backend: cpu });
+    const kt = (t: T.Tensor) => ({ storage: t.storageFor('spec'), shape: t.shape, dtype: t.dtype });
+    const s = k.tokenLogProbs(kt(logits), kt(targets), 1);
+    const out = cpu.readSync({ storage: s, shape: [2], dtype: 'f32' });
+    cpu.free(s);
+    expect(Array.from(out).every(Number.isNaN)).toBe(true);
+    T.dispose([logits, targets]);
+    await fc.assert(
+      fc.asyncProperty(arb, ([l]) =>
+        compareForward('softmax', [l], ([x]) => [T.softmax(x!), T.logSoftmax(x!)], ROWS, cpu),
+      ),
+      RUNS,
+    );
+  });
+
+  it('binary ops: same shapes, a scalar, a trailing row (and their gradients); other broadcasts fall back', async () => {
+    const arb = fc
+      .record({
+        r: fc.integer({ min: 1, max: 7 }),
+        c: fc.integer({ min: 1, max: 11 }),
+        kind: fc.constantFrom('same', 'scalar', 'row', 'col'),
+      })
+      .chain(({ r, c, kind }) => {
+        const bShape = kind === 'same' ? [r, c] : kind === 'scalar' ? [] : kind === 'row' ? [c] : [r, 1];
+        return fc.tuple(
+          valuesFor([r, c]),
+          valuesFor(bShape, 0.5, 2),
+          fc.constantFrom('add', 'sub', 'mul', 'div', 'maximum', 'minimum'),
+        );
+      });
+    await fc.assert(
+      fc.asyncProperty(arb, ([a, b, op]) =>
+        compareGrad(
+          op,
+          [a, b],
+          ([x, y]) => (T as unknown as Record<string, (p: T.Tensor, q: T.Tensor) => T.Tensor>)[op]!(x!, y!),
+          summed([a]),
+          cpu,
+        ),
+      ),
+      RUNS,
+    );
+    await fc.assert(
+      fc.asyncProperty(arb, ([a, b, op]) =>
+        compareForward(
+          op,
+          [a, b],
+          ([x, y]) => (T as unknown as Record<string, (p: T.Tensor, q: T.Tensor) => T.Tensor>)[op]!(x!, y!),
+          ELEM,
+          cpu,
+        ),
+      ),
+      RUNS,
+    );
+  });
+
+  it('sum of squares and multi-tensor AdamW with clipping', async () => {
+    const arb = fc.tuple(valuesFor([3, 5]), valuesFor([7]), valuesFor([3, 5]), valuesFor([7]));
+    await fc.assert(
+      fc.asyncProperty(arb, ([p1, p2, g1, g2]) =>
+        compareForward(
+          'adamwMany',
+          [p1, p2, g1, g2],
+          ([a, b, ga, gb]) => {
+            const z = [T.zerosLike(a!), T.zerosLike(b!)];
+            const ss = T.sumSquares([ga!, gb!]);
+            const out = T.adamwUpdateMany([a!, b!], [ga!, gb!], z, z, ss, {
+              lr: 0.01,
+              beta1: 0.9,
+              beta2: 0.999,
+              eps: 1e-8,
+              step: 1,
+              weightDecays: [0.1, 0],
+              maxNorm: 0.5,
+            });
+            return [ss, ...out.flatMap((s) => [s.param, s.m, s.v])];
+          },
+          { atol: 1e-6, rtol: 1e-5 },
+          cpu,
+        ),
+      ),
+      RUNS,
+    );
+  });
+});
+
+describe('cpu backend: threads, fallbacks, memory', () => {
+  const backends = [1, 2, 3].map((threads) => new T.CpuBackend({ threads }));
+
+  it('every kernel gives bit-identical results on 1, 2 and 3 threads (sizes large enough to be split)', () => {
+    const rng = new T.Rng(7);
+    const shapes: Record<string, number[]> = {
+      a: [2, 70, 130],
+      b: [130, 90],
+      q: [2, 33, 4, 16],
+      k: [2, 33, 2, 16],
+      v: [2, 33, 2, 16],
+      x: [200, 64],
+      w: [64],
+      l: [120, 300],
+    };
+    const values = Object.fromEntries(Object.entries(shapes).map(([n, s]) => [n, T.randn(s, rng).dataSync()]));
+    const targets = Int32Array.from({ length: 120 }, (_, i) => (i * 37) % 300);
+    const results = backends.map((backend) =>
+      T.tidy(() => {
+        const t = Object.fromEntries(Object.entries(shapes).map(([n, s]) => [n, T.tensor(values[n]!, s, { backend })]));
+        const tg = T.tensor(targets, [120], { dtype: 'i32', backend });
+        const loss = (p: Record<string, T.Tensor>): T.Tensor => {
+          const y = T.matmul(p.a!, p.b!);
+          const att = T.causalAttention(p.q!, p.k!, p.v!);
+          const n = T.rmsNorm(T.add(p.x!, p.x!), p.w!);
+          const lp = T.tokenLogProbs(p.l!, tg, 1.3);
+          return T.add(T.add(T.sum(T.mul(y, y)), T.sum(T.mul(att, att))), T.add(T.sum(T.mul(n, n)), T.sum(lp)));
+        };
+        const [value, grads] = T.valueAndGrad(loss)(t);
+        const ss = T.sumSquares(Object.values(grads));
+        return [value, ss, ...Object.values(grads)].map((g) => Array.from(g.dataSync()));
+      }),
+    );
+    expect(results[1]).toEqual(results[0]);
+    expect(results[2]).toEqual(results[0]);
+  });
+
+  it('what a WebAssembly kernel does not cover runs the reference kernel, and the counter shows it', () => {
+    const b = backends[1]!;
+    T.resetFallbackCounts(b);
+    T.tidy(() => {
+      const x32 = T.ones([4, 4], { backend: b });
+      T.matmul(x32, x32);
+      T.rmsNorm(x32, T.ones([4], { backend: b }));
+    });
+    expect(T.fallbackCounts(b).matmul).toBeUndefined();
+    expect(T.fallbackCounts(b).rmsNorm).toBeUndefined();
+    T.tidy(() => {
+      const x64 = T.ones([4, 4], { backend: b, dtype: 'f64' });
+      const y = T.matmul(x64, x64);
+      expect(y.dataSync()[0]).toBe(4);
+      const q = T.ones([1, 2, 1, 3], { backend: b });
+      T.causalAttention(q, q, q); // head size 3: not a multiple of 4
+    });
+    expect(T.fallbackCounts(b).matmul).toBe(1);
+    expect(T.fallbackCounts(b).attention).toBe(1);
+  });
+
+  it('a steady training step carves no new memory: every block comes back from the pool', () => {
+    const b = backends[1]!;
+    const rng = new T.Rng(3);
+    let params = { w: T.randn([32, 48], rng, { backend: b }), u: T.randn([48, 16], rng, { backend: b }) };
+    let opt = T.adamwInit(params);
+    const x = T.randn([20, 32], rng, { backend: b });
+    const step = (): void => {
+      const next = T.tidy(() => {
+        const [, grads] = T.valueAndGrad((p: typeof params) =>
+          T.mean(T.square(T.matmul(T.tanh(T.matmul(x, p.w)), p.u))),
+        )(params);
+        const s = T.adamwStep(params, grads, opt, { lr: 1e-2, maxGradNorm: 1 });
+        return { params: s.params, opt: s.state };
+      });
+      T.dispose([params, opt]);
+      params = next.params as typeof params;
+      opt = next.opt;
+    };
+    for (let i = 0; i < 3; i++) step();
+    const before = b.poolStats();
+    const mem = b.memory();
+    for (let i = 0; i < 5; i++) step();
+    const after = b.poolStats();
+    expect(after.carved).toBe(before.carved);
+    expect(after.heapBytes).toBe(before.heapBytes);
+    expect(after.reused).toBeGreaterThan(before.reused);
+    expect(b.memory()).toEqual(mem);
+    T.dispose([params, opt, x]);
+  });
+
+  it('refuses a thread count that is not a whole number >= 1', () => {
+    expect(() => new T.CpuBackend({ threads: 0 })).toThrow(/threads/);
+    expect(() => new T.CpuBackend({ threads: 1.5 })).toThrow(/threads/);
+  });
+
+  it('reads copy out of the shared memory (a read survives the tensor and a reuse of its block)', () => {
+    const b = backends[1]!;
+    const t = T.tensor([1, 2, 3], [3], { backend: b });
+    const r = t.dataSync();
+    t.dispose();
+    const u = T.tensor([7, 8, 9], [3], { backend: b });
+    expect(Array.from(r)).toEqual([1, 2, 3]);
+    expect(r.buffer).not.toBeInstanceOf(SharedArrayBuffer);
+    u.dispose();
+  });
+});
+
+// The reference backend is the oracle here: make sure the comparisons above did not run it against itself.
+it('the comparisons ran the CPU backend against the reference backend', () => {
+  expect(cpu.name).toBe('cpu');
+  expect(reference.name).toBe('reference');
+});
