@@ -14,10 +14,10 @@ import {
 
 /**
  * The CPU backend's WebAssembly kernels against the reference backend (f32 inputs; the reference sums in f64),
- * forward and through valueAndGrad, on 2 threads; the same inputs on 1, 2 and 3 threads give bit-identical results;
+ * forward and through valueAndGrad, on 2 threads (every kernel split, however small); the same inputs on 1, 2 and 3 threads give bit-identical results;
  * the cases a WebAssembly kernel does not cover run the reference kernel, counted.
  */
-const cpu = new T.CpuBackend({ threads: 2 });
+const cpu = new T.CpuBackend({ threads: 2, minParallelWork: 0 });
 const RUNS = { numRuns: 25 };
 // f32 sums of up to ~300 products (matmul) or ~80 keys (attention), against float64.
 const SUMS: Tol = { atol: 2e-5, rtol: 2e-4 };
@@ -315,7 +315,8 @@ describe('cpu backend kernels against the reference backend', () => {
 });
 
 describe('cpu backend: threads, fallbacks, memory', () => {
-  const backends = [1, 2, 3].map((threads) => new T.CpuBackend({ threads }));
+  // Every kernel split among the threads, however small (minParallelWork 0).
+  const backends = [1, 2, 3].map((threads) => new T.CpuBackend({ threads, minParallelWork: 0 }));
 
   it('every kernel gives bit-identical results on 1, 2 and 3 threads (sizes large enough to be split)', () => {
     const rng = new T.Rng(7);

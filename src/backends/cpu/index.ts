@@ -13,6 +13,11 @@ import { registerCpuKernels } from './registrations.js';
 export interface CpuOptions {
   /** Threads for the kernels (default: `RLVR_THREADS`, else the machine's cores). 1 runs on the calling thread. */
   readonly threads?: number;
+  /**
+   * Work (flops, or elements x 8) below which a kernel runs on the calling thread alone (default 2^20): waking a
+   * thread costs microseconds, a decode step's [16, 64] x [64, 192] product about 20. Results do not depend on it.
+   */
+  readonly minParallelWork?: number;
 }
 
 /** The thread count a CPU backend takes by default: `RLVR_THREADS` if set, else the machine's cores. */
@@ -46,6 +51,7 @@ export class CpuBackend implements HostBackend, WasmHost {
   // Each kernel computes an output row the same way whatever the batch's shape (fixed K blocking, per-row loops).
   readonly batchInvariant = true;
   readonly rt: WasmRuntime;
+  readonly minParallelWork: number;
   /** A WebAssembly memory holds at most 4 GiB (its heap starts after 1 MiB of kernel data). */
   readonly maxMemoryBytes = 4 * 1024 ** 3 - (1 << 21);
   private buffers = 0;
@@ -57,6 +63,7 @@ export class CpuBackend implements HostBackend, WasmHost {
     const threads = opts.threads ?? defaultThreads();
     if (!Number.isInteger(threads) || threads < 1)
       throw new BackendError('cpu', `threads must be a whole number >= 1, got ${threads}`);
+    this.minParallelWork = opts.minParallelWork ?? 1 << 20;
     const module = kernelsModule();
     this.rt = new WasmRuntime(module, kernelExports(module), threads);
   }

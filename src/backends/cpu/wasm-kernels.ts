@@ -17,6 +17,8 @@ export interface WasmHost {
   allocRaw(dtype: DType, size: number): TypedArray;
   /** Give an `allocRaw` temporary back. */
   release(a: TypedArray): void;
+  /** Below this much work (flops, or elements x 8) a kernel runs on the calling thread alone. */
+  readonly minParallelWork: number;
   /** This call's per-thread scratch: `bytes` for each thread at the returned address + tid * stride. */
   scratch(bytesPerThread: number): { readonly ptr: number; readonly stride: number };
 }
@@ -26,9 +28,6 @@ const store = (a: TypedArray): Storage => a as unknown as Storage;
 const ptr = (x: KernelTensor): number => view(x.storage).byteOffset;
 const f32 = (...xs: (KernelTensor | null)[]): boolean => xs.every((x) => x === null || x.dtype === 'f32');
 const last = (s: Shape): number => s[s.length - 1]!;
-
-/** Below this much work (flops, or elements x 8) a kernel runs on the calling thread alone. */
-const PARALLEL_WORK = 1 << 17;
 
 let gemmScratchBytes = 0;
 
@@ -55,7 +54,7 @@ export function matmul(
   const bStr = broadcastStrides(b.shape.slice(0, -2), batch).map((s) => s * k * n);
   const [sai, sak] = transA ? [1, m] : [k, 1];
   const [sbk, sbj] = transB ? [1, k] : [n, 1];
-  const parallel = 2 * m * n * k >= PARALLEL_WORK;
+  const parallel = 2 * m * n * k >= h.minParallelWork;
   const idx = new Array<number>(batch.length).fill(0);
   for (let t = 0; t < count; t++) {
     let ao = 0;
@@ -125,7 +124,7 @@ export function attention(
       sc.ptr,
       sc.stride,
     ],
-    work >= PARALLEL_WORK,
+    work >= h.minParallelWork,
   );
   return store(out);
 }
@@ -168,7 +167,7 @@ export function attentionBackward(
       sc.ptr,
       sc.stride,
     ],
-    b * t * t * hq * d * 4 >= PARALLEL_WORK,
+    b * t * t * hq * d * 4 >= h.minParallelWork,
   );
   return [store(dq), store(dk), store(dv)];
 }
@@ -188,7 +187,7 @@ function normRows(
   h.rt.run(
     'rmsNorm',
     [ptr(x), delta ? ptr(delta) : 0, sum ? sum.byteOffset : 0, ptr(weight), out.byteOffset, n / d, d, eps],
-    n * 8 >= PARALLEL_WORK,
+    n * 8 >= h.minParallelWork,
   );
   return [store(sum ?? out), store(out)];
 }
@@ -221,7 +220,7 @@ export function rmsNormBackward(
   const dx = h.allocRaw('f32', n);
   const dw = h.allocRaw('f32', d);
   const rinv = h.allocRaw('f32', Math.max(rows, 1));
-  const parallel = n * 8 >= PARALLEL_WORK;
+  const parallel = n * 8 >= h.minParallelWork;
   h.rt.run('rmsNormBackward', [ptr(x), ptr(weight), ptr(dy), dx.byteOffset, rinv.byteOffset, rows, d, eps], parallel);
   h.rt.run('rmsNormWeightGrad', [ptr(x), ptr(dy), rinv.byteOffset, dw.byteOffset, rows, d], parallel);
   h.release(rinv);
@@ -232,7 +231,7 @@ export function swiglu(h: WasmHost, gate: KernelTensor, up: KernelTensor): Stora
   if (!f32(gate, up)) return null;
   const n = sizeOf(gate.shape);
   const out = h.allocRaw('f32', n);
-  h.rt.run('swiglu', [ptr(gate), ptr(up), out.byteOffset, n], n * 8 >= PARALLEL_WORK);
+  h.rt.run('swiglu', [ptr(gate), ptr(up), out.byteOffset, n], n * 8 >= h.minParallelWork);
   return store(out);
 }
 
@@ -246,7 +245,11 @@ export function swigluBackward(
   const n = sizeOf(gate.shape);
   const dg = h.allocRaw('f32', n);
   const du = h.allocRaw('f32', n);
-  h.rt.run('swigluBackward', [ptr(gate), ptr(up), ptr(dy), dg.byteOffset, du.byteOffset, n], n * 8 >= PARALLEL_WORK);
+  h.rt.run(
+    'swigluBackward',
+    [ptr(gate), ptr(up), ptr(dy), dg.byteOffset, du.byteOffset, n],
+    n * 8 >= h.minParallelWork,
+  );
   return [store(dg), store(du)];
 }
 
@@ -265,7 +268,7 @@ export function rope(
     h.rt.run(
       'rope',
       [ptr(x), ptr(cos), ptr(sin), out.byteOffset, n / (heads * d), heads, d, inverse ? 1 : 0],
-      n * 8 >= PARALLEL_WORK,
+      n * 8 >= h.minParallelWork,
     );
     return store(out);
   });
@@ -279,7 +282,7 @@ export function tokenLogProbs(h: WasmHost, logits: KernelTensor, targets: Kernel
   h.rt.run(
     'tokenLogProbs',
     [ptr(logits), ptr(targets), out.byteOffset, rows, v, Math.fround(scale)],
-    rows * v * 8 >= PARALLEL_WORK,
+    rows * v * 8 >= h.minParallelWork,
   );
   return store(out);
 }
@@ -298,7 +301,7 @@ export function tokenLogProbsBackward(
   h.rt.run(
     'tokenLogProbsBackward',
     [ptr(logits), ptr(targets), ptr(dy), dx.byteOffset, rows, v, Math.fround(scale)],
-    rows * v * 8 >= PARALLEL_WORK,
+    rows * v * 8 >= h.minParallelWork,
   );
   return store(dx);
 }
@@ -308,7 +311,7 @@ export function softmax(h: WasmHost, x: KernelTensor, axis: number, log: boolean
   const v = last(x.shape);
   const n = sizeOf(x.shape);
   const out = h.allocRaw('f32', n);
-  if (n > 0) h.rt.run('softmaxRows', [ptr(x), out.byteOffset, n / v, v, log ? 1 : 0], n * 8 >= PARALLEL_WORK);
+  if (n > 0) h.rt.run('softmaxRows', [ptr(x), out.byteOffset, n / v, v, log ? 1 : 0], n * 8 >= h.minParallelWork);
   return store(out);
 }
 
@@ -325,7 +328,7 @@ export function binary(h: WasmHost, op: BinaryOp, a: KernelTensor, b: KernelTens
   if (!(bn === n || bn === 1 || (sizeOf(suffix) === bn && trimmed(b.shape).every((d, i) => d === suffix[i]))))
     return null;
   const out = h.allocRaw('f32', n);
-  if (n > 0) h.rt.run('binary', [code, ptr(a), ptr(b), out.byteOffset, n, bn], n * 8 >= PARALLEL_WORK);
+  if (n > 0) h.rt.run('binary', [code, ptr(a), ptr(b), out.byteOffset, n, bn], n * 8 >= h.minParallelWork);
   return store(out);
 }
 
@@ -350,7 +353,7 @@ function sumSquaresOf(h: WasmHost, x: KernelTensor): number {
   const blocks = Math.ceil(n / 4096);
   if (blocks === 0) return 0;
   const partial = h.allocRaw('f32', blocks);
-  h.rt.run('sumSquaresBlocks', [ptr(x), n, partial.byteOffset], n * 8 >= PARALLEL_WORK);
+  h.rt.run('sumSquaresBlocks', [ptr(x), n, partial.byteOffset], n * 8 >= h.minParallelWork);
   let s = 0;
   for (let i = 0; i < blocks; i++) s += partial[i]!;
   h.release(partial);
@@ -394,7 +397,7 @@ export function adamwMany(
         c2,
         gscale,
       ],
-      n * 16 >= PARALLEL_WORK,
+      n * 16 >= h.minParallelWork,
     );
     return [store(outs[0]), store(outs[1]), store(outs[2])];
   });

@@ -1,0 +1,338 @@
+/**
+ * The CPU backend against its peers on the same cores, in one run with interleaved rounds (each round runs every
+ * contender once; min and median over all timed repetitions): matmul 512/1024/2048, the SFT step at the default
+ * size and at d256 L4 T128 batch 8, and KV-cache sampling of 16 rows x 64 and x 256 new tokens. Peers: the
+ * reference backend (TypeScript kernels), tfjs-backend-wasm (XNNPACK, SIMD; see below), and PyTorch on the CPU
+ * (bench/torch_cpu.py, the same model and step semantics) when `python3` has `torch`. Every contender's result is
+ * checked before its time counts: matmul entries against float64, our losses against the reference backend's,
+ * sampled lengths.
+ *
+ * tfjs-backend-wasm's threaded build cannot start in Node (its pthread worker is a blob: URL, which Node's Worker
+ * refuses), so its peer row is its SIMD build on one thread; compare it with our 1-thread row too.
+ *
+ * Run: npm run bench:cpu [-- --threads N --rounds R --only matmul,step,sample --all]
+ * PyTorch (Debian): apt-get install -y python3-torch libopenblas0-pthread; it runs with OMP_WAIT_POLICY=PASSIVE.
+ * `--all` also times the reference backend where it takes seconds per repetition (matmul 2048, the d256 step).
+ */
+import { spawnSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import * as T from '../src/index.js';
+import { adamwInit, adamwStep, initParams, type TransformerConfig, type TransformerParams } from '../src/nn/index.js';
+import { sampleRollouts, sftLoss, type SequenceBatch } from '../src/rl/index.js';
+import { additionTask, sampleProblems, tokenizerFor, type Tokenizer } from '../src/tasks/index.js';
+import { argValue, hasFlag, median } from './lib/common.js';
+import { batchFor, MODEL_SIZES } from './lib/models.js';
+
+const THREADS = Number(argValue('--threads') ?? T.defaultCpuThreads());
+const ROUNDS = Number(argValue('--rounds') ?? 3);
+const ONLY = (argValue('--only') ?? 'matmul,step,sample').split(',');
+const ALL = hasFlag('--all');
+const PYTHON = '/usr/bin/python3';
+const TORCH_SCRIPT = join('bench', 'torch_cpu.py');
+
+const torchVersion = ((): string | null => {
+  const r = spawnSync(PYTHON, ['-c', 'import torch; print(torch.__version__)'], { encoding: 'utf8' });
+  return r.status === 0 ? r.stdout.trim() : null;
+})();
+
+const fast = new T.CpuBackend({ threads: THREADS });
+const fast1 = THREADS === 1 ? fast : new T.CpuBackend({ threads: 1 });
+const reference = new T.ReferenceBackend();
+
+console.log(`bench:cpu | ${cpus()[0]?.model ?? 'cpu'}, ${cpus().length} cores, node ${process.version}`);
+console.log(`ours: ${fast.describe()}; rounds ${ROUNDS}, interleaved; ${new Date().toISOString()}`);
+console.log(
+  torchVersion
+    ? `PyTorch ${torchVersion} (${PYTHON}, OMP_WAIT_POLICY=PASSIVE)`
+    : `PyTorch: not found (${PYTHON} -c 'import torch' failed): apt-get install -y python3-torch libopenblas0-pthread`,
+);
+
+/** A contender: `run` performs one round and returns its timed repetitions in ms. */
+interface Contender {
+  readonly name: string;
+  readonly run: () => Promise<number[]>;
+}
+
+async function interleave(contenders: readonly Contender[]): Promise<Map<string, number[]>> {
+  const times = new Map<string, number[]>(contenders.map((c) => [c.name, []]));
+  for (let r = 0; r < ROUNDS; r++) for (const c of contenders) times.get(c.name)!.push(...(await c.run()));
+  return times;
+}
+
+function torch(args: string[], threads: number): Record<string, unknown> {
+  const r = spawnSync(PYTHON, [TORCH_SCRIPT, ...args, '--threads', String(threads)], {
+    encoding: 'utf8',
+    env: { ...process.env, OMP_WAIT_POLICY: 'PASSIVE' },
+  });
+  if (r.status !== 0) throw new Error(`torch_cpu.py ${args.join(' ')} failed:\n${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').pop()!) as Record<string, unknown>;
+}
+
+const torchContenders = (args: string[]): Contender[] =>
+  torchVersion === null
+    ? []
+    : [...new Set([1, THREADS])].map((t) => ({
+        name: `torch ${t}T`,
+        run: async () => torch(args, t).times as number[],
+      }));
+
+/** Rows of `| name | min | median | per-unit | x vs torch |` for one measurement. */
+function table(title: string, times: Map<string, number[]>, unit: (ms: number) => string, unitName: string): void {
+  console.log(
+    `\n${title}\n| contender | min ms | median ms | ${unitName} (min) | / torch ${THREADS}T (min) | / torch 1T (min) |`,
+  );
+  console.log('|---|---:|---:|---:|---:|---:|');
+  const best = (n: string): number | undefined => (times.get(n)?.length ? Math.min(...times.get(n)!) : undefined);
+  const tN = best(`torch ${THREADS}T`);
+  const t1 = best('torch 1T');
+  for (const [name, ts] of times) {
+    if (ts.length === 0) continue;
+    const m = Math.min(...ts);
+    const ratio = (t: number | undefined): string => (t === undefined ? '—' : `${(m / t).toFixed(2)}x`);
+    console.log(`| ${name} | ${m.toFixed(2)} | ${median(ts).toFixed(2)} | ${unit(m)} | ${ratio(tN)} | ${ratio(t1)} |`);
+  }
+}
+
+// ---- matmul ----
+async function tfjsWasm(): Promise<null | {
+  matmul: (a: Float32Array, b: Float32Array, n: number) => Promise<[Float32Array, number]>;
+}> {
+  try {
+    const tf = await import('@tensorflow/tfjs-core');
+    const wasm = await import('@tensorflow/tfjs-backend-wasm');
+    const dir = createRequire(import.meta.url)
+      .resolve('@tensorflow/tfjs-backend-wasm')
+      .replace(/[^/\\]*$/, '');
+    wasm.setWasmPaths(dir);
+    if (!(await tf.setBackend('wasm'))) return null;
+    return {
+      matmul: async (a, b, n) => {
+        const x = tf.tensor2d(a, [n, n]);
+        const y = tf.tensor2d(b, [n, n]);
+        const t0 = performance.now();
+        const z = tf.matMul(x, y);
+        const out = (await z.data()) as Float32Array;
+        const ms = performance.now() - t0;
+        tf.dispose([x, y, z]);
+        return [out, ms];
+      },
+    };
+  } catch (e) {
+    console.log(`tfjs-backend-wasm unavailable: ${(e as Error).message}`);
+    return null;
+  }
+}
+
+function checkProduct(name: string, c: ArrayLike<number>, a: Float32Array, b: Float32Array, n: number): void {
+  const rng = new T.Rng(5);
+  for (let s = 0; s < 48; s++) {
+    const i = rng.int(n);
+    const j = rng.int(n);
+    let ref = 0;
+    for (let k = 0; k < n; k++) ref += a[i * n + k]! * b[k * n + j]!;
+    if (!(Math.abs(c[i * n + j]! - ref) <= 1e-3 * (1 + Math.abs(ref))))
+      throw new Error(`${name}: wrong product at (${i}, ${j}): ${c[i * n + j]} vs ${ref}`);
+  }
+}
+
+async function benchMatmul(): Promise<void> {
+  const tfw = await tfjsWasm();
+  for (const n of [512, 1024, 2048]) {
+    const rng = new T.Rng(n);
+    const av = Float32Array.from({ length: n * n }, () => rng.normal());
+    const bv = Float32Array.from({ length: n * n }, () => rng.normal());
+    const reps = n >= 2048 ? 2 : 4;
+    const ours = (backend: T.Backend, name: string, r = reps): Contender => {
+      const a = T.tensor(av, [n, n], { backend });
+      const b = T.tensor(bv, [n, n], { backend });
+      let checked = false;
+      return {
+        name,
+        run: async () => {
+          const ts: number[] = [];
+          for (let i = 0; i < r + 1; i++) {
+            const t0 = performance.now();
+            const c = T.matmul(a, b);
+            const ms = performance.now() - t0;
+            if (!checked) checkProduct(name, c.dataSync(), av, bv, n);
+            checked = true;
+            c.dispose();
+            if (i > 0) ts.push(ms);
+          }
+          return ts;
+        },
+      };
+    };
+    const contenders: Contender[] = [ours(fast, `ours cpu ${THREADS}T`)];
+    if (THREADS !== 1) contenders.push(ours(fast1, 'ours cpu 1T'));
+    if (n <= 1024 || ALL) contenders.push(ours(reference, 'reference', 1));
+    if (tfw)
+      contenders.push({
+        name: 'tfjs-wasm 1T (SIMD)',
+        run: async () => {
+          const ts: number[] = [];
+          for (let i = 0; i < reps + 1; i++) {
+            const [c, ms] = await tfw.matmul(av, bv, n);
+            if (i === 0) checkProduct('tfjs-wasm', c, av, bv, n);
+            else ts.push(ms);
+          }
+          return ts;
+        },
+      });
+    contenders.push(...torchContenders(['matmul', '--n', String(n), '--reps', String(reps)]));
+    const times = await interleave(contenders);
+    table(`matmul ${n}^3 (f32)`, times, (ms) => `${((2 * n ** 3) / ms / 1e6).toFixed(1)}`, 'GFLOP/s');
+  }
+}
+
+// ---- SFT step ----
+function sftStepper(backend: T.Backend, config: TransformerConfig, batch: SequenceBatch): () => number {
+  let params: TransformerParams = initParams(config, new T.Rng(0), { backend });
+  let opt = adamwInit(params);
+  return () => {
+    const next = T.tidy(() => {
+      const [loss, grads] = T.valueAndGrad((p: TransformerParams) => sftLoss(p, config, batch))(params);
+      const s = adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 });
+      return { params: s.params, opt: s.state, loss };
+    });
+    T.dispose([params, opt]);
+    params = next.params;
+    opt = next.opt;
+    const loss = next.loss.dataSync()[0]!;
+    next.loss.dispose();
+    return loss;
+  };
+}
+
+async function benchStep(): Promise<void> {
+  const sizes: [string, TransformerConfig, SequenceBatch, string[]][] = [];
+  const def = MODEL_SIZES.find((s) => s.name === 'default')!;
+  const defBatch = batchFor(def);
+  const setup = join(tmpdir(), `rlvr-bench-cpu-batch-${process.pid}.json`);
+  writeFileSync(
+    setup,
+    JSON.stringify({
+      B: defBatch.batchSize,
+      P: defBatch.promptLen,
+      C: defBatch.completionLen,
+      tokens: Array.from(defBatch.tokens),
+      attentionMask: Array.from(defBatch.attentionMask),
+      completionMask: Array.from(defBatch.completionMask),
+    }),
+  );
+  sizes.push([
+    'default size (d64 L2, the warm-start batch B64 T13)',
+    def.config,
+    defBatch,
+    ['--size', 'default', '--setup', setup],
+  ]);
+  const small = MODEL_SIZES.find((s) => s.name === 'small')!;
+  sizes.push(['d256 L4 T128 batch 8', small.config, batchFor(small, 8), ['--size', 'small', '--batch', '8']]);
+  for (const [title, config, batch, targs] of sizes) {
+    const big = config.dModel >= 256;
+    // Our losses must equal the reference backend's first losses (same init, same batch) before times count.
+    const want = [sftStepper(reference, config, batch)()];
+    const ours = (backend: T.Backend, name: string): Contender => {
+      const step = sftStepper(backend, config, batch);
+      let first = true;
+      return {
+        name,
+        run: async () => {
+          if (first) {
+            const l = step();
+            if (!(Math.abs(l - want[0]!) <= 1e-4 * Math.abs(want[0]!)))
+              throw new Error(`${name}: first loss ${l}, the reference backend's ${want[0]}`);
+            first = false;
+          }
+          step(); // warm-up of this round
+          const ts: number[] = [];
+          for (let i = 0; i < (big ? 2 : 5); i++) {
+            const t0 = performance.now();
+            const l = step();
+            ts.push(performance.now() - t0);
+            if (!Number.isFinite(l)) throw new Error(`${name}: loss ${l}`);
+          }
+          return ts;
+        },
+      };
+    };
+    const contenders = [ours(fast, `ours cpu ${THREADS}T`)];
+    if (THREADS !== 1) contenders.push(ours(fast1, 'ours cpu 1T'));
+    if (!big || ALL) contenders.push(ours(reference, 'reference'));
+    contenders.push(...torchContenders(['step', ...targs, '--warmup', '2', '--steps', big ? '2' : '5']));
+    const tokens = batch.batchSize * (batch.promptLen + batch.completionLen);
+    table(
+      `SFT step, ${title}`,
+      await interleave(contenders),
+      (ms) => `${((tokens / ms) * 1000).toFixed(0)}`,
+      'tokens/s',
+    );
+  }
+}
+
+// ---- sampling ----
+async function benchSample(): Promise<void> {
+  const task = additionTask();
+  const base = tokenizerFor(task);
+  // EOS is never sampled (its id is out of range): every row generates exactly maxNewTokens.
+  const tokenizer: Tokenizer = {
+    vocabSize: base.vocabSize,
+    bos: base.bos,
+    pad: base.pad,
+    eos: -1,
+    stopIds: [],
+    promptIds: (prompt) => base.promptIds(prompt),
+    encode: (text) => base.encode(text),
+    decode: (ids, opts) =>
+      base.decode(
+        ids.filter((id) => id < base.vocabSize),
+        opts,
+      ),
+  };
+  const prompts = sampleProblems(task, 2, new T.Rng(2)).map((p) => p.prompt);
+  for (const maxNew of [64, 256]) {
+    const config = { ...MODEL_SIZES.find((s) => s.name === 'default')!.config, maxSeqLen: 16 + maxNew };
+    const setup = join(tmpdir(), `rlvr-bench-cpu-sample-${process.pid}.json`);
+    writeFileSync(
+      setup,
+      JSON.stringify({ config, prompts: prompts.map((p) => Array.from(base.promptIds(p))), pad: base.pad }),
+    );
+    const ours = (backend: T.Backend, name: string): Contender => {
+      const params = initParams(config, new T.Rng(0), { backend });
+      const opts = { groupSize: 8, maxNewTokens: maxNew, temperature: 1 };
+      return {
+        name,
+        run: async () => {
+          await sampleRollouts(params, config, tokenizer, prompts, new T.Rng(3), { ...opts, maxNewTokens: 4 });
+          const t0 = performance.now();
+          const out = await sampleRollouts(params, config, tokenizer, prompts, new T.Rng(3), opts);
+          const ms = performance.now() - t0;
+          if (out.completionLen !== maxNew) throw new Error(`${name}: ${out.completionLen} tokens, wanted ${maxNew}`);
+          return [ms];
+        },
+      };
+    };
+    const contenders = [ours(fast, `ours cpu ${THREADS}T`)];
+    if (THREADS !== 1) contenders.push(ours(fast1, 'ours cpu 1T'));
+    contenders.push(ours(reference, 'reference'));
+    contenders.push(...torchContenders(['sample', '--setup', setup, '--new', String(maxNew), '--reps', '1']));
+    const rows = prompts.length * 8;
+    table(
+      `KV-cache sampling, ${rows} rows x ${maxNew} new tokens (default model, temperature 1)`,
+      await interleave(contenders),
+      (ms) => `${(((rows * maxNew) / ms) * 1000).toFixed(0)}`,
+      'tokens/s',
+    );
+  }
+}
+
+if (ONLY.includes('matmul')) await benchMatmul();
+if (ONLY.includes('step')) await benchStep();
+if (ONLY.includes('sample')) await benchSample();
+console.log(
+  `\nfallbacks to the reference kernels on ours cpu ${THREADS}T (calls): ${JSON.stringify(T.fallbackCounts(fast))}`,
+);
+process.exit(0);
