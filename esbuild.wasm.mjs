@@ -43,7 +43,10 @@ function sources() {
 /** The kernels module as base64 (compiled, or from the cache). Throws with the compiler's messages on an error. */
 export async function compileKernels() {
   const srcs = sources();
-  const hash = createHash('sha256').update(JSON.stringify([FLAGS, srcs])).digest('hex').slice(0, 16);
+  const hash = createHash('sha256')
+    .update(JSON.stringify([FLAGS, srcs]))
+    .digest('hex')
+    .slice(0, 16);
   const cacheDir = resolve('node_modules/.cache/rlvr-wasm');
   const cached = join(cacheDir, `${hash}.wasm`);
   if (existsSync(cached)) return readFileSync(cached).toString('base64');
@@ -68,7 +71,10 @@ export async function compileKernels() {
 export const wasmKernels = {
   name: 'wasm-kernels',
   setup(b) {
-    b.onResolve({ filter: KERNELS_MODULE }, (args) => ({ path: resolve(args.resolveDir, args.path), namespace: 'wasm-kernels' }));
+    b.onResolve({ filter: KERNELS_MODULE }, (args) => ({
+      path: resolve(args.resolveDir, args.path),
+      namespace: 'wasm-kernels',
+    }));
     b.onLoad({ filter: /.*/, namespace: 'wasm-kernels' }, async () => ({
       contents: `export default ${JSON.stringify(await compileKernels())};`,
       loader: 'js',

@@ -39,9 +39,9 @@ const show = (r: MetricRecord): void => {
   if (r.phase === 'eval') console.log(`eval ${r.label}: pass@1 ${Number(r.pass_at_1).toFixed(3)}`);
 };
 const t0 = performance.now();
-const backend = await openBackend(cfg.right.backend);
+const backend = await openBackend(cfg.right.backend, cfg.right.threads === null ? {} : { threads: cfg.right.threads });
 const result = await train(cfg.right, { onRecord: show, backend });
-if (backend.name !== 'cpu') backend.dispose();
+backend.dispose();
 const before = result.warmStart?.passAt1 ?? NaN;
 const after = result.final.passAt1;
 console.log(

@@ -29,7 +29,7 @@ export interface BackendEntry {
 const cpuByThreads = new Map<number, CpuBackend>();
 const cpu = (threads: number = defaultThreads()): CpuBackend => {
   let b = cpuByThreads.get(threads);
-  if (b === undefined) {
+  if (b === undefined || b.disposed) {
     b = new CpuBackend({ threads });
     cpuByThreads.set(threads, b);
   }

@@ -25,6 +25,7 @@ interface NumberFlag {
 
 const NUMBER_FLAGS: readonly NumberFlag[] = [
   { flag: 'seed', key: 'seed', help: 'random seed (default 0)' },
+  { flag: 'threads', key: 'threads', help: "cpu backend threads (default RLVR_THREADS, else the machine's cores)" },
   { flag: 'digits', key: 'digits', help: 'digits per operand of arithmetic tasks' },
   { flag: 'steps', key: 'steps', help: 'RL steps (default 120)' },
   { flag: 'prompts-per-step', key: 'promptsPerStep', help: 'prompts per RL step (default 16)' },

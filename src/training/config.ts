@@ -51,6 +51,8 @@ export interface TrainConfig {
   readonly biccContextShare: number;
   /** Where the run's tensors live, by registry name; `train` opens it unless given a backend. */
   readonly backend: BackendName;
+  /** The CPU backend's threads (null: RLVR_THREADS, else the machine's cores); results do not depend on it. */
+  readonly threads: number | null;
   readonly seed: number;
   readonly model: ModelSize;
   readonly warmStartSteps: number;
@@ -107,6 +109,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   bicc: false,
   biccContextShare: 0.4,
   backend: 'cpu',
+  threads: null,
   seed: 0,
   model: { dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 192, maxSeqLen: 48 },
   warmStartSteps: 450,
@@ -169,6 +172,7 @@ const SPEC: Spec<TrainConfig> = {
   bicc: bool,
   biccContextShare: openUnit,
   backend: oneOf(BACKEND_NAMES),
+  threads: nullable(positiveInt),
   seed: integer,
   model: record(modelSpec, {}, MODEL_DEFAULTS),
   warmStartSteps: nonNegativeInt,

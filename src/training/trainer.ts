@@ -464,7 +464,7 @@ export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<
     const why = `differs from the backend passed to train (${opts.backend.name})`;
     throw new TrainConfigError('backend', cfg.backend, why);
   }
-  const backend = await openBackend(cfg.backend);
+  const backend = await openBackend(cfg.backend, cfg.threads === null ? {} : { threads: cfg.threads });
   try {
     return await trainOn(cfg, opts, backend);
   } catch (e) {

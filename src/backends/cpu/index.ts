@@ -156,8 +156,16 @@ export class CpuBackend implements HostBackend, WasmHost {
     return this.rt.stats();
   }
 
+  /**
+   * Stop the worker threads. Tensors already made keep working (their memory stays), with kernels on the calling
+   * thread alone; `openBackend('cpu')` then makes a new backend.
+   */
   dispose(): void {
     this.rt.dispose();
+  }
+
+  get disposed(): boolean {
+    return this.rt.isDisposed;
   }
 }
 

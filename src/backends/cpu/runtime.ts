@@ -139,7 +139,8 @@ export class WasmRuntime {
   /** Run kernel `name` on every thread (each does its part), or on this one alone when `parallel` is false. */
   run(name: string, args: readonly number[], parallel = true): void {
     const k = this.kernelIndex(name);
-    const n = parallel ? this.threads : 1;
+    // After dispose the workers are gone: the calling thread does all the work (the same results).
+    const n = parallel && !this.disposed ? this.threads : 1;
     if (n === 1) {
       this.fns[k]!(...args, 0, 1);
       return;
@@ -213,7 +214,11 @@ export class WasmRuntime {
     };
   }
 
-  /** Stop the workers. The runtime is unusable afterwards. */
+  get isDisposed(): boolean {
+    return this.disposed;
+  }
+
+  /** Stop the workers; kernels then run on the calling thread alone (their results do not change). */
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
