@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
 import { HeapMemory } from '../../src/backends/reference/host.js';
-import { swiglu as referenceSwiglu } from '../../src/backends/reference/fused.js';
+import { layerNorm as referenceLayerNorm } from '../../src/backends/reference/rows.js';
 import { BACKEND_NAMES, openBackend } from '../../src/backends/registry.js';
 // Loading the WebGPU backend's module registers its kernels (no device needed for that).
 import '../../src/backends/webgpu/index.js';
@@ -96,28 +96,38 @@ describe('kernel registry', () => {
     expect(T.registeredKernels('stub-twice-2')).toEqual(['fill']);
   });
 
-  it('the reference and WebGPU backends register every kernel; cpu registers none of its own yet', () => {
+  it('the reference and WebGPU backends register every kernel; cpu registers its WebAssembly ones', () => {
     expect(T.registeredKernels('reference')).toEqual(T.KERNEL_NAMES);
     expect(T.registeredKernels('webgpu')).toEqual(T.KERNEL_NAMES);
-    expect(T.registeredKernels('cpu')).toEqual([]);
+    const own = T.registeredKernels('cpu');
+    for (const k of ['matmul', 'attention', 'attentionBackward', 'rmsNorm', 'swiglu', 'tokenLogProbs', 'adamwMany'])
+      expect(own).toContain(k);
+    for (const k of ['gather', 'layerNorm', 'where', 'reduce']) expect(own).not.toContain(k);
     expect(new T.CpuBackend().fallbackKernels).toBe('reference');
     expect((new T.ReferenceBackend() as T.Backend).fallbackKernels).toBeUndefined();
   });
 
-  it('on cpu a kernel with no own registration runs the reference one, counted for that kernel only', () => {
+  it('on cpu a kernel with no own registration (or a case its own does not cover) runs the reference one, counted', () => {
     const cpu = new T.CpuBackend();
     const ref = new T.ReferenceBackend();
     const a = [0.5, -1.25, 2, 3.5, -0.1, 7, 1e-3, 4];
-    const b = [1.5, 2, -3, 0.25, 9, -8, 0.3, 1e-4];
+    const b = [1.5, 2, -3, 0.25];
     const on = (backend: T.Backend): T.Tensor =>
-      T.matmul(T.tensor(a, [2, 4], { backend }), T.tensor(b, [4, 2], { dtype: 'f32', backend }));
+      T.layerNorm(T.tensor(a, [2, 4], { backend }), T.tensor(b, [4], { backend }), T.tensor(b, [4], { backend }));
     T.resetFallbackCounts(cpu);
     expect(T.fallbackCounts(cpu)).toEqual({});
     const y = on(cpu);
-    expect(T.fallbackCounts(cpu)).toEqual({ matmul: 1 });
+    expect(T.fallbackCounts(cpu)).toEqual({ layerNorm: 1 });
     expect(bits(y)).toEqual(bits(on(ref)));
     on(cpu);
-    expect(T.fallbackCounts(cpu)).toEqual({ matmul: 2 });
+    expect(T.fallbackCounts(cpu)).toEqual({ layerNorm: 2 });
+    // matmul is the cpu backend's own in f32, the reference one in f64.
+    const m = (backend: T.Backend, dtype: T.DType): T.Tensor =>
+      T.matmul(T.tensor(a, [2, 4], { backend, dtype }), T.tensor(b, [4, 1], { backend, dtype }));
+    m(cpu, 'f32');
+    expect(T.fallbackCounts(cpu).matmul).toBeUndefined();
+    expect(Array.from(m(cpu, 'f64').dataSync())).toEqual(Array.from(m(ref, 'f64').dataSync()));
+    expect(T.fallbackCounts(cpu).matmul).toBe(1);
     expect(T.fallbackCounts(ref)).toEqual({});
     // Counts are per backend instance, and a reset clears them.
     expect(T.fallbackCounts(new T.CpuBackend())).toEqual({});
@@ -128,14 +138,14 @@ describe('kernel registry', () => {
     expect(ref.memory().buffers).toBeGreaterThan(0);
   });
 
-  it('a training-like step on cpu equals the reference backend bit for bit', () => {
+  it('a training-like step in f64 on cpu (every kernel the reference one) equals the reference backend bit for bit', () => {
     const step = (backend: T.Backend): T.Tensor[] =>
       T.tidy(() => {
         const rng = new T.Rng(3);
-        const x = T.randn([2, 5, 4, 8], rng, { backend });
-        const w = T.randn([8], rng, { backend });
+        const x = T.randn([2, 5, 4, 8], rng, { backend, dtype: 'f64' });
+        const w = T.randn([8], rng, { backend, dtype: 'f64' });
         const tokens = T.tensor([1, 0, 5, 2, 3, 4, 6, 1, 2, 0], [2, 5], { dtype: 'i32', backend });
-        const embed = T.randn([7, 8], rng, { backend });
+        const embed = T.randn([7, 8], rng, { backend, dtype: 'f64' });
         const loss = (p: { x: T.Tensor; w: T.Tensor; embed: T.Tensor }): T.Tensor => {
           const q = T.rmsNorm(T.add(p.x, T.reshape(T.gather(p.embed, tokens, 0), [2, 5, 1, 8])), p.w);
           const att = T.causalAttention(q, p.x, p.x, { scale: 0.35 });
@@ -165,26 +175,26 @@ describe('kernel registry', () => {
 
   it('a kernel registered for cpu after its table was resolved is used on the next call', () => {
     const cpu = new T.CpuBackend();
-    const gate = T.tensor([0.5, -1, 2, 3], [4], { backend: cpu });
-    const up = T.tensor([1, 2, 3, 4], [4], { backend: cpu });
+    const x = T.tensor([0.5, -1, 2, 3], [1, 4], { backend: cpu });
+    const w = T.tensor([1, 2, 3, 4], [4], { backend: cpu });
     const before = T.kernelsFor(cpu);
-    const y0 = T.swiglu(gate, up);
-    expect(T.fallbackCounts(cpu)).toEqual({ swiglu: 1 });
+    const y0 = T.layerNorm(x, w, w);
+    expect(T.fallbackCounts(cpu)).toEqual({ layerNorm: 1 });
     let calls = 0;
     T.registerKernel({
-      kernelName: 'swiglu',
+      kernelName: 'layerNorm',
       backendName: 'cpu',
-      kernelFunc: (b: T.CpuBackend, g, u) => {
+      kernelFunc: (b: T.CpuBackend, xx, ww, bb, eps) => {
         calls++;
-        return referenceSwiglu(b, g, u);
+        return referenceLayerNorm(b, xx, ww, bb, eps);
       },
     });
     expect(T.kernelsFor(cpu)).not.toBe(before);
-    const y1 = T.swiglu(gate, up);
+    const y1 = T.layerNorm(x, w, w);
     expect(calls).toBe(1);
-    expect(T.fallbackCounts(cpu)).toEqual({ swiglu: 1 });
+    expect(T.fallbackCounts(cpu)).toEqual({ layerNorm: 1 });
     expect(bits(y1)).toEqual(bits(y0));
-    expect(T.registeredKernels('cpu')).toEqual(['swiglu']);
+    expect(T.registeredKernels('cpu')).toContain('layerNorm');
   });
 });
 
@@ -197,6 +207,6 @@ describe('backends by name', () => {
     expect(ref).toBeInstanceOf(T.ReferenceBackend);
     expect(ref.describe()).toBe('reference (TypeScript kernels, one thread)');
     expect(await openBackend('reference')).toBe(ref);
-    expect((await openBackend('cpu')).describe()).toMatch(/^cpu \(no fast kernels yet/);
+    expect((await openBackend('cpu')).describe()).toMatch(/^cpu \(WebAssembly SIMD kernels, \d+ threads?/);
   });
 });
