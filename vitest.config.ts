@@ -1,5 +1,4 @@
 import { defineConfig } from 'vitest/config';
-// @ts-expect-error: a JavaScript module of the build, without types
 import { compileKernels, KERNELS_MODULE } from './esbuild.wasm.mjs';
 
 export default defineConfig({

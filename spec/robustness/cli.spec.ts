@@ -3,6 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { build } from 'esbuild';
+import { wasmKernels } from '../../esbuild.wasm.mjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CheckpointError } from '../../src/nn/safetensors.js';
 import { FileSystemError } from '../../src/nn/atomic-dir.js';
@@ -52,6 +53,7 @@ beforeAll(async () => {
     format: 'esm',
     target: 'node20',
     loader: { '.wgsl': 'text' },
+    plugins: [wasmKernels],
     packages: 'external',
     logLevel: 'warning',
     absWorkingDir: process.cwd(),

@@ -86,7 +86,7 @@ describeGpu('webgpu: the transformer policy agrees with the CPU backend', (gpu) 
 
   it('a tiny trainer run (warm-start, RL steps, evaluation) gives the same metrics on both backends', async () => {
     const cfg = tinyRun({ steps: 2 });
-    const onCpu = await T.train(cfg, { backend: cpu });
+    const onCpu = await T.train({ ...cfg, backend: 'reference' }, { backend: cpu });
     const onGpu = await T.train({ ...cfg, backend: 'webgpu' }, { backend: gpu });
     expect(onGpu.records.length).toBe(onCpu.records.length);
     onCpu.records.forEach((want, i) => {

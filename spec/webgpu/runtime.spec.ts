@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { build } from 'esbuild';
+import { wasmKernels } from '../../esbuild.wasm.mjs';
 import * as T from '../../src/index.js';
 import { acquireDevice } from '../../src/backends/webgpu/device.js';
 import { bufferOf } from '../../src/backends/webgpu/storage.js';
@@ -188,6 +189,7 @@ if ('gpu' in (globalThis.navigator ?? {})) throw new Error('the GPU object was l
         format: 'esm',
         packages: 'external',
         loader: { '.wgsl': 'text' },
+        plugins: [wasmKernels],
         outfile: join(dir, 'main.mjs'),
         logLevel: 'silent',
       });

@@ -30,7 +30,10 @@ async function runTrain(argv: string[]): Promise<number> {
     console.error(`rlvr train: ${cfg.left.message}`);
     return EXIT.usage;
   }
-  const backend = await openBackend(cfg.right.backend, cfg.right.threads === null ? {} : { threads: cfg.right.threads });
+  const backend = await openBackend(
+    cfg.right.backend,
+    cfg.right.threads === null ? {} : { threads: cfg.right.threads },
+  );
   console.log(`rlvr: backend ${backend.describe()}`);
   const progress = createProgress();
   let result: Awaited<ReturnType<typeof train>>;

@@ -1,0 +1,9 @@
+// Types of esbuild.wasm.mjs, for the TypeScript that imports it (vitest.config.ts, specs that bundle).
+import type { Plugin } from 'esbuild';
+
+export declare const ASSEMBLY_DIR: string;
+export declare const KERNELS_MODULE: RegExp;
+/** The kernels module compiled from src/backends/cpu/assembly/, as base64 (cached by a hash of the sources). */
+export declare function compileKernels(): Promise<string>;
+/** esbuild plugin: `import kernels from './assembly/kernels.wasm'` gives the module as base64 text. */
+export declare const wasmKernels: Plugin;
