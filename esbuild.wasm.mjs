@@ -9,23 +9,26 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, writeFile
 import { join, resolve } from 'node:path';
 
 export const ASSEMBLY_DIR = resolve('src/backends/cpu/assembly');
-/** What source files import: a module that does not exist on disk, compiled on demand. */
-export const KERNELS_MODULE = /[\\/]assembly[\\/]kernels\.wasm$/;
+/**
+ * What source files import: modules that do not exist on disk, compiled on demand. `kernels.wasm` imports a shared
+ * memory (threads); `kernels-unshared.wasm` an ordinary one, for a page that is not cross-origin isolated.
+ */
+export const KERNELS_MODULE = /[\\/]assembly[\\/]kernels(-unshared)?\.wasm$/;
 
 // 128-bit SIMD and shared memory (threads); no relaxed SIMD, whose results may differ by processor. The memory is
 // the host's (imported, shared, up to 4 GiB); no runtime or allocator inside (the host manages the heap).
-const FLAGS = [
+const flags = (shared) => [
   '-O3',
   '--runtime',
   'stub',
   '--importMemory',
-  '--sharedMemory',
+  ...(shared ? ['--sharedMemory'] : []),
   '--initialMemory',
   '32',
   '--maximumMemory',
   '65536',
   '--enable',
-  'simd,threads',
+  shared ? 'simd,threads' : 'simd',
   '--disable',
   'relaxed-simd',
   '--noAssert',
@@ -40,8 +43,12 @@ function sources() {
     .map((f) => [f, readFileSync(join(ASSEMBLY_DIR, f), 'utf8')]);
 }
 
-/** The kernels module as base64 (compiled, or from the cache). Throws with the compiler's messages on an error. */
-export async function compileKernels() {
+/**
+ * The kernels module as base64 (compiled, or from the cache), for a shared memory or not. Throws with the compiler's
+ * messages on an error.
+ */
+export async function compileKernels(shared = true) {
+  const FLAGS = flags(shared);
   const srcs = sources();
   const hash = createHash('sha256')
     .update(JSON.stringify([FLAGS, srcs]))
@@ -67,7 +74,7 @@ export async function compileKernels() {
   return Buffer.from(binary).toString('base64');
 }
 
-/** esbuild plugin: `import kernels from './assembly/kernels.wasm'` gives the module as base64 text. */
+/** esbuild plugin: `import kernels from './assembly/kernels.wasm'` (or `kernels-unshared.wasm`) gives base64 text. */
 export const wasmKernels = {
   name: 'wasm-kernels',
   setup(b) {
@@ -75,8 +82,8 @@ export const wasmKernels = {
       path: resolve(args.resolveDir, args.path),
       namespace: 'wasm-kernels',
     }));
-    b.onLoad({ filter: /.*/, namespace: 'wasm-kernels' }, async () => ({
-      contents: `export default ${JSON.stringify(await compileKernels())};`,
+    b.onLoad({ filter: /.*/, namespace: 'wasm-kernels' }, async (args) => ({
+      contents: `export default ${JSON.stringify(await compileKernels(!args.path.endsWith('-unshared.wasm')))};`,
       loader: 'js',
       watchFiles: sources().map(([f]) => join(ASSEMBLY_DIR, f)),
     }));

@@ -10,7 +10,8 @@ export default defineConfig({
         return KERNELS_MODULE.test(id) && importer ? `\0wasm-kernels:${id}` : null;
       },
       async load(id: string) {
-        return id.startsWith('\0wasm-kernels:') ? `export default ${JSON.stringify(await compileKernels())};` : null;
+        if (!id.startsWith('\0wasm-kernels:')) return null;
+        return `export default ${JSON.stringify(await compileKernels(!id.endsWith('-unshared.wasm')))};`;
       },
     },
     {

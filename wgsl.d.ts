@@ -9,3 +9,7 @@ declare module '*/assembly/kernels.wasm' {
   const base64: string;
   export default base64;
 }
+declare module '*/assembly/kernels-unshared.wasm' {
+  const base64: string;
+  export default base64;
+}

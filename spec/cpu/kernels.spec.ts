@@ -425,3 +425,26 @@ it('the comparisons ran the CPU backend against the reference backend', () => {
   expect(cpu.name).toBe('cpu');
   expect(reference.name).toBe('reference');
 });
+
+describe('cpu backend without shared memory (a page that is not cross-origin isolated)', () => {
+  it('runs the same kernels on one thread in an ordinary memory, with the same results', () => {
+    const unshared = new T.CpuBackend({ threads: 2, sharedMemory: false });
+    const shared = new T.CpuBackend({ threads: 2, minParallelWork: 0 });
+    expect(unshared.threads).toBe(1);
+    expect(unshared.maxMemoryBytes).toBeLessThan(shared.maxMemoryBytes);
+    const run = (backend: T.Backend): number[][] =>
+      T.tidy(() => {
+        const rng = new T.Rng(11);
+        const a = T.randn([37, 50], rng, { backend });
+        const b = T.randn([50, 29], rng, { backend });
+        const q = T.randn([1, 9, 2, 8], rng, { backend });
+        const [value, grads] = T.valueAndGrad((p: T.Tensor[]) =>
+          T.add(T.sum(T.square(T.matmul(p[0]!, p[1]!))), T.sum(T.causalAttention(p[2]!, p[2]!, p[2]!))),
+        )([a, b, q]);
+        return [value, ...grads].map((t) => Array.from(t.dataSync()));
+      });
+    expect(run(unshared)).toEqual(run(shared));
+    expect(() => unshared.allocRaw('f32', 300 * 2 ** 20)).toThrow(/out of memory/);
+    unshared.dispose();
+  });
+});

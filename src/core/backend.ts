@@ -38,6 +38,8 @@ export interface Backend {
   describe(): string;
   /** The largest single buffer it can bind (a GPU's storage-binding limit); undefined: host memory bounds it. */
   readonly maxBufferBytes?: number;
+  /** The most memory it can hold in all (a WebAssembly memory's size limit); undefined: the host's memory. */
+  readonly maxMemoryBytes?: number;
   /**
    * The backend name whose kernels run a kernel this backend has not registered, on this backend's storage ("my
    * storage is readable by that backend's kernels": `'reference'` for a host backend whose storage is typed

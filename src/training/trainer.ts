@@ -481,7 +481,11 @@ async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): 
   const shape = runShape(cfg, base.right.tokenizer, base.right.task, base.right.needsReference);
   const estimate = estimateTrainingMemory(base.right.config, shape);
   opts.onMemoryEstimate?.(estimate);
-  const limits = opts.memoryLimits ?? { ...defaultMemoryLimits(cfg), maxBufferBytes: backend.maxBufferBytes };
+  const host = defaultMemoryLimits(cfg);
+  const limits = opts.memoryLimits ?? {
+    totalBytes: Math.min(host.totalBytes, backend.maxMemoryBytes ?? Number.POSITIVE_INFINITY),
+    maxBufferBytes: backend.maxBufferBytes,
+  };
   const refusal = checkFits(estimate, limits);
   if (refusal) throw refusal;
   if (cfg.outputDir) await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite });

@@ -1,12 +1,12 @@
 import type { KernelTensor, MemoryInfo, Storage } from '../../core/backend.js';
 import type { DType, TypedArray } from '../../core/dtype.js';
 import { BackendError } from '../../core/errors.js';
-import { hardwareThreads } from '../../platform/threads.js';
+import { canShareMemory, hardwareThreads } from '../../platform/threads.js';
 import type { HostBackend } from '../reference/host.js';
 // The reference kernels this backend falls back to (registered for 'reference' when that module loads).
 import '../reference/index.js';
 import { kernelExports, kernelsModule } from './kernels-module.js';
-import { WasmRuntime } from './runtime.js';
+import { UNSHARED_BYTES, WasmRuntime } from './runtime.js';
 import type { WasmHost } from './wasm-kernels.js';
 import { registerCpuKernels } from './registrations.js';
 
@@ -18,6 +18,11 @@ export interface CpuOptions {
    * thread costs microseconds, a decode step's [16, 64] x [64, 192] product about 20. Results do not depend on it.
    */
   readonly minParallelWork?: number;
+  /**
+   * Share the memory with worker threads (default: where the host can, i.e. Node, or a cross-origin isolated page).
+   * Without it the kernels run on one thread in an ordinary memory of a fixed 1 GiB.
+   */
+  readonly sharedMemory?: boolean;
 }
 
 /** The thread count a CPU backend takes by default: `RLVR_THREADS` if set, else the machine's cores. */
@@ -52,8 +57,8 @@ export class CpuBackend implements HostBackend, WasmHost {
   readonly batchInvariant = true;
   readonly rt: WasmRuntime;
   readonly minParallelWork: number;
-  /** A WebAssembly memory holds at most 4 GiB (its heap starts after 1 MiB of kernel data). */
-  readonly maxMemoryBytes = 4 * 1024 ** 3 - (1 << 21);
+  /** A shared WebAssembly memory holds at most 4 GiB (its heap starts after 1 MiB of kernel data); else 1 GiB. */
+  readonly maxMemoryBytes: number;
   private buffers = 0;
   private bytes = 0;
   private scratchPtr = 0;
@@ -64,8 +69,10 @@ export class CpuBackend implements HostBackend, WasmHost {
     if (!Number.isInteger(threads) || threads < 1)
       throw new BackendError('cpu', `threads must be a whole number >= 1, got ${threads}`);
     this.minParallelWork = opts.minParallelWork ?? 1 << 20;
-    const module = kernelsModule();
-    this.rt = new WasmRuntime(module, kernelExports(module), threads);
+    const shared = opts.sharedMemory ?? canShareMemory();
+    const module = kernelsModule(shared);
+    this.rt = new WasmRuntime(module, kernelExports(module), threads, shared);
+    this.maxMemoryBytes = (shared ? 4 * 1024 ** 3 : UNSHARED_BYTES) - (1 << 21);
   }
 
   get threads(): number {
@@ -98,7 +105,7 @@ export class CpuBackend implements HostBackend, WasmHost {
       if (e instanceof RangeError)
         throw new BackendError(
           'cpu',
-          `out of memory: ${bytes} more bytes do not fit in its WebAssembly memory (4 GiB at most)`,
+          `out of memory: ${bytes} more bytes do not fit in its WebAssembly memory (${this.maxMemoryBytes} bytes at most)`,
         );
       throw e;
     }

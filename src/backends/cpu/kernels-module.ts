@@ -1,16 +1,22 @@
-import kernelsBase64 from './assembly/kernels.wasm';
+import sharedBase64 from './assembly/kernels.wasm';
+import unsharedBase64 from './assembly/kernels-unshared.wasm';
 
-let compiled: WebAssembly.Module | null = null;
+const compiled = new Map<boolean, WebAssembly.Module>();
 
-/** The compiled kernels module (compiled once per process; WebAssembly.Module is shareable with workers). */
-export function kernelsModule(): WebAssembly.Module {
-  if (compiled === null) {
-    const bin = atob(kernelsBase64);
+/**
+ * The compiled kernels module for a shared memory (threads) or an ordinary one (a page that is not cross-origin
+ * isolated): compiled once per process; a WebAssembly.Module is shareable with workers.
+ */
+export function kernelsModule(shared = true): WebAssembly.Module {
+  let m = compiled.get(shared);
+  if (m === undefined) {
+    const bin = atob(shared ? sharedBase64 : unsharedBase64);
     const bytes = new Uint8Array(bin.length);
     for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    compiled = new WebAssembly.Module(bytes);
+    m = new WebAssembly.Module(bytes);
+    compiled.set(shared, m);
   }
-  return compiled;
+  return m;
 }
 
 /** The functions the kernels module exports (`assembly/index.ts`), which the runtime calls by name. */

@@ -1,4 +1,4 @@
-import { canBlock, canShareMemory, spawnThread, type HostThread } from '../../platform/threads.js';
+import { canBlock, spawnThread, type HostThread } from '../../platform/threads.js';
 
 /**
  * The CPU backend's engine: one WebAssembly.Memory shared by the calling thread and `threads - 1` workers, each
@@ -22,6 +22,8 @@ const NARGS = 3;
 const NTHREADS = 4;
 const STOP = 5;
 const ARGS_OFFSET = 64;
+/** The fixed size of an ordinary (unshared) memory: a page that is not cross-origin isolated. */
+export const UNSHARED_BYTES = 1024 ** 3;
 /** A worker polls this many times for the next job before it sleeps (OpenMP's active wait, bounded). */
 const SPIN = 100_000;
 
@@ -97,11 +99,14 @@ export class WasmRuntime {
   private reused = 0;
   private disposed = false;
 
-  /** `threads` >= 1; more than 1 needs shareable memory. */
-  constructor(module: WebAssembly.Module, names: readonly string[], threads: number) {
-    const shared = canShareMemory();
+  /**
+   * `module` must import a shared memory when `shared` (then `threads` >= 1 threads), an ordinary one otherwise
+   * (one thread, and a fixed size of `UNSHARED_BYTES`: growing an ordinary memory would detach every view of it).
+   */
+  constructor(module: WebAssembly.Module, names: readonly string[], threads: number, shared: boolean) {
     this.threads = shared ? threads : 1;
-    this.memory = new WebAssembly.Memory({ initial: HEAP_START / PAGE + 16, maximum: 65536, shared });
+    const pages = shared ? HEAP_START / PAGE + 16 : UNSHARED_BYTES / PAGE;
+    this.memory = new WebAssembly.Memory({ initial: pages, maximum: shared ? 65536 : pages, shared });
     const instance = new WebAssembly.Instance(module, { env: { memory: this.memory } });
     this.fns = names.map((n, i) => {
       this.index.set(n, i);
