@@ -200,6 +200,26 @@ describe('cpu backend kernels against the reference backend', () => {
     );
   });
 
+  it('exp at the ends of its range (SwiGLU, softmax): exact 0 far below, the reference elsewhere', async () => {
+    const gate = [-1e4, -120, -88, -87, -20, -1, 0, 1, 20, 87, 88, 120, 1e4];
+    const up = gate.map((_, i) => 1 + i / 8);
+    await compareForward(
+      'swiglu extremes',
+      [
+        { shape: [13], values: gate },
+        { shape: [13], values: up },
+      ],
+      ([g, u]) => T.swiglu(g!, u!),
+      ELEM,
+      cpu,
+    );
+    // Far below -87 a score's exp is exactly 0, as a scalar exp underflows.
+    const logits = [0, -1e9, -100, -88, 3, -1e9, 1, 2];
+    const sm = T.softmax(T.tensor(logits, [8], { backend: cpu })).dataSync();
+    expect([sm[1], sm[2], sm[5]]).toEqual([0, 0, 0]);
+    await compareForward('softmax extremes', [{ shape: [1, 8], values: logits }], ([x]) => T.softmax(x!), ROWS, cpu);
+  });
+
   it('token log-probs with a temperature scale (the kernel gives NaN for a target out of range), softmax and log-softmax', async () => {
     const arb = fc
       .record({

@@ -8,6 +8,8 @@
 // (batch, key/value head) pair (backward, which owns its dk and dv rows) is done by one thread in a fixed order,
 // so results do not depend on the thread count.
 
+import { exp1, exp4 } from './math';
+
 const MASKED: f32 = -5e8;
 
 @inline function dot(a: usize, b: usize, d: i32): f32 {
@@ -42,14 +44,27 @@ function probabilities(
     mx = max(mx, s);
     kp += kstride;
   }
-  let sum: f32 = 0;
-  for (let j = 0; j < visible; j++) {
-    const e = Mathf.exp(load<f32>(p + (<usize>j << 2)) - mx);
+  // exp in fours (the row is padded to a multiple of 4 in the scratch), the sum in four lanes then across them.
+  const mv = f32x4.splat(mx);
+  let acc = f32x4.splat(0);
+  let j = 0;
+  for (; j + 4 <= visible; j += 4) {
+    const o = p + (<usize>j << 2);
+    const e = exp4(f32x4.sub(v128.load(o), mv));
+    v128.store(o, e);
+    acc = f32x4.add(acc, e);
+  }
+  let sum: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + (f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3));
+  for (; j < visible; j++) {
+    const e = exp1(load<f32>(p + (<usize>j << 2)) - mx);
     store<f32>(p + (<usize>j << 2), e);
     sum += e;
   }
-  const inv: f32 = 1 / sum;
-  for (let j = 0; j < visible; j++) store<f32>(p + (<usize>j << 2), load<f32>(p + (<usize>j << 2)) * inv);
+  const inv = f32x4.splat(1 / sum);
+  for (j = 0; j < visible; j += 4) {
+    const o = p + (<usize>j << 2);
+    v128.store(o, f32x4.mul(v128.load(o), inv));
+  }
   return visible;
 }
 

@@ -1,3 +1,5 @@
+import { exp1, exp4 } from './math';
+
 // Row and elementwise kernels, f32 with 128-bit SIMD. Threads take fixed contiguous ranges of rows (or of
 // 4-aligned elements); a reduction across rows is its own pass over fixed column ranges, each summed in row
 // order, so no result depends on the thread count.
@@ -81,30 +83,56 @@ export function rmsNormWeightGrad(x: usize, dy: usize, rinv: usize, dw: usize, r
   }
 }
 
-@inline function sigmoid(x: f32): f32 {
-  return x >= 0 ? 1 / (1 + Mathf.exp(-x)) : Mathf.exp(x) / (1 + Mathf.exp(x));
+/** sigmoid on four lanes: 1 / (1 + e^-x) (e^-x is +Infinity far below 0, giving 0). */
+@inline function sigmoid4(x: v128): v128 {
+  return f32x4.div(f32x4.splat(1), f32x4.add(f32x4.splat(1), exp4(f32x4.neg(x))));
 }
 
+/** SwiGLU on elements [i0, i1): silu(gate) * up, four at a time, the tail in lanes of its own. */
 export function swiglu(gate: usize, up: usize, out: usize, n: i32, tid: i32, nthreads: i32): void {
   const i0 = range0(n, tid, nthreads);
   const i1 = range0(n, tid + 1, nthreads);
-  for (let i = i0; i < i1; i++) {
+  for (let i = i0; i < i1; i += 4) {
     const o = <usize>i << 2;
-    const g = load<f32>(gate + o);
-    store<f32>(out + o, g * sigmoid(g) * load<f32>(up + o));
+    if (i + 4 <= i1) {
+      const g = v128.load(gate + o);
+      v128.store(out + o, f32x4.mul(f32x4.mul(g, sigmoid4(g)), v128.load(up + o)));
+    } else {
+      for (let t = i; t < i1; t++) {
+        const q = <usize>t << 2;
+        const g = f32x4.splat(load<f32>(gate + q));
+        store<f32>(out + q, f32x4.extract_lane(f32x4.mul(f32x4.mul(g, sigmoid4(g)), f32x4.splat(load<f32>(up + q))), 0));
+      }
+    }
+  }
+}
+
+/** d silu(x)/dx = s (1 + x (1 - s)), s = sigmoid(x): dgate = dy up silu'(gate), dup = dy silu(gate). */
+@inline function swigluGrad(x: v128, u: v128, g: v128, dGate: usize, dUp: usize, lanes: i32): void {
+  const s = sigmoid4(x);
+  const one = f32x4.splat(1);
+  const dg = f32x4.mul(f32x4.mul(g, u), f32x4.mul(s, f32x4.add(one, f32x4.mul(x, f32x4.sub(one, s)))));
+  const du = f32x4.mul(f32x4.mul(g, x), s);
+  if (lanes == 4) {
+    v128.store(dGate, dg);
+    v128.store(dUp, du);
+  } else {
+    store<f32>(dGate, f32x4.extract_lane(dg, 0));
+    store<f32>(dUp, f32x4.extract_lane(du, 0));
   }
 }
 
 export function swigluBackward(gate: usize, up: usize, dy: usize, dGate: usize, dUp: usize, n: i32, tid: i32, nthreads: i32): void {
   const i0 = range0(n, tid, nthreads);
   const i1 = range0(n, tid + 1, nthreads);
-  for (let i = i0; i < i1; i++) {
+  let i = i0;
+  for (; i + 4 <= i1; i += 4) {
     const o = <usize>i << 2;
-    const x = load<f32>(gate + o);
-    const s = sigmoid(x);
-    const g = load<f32>(dy + o);
-    store<f32>(dGate + o, g * load<f32>(up + o) * (s * (1 + x * (1 - s))));
-    store<f32>(dUp + o, g * x * s);
+    swigluGrad(v128.load(gate + o), v128.load(up + o), v128.load(dy + o), dGate + o, dUp + o, 4);
+  }
+  for (; i < i1; i++) {
+    const o = <usize>i << 2;
+    swigluGrad(f32x4.splat(load<f32>(gate + o)), f32x4.splat(load<f32>(up + o)), f32x4.splat(load<f32>(dy + o)), dGate + o, dUp + o, 1);
   }
 }
 
@@ -130,16 +158,26 @@ export function rope(x: usize, cos: usize, sin: usize, out: usize, rows: i32, he
   }
 }
 
-/** Max and log-sum-exp pieces of row x[0 .. v) scaled by `scale` (each scaled value rounded to f32). */
+/** Max of row x[0 .. v) scaled by `scale` (each scaled value rounded to f32), four lanes then across them. */
 @inline function rowMax(x: usize, v: i32, scale: f32): f32 {
-  let mx: f32 = -Infinity;
-  for (let j = 0; j < v; j++) mx = max(mx, load<f32>(x + (<usize>j << 2)) * scale);
+  const sv = f32x4.splat(scale);
+  let m4 = f32x4.splat(-Infinity);
+  let j = 0;
+  for (; j + 4 <= v; j += 4) m4 = f32x4.max(m4, f32x4.mul(v128.load(x + (<usize>j << 2)), sv));
+  let mx = max(max(f32x4.extract_lane(m4, 0), f32x4.extract_lane(m4, 1)), max(f32x4.extract_lane(m4, 2), f32x4.extract_lane(m4, 3)));
+  for (; j < v; j++) mx = max(mx, load<f32>(x + (<usize>j << 2)) * scale);
   return mx;
 }
 
+/** Sum of exp(scale x[j] - mx) over row x[0 .. v), four lanes then across them, the tail added after. */
 @inline function rowSumExp(x: usize, v: i32, scale: f32, mx: f32): f32 {
-  let s: f32 = 0;
-  for (let j = 0; j < v; j++) s += Mathf.exp(load<f32>(x + (<usize>j << 2)) * scale - mx);
+  const sv = f32x4.splat(scale);
+  const mv = f32x4.splat(mx);
+  let acc = f32x4.splat(0);
+  let j = 0;
+  for (; j + 4 <= v; j += 4) acc = f32x4.add(acc, exp4(f32x4.sub(f32x4.mul(v128.load(x + (<usize>j << 2)), sv), mv)));
+  let s = hsum(acc);
+  for (; j < v; j++) s += exp1(load<f32>(x + (<usize>j << 2)) * scale - mx);
   return s;
 }
 
@@ -171,10 +209,17 @@ export function tokenLogProbsBackward(logits: usize, targets: usize, dy: usize, 
     const inv: f32 = 1 / rowSumExp(x, v, scale, mx);
     const t = load<i32>(targets + (<usize>r << 2));
     const g = load<f32>(dy + (<usize>r << 2)) * scale;
-    for (let j = 0; j < v; j++) {
-      const p = Mathf.exp(load<f32>(x + (<usize>j << 2)) * scale - mx) * inv;
-      store<f32>(o + (<usize>j << 2), g * ((j == t ? <f32>1 : <f32>0) - p));
+    // dx = g (onehot - p) = -g p everywhere, then + g at the target.
+    const sv = f32x4.splat(scale);
+    const mv = f32x4.splat(mx);
+    const gi = f32x4.splat(-g * inv);
+    let j = 0;
+    for (; j + 4 <= v; j += 4) {
+      const jo = <usize>j << 2;
+      v128.store(o + jo, f32x4.mul(gi, exp4(f32x4.sub(f32x4.mul(v128.load(x + jo), sv), mv))));
     }
+    for (; j < v; j++) store<f32>(o + (<usize>j << 2), -g * inv * exp1(load<f32>(x + (<usize>j << 2)) * scale - mx));
+    if (t >= 0 && t < v) store<f32>(o + (<usize>t << 2), load<f32>(o + (<usize>t << 2)) + g);
   }
 }
 
@@ -191,7 +236,7 @@ export function softmaxRows(x: usize, out: usize, rows: i32, v: i32, log: bool, 
     const inv: f32 = 1 / s;
     for (let j = 0; j < v; j++) {
       const z = load<f32>(xr + (<usize>j << 2)) - mx;
-      store<f32>(o + (<usize>j << 2), log ? z - logS : Mathf.exp(z) * inv);
+      store<f32>(o + (<usize>j << 2), log ? z - logS : exp1(z) * inv);
     }
   }
 }

@@ -1,0 +1,37 @@
+// exp on four f32 lanes (Cephes' expf: e^x = 2^n e^r, |r| <= ln2 / 2, a degree-6 polynomial for e^r), about 1 ulp.
+// Below -87.3 it is exactly 0 (as a scalar exp underflows: masked attention scores and padding rely on it), above
+// 88.7 it is +Infinity, and NaN stays NaN.
+
+const LOG2E: f32 = 1.44269504088896341;
+const C1: f32 = 0.693359375;
+const C2: f32 = -2.12194440e-4;
+const HI: f32 = 88.7228391;
+const LO: f32 = -87.3365448;
+
+@inline export function exp4(x: v128): v128 {
+  const xc = f32x4.min(f32x4.max(x, f32x4.splat(LO)), f32x4.splat(HI));
+  const n = f32x4.nearest(f32x4.mul(xc, f32x4.splat(LOG2E)));
+  const r = f32x4.sub(f32x4.sub(xc, f32x4.mul(n, f32x4.splat(C1))), f32x4.mul(n, f32x4.splat(C2)));
+  let p = f32x4.splat(1.9875691500e-4);
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.3981999507e-3));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(8.3334519073e-3));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(4.1665795894e-2));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.6666665459e-1));
+  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(5.0000001201e-1));
+  p = f32x4.add(f32x4.add(f32x4.mul(p, f32x4.mul(r, r)), r), f32x4.splat(1));
+  // 2^n in two steps (n can be 128 at the top of the range, past a single f32 exponent).
+  const half = i32x4.shr_s(i32x4.trunc_sat_f32x4_s(n), 1);
+  const rest = i32x4.sub(i32x4.trunc_sat_f32x4_s(n), half);
+  const s1 = i32x4.shl(i32x4.add(half, i32x4.splat(127)), 23);
+  const s2 = i32x4.shl(i32x4.add(rest, i32x4.splat(127)), 23);
+  let y = f32x4.mul(f32x4.mul(p, s1), s2);
+  y = v128.bitselect(f32x4.splat(0), y, f32x4.lt(x, f32x4.splat(LO)));
+  y = v128.bitselect(f32x4.splat(Infinity), y, f32x4.gt(x, f32x4.splat(HI)));
+  // NaN: the comparisons above are false, and min/max keep NaN, so y is NaN already.
+  return y;
+}
+
+/** exp of one f32 through the four-lane version (the same value as exp4's lanes). */
+@inline export function exp1(x: f32): f32 {
+  return f32x4.extract_lane(exp4(f32x4.splat(x)), 0);
+}
