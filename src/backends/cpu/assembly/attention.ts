@@ -12,13 +12,35 @@ import { exp1, exp4 } from './math';
 
 const MASKED: f32 = -5e8;
 
+// A dot product over D sums four lanes, then the lanes as (l0 + l2) + (l1 + l3): `dot4` gives four keys' scores
+// with exactly that order, so a key's score is the same whether it is scored alone or in a four.
 @inline function dot(a: usize, b: usize, d: i32): f32 {
   let acc = f32x4.splat(0);
   for (let e = 0; e < d; e += 4) {
     const o = <usize>e << 2;
     acc = f32x4.add(acc, f32x4.mul(v128.load(a + o), v128.load(b + o)));
   }
-  return f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + (f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3));
+  return f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 2) + (f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 3));
+}
+
+/** The dot products of a with b0..b3 (rows `stride` bytes apart) as one vector, each summed as `dot` sums. */
+@inline function dot4(a: usize, b: usize, stride: usize, d: i32): v128 {
+  let s0 = f32x4.splat(0);
+  let s1 = f32x4.splat(0);
+  let s2 = f32x4.splat(0);
+  let s3 = f32x4.splat(0);
+  for (let e = 0; e < d; e += 4) {
+    const o = <usize>e << 2;
+    const x = v128.load(a + o);
+    s0 = f32x4.add(s0, f32x4.mul(x, v128.load(b + o)));
+    s1 = f32x4.add(s1, f32x4.mul(x, v128.load(b + stride + o)));
+    s2 = f32x4.add(s2, f32x4.mul(x, v128.load(b + 2 * stride + o)));
+    s3 = f32x4.add(s3, f32x4.mul(x, v128.load(b + 3 * stride + o)));
+  }
+  // (s0_0 + s0_2, s1_0 + s1_2, s0_1 + s0_3, s1_1 + s1_3), likewise for s2, s3; then lanes 0+2 and 1+3 of those.
+  const x01 = f32x4.add(v128.shuffle<f32>(s0, s1, 0, 4, 1, 5), v128.shuffle<f32>(s0, s1, 2, 6, 3, 7));
+  const x23 = f32x4.add(v128.shuffle<f32>(s2, s3, 0, 4, 1, 5), v128.shuffle<f32>(s2, s3, 2, 6, 3, 7));
+  return f32x4.add(v128.shuffle<f32>(x01, x23, 0, 1, 4, 5), v128.shuffle<f32>(x01, x23, 2, 3, 6, 7));
 }
 
 /**
@@ -36,10 +58,21 @@ function probabilities(
   const qo = q + (<usize>(((bi * tq + i) * hq + h) * d) << 2);
   const kstride = <usize>(hkv * d) << 2;
   let kp = k + (<usize>((bi * ks * hkv + kh) * d) << 2);
-  let mx: f32 = -Infinity;
-  for (let j = 0; j < visible; j++) {
+  const bb = bias + (<usize>(bi * ks) << 2);
+  const sv = f32x4.splat(scale);
+  let m4 = f32x4.splat(-Infinity);
+  let j = 0;
+  for (; j + 4 <= visible; j += 4) {
+    let s = f32x4.mul(dot4(qo, kp, kstride, d), sv);
+    if (bias != 0) s = f32x4.add(s, v128.load(bb + (<usize>j << 2)));
+    v128.store(p + (<usize>j << 2), s);
+    m4 = f32x4.max(m4, s);
+    kp += kstride << 2;
+  }
+  let mx = max(max(f32x4.extract_lane(m4, 0), f32x4.extract_lane(m4, 1)), max(f32x4.extract_lane(m4, 2), f32x4.extract_lane(m4, 3)));
+  for (; j < visible; j++) {
     let s: f32 = dot(qo, kp, d) * scale;
-    if (bias != 0) s += load<f32>(bias + (<usize>(bi * ks + j) << 2));
+    if (bias != 0) s += load<f32>(bb + (<usize>j << 2));
     store<f32>(p + (<usize>j << 2), s);
     mx = max(mx, s);
     kp += kstride;
@@ -47,7 +80,7 @@ function probabilities(
   // exp in fours (the row is padded to a multiple of 4 in the scratch), the sum in four lanes then across them.
   const mv = f32x4.splat(mx);
   let acc = f32x4.splat(0);
-  let j = 0;
+  j = 0;
   for (; j + 4 <= visible; j += 4) {
     const o = p + (<usize>j << 2);
     const e = exp4(f32x4.sub(v128.load(o), mv));

@@ -17,6 +17,18 @@ export function gemmScratchFloats(): i32 {
   return KC * NC + MC * KC + MR * NR;
 }
 
+/** Columns 4t..4t+3 of four rows (r0..r3) as four vectors: a 4 x 4 transpose by shuffles (values copied exactly). */
+@inline function store4x4(dst: usize, step: usize, r0: v128, r1: v128, r2: v128, r3: v128): void {
+  const t0 = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5);
+  const t1 = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7);
+  const t2 = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
+  const t3 = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
+  v128.store(dst, v128.shuffle<f32>(t0, t2, 0, 1, 4, 5));
+  v128.store(dst + step, v128.shuffle<f32>(t0, t2, 2, 3, 6, 7));
+  v128.store(dst + 2 * step, v128.shuffle<f32>(t1, t3, 0, 1, 4, 5));
+  v128.store(dst + 3 * step, v128.shuffle<f32>(t1, t3, 2, 3, 6, 7));
+}
+
 function packB(bp: usize, b: usize, pc: i32, jc: i32, kc: i32, nc: i32, sbk: i32, sbj: i32): void {
   // bp[(jp * kc + kk) * NR + jj] = B[pc + kk, jc + jp * NR + jj], zero past nc.
   for (let jp = 0; jp < nc; jp += NR) {
@@ -27,6 +39,21 @@ function packB(bp: usize, b: usize, pc: i32, jc: i32, kc: i32, nc: i32, sbk: i32
         const src = b + (<usize>((pc + kk) * sbk + jc + jp) << 2);
         v128.store(dst, v128.load(src));
         v128.store(dst, v128.load(src, 16), 16);
+        dst += NR << 2;
+      }
+    } else if (sbk == 1 && w == NR) {
+      // B transposed (a weight stored [out, in]): column j of the panel is a contiguous row; transpose 8 x 4 blocks.
+      const row = <usize>sbj << 2;
+      const src = b + (<usize>((jc + jp) * sbj + pc) << 2);
+      let kk = 0;
+      for (; kk + 4 <= kc; kk += 4) {
+        const o = src + (<usize>kk << 2);
+        store4x4(dst, NR << 2, v128.load(o), v128.load(o + row), v128.load(o + 2 * row), v128.load(o + 3 * row));
+        store4x4(dst + 16, NR << 2, v128.load(o + 4 * row), v128.load(o + 5 * row), v128.load(o + 6 * row), v128.load(o + 7 * row));
+        dst += 4 * NR << 2;
+      }
+      for (; kk < kc; kk++) {
+        for (let jj = 0; jj < NR; jj++) store<f32>(dst + (<usize>jj << 2), load<f32>(src + <usize>jj * row + (<usize>kk << 2)));
         dst += NR << 2;
       }
     } else {
