@@ -41,6 +41,7 @@ const torchVersion = ((): string | null => {
 const fast = new T.CpuBackend({ threads: THREADS });
 const fast1 = THREADS === 1 ? fast : new T.CpuBackend({ threads: 1 });
 const reference = new T.ReferenceBackend();
+await Promise.all([fast.whenReady(), fast1.whenReady()]);
 
 console.log(`bench:cpu | ${cpus()[0]?.model ?? 'cpu'}, ${cpus().length} cores, node ${process.version}`);
 console.log(`ours: ${fast.describe()}; rounds ${ROUNDS}, interleaved; ${new Date().toISOString()}`);

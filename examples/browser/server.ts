@@ -17,11 +17,24 @@ export interface Served {
   close(): Promise<void>;
 }
 
-/** Serve the files under `dir` on 127.0.0.1 (`port` 0: any free port). Paths outside `dir` are refused. */
+/**
+ * Cross-origin isolation (COOP + COEP): a page needs it for SharedArrayBuffer, so that the CPU backend can share its
+ * WebAssembly memory with worker threads. Everything the page loads comes from this server, so nothing breaks.
+ */
+const ISOLATION = { 'cross-origin-opener-policy': 'same-origin', 'cross-origin-embedder-policy': 'require-corp' };
+/** Paths under this prefix are served without the isolation headers (a page as most hosts serve it). */
+export const PLAIN_PREFIX = '/plain/';
+
+/**
+ * Serve the files under `dir` on 127.0.0.1 (`port` 0: any free port), cross-origin isolated except under
+ * `PLAIN_PREFIX`. Paths outside `dir` are refused.
+ */
 export function serveStatic(dir: string, port = 0): Promise<Served> {
   const root = normalize(dir + sep);
   const server = createServer((req, res) => {
-    const path = decodeURIComponent(new URL(req.url ?? '/', 'http://127.0.0.1').pathname);
+    const asked = decodeURIComponent(new URL(req.url ?? '/', 'http://127.0.0.1').pathname);
+    const plain = asked.startsWith(PLAIN_PREFIX);
+    const path = plain ? asked.slice(PLAIN_PREFIX.length - 1) : asked;
     const file = normalize(join(root, path.endsWith('/') ? `${path}index.html` : path));
     if (!file.startsWith(root)) {
       res.writeHead(403).end();
@@ -33,6 +46,7 @@ export function serveStatic(dir: string, port = 0): Promise<Served> {
           .writeHead(200, {
             'content-type': TYPES[extname(file)] ?? 'application/octet-stream',
             'cache-control': 'no-store',
+            ...(plain ? {} : ISOLATION),
           })
           .end(body),
       () => res.writeHead(404, { 'content-type': 'text/plain' }).end(`not found: ${path}`),

@@ -7,7 +7,7 @@ import { buildBrowserExample, buildForBrowser } from '../../esbuild.browser.mjs'
 import { serveStatic, type Served } from '../../examples/browser/server.js';
 import { ARTIFACTS, launchChromium } from './chromium.js';
 import { CASES, runCase, type Tol } from './kernel-cases.js';
-import type { PageResults } from './kernel-page.js';
+import type { CpuPageResults, PageResults } from './kernel-page.js';
 
 /**
  * The library in a real browser (headless Chromium, WebGPU on SwiftShader): (a) kernels and their vector-Jacobian
@@ -17,7 +17,8 @@ import type { PageResults } from './kernel-page.js';
  */
 const browser = await launchChromium();
 const OUT = join('dist', 'spec-browser');
-const cpu = new T.CpuBackend();
+// The oracle: the reference backend in Node.
+const cpu = new T.ReferenceBackend();
 
 function expectClose(what: string, got: readonly number[], want: readonly number[], tol: Tol): void {
   expect(got.length, `${what}: length`).toBe(want.length);
@@ -80,6 +81,33 @@ describe.skipIf(browser === null)('headless Chromium', () => {
       want.vjp.forEach((w, i) =>
         expectClose(`${c.name} ${i === 0 ? 'value' : `grad ${i - 1}`}`, got.vjp[i]!, w, c.grad),
       );
+    }
+  }, 60_000);
+
+  it('the CPU backend in the page: threads when cross-origin isolated, one thread otherwise; results agree', async () => {
+    for (const [path, isolated] of [
+      ['kernels/', true],
+      ['plain/kernels/', false],
+    ] as const) {
+      const p = await browser!.newPage();
+      await p.goto(`${served.url}${path}`);
+      await p.waitForFunction('typeof globalThis.runCpuKernelCases === "function"');
+      const inPage = (await p.evaluate('globalThis.runCpuKernelCases()')) as CpuPageResults;
+      await p.close();
+      expect(inPage.crossOriginIsolated).toBe(isolated);
+      expect(inPage.threads).toBe(isolated ? 2 : 1);
+      if (isolated) expect(inPage.parallelRuns).toBeGreaterThan(10);
+      else expect(inPage.parallelRuns).toBe(0);
+      expect(inPage.describe).toMatch(/^cpu \(WebAssembly SIMD kernels/);
+      for (const c of CASES) {
+        const got = inPage.results[c.name]!;
+        const want = await runCase(c, cpu);
+        if (c.forward)
+          want.forward.forEach((w, i) => expectClose(`${c.name} output ${i}`, got.forward[i]!, w, c.forward!));
+        want.vjp.forEach((w, i) =>
+          expectClose(`${c.name} ${i === 0 ? 'value' : `grad ${i - 1}`}`, got.vjp[i]!, w, c.grad),
+        );
+      }
     }
   }, 60_000);
 

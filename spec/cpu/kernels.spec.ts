@@ -18,6 +18,7 @@ import {
  * the cases a WebAssembly kernel does not cover run the reference kernel, counted.
  */
 const cpu = new T.CpuBackend({ threads: 2, minParallelWork: 0 });
+await cpu.whenReady();
 const RUNS = { numRuns: 25 };
 // f32 sums of up to ~300 products (matmul) or ~80 keys (attention), against float64.
 const SUMS: Tol = { atol: 2e-5, rtol: 2e-4 };
@@ -338,7 +339,9 @@ describe('cpu backend: threads, fallbacks, memory', () => {
   // Every kernel split among the threads, however small (minParallelWork 0).
   const backends = [1, 2, 3].map((threads) => new T.CpuBackend({ threads, minParallelWork: 0 }));
 
-  it('every kernel gives bit-identical results on 1, 2 and 3 threads (sizes large enough to be split)', () => {
+  it('every kernel gives bit-identical results on 1, 2 and 3 threads (every call split among them)', async () => {
+    await Promise.all(backends.map((b) => b.whenReady()));
+    const runs = backends.map((b) => b.poolStats().parallelRuns);
     const rng = new T.Rng(7);
     const shapes: Record<string, number[]> = {
       a: [2, 70, 130],
@@ -370,6 +373,11 @@ describe('cpu backend: threads, fallbacks, memory', () => {
     );
     expect(results[1]).toEqual(results[0]);
     expect(results[2]).toEqual(results[0]);
+    // The threads did the work: every kernel call of the 2- and 3-thread backends was split, none of the 1-thread's.
+    const split = backends.map((b, i) => b.poolStats().parallelRuns - runs[i]!);
+    expect(split[0]).toBe(0);
+    expect(split[1]).toBeGreaterThan(20);
+    expect(split[2]).toBe(split[1]);
   });
 
   it('what a WebAssembly kernel does not cover runs the reference kernel, and the counter shows it', () => {

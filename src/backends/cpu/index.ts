@@ -79,6 +79,14 @@ export class CpuBackend implements HostBackend, WasmHost {
     return this.rt.threads;
   }
 
+  /**
+   * Resolves once the worker threads have started. Kernels called before run on the calling thread alone (with the
+   * same results); await this where the threads must be used from the first call (benchmarks, specs).
+   */
+  whenReady(): Promise<void> {
+    return this.rt.whenReady();
+  }
+
   describe(): string {
     const t = this.rt.threads;
     return `cpu (WebAssembly SIMD kernels, ${t} thread${t === 1 ? '' : 's'}; f64 and other kernels: reference)`;

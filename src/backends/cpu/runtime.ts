@@ -21,6 +21,7 @@ const KERNEL = 2;
 const NARGS = 3;
 const NTHREADS = 4;
 const STOP = 5;
+const READY = 6;
 const ARGS_OFFSET = 64;
 /** The fixed size of an ordinary (unshared) memory: a page that is not cross-origin isolated. */
 export const UNSHARED_BYTES = 1024 ** 3;
@@ -43,7 +44,8 @@ function workerMain(d: WorkerData): void {
   const fns = d.names.map((n) => instance.exports[n] as (...args: number[]) => void);
   const ctl = new Int32Array(d.memory.buffer, d.control, 16);
   const args = new Float64Array(d.memory.buffer, d.control + 64, 32);
-  let seen = 0;
+  let seen = Atomics.load(ctl, 0);
+  Atomics.add(ctl, 6, 1);
   for (;;) {
     let spins = 0;
     while (Atomics.load(ctl, 0) === seen) {
@@ -74,6 +76,8 @@ export function sizeClass(bytes: number): number {
 }
 
 export interface PoolStats {
+  /** Kernel calls split among the threads (the others ran on the calling thread alone). */
+  readonly parallelRuns: number;
   /** Blocks handed out and not yet returned, and their bytes (size classes). */
   readonly liveBlocks: number;
   readonly liveBytes: number;
@@ -144,12 +148,14 @@ export class WasmRuntime {
   /** Run kernel `name` on every thread (each does its part), or on this one alone when `parallel` is false. */
   run(name: string, args: readonly number[], parallel = true): void {
     const k = this.kernelIndex(name);
-    // After dispose the workers are gone: the calling thread does all the work (the same results).
-    const n = parallel && !this.disposed ? this.threads : 1;
+    // Until every worker has started (a page cannot block while they do), and after dispose, the calling thread
+    // does all the work: the results are the same.
+    const n = parallel && !this.disposed && this.workersReady() ? this.threads : 1;
     if (n === 1) {
       this.fns[k]!(...args, 0, 1);
       return;
     }
+    this.parallelRuns++;
     const ctl = this.ctl;
     for (let i = 0; i < args.length; i++) this.args[i] = args[i]!;
     ctl[KERNEL] = k;
@@ -160,6 +166,19 @@ export class WasmRuntime {
     Atomics.notify(ctl, SEQ);
     this.fns[k]!(...args, 0, n);
     this.waitForWorkers();
+  }
+
+  private ready = false;
+  private parallelRuns = 0;
+
+  /** Resolves once every worker has started (kernels run on the calling thread alone until then). */
+  async whenReady(): Promise<void> {
+    while (!this.disposed && !this.workersReady()) await new Promise((r) => setTimeout(r, 2));
+  }
+
+  private workersReady(): boolean {
+    if (!this.ready) this.ready = Atomics.load(this.ctl, READY) === this.threads - 1;
+    return this.ready;
   }
 
   private waitForWorkers(): void {
@@ -211,6 +230,7 @@ export class WasmRuntime {
 
   stats(): PoolStats {
     return {
+      parallelRuns: this.parallelRuns,
       liveBlocks: this.live,
       liveBytes: this.liveBytes,
       heapBytes: this.top - HEAP_START,
