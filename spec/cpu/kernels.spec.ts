@@ -117,6 +117,37 @@ describe('cpu backend kernels against the reference backend', () => {
     );
   });
 
+  it('attention gives a row the same bits whatever left padding precedes it (the sampler and scoring rely on it)', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          t: fc.integer({ min: 1, max: 13 }),
+          pad: fc.integer({ min: 1, max: 9 }),
+          d: fc.constantFrom(4, 8, 16),
+          seed: fc.nat(),
+        }),
+        ({ t, pad, d, seed }) => {
+          const rng = new T.Rng(seed);
+          const [q, k, v] = [0, 1, 2].map(() => T.randn([1, t, 2, d], rng).dataSync());
+          const run = (p: number): number[] =>
+            T.tidy(() => {
+              const padded = (x: T.TypedArray): T.Tensor =>
+                T.tensor(Float32Array.from([...new Array(p * 2 * d).fill(0.5), ...x]), [1, t + p, 2, d], {
+                  backend: cpu,
+                });
+              const bias = T.tensor([...new Array(p).fill(T.PAD_BIAS), ...new Array(t).fill(0)], [1, t + p], {
+                backend: cpu,
+              });
+              const out = T.causalAttention(padded(q), padded(k), padded(v), { keyBias: bias }).dataSync();
+              return Array.from(out.subarray(p * 2 * d));
+            });
+          expect(run(pad)).toEqual(run(0));
+        },
+      ),
+      RUNS,
+    );
+  });
+
   it('attention over the first keyLength rows (rows past it hold NaN and are never read)', async () => {
     const arb = attentionArb(6, [8], 6).chain((args) =>
       fc.integer({ min: args[0].shape[1]!, max: args[1].shape[1]! }).map((len): [Arg[], number] => {

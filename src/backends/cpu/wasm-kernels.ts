@@ -103,7 +103,7 @@ export function attention(
   const [ks, hkv] = [k.shape[1]!, k.shape[2]!];
   if (!f32(q, k, v, keyBias) || d % 4 !== 0) return null;
   const out = h.allocRaw('f32', sizeOf(q.shape));
-  const sc = h.scratch(Math.ceil(ks / 4) * 16);
+  const sc = h.scratch(h.rt.call('attentionScratchFloats', [ks]) * 4);
   const work = b * tq * hq * keyLength * d * 4;
   h.rt.run(
     'attentionForward',
@@ -145,7 +145,7 @@ export function attentionBackward(
   const dq = h.allocRaw('f32', sizeOf(q.shape));
   const dk = h.allocRaw('f32', sizeOf(k.shape));
   const dv = h.allocRaw('f32', sizeOf(v.shape));
-  const sc = h.scratch(Math.ceil(t / 4) * 16);
+  const sc = h.scratch(h.rt.call('attentionScratchFloats', [t]) * 4);
   h.rt.run(
     'attentionBackward',
     [

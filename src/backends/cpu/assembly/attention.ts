@@ -77,22 +77,20 @@ function probabilities(
     mx = max(mx, s);
     kp += kstride;
   }
-  // exp in fours (the row is padded to a multiple of 4 in the scratch), the sum in four lanes then across them.
+  // exp of every score (a value does not depend on its lane), then their sum in four lanes by distance from the
+  // query's own key, walking back from it: with left padding a real key keeps its lane and its place in its lane's
+  // order, and the padding keys' exact zeros come last (x + 0 = x), so a row's weights do not depend on how much
+  // padding the batch gives it. The four floats before p are zeros (the scratch row's head).
   const mv = f32x4.splat(mx);
-  let acc = f32x4.splat(0);
   j = 0;
   for (; j + 4 <= visible; j += 4) {
     const o = p + (<usize>j << 2);
-    const e = exp4(f32x4.sub(v128.load(o), mv));
-    v128.store(o, e);
-    acc = f32x4.add(acc, e);
+    v128.store(o, exp4(f32x4.sub(v128.load(o), mv)));
   }
-  let sum: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 1) + (f32x4.extract_lane(acc, 2) + f32x4.extract_lane(acc, 3));
-  for (; j < visible; j++) {
-    const e = exp1(load<f32>(p + (<usize>j << 2)) - mx);
-    store<f32>(p + (<usize>j << 2), e);
-    sum += e;
-  }
+  for (; j < visible; j++) store<f32>(p + (<usize>j << 2), exp1(load<f32>(p + (<usize>j << 2)) - mx));
+  let acc = f32x4.splat(0);
+  for (j = visible - 4; j > -4; j -= 4) acc = f32x4.add(acc, v128.load(p + (<isize>j << 2)));
+  const sum: f32 = f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 2) + (f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 3));
   const inv = f32x4.splat(1 / sum);
   for (j = 0; j < visible; j += 4) {
     const o = p + (<usize>j << 2);
@@ -106,7 +104,9 @@ export function attentionForward(
   b: i32, tq: i32, tk: i32, ks: i32, hq: i32, hkv: i32, d: i32, scale: f32,
   scratch: usize, scratchBytes: usize, tid: i32, nthreads: i32,
 ): void {
-  const p = scratch + <usize>tid * scratchBytes;
+  // The score row, after four zero floats (the head `probabilities` reads when it sums from the end).
+  const p = scratch + <usize>tid * scratchBytes + 16;
+  v128.store(p - 16, f32x4.splat(0));
   const rows = b * tq * hq;
   const vstride = <usize>(hkv * d) << 2;
   for (let r = tid; r < rows; r += nthreads) {
@@ -128,9 +128,9 @@ export function attentionForward(
   }
 }
 
-/** Floats of per-thread scratch the kernels need: a score row of ks floats. */
+/** Floats of per-thread scratch the kernels need: four zeros, then a score row of ks floats (padded to fours). */
 export function attentionScratchFloats(ks: i32): i32 {
-  return (ks + 3) & ~3;
+  return 4 + ((ks + 3) & ~3);
 }
 
 /**
@@ -142,7 +142,9 @@ export function attentionBackward(
   b: i32, t: i32, hq: i32, hkv: i32, d: i32, scale: f32,
   scratch: usize, scratchBytes: usize, tid: i32, nthreads: i32,
 ): void {
-  const p = scratch + <usize>tid * scratchBytes;
+  // The score row, after four zero floats (the head `probabilities` reads when it sums from the end).
+  const p = scratch + <usize>tid * scratchBytes + 16;
+  v128.store(p - 16, f32x4.splat(0));
   const group = hq / hkv;
   const kstride = <usize>(hkv * d) << 2;
 
