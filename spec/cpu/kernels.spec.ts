@@ -138,7 +138,7 @@ describe('cpu backend kernels against the reference backend', () => {
               const bias = T.tensor([...new Array(p).fill(T.PAD_BIAS), ...new Array(t).fill(0)], [1, t + p], {
                 backend: cpu,
               });
-              const out = T.causalAttention(padded(q), padded(k), padded(v), { keyBias: bias }).dataSync();
+              const out = T.causalAttention(padded(q!), padded(k!), padded(v!), { keyBias: bias }).dataSync();
               return Array.from(out.subarray(p * 2 * d));
             });
           expect(run(pad)).toEqual(run(0));
