@@ -1,5 +1,5 @@
 /**
- * Matmul GFLOP/s of the CPU backend (the WebAssembly GEMM: packed panels, a 6x8 f32x4 micro-kernel) next to two peers in
+ * Matmul GFLOP/s of the CPU backend (the WebAssembly GEMM: packed panels, a 4x8 f32x4 micro-kernel) next to two peers in
  * the same run: @tensorflow/tfjs-backend-cpu and a plain i-k-j triple loop over Float32Arrays. Printed as ratios.
  * Before timing, each side's result is checked against a float64 reference on sampled entries.
  *
