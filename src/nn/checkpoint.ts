@@ -1,4 +1,4 @@
-import { access, join, readFile, writeFile } from '../platform/files.js';
+import { access, join, readFile, stat, writeFile } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import { pipe } from 'fp-ts/lib/function.js';
@@ -140,7 +140,13 @@ const decodeFinite = (opts: CheckpointLoadOptions) => (bytes: Uint8Array) =>
 /** The directory a checkpoint path names (following the atomic writer's link), verified against its manifest. */
 function openDir(dir: string): TE.TaskEither<CheckpointError, string> {
   return pipe(
-    TE.tryCatch(() => resolveDir(dir), io(dir)),
+    TE.tryCatch(async () => {
+      const resolved = await resolveDir(dir);
+      // A path with nothing there (a run killed before its first save) is an io error, not a damaged checkpoint.
+      if (!(await stat(resolved)).isDirectory())
+        throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR', path: resolved });
+      return resolved;
+    }, io(dir)),
     TE.chain((resolved) =>
       pipe(
         TE.tryCatch(() => verifyManifest(resolved), io(resolved)),
@@ -245,7 +251,16 @@ const isU32 = (x: unknown): boolean => typeof x === 'number' && Number.isInteger
 export function parseState(json: unknown): E.Either<CheckpointError, SavedState> {
   if (typeof json !== 'object' || json === null)
     return E.left(new CheckpointError('bad-state', 'trainer_state.json', 'is not an object'));
-  const { rngs, trainerState } = json as { rngs?: unknown; trainerState?: Json };
+  const { format, rngs, trainerState } = json as { format?: unknown; rngs?: unknown; trainerState?: Json };
+  if (format !== FORMAT)
+    return E.left(
+      new CheckpointError(
+        'bad-state',
+        'format',
+        `is ${JSON.stringify(format)}, expected "${FORMAT}"`,
+        CHECKPOINT_FILES.state,
+      ),
+    );
   const out: Record<string, RngState> = {};
   if (rngs !== undefined) {
     if (typeof rngs !== 'object' || rngs === null)
