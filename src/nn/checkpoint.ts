@@ -211,6 +211,19 @@ function loadOptimizer(
                     'optimizer tensors are named exp_avg.* or exp_avg_sq.*',
                   ),
                 );
+              // A second moment is a mean of squares: a negative one makes AdamW's sqrt NaN.
+              for (const [name, t] of f.tensors) {
+                if (!name.startsWith('exp_avg_sq.')) continue;
+                const i = t.data.findIndex((x) => x < 0);
+                if (i >= 0)
+                  return E.left(
+                    new CheckpointError(
+                      'bad-state',
+                      name,
+                      `holds ${t.data[i]} at flat index ${i}; second moments are >= 0`,
+                    ),
+                  );
+              }
               const step = Number(f.metadata.step);
               if (!Number.isSafeInteger(step) || step < 0)
                 return E.left(
@@ -267,11 +280,19 @@ export function parseState(json: unknown): E.Either<CheckpointError, SavedState>
       return E.left(new CheckpointError('bad-state', 'rngs', 'is not an object'));
     for (const [name, st] of Object.entries(rngs)) {
       const { s, spare } = (st ?? {}) as { s?: unknown; spare?: unknown };
-      if (!Array.isArray(s) || s.length !== 4 || !s.every(isU32) || !(spare === null || typeof spare === 'number')) {
+      if (
+        !Array.isArray(s) ||
+        s.length !== 4 ||
+        !s.every(isU32) ||
+        !(spare === null || (typeof spare === 'number' && Number.isFinite(spare)))
+      ) {
         return E.left(
-          new CheckpointError('bad-state', `rngs.${name}`, 'expected { s: [4 x u32], spare: number | null }'),
+          new CheckpointError('bad-state', `rngs.${name}`, 'expected { s: [4 x u32], spare: finite number | null }'),
         );
       }
+      // xoshiro's one fixed point: from an all-zero state it draws 0 forever.
+      if (s.every((w) => w === 0))
+        return E.left(new CheckpointError('bad-state', `rngs.${name}`, 'is the all-zero state, which never leaves 0'));
       out[name] = { s: s as unknown as RngState['s'], spare };
     }
   }

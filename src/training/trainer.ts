@@ -38,7 +38,8 @@ import { crashPoint } from '../platform/host.js';
 import { checkBounds } from './bounds.js';
 import { DivergedError, firstNonFinite } from './divergence.js';
 import { METRICS_FILE, metricsBytes, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
-import { checkResume, identityOf, runIdentity, type RunIdentity } from './resume-check.js';
+import { checkResume, runIdentity, type RunIdentity } from './resume-check.js';
+import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
 import { checkFits, estimateTrainingMemory, type MemoryEstimate, type MemoryLimits } from '../nn/memory.js';
 import {
   defaultMemoryLimits,
@@ -575,42 +576,47 @@ async function resume(
   const res = await loadCheckpoint(dir, { backend })();
   if (E.isLeft(res)) throw res.left;
   const ck = res.right;
-  type Saved = {
-    phase?: unknown;
-    step?: unknown;
-    warmStartEval?: unknown;
-    finalEval?: unknown;
-    metricsBytes?: unknown;
+  const refuse = (e: Error): never => {
+    dispose([ck.params, ck.optimizer]);
+    throw e;
   };
-  const state = ck.trainerState as Saved | null;
-  if (!state || (state.phase !== 'warmstart' && state.phase !== 'rl') || !Number.isInteger(state.step)) {
-    dispose([ck.params, ck.optimizer]);
-    throw new TrainConfigError('resume', dir, 'has no trainer state (phase, step) to resume from');
-  }
-  if (!ck.optimizer || !ck.rngs?.train) {
-    dispose([ck.params, ck.optimizer]);
-    throw new TrainConfigError('resume', dir, 'lacks the optimizer state or the training RNG state');
-  }
-  const rlStepsTaken = state.phase === 'rl' ? (state.step as number) : 0;
+  if (ck.trainerState === null || ck.trainerState === undefined)
+    refuse(new TrainConfigError('resume', dir, 'has no trainer state (phase, step) to resume from'));
+  if (!ck.optimizer || !ck.rngs?.train)
+    refuse(new TrainConfigError('resume', dir, 'lacks the optimizer state or the training RNG state'));
+  // Nothing of the state is trusted until it agrees with its own types, the optimizer and the run's metrics.
+  const parsed = parseTrainerState(ck.trainerState);
+  if (E.isLeft(parsed)) return refuse(parsed.left);
+  const state = parsed.right;
+  const inPlace = command.cfg.outputDir !== null && resumesInPlace(command.cfg.outputDir, dir);
+  const damage =
+    checkOptimizerStep(state, ck.optimizer!.step) ??
+    (await checkMetrics(state, join(dirname(dir), METRICS_FILE), inPlace));
+  if (damage) refuse(damage);
+  const limit = state.phase === 'rl' ? 'steps' : 'warmStartSteps';
+  if (state.step > command.cfg[limit])
+    refuse(
+      new TrainConfigError(
+        limit,
+        command.cfg[limit],
+        `is below the checkpoint's ${state.phase} step ${state.step} (${dir})`,
+      ),
+    );
+  const rlStepsTaken = state.phase === 'rl' ? state.step : 0;
   const mismatch = checkResume(
-    { config: ck.config, identity: identityOf(state), rlStepsTaken },
+    { config: ck.config, identity: state.identity, rlStepsTaken },
     { config: command.config, identity: command.identity },
   );
-  if (mismatch) {
-    dispose([ck.params, ck.optimizer]);
-    throw mismatch;
-  }
+  if (mismatch) refuse(mismatch);
   const out = command.cfg.outputDir;
-  if (out && resumesInPlace(out, dir) && typeof state.metricsBytes === 'number') {
-    await truncateMetrics(out, state.metricsBytes);
-  }
+  if (out && inPlace) await truncateMetrics(out, state.metricsBytes);
   return {
-    rng: Rng.fromState(ck.rngs.train),
+    rng: Rng.fromState(ck.rngs!.train!),
     params: ck.params,
-    opt: ck.optimizer,
+    opt: ck.optimizer!,
     reference: null,
-    at: { phase: state.phase, step: state.step as number },
-    warmStartEval: (state.warmStartEval as EvalResult | null) ?? null,
-    finalEval: (state.finalEval as EvalResult | null) ?? null,
+    at: { phase: state.phase, step: state.step },
+    warmStartEval: state.warmStartEval,
+    finalEval: state.finalEval,
   };
 }
