@@ -1,7 +1,14 @@
 import { basename, open, type FileHandle } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { TypedArray } from '../core/dtype.js';
-import { CheckpointError, decodeBytes, parseEntry, type EntrySpec, type HostTensor } from './safetensors.js';
+import {
+  CheckpointError,
+  checkTiling,
+  decodeBytes,
+  parseEntry,
+  type EntrySpec,
+  type HostTensor,
+} from './safetensors.js';
 
 /**
  * safetensors files read and written a tensor at a time, so host memory stays near the largest tensor instead
@@ -69,7 +76,7 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
       }
       const spec = parseEntry(name, entry, Number.MAX_SAFE_INTEGER);
       if (E.isLeft(spec))
-        return E.left(new CheckpointError(spec.left.kind, spec.left.field, spec.left.message, basename(path)));
+        return E.left(new CheckpointError(spec.left.kind, spec.left.field, spec.left.detail, basename(path)));
       if (spec.right.end > body)
         return fail(
           'truncated',
@@ -79,6 +86,12 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
         );
       entries.set(name, spec.right);
     }
+    const tiled = checkTiling(
+      [...entries].map(([name, e]) => ({ name, begin: e.begin, end: e.end })),
+      body,
+    );
+    if (E.isLeft(tiled))
+      return E.left(new CheckpointError(tiled.left.kind, tiled.left.field, tiled.left.detail, basename(path)));
     return E.right({ path, entries, metadata, dataStart: 8 + n });
   } finally {
     await handle.close();
