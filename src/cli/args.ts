@@ -81,7 +81,8 @@ export const TRAIN_USAGE = `usage: rlvr train [options]
 ${objectiveLines}
   --backend ${BACKEND_NAMES.join('|')}          --output DIR (metrics.jsonl, checkpoints)   --resume DIR
   --advantage group|rcc         --rcc-delta sum|mean      --bicc
-  --overwrite                   replace a non-empty --output directory (refused otherwise, unless resuming it)
+  --overwrite                   replace a previous run in --output (refused otherwise, unless resuming it; never
+                                deletes the run's inputs, a link's target, or files a run does not write)
   --on-non-finite stop|skip     a NaN/Inf loss or gradient norm ends the run (default) or skips that update
   --model DIR                   start from a Hugging Face model directory (config.json, safetensors, tokenizer.json);
                                 --output then ends with OUTPUT/model, a directory transformers loads (warm-start 0)

@@ -13,6 +13,7 @@ export {
   readdir,
   readFile,
   readlink,
+  realpath,
   rename,
   rm,
   stat,
@@ -23,4 +24,4 @@ export {
   type FileHandle,
 } from 'node:fs/promises';
 export { appendFileSync, mkdirSync } from 'node:fs';
-export { basename, dirname, join, resolve } from 'node:path';
+export { basename, dirname, join, resolve, sep } from 'node:path';

@@ -485,7 +485,10 @@ async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): 
   const limits = opts.memoryLimits ?? { ...defaultMemoryLimits(cfg), maxBufferBytes: backend.maxBufferBytes };
   const refusal = checkFits(estimate, limits);
   if (refusal) throw refusal;
-  if (cfg.outputDir) await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite });
+  if (cfg.outputDir) {
+    const inputs = [['--model', cfg.modelDir] as const, ['--dataset', cfg.dataset] as const];
+    await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite, inputs });
+  }
   const started = cfg.resume
     ? await resume(cfg.resume, backend, base.right)
     : pretrained
