@@ -117,3 +117,68 @@ describe("issue 19 item 16: --overwrite does not delete the run's own inputs", (
     expect(existsSync(join(out, 'checkpoint', 'model.safetensors'))).toBe(true);
   });
 });
+
+/**
+ * Issue 19 item 17: one run at a time per output directory. A run takes an exclusive lock (OUTPUT/.rlvr-lock,
+ * created with O_EXCL, holding its pid and host) before it deletes or writes anything there, and releases it when
+ * it ends, however it ends; a lock left by a dead process is recovered.
+ */
+describe('issue 19 item 17: an exclusive lock on the output directory', () => {
+  const LOCK = '.rlvr-lock';
+  it('a second run on the same --output while the first runs is refused; the first finishes alone', async () => {
+    const out = join(tmp('lock'), 'run');
+    let second: Promise<unknown> | null = null;
+    const first = train(tinyRun({ ...SMALL, warmStartSteps: 2, outputDir: out }), {
+      task,
+      onRecord: () => {
+        // Started once the first holds the directory (its first record), as a second `rlvr train` would be.
+        second ??= train(tinyRun({ ...SMALL, outputDir: out, overwrite: true }), { task }).then(
+          () => null,
+          (e: unknown) => e,
+        );
+      },
+    });
+    await first;
+    const e: unknown = await (second as Promise<unknown> | null);
+    expect(e).toBeInstanceOf(OutputDirError);
+    expect((e as Error).message).toMatch(new RegExp(`in use by process ${process.pid}.*${LOCK}`));
+    expect(describeFailure(e).code).toBe(EXIT.usage);
+    const lines = readFileSync(join(out, 'metrics.jsonl'), 'utf8').trim().split('\n');
+    expect(new Set(lines).size).toBe(lines.length);
+    expect(lines.map((l) => JSON.parse(l).phase)).toEqual(['warmstart', 'warmstart', 'eval', 'rl', 'eval']);
+    expect(existsSync(join(out, LOCK))).toBe(false); // released at the end
+  });
+
+  it("a lock held by another live process is refused naming its pid; a dead process's lock is recovered", async () => {
+    const { spawn } = await import('node:child_process');
+    const out = tmp('held');
+    const sleeper = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+    try {
+      writeFileSync(join(out, LOCK), JSON.stringify({ pid: sleeper.pid, host: (await import('node:os')).hostname() }));
+      const e = await refused(tinyRun({ ...SMALL, outputDir: out }));
+      expect(e.message).toMatch(new RegExp(`in use by process ${sleeper.pid}`));
+      expect(existsSync(join(out, LOCK))).toBe(true); // not ours to remove
+    } finally {
+      sleeper.kill('SIGKILL');
+      await new Promise((resolve) => sleeper.once('exit', resolve));
+    }
+    // The sleeper is dead now: its lock is stale, and the next run takes the directory.
+    await train(tinyRun({ ...SMALL, outputDir: out }), { task });
+    expect(readdirSync(out)).toContain('metrics.jsonl');
+    expect(existsSync(join(out, LOCK))).toBe(false);
+  });
+
+  it('a run that fails or is refused releases its lock', async () => {
+    const out = tmp('fail');
+    const e = await train(tinyRun({ ...SMALL, warmStartLearningRate: 1e10, warmStartSteps: 4, outputDir: out }), {
+      task,
+    }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(e).toMatchObject({ name: 'DivergedError' });
+    expect(existsSync(join(out, LOCK))).toBe(false);
+    await refused(tinyRun({ ...SMALL, outputDir: out })); // non-empty, no --overwrite
+    expect(existsSync(join(out, LOCK))).toBe(false);
+  });
+});

@@ -16,6 +16,7 @@ const nodeOnlyAsync =
 
 export const access: typeof Node.access = nodeOnlyAsync('access');
 export const copyFile: typeof Node.copyFile = nodeOnlyAsync('copyFile');
+export const link: typeof Node.link = nodeOnlyAsync('link');
 export const lstat: typeof Node.lstat = nodeOnlyAsync('lstat');
 export const mkdir: typeof Node.mkdir = nodeOnlyAsync('mkdir');
 export const open: typeof Node.open = nodeOnlyAsync('open');

@@ -7,6 +7,7 @@
 export {
   access,
   copyFile,
+  link,
   lstat,
   mkdir,
   open,

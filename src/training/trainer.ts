@@ -37,7 +37,14 @@ import { FileSystemError } from '../nn/atomic-dir.js';
 import { crashPoint } from '../platform/host.js';
 import { checkBounds } from './bounds.js';
 import { DivergedError, firstNonFinite } from './divergence.js';
-import { METRICS_FILE, metricsBytes, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
+import {
+  METRICS_FILE,
+  metricsBytes,
+  type OutputLock,
+  prepareOutputDir,
+  resumesInPlace,
+  truncateMetrics,
+} from './output-dir.js';
 import { checkResume, runIdentity, type RunIdentity } from './resume-check.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
 import { checkFits, estimateTrainingMemory, type MemoryEstimate, type MemoryLimits } from '../nn/memory.js';
@@ -460,22 +467,33 @@ export interface TrainOptions extends TrainHooks {
 
 /** Train from scratch (or resume from `cfg.resume`); returns held-out results after warm-start and after RL. */
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
-  if (opts.backend) {
-    if (opts.backend.name === cfg.backend) return trainOn(cfg, opts, opts.backend);
-    const why = `differs from the backend passed to train (${opts.backend.name})`;
-    throw new TrainConfigError('backend', cfg.backend, why);
-  }
-  const backend = await openBackend(cfg.backend);
+  // What the run holds until it ends, however it ends (the output directory's lock).
+  const held: OutputLock[] = [];
   try {
-    return await trainOn(cfg, opts, backend);
-  } catch (e) {
-    // Nobody else holds the backend train opened: release it (a live GPU device keeps the process alive).
-    backend.dispose();
-    throw e;
+    if (opts.backend) {
+      if (opts.backend.name === cfg.backend) return await trainOn(cfg, opts, opts.backend, held);
+      const why = `differs from the backend passed to train (${opts.backend.name})`;
+      throw new TrainConfigError('backend', cfg.backend, why);
+    }
+    const backend = await openBackend(cfg.backend);
+    try {
+      return await trainOn(cfg, opts, backend, held);
+    } catch (e) {
+      // Nobody else holds the backend train opened: release it (a live GPU device keeps the process alive).
+      backend.dispose();
+      throw e;
+    }
+  } finally {
+    for (const h of held) await h.release();
   }
 }
 
-async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): Promise<TrainResult> {
+async function trainOn(
+  cfg: TrainConfig,
+  opts: TrainOptions,
+  backend: Backend,
+  held: OutputLock[],
+): Promise<TrainResult> {
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
   const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
   if (E.isLeft(base)) throw base.left;
@@ -487,7 +505,7 @@ async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): 
   if (refusal) throw refusal;
   if (cfg.outputDir) {
     const inputs = [['--model', cfg.modelDir] as const, ['--dataset', cfg.dataset] as const];
-    await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite, inputs });
+    held.push(await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite, inputs }));
   }
   const started = cfg.resume
     ? await resume(cfg.resume, backend, base.right)
