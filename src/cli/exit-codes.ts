@@ -2,6 +2,7 @@ import { RlvrError } from '../core/errors.js';
 import { FileSystemError } from '../nn/atomic-dir.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { DivergedError } from '../training/divergence.js';
+import { InterruptedError } from '../training/interrupted.js';
 
 /**
  * One exit-status convention for `rlvr`, printed by `--help`. Every failure is one line on stderr naming what
@@ -17,6 +18,8 @@ export const EXIT = {
   io: 3,
   /** Training diverged: a non-finite loss or gradient norm (the last good checkpoint is kept). */
   diverged: 4,
+  /** Stopped by SIGINT or SIGTERM at a step boundary, with the checkpoint written (a second signal: at once). */
+  interrupted: 5,
 } as const;
 
 export const EXIT_CODE_HELP = [
@@ -25,6 +28,7 @@ export const EXIT_CODE_HELP = [
   `  ${EXIT.usage}  usage: bad arguments or settings, sizes over the limits, --output refused, resume mismatch`,
   `  ${EXIT.io}  a file could not be read or written, or a checkpoint is damaged`,
   `  ${EXIT.diverged}  training diverged (non-finite loss or gradient norm)`,
+  `  ${EXIT.interrupted}  interrupted by SIGINT or SIGTERM: stopped after a step with the checkpoint written`,
 ].join('\n');
 
 const isSystemError = (e: unknown): e is NodeJS.ErrnoException =>
@@ -35,6 +39,7 @@ const isSystemError = (e: unknown): e is NodeJS.ErrnoException =>
 /** The exit status and the one line to print for an error that ended a command. */
 export function describeFailure(e: unknown): { code: number; line: string } {
   if (e instanceof DivergedError) return { code: EXIT.diverged, line: e.message };
+  if (e instanceof InterruptedError) return { code: EXIT.interrupted, line: e.message };
   if (e instanceof FileSystemError || e instanceof CheckpointError) return { code: EXIT.io, line: e.message };
   if (isSystemError(e)) return { code: EXIT.io, line: FileSystemError.from(e.path ?? '', e).message };
   if (e instanceof RlvrError) return { code: EXIT.usage, line: e.message };

@@ -30,6 +30,7 @@ async function runTrain(argv: string[]): Promise<number> {
     console.error(`rlvr train: ${cfg.left.message}`);
     return EXIT.usage;
   }
+  const stop = stopOnSignals();
   const backend = await openBackend(cfg.right.backend);
   console.log(`rlvr: backend ${backend.describe()}`);
   const progress = createProgress();
@@ -37,6 +38,7 @@ async function runTrain(argv: string[]): Promise<number> {
   try {
     result = await train(cfg.right, {
       backend,
+      signal: stop,
       onProgress: (p) => progress.step(p),
       onMemoryEstimate: (e) => console.log(`rlvr: ${describeEstimate(e)}`),
       onRecord: (r) => {
@@ -59,6 +61,26 @@ async function runTrain(argv: string[]): Promise<number> {
       : `held-out pass@1: after warm-start ${before.toFixed(3)}, after RL ${after.toFixed(3)} (${after > before ? '+' : ''}${(after - before).toFixed(3)})`,
   );
   return EXIT.ok;
+}
+
+/**
+ * SIGINT and SIGTERM ask the run to stop at the next step boundary (the trainer saves and ends with an
+ * InterruptedError: one line, exit 5); a second signal stops at once (the last checkpoint is whole: saves are
+ * atomic). On a terminal the first signal is acknowledged, since a step can take a while.
+ */
+function stopOnSignals(): AbortSignal {
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (controller.signal.aborted) {
+      console.error(`rlvr: ${signal} again: stopping now (the last checkpoint is kept)`);
+      process.exit(EXIT.interrupted);
+    }
+    if (process.stderr.isTTY) console.error(`\nrlvr: ${signal}: stopping after this step (again to stop now)`);
+    controller.abort(signal);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return controller.signal;
 }
 
 const line = (name: string, help: string): string => `  ${name.padEnd(10)} ${help}`;

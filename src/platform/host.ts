@@ -43,3 +43,6 @@ export function crashPoint(name: string): void {
   crashCounts.set(name, n);
   if (n === Number(spec.slice(cut + 1))) process.kill(process.pid, 'SIGKILL');
 }
+
+/** Let the event loop run its pending callbacks (signals, I/O): a loop of settled awaits never does. */
+export const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));

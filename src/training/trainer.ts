@@ -34,9 +34,10 @@ import { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 import { updatePolicy, type AdamWSettings, type UpdateResult } from './rl-step.js';
 import { BatchError } from '../objectives/errors.js';
 import { FileSystemError } from '../nn/atomic-dir.js';
-import { crashPoint } from '../platform/host.js';
+import { crashPoint, yieldToEventLoop } from '../platform/host.js';
 import { checkBounds } from './bounds.js';
 import { DivergedError, firstNonFinite } from './divergence.js';
+import { abortReason, InterruptedError } from './interrupted.js';
 import {
   METRICS_FILE,
   metricsBytes,
@@ -463,6 +464,11 @@ export interface TrainOptions extends TrainHooks {
   readonly task?: Task<Problem>;
   /** What the device holds (default: the host's memory, or cfg.memoryLimitGb); a run estimated above is refused. */
   readonly memoryLimits?: MemoryLimits;
+  /**
+   * Stop when aborted (the CLI aborts on SIGINT/SIGTERM): at the next step boundary, with the checkpoint written
+   * if steps were taken since the last one, by throwing an `InterruptedError`.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** Train from scratch (or resume from `cfg.resume`); returns held-out results after warm-start and after RL. */
@@ -514,14 +520,27 @@ async function trainOn(
       : fresh(base.right.config, cfg.seed, backend);
   const run: Run = { ...base.right, ...started };
   const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
+  let unsaved = false; // steps taken since the last checkpoint
   const maybeSave = async (): Promise<void> => {
-    if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0)
+    unsaved = true;
+    if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0) {
       await save(run, checkpointDir);
+      unsaved = false;
+    }
+  };
+  // A step boundary is a safe point: the state is whole, so it can be saved and resumed exactly.
+  const stopIfAsked = async (): Promise<void> => {
+    // A step on the CPU backend awaits only settled promises: yield to the event loop so a signal can arrive.
+    await yieldToEventLoop();
+    if (!opts.signal?.aborted) return;
+    if (checkpointDir && unsaved) await save(run, checkpointDir);
+    throw new InterruptedError(abortReason(opts.signal), run.at.phase, run.at.step, checkpointDir);
   };
 
   while (run.at.phase === 'warmstart' && run.at.step < cfg.warmStartSteps) {
     await warmStartStep(run, opts);
     await maybeSave();
+    await stopIfAsked();
   }
   if (run.at.phase === 'warmstart') {
     run.warmStartEval = await runEval(run, opts, 'after-warmstart');
@@ -544,6 +563,7 @@ async function trainOn(
     if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps)
       await runEval(run, opts, 'during-rl');
     await maybeSave();
+    await stopIfAsked();
   }
   const finished = run.finalEval !== null && run.at.phase === 'rl' && run.at.step === cfg.steps;
   const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
