@@ -112,6 +112,10 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+// A reader that went away (`rlvr train | head -1`: EPIPE) must not end the run: what it prints is best effort,
+// its results are in files. Writes to a closed stream then fail quietly and training goes on.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
+
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (e) {
