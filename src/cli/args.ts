@@ -88,6 +88,7 @@ ${objectiveLines}
                                 --output then ends with OUTPUT/model, a directory transformers loads (warm-start 0)
   --dataset FILE.jsonl          {"prompt", "answer"} rows verified by \boxed{} (instead of --task)
   --save-dtype f32|bf16         dtype of OUTPUT/model (default f32)
+  --allow-non-finite-weights    load weights holding NaN/Inf (refused by default, exit 3 naming the tensor)
 ${NUMBER_FLAGS.map((f) => `  --${f.flag.padEnd(26)} ${f.help}`).join('\n')}
   objective options: ${[...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS)].map((f) => `--${f}`).join(' ')}
 
@@ -98,6 +99,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   const options: Record<string, { type: 'string' | 'boolean' }> = {
     bicc: { type: 'boolean' },
     overwrite: { type: 'boolean' },
+    'allow-non-finite-weights': { type: 'boolean' },
   };
   for (const f of [
     ...NUMBER_FLAGS.map((x) => x.flag),
@@ -153,6 +155,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (str('save-dtype')) input.saveDtype = str('save-dtype');
   if (values.bicc) input.bicc = true;
   if (values.overwrite) input.overwrite = true;
+  if (values['allow-non-finite-weights']) input.allowNonFiniteWeights = true;
   if (str('on-non-finite')) input.onNonFinite = str('on-non-finite');
   if (Object.keys(model).length > 0) input.model = model;
   if (Object.keys(objectiveOptions).length > 0) input.objectiveOptions = objectiveOptions;

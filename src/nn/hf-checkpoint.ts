@@ -61,6 +61,22 @@ export interface HfTokenIds {
 export interface HfLoadOptions {
   /** Parameter dtype on the backend (default f32; bf16 and f16 are widened exactly). */
   readonly dtype?: DType;
+  /** Accept NaN or infinite weights (refused by default: kind 'non-finite', naming the tensor and file). */
+  readonly allowNonFinite?: boolean;
+}
+
+/** The first NaN or infinity of a tensor read from `file`, as the error to refuse it with. */
+function nonFinite(name: string, data: ArrayLike<number>, file: string): CheckpointError | null {
+  for (let i = 0; i < data.length; i++) {
+    if (!Number.isFinite(data[i]!))
+      return new CheckpointError(
+        'non-finite',
+        name,
+        `holds ${data[i]} at flat index ${i} (--allow-non-finite-weights, or allowNonFinite, accepts it)`,
+        file,
+      );
+  }
+  return null;
 }
 
 const io =
@@ -221,13 +237,15 @@ export function loadHfCheckpoint(
     const dtype = opts.dtype ?? 'f32';
     try {
       for (const [file, names] of reads.right) {
-        await streamTensors(shards.get(file)!, names, (name, t) =>
-          loaded.set(name, tensor(t.data, t.shape, { dtype, backend })),
-        );
+        await streamTensors(shards.get(file)!, names, (name, t) => {
+          const bad = opts.allowNonFinite ? null : nonFinite(name, t.data, file);
+          if (bad) throw bad;
+          loaded.set(name, tensor(t.data, t.shape, { dtype, backend }));
+        });
       }
     } catch (e) {
       dispose([...loaded.values()]);
-      return E.left(io(dir)(e));
+      return E.left(e instanceof CheckpointError ? e : io(dir)(e));
     }
     const params = buildParams(config.right, (name) => loaded.get(name)!) as TransformerParams;
     return E.right({ config: config.right, params, tokens: tokens.right });

@@ -71,8 +71,12 @@ export async function readPretrained(dir: string): Promise<PretrainedParts> {
   return { dir, config: config.right, tokenizer: tok, extraConfig };
 }
 
-export async function loadPretrainedParams(parts: PretrainedParts, backend: Backend): Promise<TransformerParams> {
-  const model = await loadHfCheckpoint(parts.dir, backend)();
+export async function loadPretrainedParams(
+  parts: PretrainedParts,
+  backend: Backend,
+  opts: { allowNonFinite?: boolean } = {},
+): Promise<TransformerParams> {
+  const model = await loadHfCheckpoint(parts.dir, backend, { allowNonFinite: opts.allowNonFinite ?? false })();
   if (E.isLeft(model)) throw model.left;
   return model.right.params;
 }

@@ -516,7 +516,10 @@ async function trainOn(
   const started = cfg.resume
     ? await resume(cfg.resume, backend, base.right)
     : pretrained
-      ? startFrom(await loadPretrainedParams(pretrained, backend), cfg.seed)
+      ? startFrom(
+          await loadPretrainedParams(pretrained, backend, { allowNonFinite: cfg.allowNonFiniteWeights }),
+          cfg.seed,
+        )
       : fresh(base.right.config, cfg.seed, backend);
   const run: Run = { ...base.right, ...started };
   const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
@@ -614,7 +617,7 @@ async function resume(
   backend: Backend,
   command: Pick<Run, 'cfg' | 'config' | 'identity'>,
 ): Promise<RunStart> {
-  const res = await loadCheckpoint(dir, { backend })();
+  const res = await loadCheckpoint(dir, { backend, allowNonFinite: command.cfg.allowNonFiniteWeights })();
   if (E.isLeft(res)) throw res.left;
   const ck = res.right;
   const refuse = (e: Error): never => {
