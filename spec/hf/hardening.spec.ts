@@ -1,4 +1,5 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
@@ -65,9 +66,80 @@ describe('issue 19 item 8: NaN/Inf weights are refused at load', () => {
   });
 });
 
-void mkdirSync;
-void mkdtempSync;
-void rmSync;
-void writeFileSync;
-void tmpdir;
-void join;
+/** A FIFO at `path` (nobody ever writes it: opening it for reading the usual way blocks forever). */
+function fifo(path: string): void {
+  rmSync(path, { recursive: true, force: true });
+  const r = spawnSync('mkfifo', [path]);
+  if (r.status !== 0) throw new Error(`mkfifo failed: ${r.stderr}`);
+}
+
+describe('issue 19 item 7: only regular files are opened, and every file error names its path', () => {
+  it('a weight_map entry pointing at a FIFO is refused at once, naming the path (it hung)', async () => {
+    const dir = await tinyHubDir();
+    const names = ['model.embed_tokens.weight', 'model.norm.weight'];
+    const map: Record<string, string> = {};
+    const header = JSON.parse(
+      readFileSync(join(dir, 'model.safetensors'))
+        .subarray(8, 8 + readFileSync(join(dir, 'model.safetensors')).readUInt32LE(0))
+        .toString(),
+    ) as Record<string, unknown>;
+    for (const n of Object.keys(header)) if (n !== '__metadata__') map[n] = 'model.safetensors';
+    map[names[1]!] = 'model-00002-of-00002.safetensors';
+    writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: map }));
+    fifo(join(dir, 'model-00002-of-00002.safetensors'));
+    const r = await loadHfCheckpoint(dir, cpu)();
+    if (E.isRight(r)) throw new Error('loaded');
+    expect(r.left.message).toContain(join(dir, 'model-00002-of-00002.safetensors'));
+    expect(r.left.message).toMatch(/not a regular file/);
+    expect(describeFailure(r.left).code).toBe(EXIT.io);
+  }, 10_000);
+
+  it("model.safetensors as a directory names the path (it said 'rlvr: : is a directory (EISDIR)')", async () => {
+    const dir = await tinyHubDir();
+    rmSync(join(dir, 'model.safetensors'));
+    mkdirSync(join(dir, 'model.safetensors'));
+    const e = await trainError(dir);
+    const { code, line } = describeFailure(e);
+    expect(code).toBe(EXIT.io);
+    expect(line).toContain(join(dir, 'model.safetensors'));
+    expect(line).not.toMatch(/(^|\s): /);
+  }, 10_000);
+
+  const others: [string, (dir: string) => string][] = [
+    ['config.json', (dir) => join(dir, 'config.json')],
+    ['tokenizer.json', (dir) => join(dir, 'tokenizer.json')],
+    ['tokenizer_config.json', (dir) => join(dir, 'tokenizer_config.json')],
+    ['generation_config.json', (dir) => join(dir, 'generation_config.json')],
+    ['chat_template.jinja', (dir) => join(dir, 'chat_template.jinja')],
+  ];
+  for (const [what, at] of others) {
+    for (const kind of ['a FIFO', 'a directory'] as const) {
+      it(`${what} as ${kind} is refused at once, exit 3, naming the path`, async () => {
+        const dir = await tinyHubDir();
+        const path = at(dir);
+        if (kind === 'a FIFO') fifo(path);
+        else {
+          rmSync(path, { force: true });
+          mkdirSync(path);
+        }
+        const e = await trainError(dir);
+        const { code, line } = describeFailure(e);
+        expect(line).toContain(path);
+        expect(code).toBe(EXIT.io);
+      }, 10_000);
+    }
+  }
+
+  it('a --dataset that is a FIFO or a directory is refused at once, naming the path', async () => {
+    const dir = await tinyHubDir();
+    const root = mkdtempSync(join(tmpdir(), 'rlvr-fifo-data-'));
+    for (const make of [(p: string) => fifo(p), (p: string) => mkdirSync(p)]) {
+      const data = join(root, `data-${Math.random()}.jsonl`);
+      make(data);
+      const e = await trainError(dir, ['--dataset', data]);
+      const { code, line } = describeFailure(e);
+      expect(line).toContain(data);
+      expect([EXIT.io, EXIT.usage]).toContain(code);
+    }
+  }, 10_000);
+});

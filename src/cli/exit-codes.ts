@@ -3,6 +3,7 @@ import { FileSystemError } from '../nn/atomic-dir.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { DivergedError } from '../training/divergence.js';
 import { InterruptedError } from '../training/interrupted.js';
+import { TokenizerLoadError } from '../tokenizers/hf-tokenizer.js';
 
 /**
  * One exit-status convention for `rlvr`, printed by `--help`. Every failure is one line on stderr naming what
@@ -14,7 +15,7 @@ export const EXIT = {
   internal: 1,
   /** The command must change: bad flags or values, sizes over the limits, a refused --output, a resume mismatch. */
   usage: 2,
-  /** A file could not be read or written, or a checkpoint is damaged. */
+  /** A file could not be read or written, or a checkpoint or model directory is damaged or unusable. */
   io: 3,
   /** Training diverged: a non-finite loss or gradient norm (the last good checkpoint is kept). */
   diverged: 4,
@@ -26,7 +27,7 @@ export const EXIT_CODE_HELP = [
   `  ${EXIT.ok}  success`,
   `  ${EXIT.internal}  internal error (a bug; RLVR_DEBUG=1 prints the stack)`,
   `  ${EXIT.usage}  usage: bad arguments or settings, sizes over the limits, --output refused, resume mismatch`,
-  `  ${EXIT.io}  a file could not be read or written, or a checkpoint is damaged`,
+  `  ${EXIT.io}  a file could not be read or written, or a checkpoint or model directory is damaged or unusable`,
   `  ${EXIT.diverged}  training diverged (non-finite loss or gradient norm)`,
   `  ${EXIT.interrupted}  interrupted by SIGINT or SIGTERM: stopped after a step with the checkpoint written`,
 ].join('\n');
@@ -40,8 +41,12 @@ const isSystemError = (e: unknown): e is NodeJS.ErrnoException =>
 export function describeFailure(e: unknown): { code: number; line: string } {
   if (e instanceof DivergedError) return { code: EXIT.diverged, line: e.message };
   if (e instanceof InterruptedError) return { code: EXIT.interrupted, line: e.message };
-  if (e instanceof FileSystemError || e instanceof CheckpointError) return { code: EXIT.io, line: e.message };
-  if (isSystemError(e)) return { code: EXIT.io, line: FileSystemError.from(e.path ?? '', e).message };
+  // A file that cannot be read or written, a damaged checkpoint, or a model directory the run cannot use (its
+  // config, weights, tokenizer or chat template): the directory must change, not the command.
+  if (e instanceof FileSystemError || e instanceof CheckpointError || e instanceof TokenizerLoadError)
+    return { code: EXIT.io, line: e.message };
+  if (isSystemError(e))
+    return { code: EXIT.io, line: FileSystemError.from(e.path ?? `(a file, in ${e.syscall})`, e).message };
   if (e instanceof RlvrError) return { code: EXIT.usage, line: e.message };
   const message = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
   return { code: EXIT.internal, line: `internal error: ${message.split('\n')[0]} (RLVR_DEBUG=1 prints the stack)` };

@@ -8,6 +8,7 @@ import {
   readdir,
   readFile,
   readlink,
+  readRegularFile,
   rename,
   rm,
   stat,
@@ -16,6 +17,7 @@ import {
 } from '../platform/files.js';
 import { crashPoint, sha256Hex } from '../platform/host.js';
 import { RlvrError } from '../core/errors.js';
+import { fileErrorCause } from '../platform/errors.js';
 
 /**
  * A directory that appears whole or not at all. `writeDirAtomic(dir, write)` lets `write` fill a fresh sibling
@@ -52,24 +54,10 @@ export class FileSystemError extends RlvrError {
   static from(path: string, e: unknown): FileSystemError {
     if (e instanceof FileSystemError) return e;
     const err = e as NodeJS.ErrnoException;
-    const code = typeof err?.code === 'string' ? err.code : 'EIO';
-    const why = DESCRIPTIONS[code] ?? (err instanceof Error ? err.message.replace(/^[A-Z]+: /, '') : String(e));
-    return new FileSystemError(typeof err?.path === 'string' ? err.path : path, code, `${why} (${code})`);
+    const { code, cause } = fileErrorCause(e);
+    return new FileSystemError(typeof err?.path === 'string' && err.path !== '' ? err.path : path, code, cause);
   }
 }
-
-const DESCRIPTIONS: Readonly<Record<string, string>> = {
-  EACCES: 'permission denied',
-  EPERM: 'operation not permitted',
-  EROFS: 'read-only file system',
-  ENOSPC: 'no space left on the device',
-  ENOENT: 'no such file or directory',
-  ENOTDIR: 'a component of the path is not a directory',
-  EISDIR: 'is a directory',
-  EEXIST: 'already exists',
-  ENOTEMPTY: 'directory not empty',
-  EDQUOT: 'disk quota exceeded',
-};
 
 async function fsyncPath(path: string): Promise<void> {
   const h = await open(path, 'r');
@@ -210,7 +198,7 @@ export async function verifyManifest(dir: string): Promise<ManifestProblem | nul
   const st = await lstat(join(dir, MANIFEST)).catch(() => null);
   if (st === null) return { file: MANIFEST, detail: 'is missing (a checkpoint without one cannot be verified)' };
   if (!st.isFile()) return { file: MANIFEST, detail: 'is not a regular file' };
-  const text = await readFile(join(dir, MANIFEST), 'utf8');
+  const text = await readRegularFile(join(dir, MANIFEST), 'utf8');
   let manifest: Partial<Manifest>;
   try {
     manifest = JSON.parse(text) as Partial<Manifest>;
@@ -246,7 +234,7 @@ export async function verifyManifest(dir: string): Promise<ManifestProblem | nul
   const regular = new Set(present.map((e) => e.rel));
   for (const [rel, entry] of Object.entries(files)) {
     if (!regular.has(rel)) return { file: rel, detail: 'is listed in the manifest but missing' };
-    const data = await readFile(join(dir, rel));
+    const data = await readRegularFile(join(dir, rel));
     if (data.byteLength !== entry.size)
       return { file: rel, detail: `has ${data.byteLength} bytes, the manifest says ${entry.size}` };
     if (sha256Hex(data) !== entry.sha256) return { file: rel, detail: 'does not match its SHA-256 in the manifest' };

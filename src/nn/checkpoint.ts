@@ -1,4 +1,4 @@
-import { access, join, readFile, stat, writeFile } from '../platform/files.js';
+import { access, join, readRegularFile, stat, writeFile } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import { pipe } from 'fp-ts/lib/function.js';
@@ -97,11 +97,11 @@ const exists = (path: string): Promise<boolean> =>
   );
 
 const readBytes = (path: string): TE.TaskEither<CheckpointError, Uint8Array> =>
-  TE.tryCatch(() => readFile(path), io(path));
+  TE.tryCatch(() => readRegularFile(path), io(path));
 
 const readJson = (path: string): TE.TaskEither<CheckpointError, unknown> =>
   pipe(
-    TE.tryCatch(() => readFile(path, 'utf8'), io(path)),
+    TE.tryCatch(() => readRegularFile(path, 'utf8'), io(path)),
     TE.chainEitherK((text) =>
       E.tryCatch(
         () => JSON.parse(text) as unknown,

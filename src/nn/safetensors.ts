@@ -36,7 +36,7 @@ export class CheckpointError extends RlvrError {
     /** The file it was found in, when known. */
     readonly file?: string,
   ) {
-    super(`checkpoint (${kind}) ${file ? `${file}: ` : ''}${field}: ${detail}`);
+    super(`checkpoint (${kind}) ${file ? `${file}: ` : ''}${field === file ? '' : `${field}: `}${detail}`);
   }
 }
 

@@ -31,6 +31,10 @@ export const symlink: typeof Node.symlink = nodeOnlyAsync('symlink');
 export const truncate: typeof Node.truncate = nodeOnlyAsync('truncate');
 export const unlink: typeof Node.unlink = nodeOnlyAsync('unlink');
 export const writeFile: typeof Node.writeFile = nodeOnlyAsync('writeFile');
+export const openRegular: typeof Node.openRegular = nodeOnlyAsync('openRegular');
+export const readRegularFile: typeof Node.readRegularFile = nodeOnlyAsync(
+  'readRegularFile',
+) as typeof Node.readRegularFile;
 export const appendFileSync: typeof Node.appendFileSync = nodeOnly('appendFileSync');
 export const mkdirSync: typeof Node.mkdirSync = nodeOnly('mkdirSync');
 export const basename: typeof Node.basename = nodeOnly('basename');

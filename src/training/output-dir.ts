@@ -5,7 +5,7 @@ import {
   lstat,
   mkdir,
   readdir,
-  readFile,
+  readRegularFile,
   realpath,
   rename,
   resolve,
@@ -141,7 +141,7 @@ export async function acquireLock(output: string): Promise<OutputLock> {
         (e: NodeJS.ErrnoException) => (e.code === 'EEXIST' ? false : fsError(path)(e)),
       );
       if (taken) return lockHandle(path, mine);
-      const text = await readFile(path, 'utf8').catch(() => null);
+      const text = await readRegularFile(path, 'utf8').catch(() => null);
       if (text === null) continue; // released meanwhile
       const holder = holderOf(text);
       const here = holder?.host === hostName();
@@ -162,7 +162,7 @@ export async function acquireLock(output: string): Promise<OutputLock> {
         ))
       )
         continue;
-      const moved = await readFile(aside, 'utf8').catch(() => null);
+      const moved = await readRegularFile(aside, 'utf8').catch(() => null);
       // Another run replaced the stale lock between the read and the rename: give its lock back.
       if (moved !== text) await link(aside, path).catch(() => undefined);
       await unlink(aside).catch(() => undefined);
@@ -179,7 +179,7 @@ function lockHandle(path: string, mine: string): OutputLock {
     async release() {
       if (released) return;
       released = true;
-      const text = await readFile(path, 'utf8').catch(() => null);
+      const text = await readRegularFile(path, 'utf8').catch(() => null);
       if (text === mine) await unlink(path).catch(() => undefined);
     },
   };

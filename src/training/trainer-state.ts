@@ -13,7 +13,7 @@ import {
 import { CHECKPOINT_FILES, type Json } from '../nn/checkpoint.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { OBJECTIVE_NAMES } from '../objectives/registry.js';
-import { open, stat } from '../platform/files.js';
+import { openRegular, stat } from '../platform/files.js';
 import { TASK_NAMES } from './config.js';
 import type { EvalResult } from './evaluate.js';
 import type { RunIdentity } from './resume-check.js';
@@ -149,7 +149,7 @@ const CHUNK = 1 << 16;
  */
 async function lastTrainingLine(path: string, end: number): Promise<TrainingLine | null | string> {
   if (end === 0) return null;
-  const h = await open(path, 'r');
+  const h = await openRegular(path);
   try {
     const at = async (pos: number, length: number): Promise<Buffer> => {
       const buf = Buffer.alloc(length);
