@@ -143,3 +143,14 @@ describe('issue 19 item 7: only regular files are opened, and every file error n
     }
   }, 10_000);
 });
+
+describe('issue 19 item 20: a missing tokenizer.json is a file that cannot be read', () => {
+  it("exit 3 (README), naming the path once (it exited 2 saying 'tokenizer.json: tokenizer.json:')", async () => {
+    const dir = await tinyHubDir();
+    rmSync(join(dir, 'tokenizer.json'));
+    const e = await trainError(dir);
+    const { code, line } = describeFailure(e);
+    expect(code).toBe(EXIT.io);
+    expect(line).toBe(`tokenizer: ${join(dir, 'tokenizer.json')}: no such file or directory (ENOENT)`);
+  });
+});
