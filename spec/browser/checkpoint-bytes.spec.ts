@@ -104,7 +104,10 @@ describe('checkpoints as bytes', () => {
       field: 'exp_avg.model.norm.weight',
     });
     expect(
-      await variant(tensors, { ...file.metadata, trainer_state: '{"rngs": {"train": {"s": [1]}}}' }),
+      await variant(tensors, {
+        ...file.metadata,
+        trainer_state: '{"format": "rlvr-wgpu/1", "rngs": {"train": {"s": [1]}}}',
+      }),
     ).toMatchObject({ kind: 'bad-state', field: 'rngs.train' });
   });
 });

@@ -9,6 +9,7 @@ import { treeLeaves } from '../../src/core/pytree.js';
 import { initParams } from '../../src/nn/transformer.js';
 import { adamwInit } from '../../src/nn/optim.js';
 import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint } from '../../src/nn/checkpoint.js';
+import { resealManifest } from '../robustness/helpers/manifest.js';
 import { MANIFEST } from '../../src/nn/atomic-dir.js';
 import { fromHfNames, toHfNames } from '../../src/nn/hf.js';
 import { CheckpointError, decodeSafetensors, encodeSafetensors, type HostTensor } from '../../src/nn/safetensors.js';
@@ -171,11 +172,15 @@ describe('checkpoints', () => {
     const model = join(dir, CHECKPOINT_FILES.model);
     const bytes = readFileSync(model);
     writeFileSync(model, bytes.subarray(0, bytes.length - 4));
-    // The manifest (sizes and hashes, written last) catches it first; without one the reader's checks do.
+    // The manifest (sizes and hashes, written last) catches it first; without one the checkpoint is damaged; with
+    // a manifest resealed over the damage, the reader's own checks catch it.
     expect(errorOf(await loadCheckpoint(dir)())).toMatchObject({ kind: 'corrupt', field: model });
     rmSync(join(dir, MANIFEST));
+    expect(errorOf(await loadCheckpoint(dir)())).toMatchObject({ kind: 'corrupt', field: join(dir, MANIFEST) });
+    resealManifest(dir);
     expect(errorOf(await loadCheckpoint(dir)())).toMatchObject({ kind: 'bad-offsets' });
     writeFileSync(join(dir, CHECKPOINT_FILES.config), '{"hidden_size": "big"}');
+    resealManifest(dir);
     expect(errorOf(await loadCheckpoint(dir)()).kind).toBe('bad-config');
     expect(errorOf(await loadCheckpoint(join(tmp, 'nowhere'))()).kind).toBe('io');
   });

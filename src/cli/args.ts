@@ -83,12 +83,14 @@ ${objectiveLines}
   --backend ${BACKEND_NAMES.join('|')}   (default ${TRAIN_DEFAULTS.backend})
   --output DIR (metrics.jsonl, checkpoints)   --resume DIR
   --advantage group|rcc         --rcc-delta sum|mean      --bicc
-  --overwrite                   replace a non-empty --output directory (refused otherwise, unless resuming it)
+  --overwrite                   replace a previous run in --output (refused otherwise, unless resuming it; never
+                                deletes the run's inputs, a link's target, or files a run does not write)
   --on-non-finite stop|skip     a NaN/Inf loss or gradient norm ends the run (default) or skips that update
   --model DIR                   start from a Hugging Face model directory (config.json, safetensors, tokenizer.json);
                                 --output then ends with OUTPUT/model, a directory transformers loads (warm-start 0)
   --dataset FILE.jsonl          {"prompt", "answer"} rows verified by \boxed{} (instead of --task)
   --save-dtype f32|bf16         dtype of OUTPUT/model (default f32)
+  --allow-non-finite-weights    load weights holding NaN/Inf (refused by default, exit 3 naming the tensor)
 ${NUMBER_FLAGS.map((f) => `  --${f.flag.padEnd(26)} ${f.help}`).join('\n')}
   objective options: ${[...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS)].map((f) => `--${f}`).join(' ')}
 
@@ -99,6 +101,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   const options: Record<string, { type: 'string' | 'boolean' }> = {
     bicc: { type: 'boolean' },
     overwrite: { type: 'boolean' },
+    'allow-non-finite-weights': { type: 'boolean' },
   };
   for (const f of [
     ...NUMBER_FLAGS.map((x) => x.flag),
@@ -154,6 +157,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (str('save-dtype')) input.saveDtype = str('save-dtype');
   if (values.bicc) input.bicc = true;
   if (values.overwrite) input.overwrite = true;
+  if (values['allow-non-finite-weights']) input.allowNonFiniteWeights = true;
   if (str('on-non-finite')) input.onNonFinite = str('on-non-finite');
   if (Object.keys(model).length > 0) input.model = model;
   if (Object.keys(objectiveOptions).length > 0) input.objectiveOptions = objectiveOptions;

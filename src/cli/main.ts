@@ -30,6 +30,7 @@ async function runTrain(argv: string[]): Promise<number> {
     console.error(`rlvr train: ${cfg.left.message}`);
     return EXIT.usage;
   }
+  const stop = stopOnSignals();
   const backend = await openBackend(
     cfg.right.backend,
     cfg.right.threads === null ? {} : { threads: cfg.right.threads },
@@ -40,6 +41,7 @@ async function runTrain(argv: string[]): Promise<number> {
   try {
     result = await train(cfg.right, {
       backend,
+      signal: stop,
       onProgress: (p) => progress.step(p),
       onMemoryEstimate: (e) => console.log(`rlvr: ${describeEstimate(e)}`),
       onRecord: (r) => {
@@ -62,6 +64,26 @@ async function runTrain(argv: string[]): Promise<number> {
       : `held-out pass@1: after warm-start ${before.toFixed(3)}, after RL ${after.toFixed(3)} (${after > before ? '+' : ''}${(after - before).toFixed(3)})`,
   );
   return EXIT.ok;
+}
+
+/**
+ * SIGINT and SIGTERM ask the run to stop at the next step boundary (the trainer saves and ends with an
+ * InterruptedError: one line, exit 5); a second signal stops at once (the last checkpoint is whole: saves are
+ * atomic). On a terminal the first signal is acknowledged, since a step can take a while.
+ */
+function stopOnSignals(): AbortSignal {
+  const controller = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (controller.signal.aborted) {
+      console.error(`rlvr: ${signal} again: stopping now (the last checkpoint is kept)`);
+      process.exit(EXIT.interrupted);
+    }
+    if (process.stderr.isTTY) console.error(`\nrlvr: ${signal}: stopping after this step (again to stop now)`);
+    controller.abort(signal);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return controller.signal;
 }
 
 const line = (name: string, help: string): string => `  ${name.padEnd(10)} ${help}`;
@@ -92,6 +114,10 @@ async function main(argv: string[]): Promise<number> {
       return EXIT.usage;
   }
 }
+
+// A reader that went away (`rlvr train | head -1`: EPIPE) must not end the run: what it prints is best effort,
+// its results are in files. Writes to a closed stream then fail quietly and training goes on.
+for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
 
 try {
   process.exitCode = await main(process.argv.slice(2));

@@ -111,6 +111,27 @@ export function parseRecord<C extends object>(
   return E.right([out as C, new Set(seen.keys())]);
 }
 
+/**
+ * A record with exactly the spec's fields, every one required and checked, no other key: for stored state (a
+ * checkpoint's trainer state), where nothing may be missing or defaulted.
+ */
+export const exactRecord =
+  <C extends object>(spec: Spec<C>): Check<C> =>
+  (v) => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return fail('must be a record');
+    const input = v as Record<string, unknown>;
+    for (const key of Object.keys(input))
+      if (!Object.hasOwn(spec, key)) return E.left({ path: [key], reason: 'is not a known field' });
+    const out: Record<string, unknown> = {};
+    for (const [key, check] of Object.entries(spec) as [string, Check<unknown>][]) {
+      if (!Object.hasOwn(input, key)) return E.left({ path: [key], reason: 'is missing' });
+      const r = check(input[key]);
+      if (E.isLeft(r)) return E.left({ path: [key, ...r.left.path], reason: r.left.reason });
+      out[key] = r.right;
+    }
+    return E.right(out as C);
+  };
+
 /** A nested record as a field's check. */
 export const record =
   <C extends object>(spec: Spec<C>, aliases: Aliases<C>, defaults: C): Check<C> =>

@@ -8,6 +8,7 @@ import {
   readdir,
   readFile,
   readlink,
+  readRegularFile,
   rename,
   rm,
   stat,
@@ -16,6 +17,7 @@ import {
 } from '../platform/files.js';
 import { crashPoint, sha256Hex } from '../platform/host.js';
 import { RlvrError } from '../core/errors.js';
+import { fileErrorCause } from '../platform/errors.js';
 
 /**
  * A directory that appears whole or not at all. `writeDirAtomic(dir, write)` lets `write` fill a fresh sibling
@@ -34,8 +36,9 @@ export interface ManifestEntry {
   readonly size: number;
   readonly sha256: string;
 }
+export const MANIFEST_FORMAT = 'rlvr-wgpu/manifest-1';
 export interface Manifest {
-  readonly format: 'rlvr-wgpu/manifest-1';
+  readonly format: typeof MANIFEST_FORMAT;
   readonly files: Readonly<Record<string, ManifestEntry>>;
 }
 
@@ -51,24 +54,10 @@ export class FileSystemError extends RlvrError {
   static from(path: string, e: unknown): FileSystemError {
     if (e instanceof FileSystemError) return e;
     const err = e as NodeJS.ErrnoException;
-    const code = typeof err?.code === 'string' ? err.code : 'EIO';
-    const why = DESCRIPTIONS[code] ?? (err instanceof Error ? err.message.replace(/^[A-Z]+: /, '') : String(e));
-    return new FileSystemError(typeof err?.path === 'string' ? err.path : path, code, `${why} (${code})`);
+    const { code, cause } = fileErrorCause(e);
+    return new FileSystemError(typeof err?.path === 'string' && err.path !== '' ? err.path : path, code, cause);
   }
 }
-
-const DESCRIPTIONS: Readonly<Record<string, string>> = {
-  EACCES: 'permission denied',
-  EPERM: 'operation not permitted',
-  EROFS: 'read-only file system',
-  ENOSPC: 'no space left on the device',
-  ENOENT: 'no such file or directory',
-  ENOTDIR: 'a component of the path is not a directory',
-  EISDIR: 'is a directory',
-  EEXIST: 'already exists',
-  ENOTEMPTY: 'directory not empty',
-  EDQUOT: 'disk quota exceeded',
-};
 
 async function fsyncPath(path: string): Promise<void> {
   const h = await open(path, 'r');
@@ -127,7 +116,7 @@ export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Pro
       await fsyncPath(step);
     }
     step = join(genDir, MANIFEST);
-    const manifest: Manifest = { format: 'rlvr-wgpu/manifest-1', files };
+    const manifest: Manifest = { format: MANIFEST_FORMAT, files };
     const h = await open(step, 'w');
     try {
       await h.writeFile(JSON.stringify(manifest, null, 2));
@@ -183,25 +172,69 @@ export async function resolveDir(dir: string): Promise<string> {
 
 export type ManifestProblem = { readonly file: string; readonly detail: string };
 
-/** Check every file the manifest lists (size, then SHA-256). Null when all agree or there is no manifest. */
+/** Every entry under `dir` (relative paths, sorted) with whether it is a regular file; directories are walked. */
+async function listEntries(dir: string, prefix = ''): Promise<{ rel: string; regular: boolean }[]> {
+  const out: { rel: string; regular: boolean }[] = [];
+  for (const e of await readdir(join(dir, prefix), { withFileTypes: true })) {
+    const rel = prefix ? `${prefix}/${e.name}` : e.name;
+    if (e.isDirectory()) out.push(...(await listEntries(dir, rel)));
+    else out.push({ rel, regular: e.isFile() });
+  }
+  return out.sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));
+}
+
+const safeRelative = (rel: string): boolean =>
+  rel.length > 0 &&
+  !rel.startsWith('/') &&
+  !rel.includes('\\') &&
+  rel.split('/').every((p) => p !== '' && p !== '.' && p !== '..');
+
+/**
+ * Check a directory against its manifest: the manifest must be there, of the known format, and list exactly the
+ * regular files the directory holds (a file it does not list, or anything other than a regular file, is a
+ * problem: nothing is read unverified), each with its size and SHA-256. Null when all agree.
+ */
 export async function verifyManifest(dir: string): Promise<ManifestProblem | null> {
-  const text = await readFile(join(dir, MANIFEST), 'utf8').catch(() => null);
-  if (text === null) return null;
-  let manifest: Manifest;
+  const st = await lstat(join(dir, MANIFEST)).catch(() => null);
+  if (st === null) return { file: MANIFEST, detail: 'is missing (a checkpoint without one cannot be verified)' };
+  if (!st.isFile()) return { file: MANIFEST, detail: 'is not a regular file' };
+  const text = await readRegularFile(join(dir, MANIFEST), 'utf8');
+  let manifest: Partial<Manifest>;
   try {
-    manifest = JSON.parse(text) as Manifest;
+    manifest = JSON.parse(text) as Partial<Manifest>;
   } catch (e) {
     return { file: MANIFEST, detail: `not valid JSON (${(e as Error).message})` };
   }
-  const files = manifest?.files;
+  if (typeof manifest !== 'object' || manifest === null || Array.isArray(manifest))
+    return { file: MANIFEST, detail: 'is not a JSON object' };
+  if (manifest.format !== MANIFEST_FORMAT)
+    return { file: MANIFEST, detail: `has format ${JSON.stringify(manifest.format)}, expected "${MANIFEST_FORMAT}"` };
+  const files = manifest.files;
   if (typeof files !== 'object' || files === null || Array.isArray(files))
     return { file: MANIFEST, detail: 'has no files record' };
+  const listed = Object.keys(files);
+  if (listed.length === 0) return { file: MANIFEST, detail: 'lists no files' };
   for (const [rel, entry] of Object.entries(files)) {
-    if (rel.includes('..') || typeof entry?.size !== 'number' || typeof entry?.sha256 !== 'string') {
-      return { file: MANIFEST, detail: `bad entry for ${JSON.stringify(rel)}` };
+    if (
+      !safeRelative(rel) ||
+      rel === MANIFEST ||
+      !Number.isSafeInteger(entry?.size) ||
+      entry.size < 0 ||
+      typeof entry?.sha256 !== 'string' ||
+      !/^[0-9a-f]{64}$/.test(entry.sha256)
+    ) {
+      return { file: MANIFEST, detail: `bad entry for ${JSON.stringify(rel).slice(0, 200)}` };
     }
-    const data = await readFile(join(dir, rel)).catch(() => null);
-    if (data === null) return { file: rel, detail: 'is listed in the manifest but missing' };
+  }
+  const present = (await listEntries(dir)).filter((e) => e.rel !== MANIFEST);
+  for (const e of present) {
+    if (!e.regular) return { file: e.rel, detail: 'is not a regular file' };
+    if (!Object.hasOwn(files, e.rel)) return { file: e.rel, detail: 'is not listed in the manifest' };
+  }
+  const regular = new Set(present.map((e) => e.rel));
+  for (const [rel, entry] of Object.entries(files)) {
+    if (!regular.has(rel)) return { file: rel, detail: 'is listed in the manifest but missing' };
+    const data = await readRegularFile(join(dir, rel));
     if (data.byteLength !== entry.size)
       return { file: rel, detail: `has ${data.byteLength} bytes, the manifest says ${entry.size}` };
     if (sha256Hex(data) !== entry.sha256) return { file: rel, detail: 'does not match its SHA-256 in the manifest' };

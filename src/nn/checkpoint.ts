@@ -1,4 +1,4 @@
-import { access, join, readFile, writeFile } from '../platform/files.js';
+import { access, join, readRegularFile, stat, writeFile } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import { pipe } from 'fp-ts/lib/function.js';
@@ -97,11 +97,11 @@ const exists = (path: string): Promise<boolean> =>
   );
 
 const readBytes = (path: string): TE.TaskEither<CheckpointError, Uint8Array> =>
-  TE.tryCatch(() => readFile(path), io(path));
+  TE.tryCatch(() => readRegularFile(path), io(path));
 
 const readJson = (path: string): TE.TaskEither<CheckpointError, unknown> =>
   pipe(
-    TE.tryCatch(() => readFile(path, 'utf8'), io(path)),
+    TE.tryCatch(() => readRegularFile(path, 'utf8'), io(path)),
     TE.chainEitherK((text) =>
       E.tryCatch(
         () => JSON.parse(text) as unknown,
@@ -140,7 +140,13 @@ const decodeFinite = (opts: CheckpointLoadOptions) => (bytes: Uint8Array) =>
 /** The directory a checkpoint path names (following the atomic writer's link), verified against its manifest. */
 function openDir(dir: string): TE.TaskEither<CheckpointError, string> {
   return pipe(
-    TE.tryCatch(() => resolveDir(dir), io(dir)),
+    TE.tryCatch(async () => {
+      const resolved = await resolveDir(dir);
+      // A path with nothing there (a run killed before its first save) is an io error, not a damaged checkpoint.
+      if (!(await stat(resolved)).isDirectory())
+        throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR', path: resolved });
+      return resolved;
+    }, io(dir)),
     TE.chain((resolved) =>
       pipe(
         TE.tryCatch(() => verifyManifest(resolved), io(resolved)),
@@ -205,6 +211,19 @@ function loadOptimizer(
                     'optimizer tensors are named exp_avg.* or exp_avg_sq.*',
                   ),
                 );
+              // A second moment is a mean of squares: a negative one makes AdamW's sqrt NaN.
+              for (const [name, t] of f.tensors) {
+                if (!name.startsWith('exp_avg_sq.')) continue;
+                const i = t.data.findIndex((x) => x < 0);
+                if (i >= 0)
+                  return E.left(
+                    new CheckpointError(
+                      'bad-state',
+                      name,
+                      `holds ${t.data[i]} at flat index ${i}; second moments are >= 0`,
+                    ),
+                  );
+              }
               const step = Number(f.metadata.step);
               if (!Number.isSafeInteger(step) || step < 0)
                 return E.left(
@@ -245,18 +264,35 @@ const isU32 = (x: unknown): boolean => typeof x === 'number' && Number.isInteger
 export function parseState(json: unknown): E.Either<CheckpointError, SavedState> {
   if (typeof json !== 'object' || json === null)
     return E.left(new CheckpointError('bad-state', 'trainer_state.json', 'is not an object'));
-  const { rngs, trainerState } = json as { rngs?: unknown; trainerState?: Json };
+  const { format, rngs, trainerState } = json as { format?: unknown; rngs?: unknown; trainerState?: Json };
+  if (format !== FORMAT)
+    return E.left(
+      new CheckpointError(
+        'bad-state',
+        'format',
+        `is ${JSON.stringify(format)}, expected "${FORMAT}"`,
+        CHECKPOINT_FILES.state,
+      ),
+    );
   const out: Record<string, RngState> = {};
   if (rngs !== undefined) {
     if (typeof rngs !== 'object' || rngs === null)
       return E.left(new CheckpointError('bad-state', 'rngs', 'is not an object'));
     for (const [name, st] of Object.entries(rngs)) {
       const { s, spare } = (st ?? {}) as { s?: unknown; spare?: unknown };
-      if (!Array.isArray(s) || s.length !== 4 || !s.every(isU32) || !(spare === null || typeof spare === 'number')) {
+      if (
+        !Array.isArray(s) ||
+        s.length !== 4 ||
+        !s.every(isU32) ||
+        !(spare === null || (typeof spare === 'number' && Number.isFinite(spare)))
+      ) {
         return E.left(
-          new CheckpointError('bad-state', `rngs.${name}`, 'expected { s: [4 x u32], spare: number | null }'),
+          new CheckpointError('bad-state', `rngs.${name}`, 'expected { s: [4 x u32], spare: finite number | null }'),
         );
       }
+      // xoshiro's one fixed point: from an all-zero state it draws 0 forever.
+      if (s.every((w) => w === 0))
+        return E.left(new CheckpointError('bad-state', `rngs.${name}`, 'is the all-zero state, which never leaves 0'));
       out[name] = { s: s as unknown as RngState['s'], spare };
     }
   }

@@ -1,4 +1,5 @@
-import { copyFile, join, mkdir, readFile, writeFile } from '../platform/files.js';
+import { basename, join, mkdir, readRegularFile, writeFile } from '../platform/files.js';
+import { fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import type { Backend } from '../core/backend.js';
@@ -61,22 +62,39 @@ export interface HfTokenIds {
 export interface HfLoadOptions {
   /** Parameter dtype on the backend (default f32; bf16 and f16 are widened exactly). */
   readonly dtype?: DType;
+  /** Accept NaN or infinite weights (refused by default: kind 'non-finite', naming the tensor and file). */
+  readonly allowNonFinite?: boolean;
 }
 
-const io =
-  (file: string) =>
-  (e: unknown): CheckpointError =>
-    new CheckpointError('io', file, e instanceof Error ? e.message : String(e), file);
+/** The first NaN or infinity of a tensor read from `file`, as the error to refuse it with. */
+function nonFinite(name: string, data: ArrayLike<number>, file: string): CheckpointError | null {
+  for (let i = 0; i < data.length; i++) {
+    if (!Number.isFinite(data[i]!))
+      return new CheckpointError(
+        'non-finite',
+        name,
+        `holds ${data[i]} at flat index ${i} (--allow-non-finite-weights, or allowNonFinite, accepts it)`,
+        file,
+      );
+  }
+  return null;
+}
+
+/** A file of the directory that cannot be read: named by its whole path, with the cause. */
+export const fileError = (path: string, e: unknown): CheckpointError => {
+  if (e instanceof CheckpointError) return e;
+  const file = basename(path);
+  const kind = (e as NodeJS.ErrnoException)?.code === 'ENOENT' ? 'missing-file' : 'io';
+  return new CheckpointError(kind, file, `cannot be read: ${fileErrorLine(path, e)}`, file);
+};
 
 async function readJson(dir: string, file: string, optional: boolean): Promise<E.Either<CheckpointError, unknown>> {
   let text: string;
   try {
-    text = await readFile(join(dir, file), 'utf8');
+    text = await readRegularFile(join(dir, file), 'utf8');
   } catch (e) {
     if (optional && (e as NodeJS.ErrnoException).code === 'ENOENT') return E.right(undefined);
-    return E.left(
-      new CheckpointError('missing-file', file, `cannot be read in ${dir} (${(e as Error).message})`, file),
-    );
+    return E.left(fileError(join(dir, file), e));
   }
   return E.tryCatch(
     () => JSON.parse(text) as unknown,
@@ -104,6 +122,10 @@ async function shardFiles(
 /** Tensors a checkpoint may hold that this model does not use: RoPE buffers, and a tied head saved anyway. */
 const ignorable = (name: string, config: TransformerConfig): boolean =>
   name.endsWith('.rotary_emb.inv_freq') || (name === LM_HEAD && config.tieEmbeddings !== false);
+
+/** A shard name of the index: a plain file name in the directory (no path, no parent). */
+const safeShardName = (f: string): boolean =>
+  f.length > 0 && f.length <= 255 && !f.includes('/') && !f.includes('\\') && f !== '.' && f !== '..';
 
 /** Check every expected tensor against the headers; the plan says which names to read from which file. */
 function plan(
@@ -211,6 +233,15 @@ export function loadHfCheckpoint(
     if (E.isLeft(layout)) return layout;
     const shards = new Map<string, SafetensorsIndex>();
     for (const file of layout.right.files) {
+      if (!safeShardName(file))
+        return E.left(
+          new CheckpointError(
+            'bad-header',
+            'weight_map',
+            `names ${JSON.stringify(file)}, not a file of the directory`,
+            HF_FILES.index,
+          ),
+        );
       const index = await readSafetensorsIndex(join(dir, file));
       if (E.isLeft(index)) return index;
       shards.set(file, index.right);
@@ -221,13 +252,15 @@ export function loadHfCheckpoint(
     const dtype = opts.dtype ?? 'f32';
     try {
       for (const [file, names] of reads.right) {
-        await streamTensors(shards.get(file)!, names, (name, t) =>
-          loaded.set(name, tensor(t.data, t.shape, { dtype, backend })),
-        );
+        await streamTensors(shards.get(file)!, names, (name, t) => {
+          const bad = opts.allowNonFinite ? null : nonFinite(name, t.data, file);
+          if (bad) throw bad;
+          loaded.set(name, tensor(t.data, t.shape, { dtype, backend }));
+        });
       }
     } catch (e) {
       dispose([...loaded.values()]);
-      return E.left(io(dir)(e));
+      return E.left(fileError(dir, e));
     }
     const params = buildParams(config.right, (name) => loaded.get(name)!) as TransformerParams;
     return E.right({ config: config.right, params, tokens: tokens.right });
@@ -253,20 +286,26 @@ export function saveHfCheckpoint(
   config: TransformerConfig,
   opts: HfSaveOptions = {},
 ): TE.TaskEither<CheckpointError, void> {
-  return TE.tryCatch(async () => {
-    await mkdir(dir, { recursive: true });
-    const dtype = opts.dtype ?? 'f32';
-    const named = [...toHfNames(params)].map(([name, t]) => ({ name, shape: t.shape, values: () => t.data() }));
-    await writeSafetensorsFile(join(dir, HF_FILES.model), named, dtype === 'bf16' ? 'BF16' : 'F32', { format: 'pt' });
-    const torchDtype = dtype === 'bf16' ? 'bfloat16' : 'float32';
-    const json = toHfConfig(config, { ...opts.extraConfig, torch_dtype: torchDtype, dtype: torchDtype });
-    await writeFile(join(dir, HF_FILES.config), `${JSON.stringify(json, null, 2)}\n`);
-    if (opts.companionsFrom) {
-      for (const f of COMPANION_FILES) {
-        await copyFile(join(opts.companionsFrom, f), join(dir, f)).catch((e: NodeJS.ErrnoException) => {
-          if (e.code !== 'ENOENT') throw e;
-        });
+  return TE.tryCatch(
+    async () => {
+      await mkdir(dir, { recursive: true });
+      const dtype = opts.dtype ?? 'f32';
+      const named = [...toHfNames(params)].map(([name, t]) => ({ name, shape: t.shape, values: () => t.data() }));
+      await writeSafetensorsFile(join(dir, HF_FILES.model), named, dtype === 'bf16' ? 'BF16' : 'F32', { format: 'pt' });
+      const torchDtype = dtype === 'bf16' ? 'bfloat16' : 'float32';
+      const json = toHfConfig(config, { ...opts.extraConfig, torch_dtype: torchDtype, dtype: torchDtype });
+      await writeFile(join(dir, HF_FILES.config), `${JSON.stringify(json, null, 2)}\n`);
+      if (opts.companionsFrom) {
+        for (const f of COMPANION_FILES) {
+          // Read as a regular file (a FIFO cannot hang the copy); absent files are simply not copied.
+          const data = await readRegularFile(join(opts.companionsFrom, f)).catch((e: NodeJS.ErrnoException) => {
+            if (e.code === 'ENOENT') return null;
+            throw fileError(join(opts.companionsFrom!, f), e);
+          });
+          if (data !== null) await writeFile(join(dir, f), data);
+        }
       }
-    }
-  }, io(dir));
+    },
+    (e) => (e instanceof CheckpointError ? e : new CheckpointError('io', dir, fileErrorLine(dir, e))),
+  );
 }

@@ -1,7 +1,15 @@
-import { basename, open, type FileHandle } from '../platform/files.js';
+import { basename, open, openRegular, type FileHandle } from '../platform/files.js';
+import { fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { TypedArray } from '../core/dtype.js';
-import { CheckpointError, decodeBytes, parseEntry, type EntrySpec, type HostTensor } from './safetensors.js';
+import {
+  CheckpointError,
+  checkTiling,
+  decodeBytes,
+  parseEntry,
+  type EntrySpec,
+  type HostTensor,
+} from './safetensors.js';
 
 /**
  * safetensors files read and written a tensor at a time, so host memory stays near the largest tensor instead
@@ -41,9 +49,10 @@ async function readAt(handle: FileHandle, position: number, length: number): Pro
 export async function readSafetensorsIndex(path: string): Promise<E.Either<CheckpointError, SafetensorsIndex>> {
   let handle: FileHandle;
   try {
-    handle = await open(path, 'r');
+    handle = await openRegular(path);
   } catch (e) {
-    return fail('missing-file', basename(path), (e as Error).message, path);
+    const kind = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing-file' : 'io';
+    return fail(kind, basename(path), `cannot be read: ${fileErrorLine(path, e)}`, path);
   }
   try {
     const size = (await handle.stat()).size;
@@ -69,7 +78,7 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
       }
       const spec = parseEntry(name, entry, Number.MAX_SAFE_INTEGER);
       if (E.isLeft(spec))
-        return E.left(new CheckpointError(spec.left.kind, spec.left.field, spec.left.message, basename(path)));
+        return E.left(new CheckpointError(spec.left.kind, spec.left.field, spec.left.detail, basename(path)));
       if (spec.right.end > body)
         return fail(
           'truncated',
@@ -79,7 +88,15 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
         );
       entries.set(name, spec.right);
     }
+    const tiled = checkTiling(
+      [...entries].map(([name, e]) => ({ name, begin: e.begin, end: e.end })),
+      body,
+    );
+    if (E.isLeft(tiled))
+      return E.left(new CheckpointError(tiled.left.kind, tiled.left.field, tiled.left.detail, basename(path)));
     return E.right({ path, entries, metadata, dataStart: 8 + n });
+  } catch (e) {
+    return fail('io', basename(path), `cannot be read: ${fileErrorLine(path, e)}`, path);
   } finally {
     await handle.close();
   }
@@ -92,7 +109,7 @@ export async function streamTensors(
   use: (name: string, t: HostTensor) => void,
 ): Promise<void> {
   const ordered = [...names].sort((a, b) => index.entries.get(a)!.begin - index.entries.get(b)!.begin);
-  const handle = await open(index.path, 'r');
+  const handle = await openRegular(index.path);
   try {
     for (const name of ordered) {
       const e = index.entries.get(name)!;

@@ -31,11 +31,12 @@ export class CheckpointError extends RlvrError {
     readonly kind: CheckpointErrorKind,
     /** The tensor name, header field or file the error is about. */
     readonly field: string,
-    detail: string,
+    /** What is wrong, without the kind, file and field (the message has them). */
+    readonly detail: string,
     /** The file it was found in, when known. */
     readonly file?: string,
   ) {
-    super(`checkpoint (${kind}) ${file ? `${file}: ` : ''}${field}: ${detail}`);
+    super(`checkpoint (${kind}) ${file ? `${file}: ` : ''}${field === file ? '' : `${field}: `}${detail}`);
   }
 }
 
@@ -125,6 +126,15 @@ export function decodeSafetensors(bytes: Uint8Array): E.Either<CheckpointError, 
   const body = bytes.subarray(8 + Number(n));
   const metadata: Record<string, string> = {};
   const tensors = new Map<string, HostTensor>();
+  const ranges: { name: string; begin: number; end: number }[] = [];
+  for (const [name, entry] of Object.entries(header)) {
+    if (name === '__metadata__') continue;
+    const spec = parseEntry(name, entry, body.length);
+    if (E.isLeft(spec)) return spec;
+    ranges.push({ name, begin: spec.right.begin, end: spec.right.end });
+  }
+  const tiled = checkTiling(ranges, body.length);
+  if (E.isLeft(tiled)) return tiled;
   for (const [name, entry] of Object.entries(header)) {
     if (name === '__metadata__') {
       if (!isRecord(entry)) return fail('bad-header', '__metadata__', 'is not an object');
@@ -173,6 +183,35 @@ export function parseEntry(name: string, entry: unknown, bodyLength: number): E.
   if (end - begin !== count * spec.bytes)
     return fail('bad-offsets', name, `${end - begin} bytes for ${count} elements of ${String(dtype)}`);
   return E.right({ code: dtype as string, dtype: spec.dtype, shape: shape as number[], begin, end });
+}
+
+/**
+ * The safetensors rule for the data section: sorted by offset, the tensors' byte ranges tile it exactly (the first
+ * begins at 0, each begins where the previous ends, the last ends at the section's end). An overlap would let two
+ * tensors share bytes, a hole would misalign every tensor after it; both are refused, naming the tensor.
+ */
+export function checkTiling(
+  entries: readonly { readonly name: string; readonly begin: number; readonly end: number }[],
+  bodyLength: number,
+): E.Either<CheckpointError, void> {
+  const sorted = [...entries].sort((a, b) => a.begin - b.begin || a.end - b.end);
+  let at = 0;
+  for (const e of sorted) {
+    if (e.begin < at)
+      return fail('bad-offsets', e.name, `[${e.begin}, ${e.end}) overlaps the previous tensor, which ends at ${at}`);
+    if (e.begin > at)
+      return fail('bad-offsets', e.name, `[${e.begin}, ${e.end}) leaves a hole: the previous tensor ends at ${at}`);
+    at = e.end;
+  }
+  if (at !== bodyLength) {
+    const last = sorted.at(-1);
+    return fail(
+      'bad-offsets',
+      last?.name ?? 'data_offsets',
+      `the tensors end at byte ${at} of a ${bodyLength}-byte data section (the offsets must cover it exactly)`,
+    );
+  }
+  return E.right(undefined);
 }
 
 function decodeEntry(name: string, entry: unknown, body: Uint8Array): E.Either<CheckpointError, HostTensor> {

@@ -7,12 +7,14 @@
 export {
   access,
   copyFile,
+  link,
   lstat,
   mkdir,
   open,
   readdir,
   readFile,
   readlink,
+  realpath,
   rename,
   rm,
   stat,
@@ -23,4 +25,37 @@ export {
   type FileHandle,
 } from 'node:fs/promises';
 export { appendFileSync, mkdirSync } from 'node:fs';
-export { basename, dirname, join, resolve } from 'node:path';
+export { basename, dirname, join, resolve, sep } from 'node:path';
+
+import { constants } from 'node:fs';
+import { open as openFile, type FileHandle as Handle } from 'node:fs/promises';
+import { notRegularFile } from './errors.js';
+
+/**
+ * Open a file for reading only if it is a regular file. The open is non-blocking, so a FIFO nobody writes cannot
+ * hang it (nor a thread of the pool), and the handle is checked with fstat before anything is read: a directory,
+ * FIFO, socket or device is an error with code ENOTREG and the path, as Node's own errors have.
+ */
+export async function openRegular(path: string): Promise<Handle> {
+  const h = await openFile(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+  try {
+    if ((await h.stat()).isFile()) return h;
+  } catch (e) {
+    await h.close();
+    throw e;
+  }
+  await h.close();
+  throw notRegularFile(path);
+}
+
+/** A regular file's contents (see `openRegular`), as bytes or as UTF-8 text. */
+export async function readRegularFile(path: string): Promise<Buffer>;
+export async function readRegularFile(path: string, encoding: 'utf8'): Promise<string>;
+export async function readRegularFile(path: string, encoding?: 'utf8'): Promise<Buffer | string> {
+  const h = await openRegular(path);
+  try {
+    return encoding ? await h.readFile({ encoding }) : await h.readFile();
+  } finally {
+    await h.close();
+  }
+}

@@ -11,3 +11,9 @@ export const sha256Hex: typeof Node.sha256Hex = () => {
 export const processTag: typeof Node.processTag = () => 'page';
 
 export const crashPoint: typeof Node.crashPoint = () => {};
+
+export const processId: typeof Node.processId = () => 0;
+export const hostName: typeof Node.hostName = () => 'page';
+export const processAlive: typeof Node.processAlive = () => true;
+
+export const yieldToEventLoop: typeof Node.yieldToEventLoop = () => new Promise((resolve) => setTimeout(resolve, 0));

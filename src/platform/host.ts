@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { totalmem } from 'node:os';
+import { hostname, totalmem } from 'node:os';
 
 /**
  * The host process (Node): its memory, a hash, and the test-only crash points. The browser build replaces this
@@ -13,6 +13,20 @@ export const sha256Hex = (data: Uint8Array): string => createHash('sha256').upda
 
 /** A name unique to this process, for temporary files beside others' (a write probe). */
 export const processTag = (): string => String(process.pid);
+
+/** This process and machine, as a lock file records its holder. */
+export const processId = (): number => process.pid;
+export const hostName = (): string => hostname();
+
+/** Whether a process of this machine is alive (signal 0 probes without sending; EPERM: alive, not ours). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
 
 const crashCounts = new Map<string, number>();
 
@@ -29,3 +43,6 @@ export function crashPoint(name: string): void {
   crashCounts.set(name, n);
   if (n === Number(spec.slice(cut + 1))) process.kill(process.pid, 'SIGKILL');
 }
+
+/** Let the event loop run its pending callbacks (signals, I/O): a loop of settled awaits never does. */
+export const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));

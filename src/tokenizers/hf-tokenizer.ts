@@ -1,4 +1,5 @@
-import { join, readFile } from '../platform/files.js';
+import { basename, join, readRegularFile } from '../platform/files.js';
+import { fileErrorCause } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { Tokenizer as HubTokenizer } from '@huggingface/tokenizers';
 import { Template } from '@huggingface/jinja';
@@ -13,11 +14,15 @@ import type { Tokenizer } from '../tasks/tokenizer.js';
  */
 export class TokenizerLoadError extends RlvrError {
   constructor(
+    /** The file's name (tokenizer.json, tokenizer_config.json, ...). */
     readonly file: string,
+    /** The field at fault, or the file's name when the file as a whole is. */
     readonly field: string,
     detail: string,
+    /** The file's whole path, when known (the message names it). */
+    readonly path?: string,
   ) {
-    super(`tokenizer: ${file}: ${field}: ${detail}`);
+    super(`tokenizer: ${path ?? file}: ${field === file ? '' : `${field}: `}${detail}`);
   }
 }
 
@@ -179,6 +184,11 @@ function chatTemplateOf(config: Record<string, unknown>): string | null {
   return null;
 }
 
+const unreadable = (path: string, e: unknown): TokenizerLoadError => {
+  const file = basename(path);
+  return new TokenizerLoadError(file, file, fileErrorCause(e).cause, path);
+};
+
 async function readJson(
   dir: string,
   file: string,
@@ -186,14 +196,18 @@ async function readJson(
 ): Promise<E.Either<TokenizerLoadError, Record<string, unknown> | undefined>> {
   let text: string;
   try {
-    text = await readFile(join(dir, file), 'utf8');
+    text = await readRegularFile(join(dir, file), 'utf8');
   } catch (e) {
     if (optional && (e as NodeJS.ErrnoException).code === 'ENOENT') return E.right(undefined);
-    return E.left(new TokenizerLoadError(file, file, `cannot be read in ${dir} (${(e as Error).message})`));
+    return E.left(unreadable(join(dir, file), e));
   }
   return E.tryCatch(
-    () => JSON.parse(text) as Record<string, unknown>,
-    (e) => new TokenizerLoadError(file, file, `not valid JSON (${(e as Error).message})`),
+    () => {
+      const json = JSON.parse(text) as unknown;
+      if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new Error('not a JSON object');
+      return json as Record<string, unknown>;
+    },
+    (e) => new TokenizerLoadError(file, file, `not a valid JSON object (${(e as Error).message})`, join(dir, file)),
   );
 }
 
@@ -215,7 +229,12 @@ export async function loadHfTokenizer(dir: string): Promise<E.Either<TokenizerLo
         `expected an id or a list of ids, got ${JSON.stringify(eos)}`,
       ),
     );
-  const template = await readFile(join(dir, 'chat_template.jinja'), 'utf8').catch(() => undefined);
+  let template: string | undefined;
+  try {
+    template = await readRegularFile(join(dir, 'chat_template.jinja'), 'utf8');
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'ENOENT') return E.left(unreadable(join(dir, 'chat_template.jinja'), e));
+  }
   return HfTokenizer.fromFiles({
     tokenizer: tokenizer.right!,
     config: config.right ?? {},

@@ -97,6 +97,8 @@ export interface TrainConfig {
   readonly saveDtype: 'f32' | 'bf16';
   /** Refuse runs whose memory estimate exceeds this many GiB (null: the host's memory). */
   readonly memoryLimitGb: number | null;
+  /** Load weights holding NaN or infinities (a Hub model's or a checkpoint's; refused by default). */
+  readonly allowNonFiniteWeights: boolean;
 }
 
 export const TRAIN_DEFAULTS: TrainConfig = {
@@ -139,6 +141,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   dataset: null,
   saveDtype: 'f32',
   memoryLimitGb: null,
+  allowNonFiniteWeights: false,
 };
 
 /** A bad training setting: the field, the value and why. */
@@ -202,6 +205,7 @@ const SPEC: Spec<TrainConfig> = {
   dataset: nullable(str),
   saveDtype: oneOf(['f32', 'bf16']),
   memoryLimitGb: nullable(positive),
+  allowNonFiniteWeights: bool,
 };
 
 // A pretrained model needs no supervised warm-start unless one is asked for.

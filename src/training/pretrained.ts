@@ -1,12 +1,12 @@
-import { writeDirAtomic } from '../nn/atomic-dir.js';
-import { join, readFile } from '../platform/files.js';
+import { FileSystemError, writeDirAtomic } from '../nn/atomic-dir.js';
+import { join, readRegularFile } from '../platform/files.js';
 import { totalMemoryBytes } from '../platform/host.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { fromHfConfig } from '../nn/hf-config.js';
-import { COMPANION_FILES, HF_FILES, loadHfCheckpoint, saveHfCheckpoint } from '../nn/hf-checkpoint.js';
+import { COMPANION_FILES, fileError, HF_FILES, loadHfCheckpoint, saveHfCheckpoint } from '../nn/hf-checkpoint.js';
 import type { RunShape, MemoryLimits } from '../nn/memory.js';
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 import { datasetTask, parseDataset } from '../tasks/dataset.js';
@@ -32,14 +32,9 @@ export interface PretrainedParts {
 export async function readPretrained(dir: string): Promise<PretrainedParts> {
   let text: string;
   try {
-    text = await readFile(join(dir, HF_FILES.config), 'utf8');
+    text = await readRegularFile(join(dir, HF_FILES.config), 'utf8');
   } catch (e) {
-    throw new CheckpointError(
-      'missing-file',
-      HF_FILES.config,
-      `cannot be read in ${dir} (${(e as Error).message})`,
-      HF_FILES.config,
-    );
+    throw fileError(join(dir, HF_FILES.config), e);
   }
   let json: unknown;
   try {
@@ -71,8 +66,12 @@ export async function readPretrained(dir: string): Promise<PretrainedParts> {
   return { dir, config: config.right, tokenizer: tok, extraConfig };
 }
 
-export async function loadPretrainedParams(parts: PretrainedParts, backend: Backend): Promise<TransformerParams> {
-  const model = await loadHfCheckpoint(parts.dir, backend)();
+export async function loadPretrainedParams(
+  parts: PretrainedParts,
+  backend: Backend,
+  opts: { allowNonFinite?: boolean } = {},
+): Promise<TransformerParams> {
+  const model = await loadHfCheckpoint(parts.dir, backend, { allowNonFinite: opts.allowNonFinite ?? false })();
   if (E.isLeft(model)) throw model.left;
   return model.right.params;
 }
@@ -101,9 +100,9 @@ export { COMPANION_FILES };
 export async function loadDatasetTask(path: string): Promise<Task<Problem>> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    text = await readRegularFile(path, 'utf8');
   } catch (e) {
-    throw new TrainConfigError('dataset', path, `cannot be read (${(e as Error).message})`);
+    throw FileSystemError.from(path, e);
   }
   const problems = parseDataset(text, path);
   if (E.isLeft(problems)) throw problems.left;

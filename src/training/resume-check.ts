@@ -72,11 +72,3 @@ export function checkResume(
   }
   return null;
 }
-
-/** The identity stored in a trainer state, if it has one of the right form. */
-export function identityOf(state: unknown): RunIdentity | null {
-  const id = (state as { identity?: unknown } | null)?.identity;
-  if (typeof id !== 'object' || id === null) return null;
-  const r = id as Record<string, unknown>;
-  return typeof r.task === 'string' && typeof r.objective === 'string' ? (id as RunIdentity) : null;
-}

@@ -34,11 +34,20 @@ import { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 import { updatePolicy, type AdamWSettings, type UpdateResult } from './rl-step.js';
 import { BatchError } from '../objectives/errors.js';
 import { FileSystemError } from '../nn/atomic-dir.js';
-import { crashPoint } from '../platform/host.js';
+import { crashPoint, yieldToEventLoop } from '../platform/host.js';
 import { checkBounds } from './bounds.js';
 import { DivergedError, firstNonFinite } from './divergence.js';
-import { METRICS_FILE, metricsBytes, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
-import { checkResume, identityOf, runIdentity, type RunIdentity } from './resume-check.js';
+import { abortReason, InterruptedError } from './interrupted.js';
+import {
+  METRICS_FILE,
+  metricsBytes,
+  type OutputLock,
+  prepareOutputDir,
+  resumesInPlace,
+  truncateMetrics,
+} from './output-dir.js';
+import { checkResume, runIdentity, type RunIdentity } from './resume-check.js';
+import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
 import { checkFits, estimateTrainingMemory, type MemoryEstimate, type MemoryLimits } from '../nn/memory.js';
 import {
   defaultMemoryLimits,
@@ -455,26 +464,42 @@ export interface TrainOptions extends TrainHooks {
   readonly task?: Task<Problem>;
   /** What the device holds (default: the host's memory, or cfg.memoryLimitGb); a run estimated above is refused. */
   readonly memoryLimits?: MemoryLimits;
+  /**
+   * Stop when aborted (the CLI aborts on SIGINT/SIGTERM): at the next step boundary, with the checkpoint written
+   * if steps were taken since the last one, by throwing an `InterruptedError`.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** Train from scratch (or resume from `cfg.resume`); returns held-out results after warm-start and after RL. */
 export async function train(cfg: TrainConfig, opts: TrainOptions = {}): Promise<TrainResult> {
-  if (opts.backend) {
-    if (opts.backend.name === cfg.backend) return trainOn(cfg, opts, opts.backend);
-    const why = `differs from the backend passed to train (${opts.backend.name})`;
-    throw new TrainConfigError('backend', cfg.backend, why);
-  }
-  const backend = await openBackend(cfg.backend, cfg.threads === null ? {} : { threads: cfg.threads });
+  // What the run holds until it ends, however it ends (the output directory's lock).
+  const held: OutputLock[] = [];
   try {
-    return await trainOn(cfg, opts, backend);
-  } catch (e) {
-    // Nobody else holds the backend train opened: release it (a live GPU device keeps the process alive).
-    backend.dispose();
-    throw e;
+    if (opts.backend) {
+      if (opts.backend.name === cfg.backend) return await trainOn(cfg, opts, opts.backend, held);
+      const why = `differs from the backend passed to train (${opts.backend.name})`;
+      throw new TrainConfigError('backend', cfg.backend, why);
+    }
+    const backend = await openBackend(cfg.backend, cfg.threads === null ? {} : { threads: cfg.threads });
+    try {
+      return await trainOn(cfg, opts, backend, held);
+    } catch (e) {
+      // Nobody else holds the backend train opened: release it (a live GPU device keeps the process alive).
+      backend.dispose();
+      throw e;
+    }
+  } finally {
+    for (const h of held) await h.release();
   }
 }
 
-async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): Promise<TrainResult> {
+async function trainOn(
+  cfg: TrainConfig,
+  opts: TrainOptions,
+  backend: Backend,
+  held: OutputLock[],
+): Promise<TrainResult> {
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
   const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
   if (E.isLeft(base)) throw base.left;
@@ -488,22 +513,41 @@ async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): 
   };
   const refusal = checkFits(estimate, limits);
   if (refusal) throw refusal;
-  if (cfg.outputDir) await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite });
+  if (cfg.outputDir) {
+    const inputs = [['--model', cfg.modelDir] as const, ['--dataset', cfg.dataset] as const];
+    held.push(await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite, inputs }));
+  }
   const started = cfg.resume
     ? await resume(cfg.resume, backend, base.right)
     : pretrained
-      ? startFrom(await loadPretrainedParams(pretrained, backend), cfg.seed)
+      ? startFrom(
+          await loadPretrainedParams(pretrained, backend, { allowNonFinite: cfg.allowNonFiniteWeights }),
+          cfg.seed,
+        )
       : fresh(base.right.config, cfg.seed, backend);
   const run: Run = { ...base.right, ...started };
   const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
+  let unsaved = false; // steps taken since the last checkpoint
   const maybeSave = async (): Promise<void> => {
-    if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0)
+    unsaved = true;
+    if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0) {
       await save(run, checkpointDir);
+      unsaved = false;
+    }
+  };
+  // A step boundary is a safe point: the state is whole, so it can be saved and resumed exactly.
+  const stopIfAsked = async (): Promise<void> => {
+    // A step on the CPU backend awaits only settled promises: yield to the event loop so a signal can arrive.
+    await yieldToEventLoop();
+    if (!opts.signal?.aborted) return;
+    if (checkpointDir && unsaved) await save(run, checkpointDir);
+    throw new InterruptedError(abortReason(opts.signal), run.at.phase, run.at.step, checkpointDir);
   };
 
   while (run.at.phase === 'warmstart' && run.at.step < cfg.warmStartSteps) {
     await warmStartStep(run, opts);
     await maybeSave();
+    await stopIfAsked();
   }
   if (run.at.phase === 'warmstart') {
     run.warmStartEval = await runEval(run, opts, 'after-warmstart');
@@ -526,6 +570,7 @@ async function trainOn(cfg: TrainConfig, opts: TrainOptions, backend: Backend): 
     if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps)
       await runEval(run, opts, 'during-rl');
     await maybeSave();
+    await stopIfAsked();
   }
   const finished = run.finalEval !== null && run.at.phase === 'rl' && run.at.step === cfg.steps;
   const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
@@ -576,45 +621,50 @@ async function resume(
   backend: Backend,
   command: Pick<Run, 'cfg' | 'config' | 'identity'>,
 ): Promise<RunStart> {
-  const res = await loadCheckpoint(dir, { backend })();
+  const res = await loadCheckpoint(dir, { backend, allowNonFinite: command.cfg.allowNonFiniteWeights })();
   if (E.isLeft(res)) throw res.left;
   const ck = res.right;
-  type Saved = {
-    phase?: unknown;
-    step?: unknown;
-    warmStartEval?: unknown;
-    finalEval?: unknown;
-    metricsBytes?: unknown;
+  const refuse = (e: Error): never => {
+    dispose([ck.params, ck.optimizer]);
+    throw e;
   };
-  const state = ck.trainerState as Saved | null;
-  if (!state || (state.phase !== 'warmstart' && state.phase !== 'rl') || !Number.isInteger(state.step)) {
-    dispose([ck.params, ck.optimizer]);
-    throw new TrainConfigError('resume', dir, 'has no trainer state (phase, step) to resume from');
-  }
-  if (!ck.optimizer || !ck.rngs?.train) {
-    dispose([ck.params, ck.optimizer]);
-    throw new TrainConfigError('resume', dir, 'lacks the optimizer state or the training RNG state');
-  }
-  const rlStepsTaken = state.phase === 'rl' ? (state.step as number) : 0;
+  if (ck.trainerState === null || ck.trainerState === undefined)
+    refuse(new TrainConfigError('resume', dir, 'has no trainer state (phase, step) to resume from'));
+  if (!ck.optimizer || !ck.rngs?.train)
+    refuse(new TrainConfigError('resume', dir, 'lacks the optimizer state or the training RNG state'));
+  // Nothing of the state is trusted until it agrees with its own types, the optimizer and the run's metrics.
+  const parsed = parseTrainerState(ck.trainerState);
+  if (E.isLeft(parsed)) return refuse(parsed.left);
+  const state = parsed.right;
+  const inPlace = command.cfg.outputDir !== null && resumesInPlace(command.cfg.outputDir, dir);
+  const damage =
+    checkOptimizerStep(state, ck.optimizer!.step) ??
+    (await checkMetrics(state, join(dirname(dir), METRICS_FILE), inPlace));
+  if (damage) refuse(damage);
+  const limit = state.phase === 'rl' ? 'steps' : 'warmStartSteps';
+  if (state.step > command.cfg[limit])
+    refuse(
+      new TrainConfigError(
+        limit,
+        command.cfg[limit],
+        `is below the checkpoint's ${state.phase} step ${state.step} (${dir})`,
+      ),
+    );
+  const rlStepsTaken = state.phase === 'rl' ? state.step : 0;
   const mismatch = checkResume(
-    { config: ck.config, identity: identityOf(state), rlStepsTaken },
+    { config: ck.config, identity: state.identity, rlStepsTaken },
     { config: command.config, identity: command.identity },
   );
-  if (mismatch) {
-    dispose([ck.params, ck.optimizer]);
-    throw mismatch;
-  }
+  if (mismatch) refuse(mismatch);
   const out = command.cfg.outputDir;
-  if (out && resumesInPlace(out, dir) && typeof state.metricsBytes === 'number') {
-    await truncateMetrics(out, state.metricsBytes);
-  }
+  if (out && inPlace) await truncateMetrics(out, state.metricsBytes);
   return {
-    rng: Rng.fromState(ck.rngs.train),
+    rng: Rng.fromState(ck.rngs!.train!),
     params: ck.params,
-    opt: ck.optimizer,
+    opt: ck.optimizer!,
     reference: null,
-    at: { phase: state.phase, step: state.step as number },
-    warmStartEval: (state.warmStartEval as EvalResult | null) ?? null,
-    finalEval: (state.finalEval as EvalResult | null) ?? null,
+    at: { phase: state.phase, step: state.step },
+    warmStartEval: state.warmStartEval,
+    finalEval: state.finalEval,
   };
 }

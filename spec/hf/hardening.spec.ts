@@ -1,0 +1,156 @@
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import { describe, expect, it } from 'vitest';
+import { CpuBackend } from '../../src/backends/cpu/index.js';
+import { parseTrainArgs } from '../../src/cli/args.js';
+import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
+import { dispose } from '../../src/core/scope.js';
+import { loadHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
+import type { MetricRecord } from '../../src/training/metrics.js';
+import { train } from '../../src/training/trainer.js';
+import { tinyHubDir } from './tiny-hub.js';
+
+/**
+ * Issue 19, Hub directories as an attacker or a careless user hands them over: every refusal is a typed error
+ * naming the file (and field or tensor) with exit 3, before anything trains.
+ */
+const cpu = new CpuBackend();
+const RUN = ['--steps', '1', '--prompts-per-step', '2', '--num-generations', '2', '--max-completion-length', '4'];
+const EVAL = ['--eval-prompts', '2', '--eval-k', '1'];
+
+/** `rlvr train --model dir ...` through the library: the error it ends with, and no record written. */
+async function trainError(dir: string, extra: readonly string[] = []): Promise<unknown> {
+  const cfg = parseTrainArgs(['--model', dir, ...RUN, ...EVAL, ...extra]);
+  if (E.isLeft(cfg)) throw cfg.left;
+  const records: MetricRecord[] = [];
+  const e = await train(cfg.right, { backend: cpu, onRecord: (r) => records.push(r) }).then(
+    (r) => {
+      dispose(r.params);
+      return null;
+    },
+    (err: unknown) => err,
+  );
+  expect(records).toEqual([]);
+  return e;
+}
+
+describe('issue 19 item 8: NaN/Inf weights are refused at load', () => {
+  for (const value of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]) {
+    it(`a weight of ${value} is refused naming the tensor (the run exited 4 later, blaming training)`, async () => {
+      const dir = await tinyHubDir({ poison: value });
+      const r = await loadHfCheckpoint(dir, cpu)();
+      expect(E.isLeft(r) && r.left).toMatchObject({
+        kind: 'non-finite',
+        field: 'model.norm.weight',
+        file: 'model.safetensors',
+      });
+      const e = await trainError(dir);
+      expect(e).toMatchObject({ kind: 'non-finite', field: 'model.norm.weight' });
+      expect(describeFailure(e).code).toBe(EXIT.io);
+      expect(describeFailure(e).line).toMatch(/model\.safetensors.*model\.norm\.weight.*--allow-non-finite-weights/);
+    });
+  }
+
+  it('allowed when asked: loadHfCheckpoint(..., { allowNonFinite }) and --allow-non-finite-weights', async () => {
+    const dir = await tinyHubDir({ poison: Number.NaN });
+    const r = await loadHfCheckpoint(dir, cpu, { allowNonFinite: true })();
+    if (E.isLeft(r)) throw r.left;
+    expect(Number.isNaN(r.right.params.finalNorm.dataSync()[0])).toBe(true);
+    dispose(r.right.params);
+    const cfg = parseTrainArgs(['--model', dir, ...RUN, ...EVAL, '--allow-non-finite-weights']);
+    if (E.isLeft(cfg)) throw cfg.left;
+    expect(cfg.right.allowNonFiniteWeights).toBe(true);
+  });
+});
+
+/** A FIFO at `path` (nobody ever writes it: opening it for reading the usual way blocks forever). */
+function fifo(path: string): void {
+  rmSync(path, { recursive: true, force: true });
+  const r = spawnSync('mkfifo', [path]);
+  if (r.status !== 0) throw new Error(`mkfifo failed: ${r.stderr}`);
+}
+
+describe('issue 19 item 7: only regular files are opened, and every file error names its path', () => {
+  it('a weight_map entry pointing at a FIFO is refused at once, naming the path (it hung)', async () => {
+    const dir = await tinyHubDir();
+    const names = ['model.embed_tokens.weight', 'model.norm.weight'];
+    const map: Record<string, string> = {};
+    const header = JSON.parse(
+      readFileSync(join(dir, 'model.safetensors'))
+        .subarray(8, 8 + readFileSync(join(dir, 'model.safetensors')).readUInt32LE(0))
+        .toString(),
+    ) as Record<string, unknown>;
+    for (const n of Object.keys(header)) if (n !== '__metadata__') map[n] = 'model.safetensors';
+    map[names[1]!] = 'model-00002-of-00002.safetensors';
+    writeFileSync(join(dir, 'model.safetensors.index.json'), JSON.stringify({ weight_map: map }));
+    fifo(join(dir, 'model-00002-of-00002.safetensors'));
+    const r = await loadHfCheckpoint(dir, cpu)();
+    if (E.isRight(r)) throw new Error('loaded');
+    expect(r.left.message).toContain(join(dir, 'model-00002-of-00002.safetensors'));
+    expect(r.left.message).toMatch(/not a regular file/);
+    expect(describeFailure(r.left).code).toBe(EXIT.io);
+  }, 10_000);
+
+  it("model.safetensors as a directory names the path (it said 'rlvr: : is a directory (EISDIR)')", async () => {
+    const dir = await tinyHubDir();
+    rmSync(join(dir, 'model.safetensors'));
+    mkdirSync(join(dir, 'model.safetensors'));
+    const e = await trainError(dir);
+    const { code, line } = describeFailure(e);
+    expect(code).toBe(EXIT.io);
+    expect(line).toContain(join(dir, 'model.safetensors'));
+    expect(line).not.toMatch(/(^|\s): /);
+  }, 10_000);
+
+  const others: [string, (dir: string) => string][] = [
+    ['config.json', (dir) => join(dir, 'config.json')],
+    ['tokenizer.json', (dir) => join(dir, 'tokenizer.json')],
+    ['tokenizer_config.json', (dir) => join(dir, 'tokenizer_config.json')],
+    ['generation_config.json', (dir) => join(dir, 'generation_config.json')],
+    ['chat_template.jinja', (dir) => join(dir, 'chat_template.jinja')],
+  ];
+  for (const [what, at] of others) {
+    for (const kind of ['a FIFO', 'a directory'] as const) {
+      it(`${what} as ${kind} is refused at once, exit 3, naming the path`, async () => {
+        const dir = await tinyHubDir();
+        const path = at(dir);
+        if (kind === 'a FIFO') fifo(path);
+        else {
+          rmSync(path, { force: true });
+          mkdirSync(path);
+        }
+        const e = await trainError(dir);
+        const { code, line } = describeFailure(e);
+        expect(line).toContain(path);
+        expect(code).toBe(EXIT.io);
+      }, 10_000);
+    }
+  }
+
+  it('a --dataset that is a FIFO or a directory is refused at once, naming the path', async () => {
+    const dir = await tinyHubDir();
+    const root = mkdtempSync(join(tmpdir(), 'rlvr-fifo-data-'));
+    for (const make of [(p: string) => fifo(p), (p: string) => mkdirSync(p)]) {
+      const data = join(root, `data-${Math.random()}.jsonl`);
+      make(data);
+      const e = await trainError(dir, ['--dataset', data]);
+      const { code, line } = describeFailure(e);
+      expect(line).toContain(data);
+      expect([EXIT.io, EXIT.usage]).toContain(code);
+    }
+  }, 10_000);
+});
+
+describe('issue 19 item 20: a missing tokenizer.json is a file that cannot be read', () => {
+  it("exit 3 (README), naming the path once (it exited 2 saying 'tokenizer.json: tokenizer.json:')", async () => {
+    const dir = await tinyHubDir();
+    rmSync(join(dir, 'tokenizer.json'));
+    const e = await trainError(dir);
+    const { code, line } = describeFailure(e);
+    expect(code).toBe(EXIT.io);
+    expect(line).toBe(`tokenizer: ${join(dir, 'tokenizer.json')}: no such file or directory (ENOENT)`);
+  });
+});
