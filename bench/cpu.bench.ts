@@ -24,7 +24,7 @@ import { adamwInit, adamwStep, initParams, type TransformerConfig, type Transfor
 import { sampleRollouts, sftLoss, type SequenceBatch } from '../src/rl/index.js';
 import { additionTask, sampleProblems, tokenizerFor, type Tokenizer } from '../src/tasks/index.js';
 import { argValue, hasFlag, median } from './lib/common.js';
-import { batchFor, MODEL_SIZES } from './lib/models.js';
+import { batchFor, MODEL_SIZES, withoutEos } from './lib/models.js';
 
 const THREADS = Number(argValue('--threads') ?? T.defaultCpuThreads());
 const ROUNDS = Number(argValue('--rounds') ?? 3);
@@ -279,20 +279,7 @@ async function benchSample(): Promise<void> {
   const task = additionTask();
   const base = tokenizerFor(task);
   // EOS is never sampled (its id is out of range): every row generates exactly maxNewTokens.
-  const tokenizer: Tokenizer = {
-    vocabSize: base.vocabSize,
-    bos: base.bos,
-    pad: base.pad,
-    eos: -1,
-    stopIds: [],
-    promptIds: (prompt) => base.promptIds(prompt),
-    encode: (text) => base.encode(text),
-    decode: (ids, opts) =>
-      base.decode(
-        ids.filter((id) => id < base.vocabSize),
-        opts,
-      ),
-  };
+  const tokenizer: Tokenizer = withoutEos(base);
   const prompts = sampleProblems(task, 2, new T.Rng(2)).map((p) => p.prompt);
   for (const maxNew of [64, 256]) {
     const config = { ...MODEL_SIZES.find((s) => s.name === 'default')!.config, maxSeqLen: 16 + maxNew };

@@ -13,27 +13,14 @@ import { initParams, smallConfig, type TransformerConfig } from '../src/nn/index
 import { sampleRollouts } from '../src/rl/index.js';
 import { additionTask, sampleProblems, tokenizerFor, type Tokenizer } from '../src/tasks/index.js';
 import { argValue, hasFlag, printHeader } from './lib/common.js';
-import { MODEL_SIZES } from './lib/models.js';
+import { MODEL_SIZES, withoutEos } from './lib/models.js';
 
 const MAX_NEW = [64, 512];
 const model = argValue('--model') ?? 'default';
 const task = additionTask();
 const base = tokenizerFor(task);
 /** The task's tokenizer with an EOS id no row can sample: generation always runs to maxNewTokens. */
-const tokenizer: Tokenizer = {
-  vocabSize: base.vocabSize,
-  bos: base.bos,
-  pad: base.pad,
-  eos: -1,
-  stopIds: [],
-  promptIds: (prompt) => base.promptIds(prompt),
-  encode: (text) => base.encode(text),
-  decode: (ids, opts) =>
-    base.decode(
-      ids.filter((id) => id < base.vocabSize),
-      opts,
-    ),
-};
+const tokenizer: Tokenizer = withoutEos(base);
 
 function configFor(name: string): TransformerConfig {
   const maxSeqLen = 16 + Math.max(...MAX_NEW);

@@ -9,7 +9,7 @@ import { initParams, smallConfig, type TransformerConfig } from '../../src/nn/in
 import type { SequenceBatch } from '../../src/rl/index.js';
 import { sftBatch, sftExamples } from '../../src/rl/index.js';
 import { TRAIN_DEFAULTS } from '../../src/training/index.js';
-import { additionTask, sampleProblems, tokenizerFor } from '../../src/tasks/index.js';
+import { additionTask, sampleProblems, tokenizerFor, type Tokenizer } from '../../src/tasks/index.js';
 
 export interface ModelSize {
   /** The name used on the command line (`--sizes default,small`). */
@@ -122,3 +122,19 @@ export const paramsFor = (config: TransformerConfig, backend: Backend): ReturnTy
   initParams(config, new Rng(0), { backend });
 
 export type { Tensor };
+
+/** A tokenizer whose EOS id no row can sample (out of range): generation always runs to maxNewTokens. */
+export const withoutEos = (base: Tokenizer): Tokenizer => ({
+  vocabSize: base.vocabSize,
+  bos: base.bos,
+  pad: base.pad,
+  eos: -1,
+  stopIds: [],
+  promptIds: (prompt) => base.promptIds(prompt),
+  encode: (text) => base.encode(text),
+  decode: (ids, opts) =>
+    base.decode(
+      ids.filter((id) => id < base.vocabSize),
+      opts,
+    ),
+});

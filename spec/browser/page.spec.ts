@@ -6,7 +6,8 @@ import * as T from '../../src/index.js';
 import { buildBrowserExample, buildForBrowser } from '../../esbuild.browser.mjs';
 import { serveStatic, type Served } from '../../examples/browser/server.js';
 import { ARTIFACTS, launchChromium } from './chromium.js';
-import { CASES, runCase, type Tol } from './kernel-cases.js';
+import { expectClose } from '../helpers/compare.js';
+import { CASES, runCase } from './kernel-cases.js';
 import type { CpuPageResults, PageResults } from './kernel-page.js';
 
 /**
@@ -20,20 +21,13 @@ const OUT = join('dist', 'spec-browser');
 // The oracle: the reference backend in Node.
 const cpu = new T.ReferenceBackend();
 
-function expectClose(what: string, got: readonly number[], want: readonly number[], tol: Tol): void {
-  expect(got.length, `${what}: length`).toBe(want.length);
-  for (let i = 0; i < want.length; i++) {
-    const [g, w] = [got[i]!, want[i]!];
-    if (Number.isNaN(w) && Number.isNaN(g)) continue;
-    if (!Number.isFinite(w) || !Number.isFinite(g)) {
-      if (g !== w) expect.fail(`${what}[${i}]: got ${g}, want ${w}`);
-      continue;
-    }
-    const err = Math.abs(g - w);
-    if (err > tol.atol + tol.rtol * Math.abs(w))
-      expect.fail(
-        `${what}[${i}]: got ${g}, want ${w} (|err| ${err.toExponential(3)} > ${tol.atol} + ${tol.rtol} |want|)`,
-      );
+/** Every case's outputs and vector-Jacobian products from the page against the reference backend's in Node. */
+async function expectCasesAgree(results: PageResults['results']): Promise<void> {
+  for (const c of CASES) {
+    const got = results[c.name]!;
+    const want = await runCase(c, cpu);
+    if (c.forward) want.forward.forEach((w, i) => expectClose(`${c.name} output ${i}`, got.forward[i]!, w, c.forward!));
+    want.vjp.forEach((w, i) => expectClose(`${c.name} ${i === 0 ? 'value' : `grad ${i - 1}`}`, got.vjp[i]!, w, c.grad));
   }
 }
 
@@ -73,15 +67,7 @@ describe.skipIf(browser === null)('headless Chromium', () => {
     const inPage = (await page.evaluate('globalThis.runKernelCases()')) as PageResults;
     expect(inPage.adapter).toMatch(/^navigator: /);
     expect(inPage.deviceError).toBeNull();
-    for (const c of CASES) {
-      const got = inPage.results[c.name]!;
-      const want = await runCase(c, cpu);
-      if (c.forward)
-        want.forward.forEach((w, i) => expectClose(`${c.name} output ${i}`, got.forward[i]!, w, c.forward!));
-      want.vjp.forEach((w, i) =>
-        expectClose(`${c.name} ${i === 0 ? 'value' : `grad ${i - 1}`}`, got.vjp[i]!, w, c.grad),
-      );
-    }
+    await expectCasesAgree(inPage.results);
   }, 60_000);
 
   it('the CPU backend in the page: threads when cross-origin isolated, one thread otherwise; results agree', async () => {
@@ -99,15 +85,7 @@ describe.skipIf(browser === null)('headless Chromium', () => {
       if (isolated) expect(inPage.parallelRuns).toBeGreaterThan(10);
       else expect(inPage.parallelRuns).toBe(0);
       expect(inPage.describe).toMatch(/^cpu \(WebAssembly SIMD kernels/);
-      for (const c of CASES) {
-        const got = inPage.results[c.name]!;
-        const want = await runCase(c, cpu);
-        if (c.forward)
-          want.forward.forEach((w, i) => expectClose(`${c.name} output ${i}`, got.forward[i]!, w, c.forward!));
-        want.vjp.forEach((w, i) =>
-          expectClose(`${c.name} ${i === 0 ? 'value' : `grad ${i - 1}`}`, got.vjp[i]!, w, c.grad),
-        );
-      }
+      await expectCasesAgree(inPage.results);
     }
   }, 60_000);
 

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
 import {
+  attentionArb,
   compareForward,
   compareGrad,
   intsFor,
@@ -48,34 +49,6 @@ const matmulArb = fc
       fc.constant({ transA: x.transA, transB: x.transB }),
     );
   });
-
-const attentionArb = (maxT: number, dims: number[], maxExtra = 3): fc.Arbitrary<[Arg, Arg, Arg, Arg]> =>
-  fc
-    .record({
-      b: fc.integer({ min: 1, max: 2 }),
-      tq: fc.integer({ min: 1, max: maxT }),
-      extra: fc.integer({ min: 0, max: maxExtra }),
-      hkv: fc.integer({ min: 1, max: 2 }),
-      group: fc.integer({ min: 1, max: 3 }),
-      d: fc.constantFrom(...dims),
-      pad: fc.integer({ min: 0, max: 3 }),
-    })
-    .chain((x) => {
-      const tk = x.tq + x.extra;
-      // Left padding of `pad` keys in the last row (PAD_BIAS), small biases elsewhere.
-      const bias = valuesFor([x.b, tk], -1, 0).map((a) => ({
-        ...a,
-        values: a.values.map((v, i) =>
-          i >= (x.b - 1) * tk && i < (x.b - 1) * tk + Math.min(x.pad, tk) ? T.PAD_BIAS : v,
-        ),
-      }));
-      return fc.tuple(
-        valuesFor([x.b, x.tq, x.hkv * x.group, x.d]),
-        valuesFor([x.b, tk, x.hkv, x.d]),
-        valuesFor([x.b, tk, x.hkv, x.d]),
-        bias,
-      );
-    });
 
 const withBias = (q: T.Tensor, bias: Arg): T.Tensor =>
   T.tensor([...bias.values], [...bias.shape], { backend: q.backend });

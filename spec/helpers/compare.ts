@@ -150,3 +150,35 @@ export async function compareGrad(
     T.dispose([...c, ...gg]);
   }
 }
+
+/**
+ * Inputs of causal attention: q [b, tq, hkv * group, d], k and v [b, tk, hkv, d] with tk = tq + up to `maxExtra`,
+ * and a key bias [b, tk] whose last row starts with up to 3 padding keys (PAD_BIAS), small biases elsewhere.
+ */
+export const attentionArb = (maxT: number, dims: number[], maxExtra = 3): fc.Arbitrary<[Arg, Arg, Arg, Arg]> =>
+  fc
+    .record({
+      b: fc.integer({ min: 1, max: 2 }),
+      tq: fc.integer({ min: 1, max: maxT }),
+      extra: fc.integer({ min: 0, max: maxExtra }),
+      hkv: fc.integer({ min: 1, max: 2 }),
+      group: fc.integer({ min: 1, max: 3 }),
+      d: fc.constantFrom(...dims),
+      pad: fc.integer({ min: 0, max: 3 }),
+    })
+    .chain((x) => {
+      const tk = x.tq + x.extra;
+      // Left padding of `pad` keys in the last row (PAD_BIAS), small biases elsewhere.
+      const bias = valuesFor([x.b, tk], -1, 0).map((a) => ({
+        ...a,
+        values: a.values.map((v, i) =>
+          i >= (x.b - 1) * tk && i < (x.b - 1) * tk + Math.min(x.pad, tk) ? T.PAD_BIAS : v,
+        ),
+      }));
+      return fc.tuple(
+        valuesFor([x.b, x.tq, x.hkv * x.group, x.d]),
+        valuesFor([x.b, tk, x.hkv, x.d]),
+        valuesFor([x.b, tk, x.hkv, x.d]),
+        bias,
+      );
+    });

@@ -1,7 +1,17 @@
 import { expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
-import { compareForward, compareGrad, describeGpu, intsFor, RUNS, valuesFor, type Arg, type Tol } from './helpers.js';
+import {
+  attentionArb,
+  compareForward,
+  compareGrad,
+  describeGpu,
+  intsFor,
+  RUNS,
+  valuesFor,
+  type Arg,
+  type Tol,
+} from './helpers.js';
 
 /**
  * The fused kernels against the CPU reference backend, forward and backward (the whole vector-Jacobian product
@@ -20,34 +30,6 @@ const summed = (args: readonly Arg[], scale = 1): Tol => ({
   atol: 2e-6 * Math.max(1, args[0]!.values.length) * scale,
   rtol: 2e-5 * scale,
 });
-
-const attentionArb = (maxT: number, dims: number[], maxExtra = 3): fc.Arbitrary<[Arg, Arg, Arg, Arg]> =>
-  fc
-    .record({
-      b: fc.integer({ min: 1, max: 2 }),
-      tq: fc.integer({ min: 1, max: maxT }),
-      extra: fc.integer({ min: 0, max: maxExtra }),
-      hkv: fc.integer({ min: 1, max: 2 }),
-      group: fc.integer({ min: 1, max: 3 }),
-      d: fc.constantFrom(...dims),
-      pad: fc.integer({ min: 0, max: 3 }),
-    })
-    .chain((x) => {
-      const tk = x.tq + x.extra;
-      // Left padding of `pad` keys in the last row (PAD_BIAS), small biases elsewhere.
-      const bias = valuesFor([x.b, tk], -1, 0).map((a) => ({
-        ...a,
-        values: a.values.map((v, i) =>
-          i >= (x.b - 1) * tk && i < (x.b - 1) * tk + Math.min(x.pad, tk) ? T.PAD_BIAS : v,
-        ),
-      }));
-      return fc.tuple(
-        valuesFor([x.b, x.tq, x.hkv * x.group, x.d]),
-        valuesFor([x.b, tk, x.hkv, x.d]),
-        valuesFor([x.b, tk, x.hkv, x.d]),
-        bias,
-      );
-    });
 
 describeGpu('webgpu fused attention', (gpu) => {
   const attend = ([q, k, v, bias]: T.Tensor[]): T.Tensor => T.causalAttention(q!, k!, v!, { keyBias: bias! });
