@@ -309,6 +309,47 @@ describe('cpu backend kernels against the reference backend', () => {
     );
   });
 
+  it('gather (embedding rows by block copies) and updateSlice (the KV cache) equal the reference, any begin', async () => {
+    const gatherArb = fc
+      .record({
+        v: fc.integer({ min: 1, max: 9 }),
+        d: fc.integer({ min: 1, max: 7 }),
+        n: fc.integer({ min: 1, max: 6 }),
+        axis: fc.constantFrom(0, 1),
+      })
+      .chain(({ v, d, n, axis }) =>
+        fc.tuple(valuesFor([v, d]), intsFor([n], 0, (axis === 0 ? v : d) - 1), fc.constant(axis)),
+      );
+    await fc.assert(
+      fc.asyncProperty(gatherArb, ([x, i, axis]) =>
+        compareForward('gather', [x, i], ([a, b]) => T.gather(a!, b!, axis), { atol: 0, rtol: 0 }, cpu),
+      ),
+      RUNS,
+    );
+    const sliceArb = fc
+      .array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 4 })
+      .chain((shape) => fc.tuple(fc.constant(shape), fc.tuple(...shape.map((n) => fc.integer({ min: 1, max: n })))))
+      .chain(([shape, sub]) =>
+        fc.tuple(
+          valuesFor(shape),
+          valuesFor(sub),
+          fc.tuple(...shape.map((n, i) => fc.integer({ min: 0, max: n - sub[i]! }))),
+        ),
+      );
+    await fc.assert(
+      fc.asyncProperty(sliceArb, ([dst, src, begin]) =>
+        compareForward(
+          'updateSlice',
+          [dst, src],
+          ([a, b]) => T.updateSlice(T.add(a!, 0), b!, begin),
+          { atol: 0, rtol: 0 },
+          cpu,
+        ),
+      ),
+      RUNS,
+    );
+  });
+
   it('sum of squares and multi-tensor AdamW with clipping', async () => {
     const arb = fc.tuple(valuesFor([3, 5]), valuesFor([7]), valuesFor([3, 5]), valuesFor([7]));
     await fc.assert(

@@ -1,10 +1,12 @@
 import { fallbackKernel, registerKernels, type KernelFuncs, type KernelName } from '../../core/kernels.js';
 import type { CpuBackend } from './index.js';
+import * as C from './copy-kernels.js';
 import * as W from './wasm-kernels.js';
 
 /**
- * The CPU backend's own kernels: each runs its WebAssembly kernel where it covers the case (f32, and the shapes
- * it handles), else the reference kernel (`fallbackKernel`, counted like the kernels it does not register).
+ * The CPU backend's own kernels: each runs its WebAssembly kernel (or, for copies, block moves) where it covers the
+ * case (f32, and the shapes it handles), else the reference kernel (`fallbackKernel`, counted like the kernels it
+ * does not register).
  */
 type Fast<K extends KernelName> = (
   b: CpuBackend,
@@ -34,5 +36,7 @@ export function registerCpuKernels(): void {
     tokenLogProbsBackward: orReference('tokenLogProbsBackward', W.tokenLogProbsBackward),
     sumSquares: orReference('sumSquares', W.sumSquares),
     adamwMany: orReference('adamwMany', W.adamwMany),
+    updateSlice: orReference('updateSlice', C.updateSlice),
+    gather: orReference('gather', C.gather),
   });
 }

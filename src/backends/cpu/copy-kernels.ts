@@ -1,0 +1,60 @@
+import type { KernelTensor, Storage } from '../../core/backend.js';
+import { sizeOf } from '../../core/shape.js';
+import type { WasmHost } from './wasm-kernels.js';
+
+/**
+ * Copies as contiguous block moves (`TypedArray.set` over subarrays): the KV cache's writes and the embedding's row
+ * lookups, which the reference kernels do element by element through offset arrays (their garbage was 10% of a
+ * decode step). Any dtype; `null` where the case is not a block copy (the reference kernel runs, counted).
+ */
+const view = (s: Storage): Float32Array => s as unknown as Float32Array;
+const store = (a: ArrayLike<number>): Storage => a as unknown as Storage;
+
+/**
+ * dst with src written at `begin`: a block copy when src spans every axis of dst after the first axis it does not
+ * (src [..1, n, rest] into dst [.., N, rest] at [.., b, 0..]): one contiguous run of src per leading index.
+ */
+export function updateSlice(
+  h: WasmHost,
+  dst: KernelTensor,
+  src: KernelTensor,
+  begin: readonly number[],
+  inPlace: boolean,
+): Storage | null {
+  const r = dst.shape.length;
+  // The first axis where src is shorter than dst; every later axis must be whole and begin at 0.
+  let a = 0;
+  while (a < r && src.shape[a] === dst.shape[a]) a++;
+  for (let d = a + 1; d < r; d++) if (src.shape[d] !== dst.shape[d] || begin[d] !== 0) return null;
+  for (let d = 0; d < a; d++) if (begin[d] !== 0) return null;
+  const d0 = view(dst.storage);
+  const out = inPlace ? d0 : h.allocRaw(dst.dtype, d0.length);
+  if (!inPlace) out.set(d0);
+  const s = view(src.storage);
+  if (a === r) {
+    out.set(s);
+    return store(out);
+  }
+  const inner = sizeOf(dst.shape.slice(a + 1));
+  const outer = sizeOf(dst.shape.slice(0, a));
+  const run = src.shape[a]! * inner;
+  for (let o = 0; o < outer; o++) out.set(s.subarray(o * run, (o + 1) * run), (o * dst.shape[a]! + begin[a]!) * inner);
+  return store(out);
+}
+
+/** Rows of x along axis 0 (an embedding lookup): out[j] = x[indices[j]], each row one block copy. */
+export function gather(h: WasmHost, x: KernelTensor, indices: KernelTensor, axis: number): Storage | null {
+  if (axis !== 0 || indices.dtype !== 'i32') return null;
+  const row = sizeOf(x.shape.slice(1));
+  const idx = indices.storage as unknown as Int32Array;
+  const xs = view(x.storage);
+  const out = h.allocRaw(x.dtype, idx.length * row);
+  const n = x.shape[0]!;
+  for (let j = 0; j < idx.length; j++) {
+    const i = idx[j]!;
+    // An index out of range reads zeros, as the reference kernel's does (the op layer range-checks before).
+    if (i >= 0 && i < n) out.set(xs.subarray(i * row, (i + 1) * row), j * row);
+    else out.fill(0, j * row, (j + 1) * row);
+  }
+  return store(out);
+}
