@@ -56,6 +56,7 @@ export {
   type KernelTime,
 } from './backends/webgpu/index.js';
 export * from './ops/creation.js';
+export { broadcastTo, expand, unbroadcast } from './ops/broadcast.js';
 export * from './ops/elementwise.js';
 export * from './ops/reduce.js';
 export * from './ops/movement.js';

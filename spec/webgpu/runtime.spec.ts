@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { build } from 'esbuild';
 import { wasmKernels } from '../../esbuild.wasm.mjs';
 import * as T from '../../src/index.js';
-import { acquireDevice } from '../../src/backends/webgpu/device.js';
+import { acquireDevice } from '../../src/backends/webgpu/platform.js';
 import { bufferOf } from '../../src/backends/webgpu/storage.js';
 import { fillTemplate } from '../../src/backends/webgpu/wgsl.js';
 import copySrc from '../../shaders/copy.wgsl';

@@ -3,10 +3,9 @@ import { DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwSrc from '../../../../shaders/adamw.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 import { registerKernels, type AdamWHyper } from '../../../core/kernels.js';
 
 /** One fused AdamW step (shaders/adamw.wgsl); the bias corrections are computed here in double precision. */
@@ -44,7 +43,7 @@ export function adamw(
   });
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   adamw: (b, param, grad, m, v, hyper) => {
     const [p1, m1, v1] = adamw(b.runtime, param, grad, m, v, hyper);
     return [asStorage(p1), asStorage(m1), asStorage(v1)];

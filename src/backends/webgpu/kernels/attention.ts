@@ -6,13 +6,12 @@ import attentionSrc from '../../../../shaders/attention.wgsl';
 import decodeSrc from '../../../../shaders/attention_decode.wgsl';
 import dqSrc from '../../../../shaders/attention_backward_dq.wgsl';
 import dkvSrc from '../../../../shaders/attention_backward_dkv.wgsl';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { launch } from '../launch.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
 import { fillInto } from './movement.js';
-import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Fused causal attention (shaders/attention*.wgsl): one forward dispatch, and a backward in two (dQ with the
@@ -153,7 +152,7 @@ export function attentionBackward(
   return [dq, dk, dv];
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   attention: (b, q, k, v, keyBias, scale, keyLength) =>
     asStorage(attention(b.runtime, q, k, v, keyBias, scale, keyLength)),
   attentionBackward: (b, q, k, v, keyBias, out, dOut, scale) => {

@@ -7,11 +7,10 @@ import { BINARY_KERNELS, UNARY_KERNELS } from '../../../core/elementwise-kernels
 import prelude from '../../../../shaders/prelude.wgsl';
 import template from '../../../../shaders/elementwise.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { checkRank, collapse, isContiguous, Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Launcher of the generic elementwise kernel (shaders/elementwise.wgsl), for a WGSL expression over named inputs
@@ -148,7 +147,7 @@ function source(
   return `${prelude}\n${body}`;
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   cast: (b, x, dtype) => {
     const t = wgslType('cast', dtype);
     return asStorage(elementwise(b.runtime, `cast.${x.dtype}.${dtype}`, [{ name: 'x', x }], `${t}(x)`, x.shape, dtype));

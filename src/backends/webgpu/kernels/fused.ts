@@ -9,12 +9,11 @@ import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import swigluSrc from '../../../../shaders/swiglu.wgsl';
 import swigluBackwardSrc from '../../../../shaders/swiglu_backward.wgsl';
 import tokenLogProbsSrc from '../../../../shaders/token_log_probs.wgsl';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { launch } from '../launch.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 
 /** Small fused kernels of the hot paths: RoPE, SwiGLU's gate and token log-probs, each with its backward. */
 function f32Only(kernel: string, ...ts: KernelTensor[]): void {
@@ -179,7 +178,7 @@ export function addRmsNorm(
   });
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   rope: (b, xs, cos, sin, inverse) => rope(b.runtime, xs, cos, sin, inverse).map(asStorage),
   addRmsNorm: (b, x, delta, weight, eps) => {
     const [sum, y] = addRmsNorm(b.runtime, x, delta, weight, eps);

@@ -4,11 +4,10 @@ import { sizeOf, type Shape } from '../../../core/shape.js';
 import gatherSrc from '../../../../shaders/gather.wgsl';
 import scatterSrc from '../../../../shaders/scatter_add.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 import { registerKernels } from '../../../core/kernels.js';
 
 /** gather / takeAlongAxis (reads) and their adjoints scatterAdd / putAlongAxisAdd (owner-computes sums). */
@@ -135,7 +134,7 @@ export function putAlongAxisAdd(
   );
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   gather: (b, x, indices, axis) => asStorage(gather(b.runtime, x, indices, axis)),
   scatterAdd: (b, updates, indices, axis, outShape) =>
     asStorage(scatterAdd(b.runtime, updates, indices, axis, outShape)),

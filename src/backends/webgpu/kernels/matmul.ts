@@ -4,12 +4,11 @@ import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import matmulSrc from '../../../../shaders/matmul.wgsl';
 import directSrc from '../../../../shaders/matmul_direct.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
 import { fillInto } from './movement.js';
 import { collapse, Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 import { registerKernels } from '../../../core/kernels.js';
 
 /**
@@ -352,6 +351,6 @@ export function matmul(
   return out;
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   matmul: (b, x, y, transA, transB, outShape) => asStorage(matmul(b.runtime, x, y, transA, transB, outShape)),
 });

@@ -4,11 +4,10 @@ import { broadcastStrides, sizeOf, stridesOf, type Shape } from '../../../core/s
 import copySrc from '../../../../shaders/copy.wgsl';
 import fillSrc from '../../../../shaders/fill.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { checkRank, collapse, Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 import { registerKernels } from '../../../core/kernels.js';
 
 /** Movement kernels on 32-bit words: fill, and one strided copy for expand, permute, slice, pad and concat. */
@@ -165,7 +164,7 @@ export function updateSlice(
   return copyStrided(rt, 'updateSlice', from, out, src.shape, stridesOf(src.shape), 0, strides, offset);
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   fill: (b, shape, dtype, value) => asStorage(fill(b.runtime, shape, dtype, value)),
   expand: (b, x, outShape) => asStorage(expand(b.runtime, x, outShape)),
   permute: (b, x, perm) => asStorage(permute(b.runtime, x, perm)),

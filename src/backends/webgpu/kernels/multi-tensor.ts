@@ -4,12 +4,11 @@ import { ArgumentError, DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwManySrc from '../../../../shaders/adamw_many.wgsl';
 import sumSquaresSrc from '../../../../shaders/sum_squares.wgsl';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { launch } from '../launch.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Multi-tensor kernels (as PyTorch's multi_tensor_apply, without pointers): each dispatch binds a chunk of as
@@ -178,7 +177,7 @@ export function adamwMany(
   return outs;
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   sumSquares: (b, xs) => asStorage(sumSquares(b.runtime, xs)),
   adamwMany: (b, params, grads, m, v, sumSq, hyper) =>
     adamwMany(b.runtime, params, grads, m, v, sumSq, hyper).map(([p, m1, v1]) => [

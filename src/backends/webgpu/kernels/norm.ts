@@ -8,12 +8,11 @@ import rmsNormBackwardSrc from '../../../../shaders/rms_norm_backward.wgsl';
 import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import normRows from '../../../../shaders/norm_rows.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { grid } from '../wgsl.js';
 import { fillInto } from './movement.js';
 import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 import { registerKernels } from '../../../core/kernels.js';
 
 /**
@@ -141,7 +140,7 @@ export function layerNormBackward(
   return [dx, dw, db];
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   rmsNorm: (b, x, weight, eps) => asStorage(rmsNorm(b.runtime, x, weight, eps)),
   rmsNormBackward: (b, x, weight, dy, eps) => {
     const [dx, dw] = rmsNormBackward(b.runtime, x, weight, dy, eps);

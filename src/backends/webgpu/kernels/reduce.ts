@@ -4,12 +4,11 @@ import { DTypeError } from '../../../core/errors.js';
 import { sizeOf, stridesOf } from '../../../core/shape.js';
 import reduceSrc from '../../../../shaders/reduce.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { copyStrided } from './movement.js';
 import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Reduce over `axes` (keeping them as size-1 dims). Size-1 dims are dropped and neighbouring dims of the same
@@ -100,6 +99,6 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
   return out;
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   reduce: (b, op, x, axes) => asStorage(reduce(b.runtime, op, x, axes)),
 });

@@ -4,11 +4,10 @@ import { sizeOf } from '../../../core/shape.js';
 import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import softmaxSrc from '../../../../shaders/softmax.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 import { registerKernels } from '../../../core/kernels.js';
 
 /** Softmax / log-softmax along `axis`: a workgroup per row for long last-axis rows, else a thread per line. */
@@ -41,6 +40,6 @@ export function softmax(rt: GpuRuntime, x: KernelTensor, axis: number, log: bool
   return out;
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   softmax: (b, x, axis, log) => asStorage(softmax(b.runtime, x, axis, log)),
 });
