@@ -1,7 +1,7 @@
 // Indexing reads on 32-bit words (any 4-byte dtype); x is viewed as [outer, len, inner] around the axis.
 //   gather:            out[o, j, k] = x[o, idx[j], k]        (embedding lookup; idx has any shape, n values)
 //   take_along_axis:   out[o, j, k] = x[o, idx[o, j, k], k]  (picked log-probs; idx has x's rank, n on the axis)
-// An out-of-range index reads 0, as the CPU kernel.
+// An out-of-range index reads 0, as the reference kernel.
 
 struct Params {
   outer: u32,

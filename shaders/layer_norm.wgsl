@@ -1,5 +1,5 @@
 // LayerNorm over the last axis (d), population variance: y = (x - mu) r w + b, r = 1 / sqrt(var + eps).
-// One workgroup per row; mean and variance in two passes, as the CPU kernel. The backward is
+// One workgroup per row; mean and variance in two passes, as the reference kernel. The backward is
 // layer_norm_backward.wgsl. Needs row_reduce.wgsl and norm_rows.wgsl (prepended).
 
 @group(0) @binding(0) var<storage, read> x: array<f32>;

@@ -20,7 +20,7 @@ fn inv_rms(lid: u32, base: u32) -> f32 {
   return 1.0 / sqrt(ss / f32(params.d) + params.eps);
 }
 
-// LayerNorm's (mean, 1 / sqrt(var + eps)) of one row, in two passes as the CPU kernel.
+// LayerNorm's (mean, 1 / sqrt(var + eps)) of one row, in two passes as the reference kernel.
 fn moments(lid: u32, base: u32) -> vec2<f32> {
   let n = f32(params.d);
   var s = 0.0;

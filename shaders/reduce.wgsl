@@ -39,7 +39,7 @@ fn sum_acc(s: T, v: T) -> T { return s + v; }
 fn sum_comb(a: T, b: T) -> T { return a + b; }
 fn sum_fin(s: T) -> T { return s; }
 
-// NaN wins (v != v), as in the CPU kernel.
+// NaN wins (v != v), as in the reference kernel.
 fn max_init() -> T { return lowest(); }
 fn max_acc(s: T, v: T) -> T { return select(s, v, v > s || v != v); }
 fn max_comb(a: T, b: T) -> T { return max_acc(a, b); }

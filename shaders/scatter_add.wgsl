@@ -1,6 +1,6 @@
 // The adjoints of gather and take_along_axis, out viewed as [outer, len, inner]. WGSL has no float atomics, so
 // each thread owns one output element and sums the updates whose index hits it, in index order: duplicates
-// sum deterministically, in the CPU kernel's order.
+// sum deterministically, in the reference kernel's order.
 //   scatter_add:         out[o, r, k] = sum over j with idx[j] == r of upd[o, j, k]
 //   put_along_axis_add:  out[o, r, k] = sum over j with idx[o, j, k] == r of upd[o, j, k]
 // T is f32 or i32.

@@ -1,4 +1,4 @@
-// Numerically stable softmax / log-softmax along one axis of x viewed as [outer, len, inner], as the CPU
+// Numerically stable softmax / log-softmax along one axis of x viewed as [outer, len, inner], as the reference
 // kernel: m = max, s = sum(exp(x - m)), then exp(x - m) / s or (x - m) - log(s). LOG picks log-softmax.
 //   softmax_tree: inner == 1: one workgroup per row, max and sum by workgroup-shared trees.
 //   softmax_loop: one thread per (o, k) line, three passes.

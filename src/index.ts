@@ -70,7 +70,7 @@ export * from './ops/swiglu.js';
 export * from './ops/loss.js';
 export * from './ops/optim.js';
 export { setDebugNans } from './ops/op.js';
-export { NodeOnlyError } from './platform/errors.js';
+export { FileSystemError, NodeOnlyError } from './platform/errors.js';
 export * as objectives from './objectives/index.js';
 export * from './nn/index.js';
 export * from './rl/index.js';

@@ -15,7 +15,7 @@ import {
   unlink,
 } from '../platform/files.js';
 import { crashPoint, sha256Hex } from '../platform/host.js';
-import { RlvrError } from '../core/errors.js';
+import { FileSystemError } from '../platform/errors.js';
 
 /**
  * A directory that appears whole or not at all. `writeDirAtomic(dir, write)` lets `write` fill a fresh sibling
@@ -30,6 +30,9 @@ import { RlvrError } from '../core/errors.js';
  */
 export const MANIFEST = 'manifest.json';
 
+/** Re-exported for the modules that import it from here; it is the platform's (platform/errors.ts). */
+export { FileSystemError };
+
 export interface ManifestEntry {
   readonly size: number;
   readonly sha256: string;
@@ -38,37 +41,6 @@ export interface Manifest {
   readonly format: 'rlvr-wgpu/manifest-1';
   readonly files: Readonly<Record<string, ManifestEntry>>;
 }
-
-/** A file system failure, as one line: the path and the cause (the system's code and message). */
-export class FileSystemError extends RlvrError {
-  constructor(
-    readonly path: string,
-    readonly code: string,
-    detail: string,
-  ) {
-    super(`${path}: ${detail}`);
-  }
-  static from(path: string, e: unknown): FileSystemError {
-    if (e instanceof FileSystemError) return e;
-    const err = e as NodeJS.ErrnoException;
-    const code = typeof err?.code === 'string' ? err.code : 'EIO';
-    const why = DESCRIPTIONS[code] ?? (err instanceof Error ? err.message.replace(/^[A-Z]+: /, '') : String(e));
-    return new FileSystemError(typeof err?.path === 'string' ? err.path : path, code, `${why} (${code})`);
-  }
-}
-
-const DESCRIPTIONS: Readonly<Record<string, string>> = {
-  EACCES: 'permission denied',
-  EPERM: 'operation not permitted',
-  EROFS: 'read-only file system',
-  ENOSPC: 'no space left on the device',
-  ENOENT: 'no such file or directory',
-  ENOTDIR: 'a component of the path is not a directory',
-  EISDIR: 'is a directory',
-  EEXIST: 'already exists',
-  ENOTEMPTY: 'directory not empty',
-  EDQUOT: 'disk quota exceeded',
-};
 
 async function fsyncPath(path: string): Promise<void> {
   const h = await open(path, 'r');

@@ -9,3 +9,37 @@ export class NodeOnlyError extends RlvrError {
     );
   }
 }
+
+/**
+ * A file system failure, as one line: the path and the cause (the system's code and message). Thrown by the
+ * writers of files (checkpoints, metrics, the output directory) and shown by the CLI as is.
+ */
+export class FileSystemError extends RlvrError {
+  constructor(
+    readonly path: string,
+    readonly code: string,
+    detail: string,
+  ) {
+    super(`${path}: ${detail}`);
+  }
+  static from(path: string, e: unknown): FileSystemError {
+    if (e instanceof FileSystemError) return e;
+    const err = e as NodeJS.ErrnoException;
+    const code = typeof err?.code === 'string' ? err.code : 'EIO';
+    const why = DESCRIPTIONS[code] ?? (err instanceof Error ? err.message.replace(/^[A-Z]+: /, '') : String(e));
+    return new FileSystemError(typeof err?.path === 'string' ? err.path : path, code, `${why} (${code})`);
+  }
+}
+
+const DESCRIPTIONS: Readonly<Record<string, string>> = {
+  EACCES: 'permission denied',
+  EPERM: 'operation not permitted',
+  EROFS: 'read-only file system',
+  ENOSPC: 'no space left on the device',
+  ENOENT: 'no such file or directory',
+  ENOTDIR: 'a component of the path is not a directory',
+  EISDIR: 'is a directory',
+  EEXIST: 'already exists',
+  ENOTEMPTY: 'directory not empty',
+  EDQUOT: 'disk quota exceeded',
+};

@@ -8,12 +8,8 @@ import { grid } from './wgsl.js';
  * (which may depend on that grid) and dispatch. Bindings follow one order everywhere: the read-only inputs, then
  * the written outputs, then the uniform block if there is one, so the layout is derived, not spelled out.
  *
- * A kernel file builds a `LaunchSpec` and returns what `launch` returns; `GpuRuntime.dispatch` stays the
- * lower-level call underneath (for kernels not yet written this way, and for tests that need a raw dispatch).
- * Porting an `rt.alloc` + `grid` + `rt.dispatch` kernel: `buffers: [a, b, out]` becomes `inputs: [a, b]` and
- * `outputs: [outBytes]` (the shader's bindings must be ordered reads, writes, uniform); the `if (n === 0)` guard
- * and the `grid(...)` call become `grid: { threads: n, workgroupSize: 256 }`; a uniform that uses gx becomes
- * `uniforms: ([gx]) => ...`; a second dispatch over the same buffers passes them as `outputs`.
+ * Every kernel file builds a `LaunchSpec` and returns what `launch` returns; `GpuRuntime.dispatch` is the
+ * lower-level call underneath, which only this file and the runtime specs call.
  */
 export type Workgroups = readonly [number, number, number];
 

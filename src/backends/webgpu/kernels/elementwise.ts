@@ -15,7 +15,7 @@ import { checkRank, collapse, isContiguous, Words } from './layout.js';
 /**
  * Launcher of the generic elementwise kernel (shaders/elementwise.wgsl), for a WGSL expression over named inputs
  * with NumPy broadcasting. unary, binary, where and cast are all instances. f32 expressions come from
- * `elementwise-kernels.ts`; i32 has its own table here (integer semantics of the CPU kernels, which compute in
+ * `elementwise-kernels.ts`; i32 has its own table here (integer semantics of the reference kernels, which compute in
  * doubles and store into an Int32Array), and an op without an i32 form throws a DTypeError naming it.
  */
 export interface EwInput {
@@ -36,7 +36,7 @@ const I32_BINARY: Partial<Record<BinaryOp, string>> = {
   add: 'a + b',
   sub: 'a - b',
   mul: 'a * b',
-  // The CPU stores trunc(a / b) and 0 for a / 0 (ToInt32 of +-inf and NaN); WGSL's a / 0 is a.
+  // The reference kernel stores trunc(a / b) and 0 for a / 0 (ToInt32 of +-inf and NaN); WGSL's a / 0 is a.
   div: 'select(a / b, 0, b == 0)',
   maximum: 'select(b, a, a >= b)',
   minimum: 'select(b, a, a <= b)',
