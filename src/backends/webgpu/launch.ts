@@ -1,5 +1,9 @@
+import type { KernelTensor } from '../../core/backend.js';
+import { BackendError } from '../../core/errors.js';
 import type { BindingKind } from './pipelines.js';
+import { checkInputs, packUniforms, type Program, type UniformValue } from './program.js';
 import type { GpuRuntime } from './runtime.js';
+import { bufferOf } from './storage.js';
 import { grid } from './wgsl.js';
 
 /**
@@ -19,7 +23,7 @@ export type Grid =
   /** An explicit grid (a 2-D tiling, one workgroup per row, ...). */
   | { readonly workgroups: Workgroups };
 
-export interface LaunchSpec<O extends readonly (number | GPUBuffer)[]> {
+export interface LegacyLaunchSpec<O extends readonly (number | GPUBuffer)[]> {
   /** The kernel's name, as errors and profiles report it. */
   readonly kernel: string;
   /** Everything the generated source depends on (dtype, rank, variant); defaults to `kernel`. */
@@ -55,9 +59,10 @@ function bindingsOf(reads: number, writes: number, uniform: boolean): readonly B
   return kinds;
 }
 
-export function launch<const O extends readonly (number | GPUBuffer)[]>(
+/** The launch of a kernel not yet described by a program record (being ported family by family). */
+export function launchSpec<const O extends readonly (number | GPUBuffer)[]>(
   rt: GpuRuntime,
-  spec: LaunchSpec<O>,
+  spec: LegacyLaunchSpec<O>,
 ): Outputs<O> {
   const outputs = spec.outputs.map((o) => (typeof o === 'number' ? rt.alloc(o) : o)) as Outputs<O>;
   const workgroups: Workgroups =
@@ -76,6 +81,86 @@ export function launch<const O extends readonly (number | GPUBuffer)[]>(
     ...(spec.entryPoint !== undefined ? { entryPoint: spec.entryPoint } : {}),
     buffers: [...spec.inputs, ...(outputs as GPUBuffer[])],
     ...(uniforms !== undefined ? { uniforms } : {}),
+    workgroups,
+  });
+  return outputs;
+}
+
+/** How many workgroups a launch dispatches, from the program's workgroup size. */
+export type ProgramGrid =
+  /** `n` invocations along x of a 1-D workgroup, split over x and y (`thread_index`) when one dimension is not enough. */
+  | { readonly threads: number }
+  /** Invocations per dimension: ceil(threads[d] / workgroupSize[d]) workgroups along d (no split). */
+  | { readonly threads: readonly [number, number, number] }
+  /** `n` workgroups (one per row, ...), split over x and y likewise (`workgroup_index`). */
+  | { readonly workgroups: number }
+  /** Workgroups per dimension, as given. */
+  | { readonly workgroups: Workgroups };
+
+export interface LaunchCall<O extends readonly (number | GPUBuffer)[]> {
+  /** The name the dispatch is counted and reported under (default: the program's; `copy` runs as `permute`). */
+  readonly kernel?: string;
+  /** One of the program's entry points (default: its first). */
+  readonly entryPoint?: string;
+  /** One per input binding: a tensor (its dtype checked against the binding) or a launcher's own buffer. */
+  readonly inputs: readonly (KernelTensor | GPUBuffer)[];
+  /** One per output binding: a byte count allocates a new pooled buffer, a buffer is written. */
+  readonly outputs: O;
+  readonly grid: ProgramGrid;
+  /** Every uniform field of the program by name, but `grid_x` (the launch fills it in). */
+  readonly uniforms?: Readonly<Record<string, UniformValue>>;
+}
+
+function workgroupsOf(program: Program, g: ProgramGrid, maxPerDim: number): Workgroups {
+  if ('workgroups' in g) return typeof g.workgroups === 'number' ? split(g.workgroups, maxPerDim) : g.workgroups;
+  const [x, y, z] = program.workgroupSize;
+  if (typeof g.threads !== 'number') {
+    const [tx, ty, tz] = g.threads;
+    return [Math.ceil(tx / x), Math.ceil(ty / y), Math.ceil(tz / z)];
+  }
+  if (y !== 1 || z !== 1)
+    throw new BackendError(
+      'webgpu',
+      `program ${program.name}: a thread count needs a 1-D workgroup, not ${x}x${y}x${z}`,
+    );
+  return split(Math.ceil(g.threads / x), maxPerDim);
+}
+
+const split = (count: number, maxPerDim: number): Workgroups => (count === 0 ? [0, 0, 0] : grid(count, maxPerDim));
+
+/**
+ * Run a program (as tfjs's `runWebGPUProgram`): check the inputs' dtypes against the record, allocate the
+ * outputs from the pool, skip the dispatch when there is no work, size the grid from the workgroup size (split
+ * within the per-dimension limit), pack the uniforms by name and dispatch. Returns the output buffers.
+ */
+export function launch<const O extends readonly (number | GPUBuffer)[]>(
+  rt: GpuRuntime,
+  program: Program,
+  call: LaunchCall<O>,
+): Outputs<O> {
+  const kernel = call.kernel ?? program.name;
+  if (call.inputs.length !== program.inputs.length || call.outputs.length !== program.outputs.length) {
+    throw new BackendError(
+      'webgpu',
+      `${kernel}: ${call.inputs.length} inputs and ${call.outputs.length} outputs given, program ${program.name} ` +
+        `binds ${program.inputs.length} and ${program.outputs.length}`,
+    );
+  }
+  checkInputs(program, kernel, call.inputs);
+  const entryPoint = call.entryPoint ?? program.entryPoints[0]!;
+  if (!program.entryPoints.includes(entryPoint))
+    throw new BackendError('webgpu', `${kernel}: program ${program.name} has no entry point ${entryPoint}`);
+  const outputs = call.outputs.map((o) => (typeof o === 'number' ? rt.alloc(o) : o)) as Outputs<O>;
+  const workgroups = workgroupsOf(program, call.grid, rt.maxWorkgroupsPerDim);
+  if (workgroups[0] === 0 || workgroups[1] === 0 || workgroups[2] === 0) return outputs;
+  rt.dispatch({
+    kernel,
+    key: program.entryPoints.length > 1 ? `${program.key}:${entryPoint}` : program.key,
+    bindings: program.bindings,
+    source: () => program.source,
+    entryPoint,
+    buffers: [...call.inputs.map((t) => ('storage' in t ? bufferOf(t.storage) : t)), ...(outputs as GPUBuffer[])],
+    ...(program.fields.length > 0 ? { uniforms: packUniforms(program, call.uniforms ?? {}, workgroups[0]) } : {}),
     workgroups,
   });
   return outputs;

@@ -2,7 +2,7 @@ import type { KernelTensor } from '../../../core/backend.js';
 import { DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwSrc from '../../../../shaders/adamw.wgsl';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { Words } from './layout.js';
@@ -33,7 +33,7 @@ export function adamw(
       .f(8, 1 - h.beta2 ** h.step)
       .f(9, 1 - h.beta1)
       .f(10, 1 - h.beta2).u32;
-  return launch(rt, {
+  return launchSpec(rt, {
     kernel: 'adamw',
     source: () => adamwSrc,
     inputs: [p, g, m, v].map((t) => bufferOf(t.storage)),

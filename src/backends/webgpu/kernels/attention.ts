@@ -8,7 +8,7 @@ import dqSrc from '../../../../shaders/attention_backward_dq.wgsl';
 import dkvSrc from '../../../../shaders/attention_backward_dkv.wgsl';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
 import { fillInto } from './movement.js';
@@ -96,7 +96,7 @@ export function attention(
     // A thread per query row would leave 60+ of 64 threads idle: split the keys over the workgroup instead.
     // S threads keep S accumulators of D floats (and S for a tree) in workgroup memory.
     const split = Math.max(1, Math.min(64, 2 ** Math.floor(Math.log2(workgroupFloats(rt) / (x.d + 1)))));
-    const [out] = launch(rt, {
+    const [out] = launchSpec(rt, {
       ...common,
       key: `attention_decode:${x.d}:${split}`,
       source: () => fillTemplate('attention_decode.wgsl', decodeSrc, { D: x.d, S: split, PART: split * x.d, MASKED }),
@@ -104,7 +104,7 @@ export function attention(
     });
     return out;
   }
-  const [out] = launch(rt, {
+  const [out] = launchSpec(rt, {
     ...common,
     key: `attention:${x.d}:${x.tile}`,
     source: source('attention.wgsl', attentionSrc, x),
@@ -132,7 +132,7 @@ export function attentionBackward(
   const [qb, kb, vb, bb] = [q, k, v, bias ?? q].map((t) => bufferOf(t.storage));
   const common = { kernel: 'attentionBackward', uniforms: uniforms(x, scale, bias !== null) } as const;
   // dQ, and each query row's statistics (m, l, delta) for the dK/dV kernel.
-  const [dq, stats] = launch(rt, {
+  const [dq, stats] = launchSpec(rt, {
     ...common,
     key: `attention_backward_dq:${x.d}:${x.tile}`,
     source: source('attention_backward_dq.wgsl', dqSrc, x),
@@ -140,7 +140,7 @@ export function attentionBackward(
     outputs: [nq * 4, 3 * x.b * x.hq * x.tq * 4],
     grid: { workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b] },
   });
-  const [dk, dv] = launch(rt, {
+  const [dk, dv] = launchSpec(rt, {
     ...common,
     key: `attention_backward_dkv:${x.d}:${x.tile}`,
     source: source('attention_backward_dkv.wgsl', dkvSrc, x),

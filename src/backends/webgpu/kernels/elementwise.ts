@@ -6,7 +6,7 @@ import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import { BINARY_KERNELS, UNARY_KERNELS } from '../../../core/elementwise-kernels.js';
 import prelude from '../../../../shaders/prelude.wgsl';
 import template from '../../../../shaders/elementwise.wgsl';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
@@ -83,7 +83,7 @@ export function elementwise(
   const rank = modes.includes('b') ? shape.length : 0;
   const types = inputs.map((i) => wgslType(kernel, i.x.dtype));
   const key = `ew:${outT}:${inputs.map((i, k) => `${i.name}/${types[k]}/${modes[k]}`).join(',')}:r${rank}:${expr}`;
-  const [out] = launch(rt, {
+  const [out] = launchSpec(rt, {
     kernel,
     key,
     source: () => source(inputs, types, modes, rank, outT, expr),

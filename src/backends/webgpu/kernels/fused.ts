@@ -11,7 +11,8 @@ import swigluBackwardSrc from '../../../../shaders/swiglu_backward.wgsl';
 import tokenLogProbsSrc from '../../../../shaders/token_log_probs.wgsl';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
-import { launch } from '../launch.js';
+import { launch, launchSpec } from '../launch.js';
+import { cachedProgram, defineProgram, type Program } from '../program.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
 
@@ -21,8 +22,9 @@ function f32Only(kernel: string, ...ts: KernelTensor[]): void {
     if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
 }
 
+/** The rotation of the second tensor (queries and keys in one dispatch), spliced into rope.wgsl's `{{SECOND}}`. */
 const SECOND = [
-  'if (PAIR && t < params.n0 + params.n1) {',
+  'if (t < params.n0 + params.n1) {',
   '    let u = t - params.n0;',
   '    let cs = rotate(u, params.heads1);',
   '    let o = (u / params.half) * 2u * params.half + u % params.half;',
@@ -33,6 +35,17 @@ const SECOND = [
   '  }',
 ].join('\n');
 
+/** RoPE of one tensor (x0 into out0), or of two sharing their cos/sin rows (x1_in into out1 too). */
+const ropeProgram = (pair: boolean): Program =>
+  cachedProgram(`rope:${pair}`, () => ({
+    name: 'rope',
+    inputs: { cos_t: 'f32', sin_t: 'f32', x0: 'f32', ...(pair ? { x1_in: 'f32' as const } : {}) },
+    outputs: { out0: 'f32', ...(pair ? { out1: 'f32' as const } : {}) },
+    uniforms: { n0: 'u32', n1: 'u32', heads0: 'u32', heads1: 'u32', half: 'u32', grid_x: 'u32', sign: 'f32' },
+    workgroupSize: 64,
+    body: fillTemplate('rope.wgsl', ropeSrc, { SECOND: pair ? SECOND : '' }),
+  }));
+
 /** RoPE of one tensor, or of two sharing their cos/sin rows (queries and keys) in one dispatch. */
 export function rope(
   rt: GpuRuntime,
@@ -41,51 +54,47 @@ export function rope(
   sin: KernelTensor,
   inverse: boolean,
 ): GPUBuffer[] {
-  f32Only('rope', ...xs, cos, sin);
   const half = cos.shape[cos.shape.length - 1]!;
   const pairs = xs.map((x) => sizeOf(x.shape) / 2);
-  const total = pairs.reduce((a, b) => a + b, 0);
-  const pair = xs.length === 2;
   const heads = xs.map((x) => x.shape[x.shape.length - 2]!);
-  const names = pair ? ['x0', 'x1_in', 'out0', 'out1'] : ['x0', 'out0'];
-  const bindings = names.map(
-    (n, k) =>
-      `@group(0) @binding(${2 + k}) var<storage, ${n.startsWith('out') ? 'read_write' : 'read'}> ${n}: array<f32>;`,
-  );
-  bindings.push(`@group(0) @binding(${2 + names.length}) var<uniform> params: Params;`);
-  return launch(rt, {
-    kernel: 'rope',
-    key: `rope:${pair}`,
-    source: () =>
-      fillTemplate('rope.wgsl', ropeSrc, { PAIR: pair, BINDINGS: bindings.join('\n'), SECOND: pair ? SECOND : '' }),
-    inputs: [cos, sin, ...xs].map((t) => bufferOf(t.storage)),
+  return launch(rt, ropeProgram(xs.length === 2), {
+    inputs: [cos, sin, ...xs],
     outputs: xs.map((x) => sizeOf(x.shape) * 4),
-    grid: { threads: total, workgroupSize: 64 },
-    uniforms: ([gx]) =>
-      new Words(8)
-        .u(0, pairs[0]!)
-        .u(1, pairs[1] ?? 0)
-        .u(2, heads[0]!)
-        .u(3, heads[1] ?? 1)
-        .u(4, half)
-        .u(5, gx * 64)
-        .f(6, inverse ? -1 : 1).u32,
+    grid: { threads: pairs.reduce((a, b) => a + b, 0) },
+    uniforms: {
+      n0: pairs[0]!,
+      n1: pairs[1] ?? 0,
+      heads0: heads[0]!,
+      heads1: heads[1] ?? 1,
+      half,
+      sign: inverse ? -1 : 1,
+    },
   });
 }
 
+const SWIGLU = defineProgram({
+  name: 'swiglu',
+  inputs: { gate: 'f32', up: 'f32' },
+  outputs: { out: 'f32' },
+  uniforms: { n: 'u32', grid_x: 'u32' },
+  workgroupSize: 64,
+  body: `${prelude}\n${swigluSrc}`,
+});
+
 export function swiglu(rt: GpuRuntime, gate: KernelTensor, up: KernelTensor): GPUBuffer {
-  f32Only('swiglu', gate, up);
   const n = sizeOf(gate.shape);
-  const [out] = launch(rt, {
-    kernel: 'swiglu',
-    source: () => `${prelude}\n${swigluSrc}`,
-    inputs: [bufferOf(gate.storage), bufferOf(up.storage)],
-    outputs: [n * 4],
-    grid: { threads: n, workgroupSize: 64 },
-    uniforms: ([gx]) => new Words(4).u(0, n).u(1, gx * 64).u32,
-  });
+  const [out] = launch(rt, SWIGLU, { inputs: [gate, up], outputs: [n * 4], grid: { threads: n }, uniforms: { n } });
   return out;
 }
+
+const SWIGLU_BACKWARD = defineProgram({
+  name: 'swigluBackward',
+  inputs: { gate: 'f32', up: 'f32', dy: 'f32' },
+  outputs: { d_gate: 'f32', d_up: 'f32' },
+  uniforms: { n: 'u32', grid_x: 'u32' },
+  workgroupSize: 64,
+  body: `${prelude}\n${swigluBackwardSrc}`,
+});
 
 export function swigluBackward(
   rt: GpuRuntime,
@@ -93,15 +102,12 @@ export function swigluBackward(
   up: KernelTensor,
   dy: KernelTensor,
 ): [GPUBuffer, GPUBuffer] {
-  f32Only('swigluBackward', gate, up, dy);
   const n = sizeOf(gate.shape);
-  return launch(rt, {
-    kernel: 'swigluBackward',
-    source: () => `${prelude}\n${swigluBackwardSrc}`,
-    inputs: [gate, up, dy].map((t) => bufferOf(t.storage)),
+  return launch(rt, SWIGLU_BACKWARD, {
+    inputs: [gate, up, dy],
     outputs: [n * 4, n * 4],
-    grid: { threads: n, workgroupSize: 64 },
-    uniforms: ([gx]) => new Words(4).u(0, n).u(1, gx * 64).u32,
+    grid: { threads: n },
+    uniforms: { n },
   });
 }
 
@@ -142,7 +148,7 @@ export function tokenLogProbs(
   const v = logits.shape[logits.shape.length - 1]!;
   const vars = { BACKWARD: dy !== undefined, ...(dy ? BACKWARD : FORWARD) };
   // One workgroup per row.
-  const [out] = launch(rt, {
+  const [out] = launchSpec(rt, {
     kernel,
     key: `token_log_probs:${dy !== undefined}`,
     source: () => `${prelude}\n${rowReduce}\n${fillTemplate('token_log_probs.wgsl', tokenLogProbsSrc, vars)}`,
@@ -167,7 +173,7 @@ export function addRmsNorm(
   const d = a.shape[a.shape.length - 1] ?? 1;
   const rows = size === 0 ? 0 : size / d;
   // One workgroup per row.
-  return launch(rt, {
+  return launchSpec(rt, {
     kernel: 'addRmsNorm',
     key: 'add_rms_norm',
     source: () => `${rowReduce}\n${addRmsNormSrc}`,

@@ -3,7 +3,7 @@ import { DTypeError } from '../../../core/errors.js';
 import { sizeOf, type Shape } from '../../../core/shape.js';
 import gatherSrc from '../../../../shaders/gather.wgsl';
 import scatterSrc from '../../../../shaders/scatter_add.wgsl';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
@@ -35,7 +35,7 @@ function run(
   n: number,
   total: number,
 ): GPUBuffer {
-  const [out] = launch(rt, {
+  const [out] = launchSpec(rt, {
     kernel,
     key: file === 'gather' ? `gather:${entry}` : `scatter:${entry}:${t}`,
     entryPoint: entry,

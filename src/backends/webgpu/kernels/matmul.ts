@@ -3,7 +3,7 @@ import { BackendError, DTypeError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import matmulSrc from '../../../../shaders/matmul.wgsl';
 import directSrc from '../../../../shaders/matmul_direct.wgsl';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
@@ -339,7 +339,7 @@ export function matmul(
   const flags = `${+transA}${+transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}`;
   if (batch > rt.maxWorkgroupsPerDim)
     throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
-  const [out] = launch(rt, {
+  const [out] = launchSpec(rt, {
     kernel: 'matmul',
     key: `matmul:${cfg.kind}:${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`,
     source: () => matmulSource(cfg, v),

@@ -3,7 +3,7 @@ import type { DType } from '../../../core/dtype.js';
 import { broadcastStrides, sizeOf, stridesOf, type Shape } from '../../../core/shape.js';
 import copySrc from '../../../../shaders/copy.wgsl';
 import fillSrc from '../../../../shaders/fill.wgsl';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
@@ -22,7 +22,7 @@ const bitsOf = (dtype: DType, value: number): number => {
 /** Fill the first `n` words of `out` (a buffer, or a byte count to allocate) with `value`; returns the buffer. */
 export function fillInto(rt: GpuRuntime, out: GPUBuffer | number, n: number, dtype: DType, value: number): GPUBuffer {
   wgslType('fill', dtype);
-  const [filled] = launch(rt, {
+  const [filled] = launchSpec(rt, {
     kernel: 'fill',
     source: () => fillSrc,
     inputs: [],
@@ -61,7 +61,7 @@ export function copyStrided(
   const c = collapse(shape, [srcStrides, dstStrides]);
   checkRank(kernel, c.shape.length);
   const rank = c.shape.length;
-  const [out] = launch(rt, {
+  const [out] = launchSpec(rt, {
     kernel,
     key: `copy:r${rank}`,
     source: () => fillTemplate('copy.wgsl', copySrc, { RANK: rank }),

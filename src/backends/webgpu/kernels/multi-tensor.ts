@@ -6,7 +6,7 @@ import adamwManySrc from '../../../../shaders/adamw_many.wgsl';
 import sumSquaresSrc from '../../../../shaders/sum_squares.wgsl';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import { fillTemplate } from '../wgsl.js';
 import { Words } from './layout.js';
 
@@ -76,7 +76,7 @@ function dispatchSumSquares(
     .join('\n  ');
   const words = new Words(4 + 4 * Math.ceil(slots / 4)).u(0, first).u(1, workgroups);
   sizes.forEach((n, k) => words.u(4 + k, n));
-  const [written] = launch(rt, {
+  const [written] = launchSpec(rt, {
     kernel: 'sumSquares',
     key: `sum_squares:${slots}:${square}`,
     source: () =>
@@ -147,7 +147,7 @@ export function adamwMany(
         ].join('\n'),
       )
       .join('\n  ');
-    const written = launch(rt, {
+    const written = launchSpec(rt, {
       kernel: 'adamwMany',
       key: `adamw_many:${slots}:${clip}`,
       source: () =>

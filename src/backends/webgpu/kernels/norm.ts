@@ -7,7 +7,7 @@ import rmsNormSrc from '../../../../shaders/rms_norm.wgsl';
 import rmsNormBackwardSrc from '../../../../shaders/rms_norm_backward.wgsl';
 import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import normRows from '../../../../shaders/norm_rows.wgsl';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { grid } from '../wgsl.js';
@@ -39,7 +39,7 @@ const withRows = (src: string) => (): string => `${rowReduce}\n${normRows}\n${sr
 
 export function rmsNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, eps: number): GPUBuffer {
   const [rows, d] = rowsOf('rmsNorm', x);
-  const [y] = launch(rt, {
+  const [y] = launchSpec(rt, {
     kernel: 'rmsNorm',
     key: 'rms_norm',
     entryPoint: 'rms_norm',
@@ -69,14 +69,14 @@ export function rmsNormBackward(
     uniforms: params(rows, d, eps),
   };
   // Rows first (dx, and each row's statistic saved in `stats`), then columns (dw) reading the statistics.
-  const [dx, dw, stats] = launch(rt, {
+  const [dx, dw, stats] = launchSpec(rt, {
     ...common,
     key: 'rms_norm_backward:rows',
     entryPoint: 'rms_norm_backward_rows',
     outputs: [rows * d * 4, d * 4, rows * 4],
     grid: perRow(rows),
   });
-  launch(rt, {
+  launchSpec(rt, {
     ...common,
     key: 'rms_norm_backward:cols',
     entryPoint: 'rms_norm_backward_cols',
@@ -90,7 +90,7 @@ export function rmsNormBackward(
 
 export function layerNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, b: KernelTensor, eps: number): GPUBuffer {
   const [rows, d] = rowsOf('layerNorm', x);
-  const [y] = launch(rt, {
+  const [y] = launchSpec(rt, {
     kernel: 'layerNorm',
     key: 'layer_norm',
     entryPoint: 'layer_norm',
@@ -121,14 +121,14 @@ export function layerNormBackward(
     inputs,
     uniforms: params(rows, d, eps),
   };
-  const [dx, dw, db, stats] = launch(rt, {
+  const [dx, dw, db, stats] = launchSpec(rt, {
     ...common,
     key: 'layer_norm_backward:rows',
     entryPoint: 'layer_norm_backward_rows',
     outputs: [rows * d * 4, d * 4, d * 4, rows * 8],
     grid: perRow(rows),
   });
-  launch(rt, {
+  launchSpec(rt, {
     ...common,
     key: 'layer_norm_backward:cols',
     entryPoint: 'layer_norm_backward_cols',

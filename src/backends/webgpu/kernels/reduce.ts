@@ -3,7 +3,7 @@ import { registerKernels, type ReduceOp } from '../../../core/kernels.js';
 import { DTypeError } from '../../../core/errors.js';
 import { sizeOf, stridesOf } from '../../../core/shape.js';
 import reduceSrc from '../../../../shaders/reduce.wgsl';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
@@ -72,7 +72,7 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
   const tree = inner === 1 && r >= TREE_MIN;
   const s = op === 'logsumexp' ? 'vec2<f32>' : 'T';
   const key = `reduce:${OPS[op]}:${t}:${tree ? 'tree' : 'loop'}`;
-  const [out] = launch(rt, {
+  const [out] = launchSpec(rt, {
     kernel: op,
     key,
     entryPoint: tree ? 'reduce_tree' : 'reduce_loop',

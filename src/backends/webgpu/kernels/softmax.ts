@@ -3,7 +3,7 @@ import { DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import softmaxSrc from '../../../../shaders/softmax.wgsl';
-import { launch } from '../launch.js';
+import { launchSpec } from '../launch.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage, bufferOf } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
@@ -21,7 +21,7 @@ export function softmax(rt: GpuRuntime, x: KernelTensor, axis: number, log: bool
   const len = x.shape[axis]!;
   const inner = sizeOf(x.shape.slice(axis + 1));
   const tree = inner === 1 && len >= TREE_MIN;
-  const [out] = launch(rt, {
+  const [out] = launchSpec(rt, {
     kernel,
     key: `softmax:${log}`,
     entryPoint: tree ? 'softmax_tree' : 'softmax_loop',
