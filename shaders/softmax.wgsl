@@ -6,17 +6,6 @@
 
 const LOG: bool = {{LOG}};
 
-struct Params {
-  outer: u32,
-  len: u32,
-  inner: u32,
-  grid_x: u32,
-};
-
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<uniform> params: Params;
-
 fn finish(v: f32, m: f32, s: f32) -> f32 {
   if (LOG) {
     return (v - m) - log(s);
@@ -24,9 +13,9 @@ fn finish(v: f32, m: f32, s: f32) -> f32 {
   return exp(v - m) / s;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn softmax_tree(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * params.grid_x;
+  let row = workgroup_index(wg);
   if (row >= params.outer) {
     return;
   }
@@ -46,9 +35,9 @@ fn softmax_tree(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_
   }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn softmax_loop(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let i = gid.x + gid.y * params.grid_x;
+  let i = thread_index(gid);
   if (i >= params.outer * params.inner) {
     return;
   }

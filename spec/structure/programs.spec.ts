@@ -15,7 +15,6 @@ const SHADERS = join(ROOT, 'shaders');
 const NOT_YET_PORTED = new Set([
   'adamw.wgsl',
   'adamw_many.wgsl',
-  'add_rms_norm.wgsl',
   'attention.wgsl',
   'attention_backward_dkv.wgsl',
   'attention_backward_dq.wgsl',
@@ -24,19 +23,11 @@ const NOT_YET_PORTED = new Set([
   'elementwise.wgsl',
   'fill.wgsl',
   'gather.wgsl',
-  'layer_norm.wgsl',
-  'layer_norm_backward.wgsl',
   'matmul.wgsl',
   'matmul_direct.wgsl',
-  'norm_rows.wgsl',
   'reduce.wgsl',
-  'rms_norm.wgsl',
-  'rms_norm_backward.wgsl',
-  'row_reduce.wgsl',
   'scatter_add.wgsl',
-  'softmax.wgsl',
   'sum_squares.wgsl',
-  'token_log_probs.wgsl',
 ]);
 
 describe('WGSL kernels described once', () => {

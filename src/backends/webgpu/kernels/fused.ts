@@ -1,5 +1,4 @@
 import type { KernelTensor } from '../../../core/backend.js';
-import { DTypeError } from '../../../core/errors.js';
 import { registerKernels } from '../../../core/kernels.js';
 import { sizeOf } from '../../../core/shape.js';
 import addRmsNormSrc from '../../../../shaders/add_rms_norm.wgsl';
@@ -10,17 +9,16 @@ import swigluSrc from '../../../../shaders/swiglu.wgsl';
 import swigluBackwardSrc from '../../../../shaders/swiglu_backward.wgsl';
 import tokenLogProbsSrc from '../../../../shaders/token_log_probs.wgsl';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
-import { launch, launchSpec } from '../launch.js';
+import { asStorage } from '../storage.js';
+import { launch } from '../launch.js';
 import { cachedProgram, defineProgram, type Program } from '../program.js';
 import { fillTemplate } from '../wgsl.js';
-import { Words } from './layout.js';
+import { NORM_UNIFORMS } from './norm.js';
 
-/** Small fused kernels of the hot paths: RoPE, SwiGLU's gate and token log-probs, each with its backward. */
-function f32Only(kernel: string, ...ts: KernelTensor[]): void {
-  for (const t of ts)
-    if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
-}
+/**
+ * Small fused kernels of the hot paths: RoPE, SwiGLU's gate and token log-probs (each with its backward), and a
+ * residual add with the RMSNorm after it.
+ */
 
 /** The rotation of the second tensor (queries and keys in one dispatch), spliced into rope.wgsl's `{{SECOND}}`. */
 const SECOND = [
@@ -111,27 +109,38 @@ export function swigluBackward(
   });
 }
 
-const FORWARD = {
-  BINDINGS: [
-    '@group(0) @binding(2) var<storage, read_write> out: array<f32>;',
-    '@group(0) @binding(3) var<uniform> params: Params;',
-  ].join('\n'),
-  FINISH: 'if (lid == 0u) {\n    out[row] = select(f32_nan(), (sx(base + u32(max(t, 0))) - m) - log(s), valid);\n  }',
-};
-const BACKWARD = {
-  BINDINGS: [
-    '@group(0) @binding(2) var<storage, read> dy: array<f32>;',
-    '@group(0) @binding(3) var<storage, read_write> dx: array<f32>;',
-    '@group(0) @binding(4) var<uniform> params: Params;',
-  ].join('\n'),
-  FINISH: [
-    'let g = dy[row] * params.scale;',
-    '  for (var j = lid; j < params.v; j += WG) {',
-    '    let hit = select(0.0, 1.0, valid && u32(t) == j);',
-    '    dx[base + j] = g * (hit - exp(sx(base + j) - m) / s);',
-    '  }',
-  ].join('\n'),
-};
+/** The end of token_log_probs.wgsl's row: the forward's log-prob, or the backward's d logits. */
+const FORWARD_FINISH =
+  'if (lid == 0u) {\n    out[row] = select(f32_nan(), (sx(base + u32(max(t, 0))) - m) - log(s), valid);\n  }';
+const BACKWARD_FINISH = [
+  'let g = dy[row] * params.scale;',
+  '  for (var j = lid; j < params.v; j += WG) {',
+  '    let hit = select(0.0, 1.0, valid && u32(t) == j);',
+  '    dx[base + j] = g * (hit - exp(sx(base + j) - m) / s);',
+  '  }',
+].join('\n');
+
+const tokenLogProbsSource = (finish: string): string =>
+  `${prelude}\n${rowReduce}\n${fillTemplate('token_log_probs.wgsl', tokenLogProbsSrc, { FINISH: finish })}`;
+const TOKEN_LOG_PROBS_UNIFORMS = { rows: 'u32', v: 'u32', grid_x: 'u32', scale: 'f32' } as const;
+
+const TOKEN_LOG_PROBS = defineProgram({
+  name: 'tokenLogProbs',
+  inputs: { logits: 'f32', targets: 'i32' },
+  outputs: { out: 'f32' },
+  uniforms: TOKEN_LOG_PROBS_UNIFORMS,
+  workgroupSize: 64,
+  body: tokenLogProbsSource(FORWARD_FINISH),
+});
+
+const TOKEN_LOG_PROBS_BACKWARD = defineProgram({
+  name: 'tokenLogProbsBackward',
+  inputs: { logits: 'f32', targets: 'i32', dy: 'f32' },
+  outputs: { dx: 'f32' },
+  uniforms: TOKEN_LOG_PROBS_UNIFORMS,
+  workgroupSize: 64,
+  body: tokenLogProbsSource(BACKWARD_FINISH),
+});
 
 /** Token log-probs (or, with dy, their d logits): one workgroup per row of V logits. */
 export function tokenLogProbs(
@@ -141,24 +150,25 @@ export function tokenLogProbs(
   scale: number,
   dy?: KernelTensor,
 ): GPUBuffer {
-  const kernel = dy ? 'tokenLogProbsBackward' : 'tokenLogProbs';
-  f32Only(kernel, logits, ...(dy ? [dy] : []));
-  if (targets.dtype !== 'i32') throw new DTypeError(kernel, `targets must be i32, got ${targets.dtype}`);
   const rows = sizeOf(targets.shape);
   const v = logits.shape[logits.shape.length - 1]!;
-  const vars = { BACKWARD: dy !== undefined, ...(dy ? BACKWARD : FORWARD) };
-  // One workgroup per row.
-  const [out] = launchSpec(rt, {
-    kernel,
-    key: `token_log_probs:${dy !== undefined}`,
-    source: () => `${prelude}\n${rowReduce}\n${fillTemplate('token_log_probs.wgsl', tokenLogProbsSrc, vars)}`,
-    inputs: [logits, targets, ...(dy ? [dy] : [])].map((t) => bufferOf(t.storage)),
+  const [out] = launch(rt, dy ? TOKEN_LOG_PROBS_BACKWARD : TOKEN_LOG_PROBS, {
+    inputs: dy ? [logits, targets, dy] : [logits, targets],
     outputs: [(dy ? rows * v : rows) * 4],
-    grid: { threads: rows, workgroupSize: 1 },
-    uniforms: ([gx]) => new Words(4).u(0, rows).u(1, v).u(2, gx).f(3, scale).u32,
+    grid: { workgroups: rows },
+    uniforms: { rows, v, scale },
   });
   return out;
 }
+
+const ADD_RMS_NORM = defineProgram({
+  name: 'addRmsNorm',
+  inputs: { a: 'f32', b: 'f32', w: 'f32' },
+  outputs: { s: 'f32', y: 'f32' },
+  uniforms: NORM_UNIFORMS,
+  workgroupSize: 64,
+  body: `${rowReduce}\n${addRmsNormSrc}`,
+});
 
 /** [a + b, rmsNorm(a + b)] over rows of the last axis, one workgroup per row. */
 export function addRmsNorm(
@@ -168,19 +178,14 @@ export function addRmsNorm(
   w: KernelTensor,
   eps: number,
 ): [GPUBuffer, GPUBuffer] {
-  f32Only('addRmsNorm', a, b, w);
   const size = sizeOf(a.shape);
   const d = a.shape[a.shape.length - 1] ?? 1;
   const rows = size === 0 ? 0 : size / d;
-  // One workgroup per row.
-  return launchSpec(rt, {
-    kernel: 'addRmsNorm',
-    key: 'add_rms_norm',
-    source: () => `${rowReduce}\n${addRmsNormSrc}`,
-    inputs: [a, b, w].map((t) => bufferOf(t.storage)),
+  return launch(rt, ADD_RMS_NORM, {
+    inputs: [a, b, w],
     outputs: [size * 4, size * 4],
-    grid: { threads: rows, workgroupSize: 1 },
-    uniforms: ([gx]) => new Words(4).u(0, rows).u(1, d).f(2, eps).u(3, gx).u32,
+    grid: { workgroups: rows },
+    uniforms: { rows, d, eps },
   });
 }
 
