@@ -15,10 +15,6 @@ const SHADERS = join(ROOT, 'shaders');
 const NOT_YET_PORTED = new Set([
   'adamw.wgsl',
   'adamw_many.wgsl',
-  'attention.wgsl',
-  'attention_backward_dkv.wgsl',
-  'attention_backward_dq.wgsl',
-  'attention_decode.wgsl',
   'copy.wgsl',
   'elementwise.wgsl',
   'fill.wgsl',
