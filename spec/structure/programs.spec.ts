@@ -16,7 +16,6 @@ const NOT_YET_PORTED = new Set([
   'adamw.wgsl',
   'adamw_many.wgsl',
   'copy.wgsl',
-  'elementwise.wgsl',
   'fill.wgsl',
   'gather.wgsl',
   'matmul.wgsl',
