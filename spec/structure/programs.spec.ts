@@ -15,13 +15,9 @@ const SHADERS = join(ROOT, 'shaders');
 const NOT_YET_PORTED = new Set([
   'adamw.wgsl',
   'adamw_many.wgsl',
-  'copy.wgsl',
-  'fill.wgsl',
-  'gather.wgsl',
   'matmul.wgsl',
   'matmul_direct.wgsl',
   'reduce.wgsl',
-  'scatter_add.wgsl',
   'sum_squares.wgsl',
 ]);
 
