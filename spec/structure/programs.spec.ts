@@ -17,7 +17,6 @@ const NOT_YET_PORTED = new Set([
   'adamw_many.wgsl',
   'matmul.wgsl',
   'matmul_direct.wgsl',
-  'reduce.wgsl',
   'sum_squares.wgsl',
 ]);
 
