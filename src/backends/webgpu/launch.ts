@@ -1,93 +1,20 @@
 import type { KernelTensor } from '../../core/backend.js';
 import { BackendError } from '../../core/errors.js';
-import type { BindingKind } from './pipelines.js';
 import { checkInputs, packUniforms, type Program, type UniformValue } from './program.js';
 import type { GpuRuntime } from './runtime.js';
 import { bufferOf } from './storage.js';
-import { grid } from './wgsl.js';
 
 /**
- * The one way a kernel runs (as tfjs's `runWebGPUProgram`): allocate the outputs from the pool, skip the
- * dispatch when there is no work, split the work into a grid within the per-dimension limit, fill the uniforms
- * (which may depend on that grid) and dispatch. Bindings follow one order everywhere: the read-only inputs, then
- * the written outputs, then the uniform block if there is one, so the layout is derived, not spelled out.
- *
- * Every kernel file builds a `LaunchSpec` and returns what `launch` returns; `GpuRuntime.dispatch` is the
- * lower-level call underneath, which only this file and the runtime specs call.
+ * The one way a kernel runs: `launch(rt, program, call)` (as tfjs's `runWebGPUProgram`), from the program's
+ * record (program.ts) and one call's tensors, sizes and uniform values. Every kernel file calls it;
+ * `GpuRuntime.dispatch` is the lower-level call underneath, which only this file and the runtime specs call.
  */
 export type Workgroups = readonly [number, number, number];
 
-export type Grid =
-  /** `threads` invocations along x, `workgroupSize` per workgroup (the shader's), split over x and y if needed. */
-  | { readonly threads: number; readonly workgroupSize: number }
-  /** An explicit grid (a 2-D tiling, one workgroup per row, ...). */
-  | { readonly workgroups: Workgroups };
-
-export interface LegacyLaunchSpec<O extends readonly (number | GPUBuffer)[]> {
-  /** The kernel's name, as errors and profiles report it. */
-  readonly kernel: string;
-  /** Everything the generated source depends on (dtype, rank, variant); defaults to `kernel`. */
-  readonly key?: string;
-  readonly source: () => string;
-  readonly entryPoint?: string;
-  /** Read-only storage bindings, first, in order. */
-  readonly inputs: readonly GPUBuffer[];
-  /** Written storage bindings after the inputs: a byte count allocates a new pooled buffer, a buffer is written. */
-  readonly outputs: O;
-  readonly grid: Grid;
-  /** The uniform block (the last binding), or a function of the grid when the shader needs its x extent. */
-  readonly uniforms?: Uint32Array | ((workgroups: Workgroups) => Uint32Array);
-}
-
 export type Outputs<O extends readonly (number | GPUBuffer)[]> = { -readonly [K in keyof O]: GPUBuffer };
 
-const bindingCache = new Map<string, readonly BindingKind[]>();
-
-/** The binding kinds of a layout: `reads` inputs, `writes` outputs, and a uniform block or not (cached). */
-function bindingsOf(reads: number, writes: number, uniform: boolean): readonly BindingKind[] {
-  const key = `${reads}/${writes}/${+uniform}`;
-  let kinds = bindingCache.get(key);
-  if (!kinds) {
-    const list: BindingKind[] = [
-      ...Array<BindingKind>(reads).fill('read'),
-      ...Array<BindingKind>(writes).fill('write'),
-    ];
-    if (uniform) list.push('uniform');
-    kinds = list;
-    bindingCache.set(key, kinds);
-  }
-  return kinds;
-}
-
-/** The launch of a kernel not yet described by a program record (being ported family by family). */
-export function launchSpec<const O extends readonly (number | GPUBuffer)[]>(
-  rt: GpuRuntime,
-  spec: LegacyLaunchSpec<O>,
-): Outputs<O> {
-  const outputs = spec.outputs.map((o) => (typeof o === 'number' ? rt.alloc(o) : o)) as Outputs<O>;
-  const workgroups: Workgroups =
-    'workgroups' in spec.grid
-      ? spec.grid.workgroups
-      : spec.grid.threads === 0
-        ? [0, 0, 0]
-        : grid(Math.ceil(spec.grid.threads / spec.grid.workgroupSize), rt.maxWorkgroupsPerDim);
-  if (workgroups[0] === 0 || workgroups[1] === 0 || workgroups[2] === 0) return outputs;
-  const uniforms = typeof spec.uniforms === 'function' ? spec.uniforms(workgroups) : spec.uniforms;
-  rt.dispatch({
-    kernel: spec.kernel,
-    key: spec.key ?? spec.kernel,
-    bindings: bindingsOf(spec.inputs.length, outputs.length, uniforms !== undefined),
-    source: spec.source,
-    ...(spec.entryPoint !== undefined ? { entryPoint: spec.entryPoint } : {}),
-    buffers: [...spec.inputs, ...(outputs as GPUBuffer[])],
-    ...(uniforms !== undefined ? { uniforms } : {}),
-    workgroups,
-  });
-  return outputs;
-}
-
 /** How many workgroups a launch dispatches, from the program's workgroup size. */
-export type ProgramGrid =
+export type Grid =
   /** `n` invocations along x of a 1-D workgroup, split over x and y (`thread_index`) when one dimension is not enough. */
   | { readonly threads: number }
   /** Invocations per dimension: ceil(threads[d] / workgroupSize[d]) workgroups along d (no split). */
@@ -106,12 +33,12 @@ export interface LaunchCall<O extends readonly (number | GPUBuffer)[]> {
   readonly inputs: readonly (KernelTensor | GPUBuffer)[];
   /** One per output binding: a byte count allocates a new pooled buffer, a buffer is written. */
   readonly outputs: O;
-  readonly grid: ProgramGrid;
+  readonly grid: Grid;
   /** Every uniform field of the program by name, but `grid_x` (the launch fills it in). */
   readonly uniforms?: Readonly<Record<string, UniformValue>>;
 }
 
-function workgroupsOf(program: Program, g: ProgramGrid, maxPerDim: number): Workgroups {
+function workgroupsOf(program: Program, g: Grid, maxPerDim: number): Workgroups {
   if ('workgroups' in g) return typeof g.workgroups === 'number' ? split(g.workgroups, maxPerDim) : g.workgroups;
   const [x, y, z] = program.workgroupSize;
   if (typeof g.threads !== 'number') {
@@ -126,7 +53,13 @@ function workgroupsOf(program: Program, g: ProgramGrid, maxPerDim: number): Work
   return split(Math.ceil(g.threads / x), maxPerDim);
 }
 
-const split = (count: number, maxPerDim: number): Workgroups => (count === 0 ? [0, 0, 0] : grid(count, maxPerDim));
+/** `count` workgroups over x, and over y too when x alone would exceed the per-dimension limit. */
+function split(count: number, maxPerDim: number): Workgroups {
+  if (count === 0) return [0, 0, 0];
+  if (count <= maxPerDim) return [count, 1, 1];
+  const y = Math.ceil(count / maxPerDim);
+  return [Math.ceil(count / y), y, 1];
+}
 
 /**
  * Run a program (as tfjs's `runWebGPUProgram`): check the inputs' dtypes against the record, allocate the
