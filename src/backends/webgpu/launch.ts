@@ -1,6 +1,6 @@
 import type { KernelTensor } from '../../core/backend.js';
 import { BackendError } from '../../core/errors.js';
-import { checkInputs, packUniforms, type Program, type UniformValue } from './program.js';
+import { checkInputs, isTensor, packUniforms, type Program, type UniformValue } from './program.js';
 import type { GpuRuntime } from './runtime.js';
 import { bufferOf } from './storage.js';
 
@@ -92,7 +92,7 @@ export function launch<const O extends readonly (number | GPUBuffer)[]>(
     bindings: program.bindings,
     source: () => program.source,
     entryPoint,
-    buffers: [...call.inputs.map((t) => ('storage' in t ? bufferOf(t.storage) : t)), ...(outputs as GPUBuffer[])],
+    buffers: [...call.inputs.map((t) => (isTensor(t) ? bufferOf(t.storage) : t)), ...(outputs as GPUBuffer[])],
     ...(program.fields.length > 0 ? { uniforms: packUniforms(program, call.uniforms ?? {}, workgroups[0]) } : {}),
     workgroups,
   });

@@ -159,6 +159,9 @@ const ACCEPTS: Readonly<Record<ElementType, readonly DType[]>> = {
   u32: ['f32', 'i32'],
 };
 
+/** A tensor, as opposed to a launcher's own buffer (a temporary, the statistics between two dispatches). */
+export const isTensor = (t: KernelTensor | GPUBuffer): t is KernelTensor => 'storage' in t;
+
 /**
  * The dtype rule of the record: each tensor bound to an input must have its binding's element type. Buffers
  * (a launcher's own temporaries) carry no dtype and are not checked. `launch` applies it; a launcher that may
@@ -166,7 +169,7 @@ const ACCEPTS: Readonly<Record<ElementType, readonly DType[]>> = {
  */
 export function checkInputs(program: Program, kernel: string, inputs: readonly (KernelTensor | GPUBuffer)[]): void {
   inputs.forEach((t, i) => {
-    if (!('dtype' in t)) return;
+    if (!isTensor(t)) return;
     const [binding, type] = program.inputs[i]!;
     if (!ACCEPTS[type].includes(t.dtype)) {
       const want = type === 'u32' ? '32-bit values (f32 or i32)' : type === 'vec4<f32>' ? 'f32' : type;
