@@ -2,23 +2,9 @@
 // one workgroup per row, summed in rms_norm.wgsl's order (so y equals rms_norm of s). Needs row_reduce.wgsl
 // (prepended).
 
-struct Params {
-  rows: u32,
-  d: u32,
-  eps: f32,
-  grid_x: u32,
-};
-
-@group(0) @binding(0) var<storage, read> a: array<f32>;
-@group(0) @binding(1) var<storage, read> b: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read_write> s: array<f32>;
-@group(0) @binding(4) var<storage, read_write> y: array<f32>;
-@group(0) @binding(5) var<uniform> params: Params;
-
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * params.grid_x;
+  let row = workgroup_index(wg);
   if (row >= params.rows) {
     return;
   }

@@ -1,40 +1,17 @@
 // Causal attention backward, part 2 (FlashAttention-2, Dao 2023, Algorithm 2, the dK/dV half): one thread
 // per key row of one key/value head, summing over the query heads of its group_size and over the queries that see
 // the key (i >= j - (Tk - Tq)), with tiles of TK queries (q, dO, and their m, l and delta from `stats`) through
-// workgroup memory: dV = P^T dO, dK = scale dS^T Q with P = exp(S - m) / l, dS = P (dO V^T - delta).
+// workgroup memory: dV = P^T dO, dK = scale dS^T Q with P = exp(S - m) / l, dS = P (dO V^T - delta). The
+// constants D and TK are prepended; bindings, params and workgroup size: the program records of
+// src/backends/webgpu/kernels/attention.ts.
 
-const D: u32 = {{D}}u;
-const TK: u32 = {{TK}}u;
-const WG: u32 = 64u;
-
-struct Params {
-  tq: u32,
-  tk: u32,
-  hq: u32,
-  hkv: u32,
-  scale: f32,
-  has_bias: u32,
-  b: u32,
-  _pad: u32,
-};
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> k: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read> d_o: array<f32>;
-@group(0) @binding(5) var<storage, read> stats: array<f32>;
-@group(0) @binding(6) var<storage, read_write> dk: array<f32>;
-@group(0) @binding(7) var<storage, read_write> dv: array<f32>;
-@group(0) @binding(8) var<uniform> params: Params;
-
-var<workgroup> q_tile: array<f32, {{TILE}}>;
-var<workgroup> do_tile: array<f32, {{TILE}}>;
+var<workgroup> q_tile: array<f32, TK * D>;
+var<workgroup> do_tile: array<f32, TK * D>;
 var<workgroup> m_tile: array<f32, TK>;
 var<workgroup> l_tile: array<f32, TK>;
 var<workgroup> delta_tile: array<f32, TK>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let b = wg.z;
   let kh = wg.y;
@@ -42,7 +19,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   let group_size = params.hq / params.hkv;
   let offset = params.tk - params.tq;
   let live = j < params.tk;
-  let ko = ((b * params.tk + min(j, params.tk - 1u)) * params.hkv + kh) * D;
+  let ko = ((b * params.ks + min(j, params.tk - 1u)) * params.hkv + kh) * D;
   var kv: array<f32, D>;
   var vv: array<f32, D>;
   var dkv: array<f32, D>;
@@ -55,7 +32,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   }
   var kb = 0.0;
   if (params.has_bias != 0u && live) {
-    kb = bias[b * params.tk + j];
+    kb = bias[b * params.ks + j];
   }
   // The first query that sees the tile's first key (uniform across the workgroup).
   let first_key = wg.x * WG;

@@ -3,55 +3,11 @@
 // row's max m and sum l; delta = rowsum(dO * O); pass 2: P = exp(S - m) / l, dP = dO V^T, dS = P (dP - delta),
 // dQ = scale dS K. m, l and delta go to `stats` ([3, B, Hq, Tq]) for the dK/dV kernel. (Not a single
 // log-sum-exp m + log l: for a padding query m is about -1e9, where f32 would drop log l entirely.) A query
-// whose own key is masked has output 0: dQ = 0, and m = 3e38 makes its P = 0 in the dK/dV kernel.
+// whose own key is masked has output 0: dQ = 0, and m = 3e38 makes its P = 0 in the dK/dV kernel. Needs
+// attention_tiles.wgsl (prepended, with the constants D, TK and MASKED); bindings, params and workgroup size:
+// the program records of src/backends/webgpu/kernels/attention.ts.
 
-const D: u32 = {{D}}u;
-const TK: u32 = {{TK}}u;
-const WG: u32 = 64u;
-const MASKED: f32 = {{MASKED}};
-
-struct Params {
-  tq: u32,
-  tk: u32,
-  hq: u32,
-  hkv: u32,
-  scale: f32,
-  has_bias: u32,
-  b: u32,
-  _pad: u32,
-};
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> k: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read> o: array<f32>;
-@group(0) @binding(5) var<storage, read> d_o: array<f32>;
-@group(0) @binding(6) var<storage, read_write> dq: array<f32>;
-@group(0) @binding(7) var<storage, read_write> stats: array<f32>;
-@group(0) @binding(8) var<uniform> params: Params;
-
-var<workgroup> k_tile: array<f32, {{TILE}}>;
-var<workgroup> v_tile: array<f32, {{TILE}}>;
-
-fn load_tiles(b: u32, kh: u32, j0: u32, lid: u32) {
-  workgroupBarrier();
-  for (var e = lid; e < TK * D; e += WG) {
-    let j = j0 + e / D;
-    var kk = 0.0;
-    var vv = 0.0;
-    if (j < params.tk) {
-      let off = ((b * params.tk + j) * params.hkv + kh) * D + e % D;
-      kk = k[off];
-      vv = v[off];
-    }
-    k_tile[e] = kk;
-    v_tile[e] = vv;
-  }
-  workgroupBarrier();
-}
-
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let b = wg.z;
   let h = wg.y;
@@ -75,7 +31,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   var m = -3.0e38;
   var l = 0.0;
   for (var j0 = 0u; j0 < key_end; j0 += TK) {
-    load_tiles(b, kh, j0, lid);
+    load_kv_tiles(b, kh, j0, lid);
     if (live && j0 < visible) {
       let n = min(TK, visible - j0);
       for (var jj = 0u; jj < n; jj++) {
@@ -85,7 +41,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         s = s * params.scale;
         if (params.has_bias != 0u) {
-          s += bias[b * params.tk + j0 + jj];
+          s += bias[b * params.ks + j0 + jj];
         }
         let m_new = max(m, s);
         l = l * exp(m - m_new) + exp(s - m_new);
@@ -94,7 +50,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
   }
   for (var j0 = 0u; j0 < key_end; j0 += TK) {
-    load_tiles(b, kh, j0, lid);
+    load_kv_tiles(b, kh, j0, lid);
     if (live && j0 < visible) {
       let n = min(TK, visible - j0);
       for (var jj = 0u; jj < n; jj++) {
@@ -106,7 +62,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         }
         s = s * params.scale;
         if (params.has_bias != 0u) {
-          s += bias[b * params.tk + j0 + jj];
+          s += bias[b * params.ks + j0 + jj];
         }
         let ds = exp(s - m) / l * (dp - delta);
         for (var e = 0u; e < D; e++) {
@@ -116,7 +72,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     }
   }
   if (live) {
-    let masked = params.has_bias != 0u && bias[b * params.tk + i + offset] <= MASKED;
+    let masked = params.has_bias != 0u && bias[b * params.ks + i + offset] <= MASKED;
     for (var e = 0u; e < D; e++) {
       dq[qo + e] = select(acc[e] * params.scale, 0.0, masked);
     }

@@ -1,39 +1,18 @@
 // Causal attention forward for few queries over many keys (KV-cache decoding; flash-decoding's split over keys):
-// one workgroup per (query, query head, batch row); its S threads take keys j = lid, lid + S, ... of the
+// one workgroup per (query, query head, batch row); its WG threads take keys j = lid, lid + WG, ... of the
 // query's visible keys, each with its own running max m, sum l and accumulator, then merge them: M = max m,
 // l = sum l exp(m - M), out = sum acc exp(m - M) / l (accumulators through workgroup memory). Same layout and
-// bindings as attention.wgsl; a query whose own key is masked outputs 0 there too.
+// bindings and params as attention.wgsl; a query whose own key is masked outputs 0 there too. The constants D
+// and MASKED are prepended; the records are in src/backends/webgpu/kernels/attention.ts.
 
-const D: u32 = {{D}}u;
-const S: u32 = {{S}}u;
-const MASKED: f32 = {{MASKED}};
-
-struct Params {
-  tq: u32,
-  tk: u32,
-  hq: u32,
-  hkv: u32,
-  scale: f32,
-  has_bias: u32,
-  _pad0: u32,
-  ks: u32, // key rows per batch row in k, v and bias (a preallocated KV cache's capacity; >= tk)
-};
-
-@group(0) @binding(0) var<storage, read> q: array<f32>;
-@group(0) @binding(1) var<storage, read> k: array<f32>;
-@group(0) @binding(2) var<storage, read> v: array<f32>;
-@group(0) @binding(3) var<storage, read> bias: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
-@group(0) @binding(5) var<uniform> params: Params;
-
-var<workgroup> part: array<f32, {{PART}}>; // S accumulators of D floats
-var<workgroup> red: array<f32, S>;
+var<workgroup> part: array<f32, WG * D>; // WG accumulators of D floats
+var<workgroup> red: array<f32, WG>;
 
 fn tree(lid: u32, v: f32, take_max: bool) -> f32 {
   workgroupBarrier();
   red[lid] = v;
   workgroupBarrier();
-  for (var w = S / 2u; w > 0u; w = w >> 1u) {
+  for (var w = WG / 2u; w > 0u; w = w >> 1u) {
     if (lid < w) {
       red[lid] = select(red[lid] + red[lid + w], max(red[lid], red[lid + w]), take_max);
     }
@@ -44,7 +23,7 @@ fn tree(lid: u32, v: f32, take_max: bool) -> f32 {
   return total;
 }
 
-@compute @workgroup_size({{S}})
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let i = wg.x;
   let h = wg.y;
@@ -60,7 +39,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   }
   var m = -3.0e38;
   var l = 0.0;
-  for (var j = lid; j < visible; j += S) {
+  for (var j = lid; j < visible; j += WG) {
     let ko = ((b * params.ks + j) * params.hkv + kh) * D;
     var s = 0.0;
     for (var e = 0u; e < D; e++) {
@@ -87,9 +66,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   }
   workgroupBarrier();
   let masked = params.has_bias != 0u && bias[b * params.ks + visible - 1u] <= MASKED;
-  for (var e = lid; e < D; e += S) {
+  for (var e = lid; e < D; e += WG) {
     var sum = 0.0;
-    for (var t = 0u; t < S; t++) {
+    for (var t = 0u; t < WG; t++) {
       sum += part[t * D + e];
     }
     out[qo + e] = select(sum / total, 0.0, masked);

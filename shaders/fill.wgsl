@@ -1,17 +1,9 @@
-// Fill a buffer with one 32-bit pattern (an f32 or i32 value's bits): zeros, ones, full().
-struct Params {
-  n: u32,
-  wgx: u32,
-  bits: u32,
-  _pad: u32,
-};
+// Fill a buffer with one 32-bit pattern (an f32 or i32 value's bits): zeros, ones, full(). Bindings, params and
+// workgroup size: its program record in src/backends/webgpu/kernels/movement.ts.
 
-@group(0) @binding(0) var<storage, read_write> out: array<u32>;
-@group(0) @binding(1) var<uniform> params: Params;
-
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let i = gid.x + gid.y * params.wgx;
+  let i = thread_index(gid);
   if (i < params.n) {
     out[i] = params.bits;
   }

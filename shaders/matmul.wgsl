@@ -1,44 +1,26 @@
 // Batched matmul C[b] = op(A[b]) op(B[b]), op = identity or transpose, register-blocked and tiled:
-// a workgroup of WX x WY threads computes a TM x TN tile of C, each thread an RM x RN block (RN a multiple of
+// a workgroup of WG_X x WG_Y threads computes a TM x TN tile of C, each thread an RM x RN block (RN a multiple of
 // 4: whole vec4 columns) held in registers. The K loop walks TK-deep tiles of A and B staged in workgroup
 // memory, both stored k-major with 4 rows (A) or 4 columns (B) per vec4, so the inner product step is
 //   a = As[k][my 4 rows], b = Bs[k][my 4 columns], acc[row r] += a[r] * b   (4 vec4 FMAs per 2 loads).
-// src/backends/webgpu/kernels/matmul.ts fills the placeholders:
-//   A_T, B_T, C_T: f32 or vec4<f32>, the element the global buffers are read/written as (vec4 when
-//     the contiguous dimension is a multiple of 4);
+// src/backends/webgpu/kernels/matmul.ts describes the kernel (bindings A, B, C as f32 or vec4<f32>: vec4 when
+// the contiguous dimension is a multiple of 4; params M, N, K and up to 4 broadcast batch dims, outermost first
+// and padded with 1, with A's and B's element strides over them; the workgroup size) and fills the placeholders:
+//   RM, RN, TK: the block per thread and the depth of a K tile;
 //   LOAD_A, LOAD_B: the statements staging one tile (with or without bounds checks, transposed or not);
 //   STORE: writing the block back (with or without bounds checks).
 // Bounds checks are compiled out (a separate pipeline) when M, N and K divide the tile.
 // Shapes and batch strides are uniforms, so one pipeline serves every size.
 
-const TM: u32 = {{TM}}u;
-const TN: u32 = {{TN}}u;
+const RM: u32 = {{RM}}u;
+const RN: u32 = {{RN}}u;
 const TK: u32 = {{TK}}u;
-const WX: u32 = {{WX}}u;
-const WY: u32 = {{WY}}u;
-const RM: u32 = TM / WY;
-const RN: u32 = TN / WX;
-const THREADS: u32 = WX * WY;
+const TM: u32 = WG_Y * RM;
+const TN: u32 = WG_X * RN;
 const TM4: u32 = TM / 4u;
 const TN4: u32 = TN / 4u;
 const RN4: u32 = RN / 4u;
 const RM4: u32 = RM / 4u;
-
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  _pad: u32,
-  // Up to 4 broadcast batch dims (outermost first, padded with 1), and A's and B's element strides over them.
-  batch: vec4<u32>,
-  a_stride: vec4<u32>,
-  b_stride: vec4<u32>,
-};
-
-@group(0) @binding(0) var<storage, read> A: array<{{A_T}}>;
-@group(0) @binding(1) var<storage, read> B: array<{{B_T}}>;
-@group(0) @binding(2) var<storage, read_write> C: array<{{C_T}}>;
-@group(0) @binding(3) var<uniform> p: Params;
 
 var<workgroup> As: array<vec4<f32>, TK * TM4>; // As[k * TM4 + m / 4][m % 4] = op(A)[m0 + m, k0 + k]
 var<workgroup> Bs: array<vec4<f32>, TK * TN4>; // Bs[k * TN4 + n / 4][n % 4] = op(B)[k0 + k, n0 + n]
@@ -51,24 +33,24 @@ fn load_b(b_off: u32, n0: u32, k0: u32, tid: u32) {
 {{LOAD_B}}
 }
 
-@compute @workgroup_size(WX, WY, 1)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-  let tid = lid.y * WX + lid.x;
+  let tid = lid.y * WG_X + lid.x;
   let m0 = wg.y * TM;
   let n0 = wg.x * TN;
   var rem = wg.z;
   var a_off = 0u;
   var b_off = 0u;
   for (var d = 4u; d > 0u; d--) {
-    let size = p.batch[d - 1u];
+    let size = params.batch[d - 1u];
     let c = rem % size;
     rem = rem / size;
-    a_off += c * p.a_stride[d - 1u];
-    b_off += c * p.b_stride[d - 1u];
+    a_off += c * params.a_stride[d - 1u];
+    b_off += c * params.b_stride[d - 1u];
   }
   // acc[r * RN4 + j]: row lid.y * RM + r, columns lid.x * RN + 4j .. +3
   var acc: array<vec4<f32>, RM * RN4>;
-  let tiles = (p.K + TK - 1u) / TK;
+  let tiles = (params.K + TK - 1u) / TK;
   for (var t = 0u; t < tiles; t++) {
     let k0 = t * TK;
     load_a(a_off, m0, k0, tid);
@@ -91,7 +73,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
     workgroupBarrier();
   }
-  let c_off = wg.z * p.M * p.N;
+  let c_off = wg.z * params.M * params.N;
   for (var r = 0u; r < RM; r++) {
     let m = m0 + lid.y * RM + r;
     for (var j = 0u; j < RN4; j++) {

@@ -6,27 +6,13 @@
 //   acc[r][j] += a.x b[0][j] + a.y b[1][j] + a.z b[2][j] + a.w b[3][j]
 // This is the variant for CPU-emulated adapters (Mesa llvmpipe): there workgroup memory is ordinary memory,
 // so staging tiles in it (matmul.wgsl) only adds copies and barriers; on a GPU the tiled kernel is used.
-// src/backends/webgpu/kernels/matmul.ts fills A_T, B_T, C_T (f32 or vec4<f32>), the loaders (transposed or
-// not, vec4 or scalar, with bounds checks unless M, N, K divide the block) and the store.
+// src/backends/webgpu/kernels/matmul.ts describes the kernel (bindings, params and workgroup size as
+// matmul.wgsl's) and fills RM, RN, the loaders (transposed or not, vec4 or scalar, with bounds checks unless M,
+// N, K divide the block) and the store.
 
 const RM: u32 = {{RM}}u;
 const RN: u32 = {{RN}}u;
 const RN4: u32 = RN / 4u;
-
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  _pad: u32,
-  batch: vec4<u32>,
-  a_stride: vec4<u32>,
-  b_stride: vec4<u32>,
-};
-
-@group(0) @binding(0) var<storage, read> A: array<{{A_T}}>;
-@group(0) @binding(1) var<storage, read> B: array<{{B_T}}>;
-@group(0) @binding(2) var<storage, read_write> C: array<{{C_T}}>;
-@group(0) @binding(3) var<uniform> p: Params;
 
 // op(A)[m + c, k .. k + 3] for c = 0..3, as four vec4 rows.
 fn load_a(a_off: u32, m: u32, k: u32) -> array<vec4<f32>, 4> {
@@ -38,25 +24,25 @@ fn load_b(b_off: u32, k: u32, n: u32) -> array<vec4<f32>, 4> {
 {{LOAD_B}}
 }
 
-@compute @workgroup_size({{WX}}, {{WY}}, 1)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let m0 = gid.y * RM;
   let n0 = gid.x * RN;
-  if (m0 >= p.M || n0 >= p.N) {
+  if (m0 >= params.M || n0 >= params.N) {
     return;
   }
   var rem = gid.z;
   var a_off = 0u;
   var b_off = 0u;
   for (var d = 4u; d > 0u; d--) {
-    let size = p.batch[d - 1u];
+    let size = params.batch[d - 1u];
     let c = rem % size;
     rem = rem / size;
-    a_off += c * p.a_stride[d - 1u];
-    b_off += c * p.b_stride[d - 1u];
+    a_off += c * params.a_stride[d - 1u];
+    b_off += c * params.b_stride[d - 1u];
   }
   var acc: array<vec4<f32>, RM * RN4>;
-  for (var k = 0u; k < p.K; k += 4u) {
+  for (var k = 0u; k < params.K; k += 4u) {
     var b: array<vec4<f32>, 4u * RN4>;
     for (var j = 0u; j < RN4; j++) {
       let rows = load_b(b_off, k, n0 + 4u * j);
@@ -81,7 +67,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
       }
     }
   }
-  let c_off = gid.z * p.M * p.N;
+  let c_off = gid.z * params.M * params.N;
   for (var r = 0u; r < RM; r++) {
     let m = m0 + r;
     for (var j = 0u; j < RN4; j++) {

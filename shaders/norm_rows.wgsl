@@ -1,13 +1,6 @@
 // Shared by the four norm kernels (rms_norm, rms_norm_backward, layer_norm, layer_norm_backward), prepended after
-// row_reduce.wgsl: their uniform layout and the per-row statistics. Each kernel declares `x` (the input rows)
-// and `params` (a Params uniform) under these names.
-
-struct Params {
-  rows: u32,
-  d: u32,
-  eps: f32,
-  grid_x: u32,
-};
+// row_reduce.wgsl: the per-row statistics. Their program records (src/backends/webgpu/kernels/norm.ts) bind the
+// input rows as `x` and share one uniform record (rows, d, eps, grid_x).
 
 // RMSNorm's 1 / sqrt(mean(x^2) + eps) of one row.
 fn inv_rms(lid: u32, base: u32) -> f32 {
@@ -20,7 +13,7 @@ fn inv_rms(lid: u32, base: u32) -> f32 {
   return 1.0 / sqrt(ss / f32(params.d) + params.eps);
 }
 
-// LayerNorm's (mean, 1 / sqrt(var + eps)) of one row, in two passes as the CPU kernel.
+// LayerNorm's (mean, 1 / sqrt(var + eps)) of one row, in two passes as the reference kernel.
 fn moments(lid: u32, base: u32) -> vec2<f32> {
   let n = f32(params.d);
   var s = 0.0;

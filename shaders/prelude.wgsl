@@ -1,5 +1,5 @@
-// Scalar helpers the elementwise expressions of src/ops/elementwise-kernels.ts call. Each matches the CPU
-// reference's semantics, written to stay finite where a direct formula would overflow.
+// Scalar helpers the elementwise expressions of src/core/elementwise-kernels.ts call. Each matches the reference
+// kernels' semantics, written to stay finite where a direct formula would overflow.
 
 const GELU_C: f32 = 0.7978845608028654; // sqrt(2 / pi)
 
@@ -8,7 +8,7 @@ fn safe_tanh(x: f32) -> f32 {
   return tanh(clamp(x, -15.0, 15.0));
 }
 
-// 1 / (1 + exp(-x)) without overflow for large |x| (as the CPU kernel: exp of a non-positive number only).
+// 1 / (1 + exp(-x)) without overflow for large |x| (as the reference kernel: exp of a non-positive number only).
 fn safe_sigmoid(x: f32) -> f32 {
   let e = exp(-abs(x));
   return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0);

@@ -1,25 +1,15 @@
 // Reductions along one run of axes: the input is viewed as [outer, R, inner] and reduced over R.
 //   reduce_tree: inner == 1, long rows: one workgroup per row, each thread folds a strided slice of the row,
-//                then a workgroup-shared tree combines the 64 partial states.
+//                then a workgroup-shared tree combines the WG partial states.
 //   reduce_loop: one thread per output (o, k), folding the R values x[(o * R + j) * inner + k] in order
 //                (coalesced across k when inner > 1; also short rows).
 // Each op is a fold over a state S: init, acc (fold one value), comb (merge two states), fin (state -> value).
 // OP picks sum / max / min / lse; T is the element type. logsumexp keeps (running max m, sum of
-// exp(x - m)), rescaled when the max grows, so it needs one pass and never overflows.
+// exp(x - m)), rescaled when the max grows, so it needs one pass and never overflows. Bindings (x, out of type
+// T), params ([outer, R, inner] and grid_x) and workgroup size: its program record in
+// src/backends/webgpu/kernels/reduce.ts.
 
 alias T = {{T}};
-
-struct Params {
-  outer: u32,
-  r: u32,
-  inner: u32,
-  // threads per grid row (loop) or workgroups per grid row (tree)
-  grid_x: u32,
-};
-
-@group(0) @binding(0) var<storage, read> x: array<T>;
-@group(0) @binding(1) var<storage, read_write> out: array<T>;
-@group(0) @binding(2) var<uniform> params: Params;
 
 fn neg_inf() -> f32 {
   var bits = 0xff800000u;
@@ -39,7 +29,7 @@ fn sum_acc(s: T, v: T) -> T { return s + v; }
 fn sum_comb(a: T, b: T) -> T { return a + b; }
 fn sum_fin(s: T) -> T { return s; }
 
-// NaN wins (v != v), as in the CPU kernel.
+// NaN wins (v != v), as in the reference kernel.
 fn max_init() -> T { return lowest(); }
 fn max_acc(s: T, v: T) -> T { return select(s, v, v > s || v != v); }
 fn max_comb(a: T, b: T) -> T { return max_acc(a, b); }
@@ -74,22 +64,22 @@ fn lse_fin(s: vec2<f32>) -> f32 { return s.x + log(s.y); }
 
 alias S = {{S}};
 
-var<workgroup> partial: array<S, 64>;
+var<workgroup> partial: array<S, WG>;
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn reduce_tree(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * params.grid_x;
+  let row = workgroup_index(wg);
   if (row >= params.outer) {
     return;
   }
   let base = row * params.r;
   var s = {{OP}}_init();
-  for (var j = lid; j < params.r; j += 64u) {
+  for (var j = lid; j < params.r; j += WG) {
     s = {{OP}}_acc(s, x[base + j]);
   }
   partial[lid] = s;
   workgroupBarrier();
-  for (var w = 32u; w > 0u; w = w >> 1u) {
+  for (var w = WG / 2u; w > 0u; w = w >> 1u) {
     if (lid < w) {
       partial[lid] = {{OP}}_comb(partial[lid], partial[lid + w]);
     }
@@ -100,9 +90,9 @@ fn reduce_tree(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
   }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn reduce_loop(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let i = gid.x + gid.y * params.grid_x;
+  let i = thread_index(gid);
   if (i >= params.outer * params.inner) {
     return;
   }

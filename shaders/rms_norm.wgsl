@@ -1,14 +1,9 @@
 // RMSNorm over the last axis (d): y = x * r * w, r = 1 / sqrt(mean(x^2) + eps). One workgroup per row.
 // The backward is rms_norm_backward.wgsl. Needs row_reduce.wgsl and norm_rows.wgsl (prepended).
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> w: array<f32>;
-@group(0) @binding(2) var<storage, read_write> y: array<f32>;
-@group(0) @binding(3) var<uniform> params: Params;
-
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn rms_norm(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * params.grid_x;
+  let row = workgroup_index(wg);
   if (row >= params.rows) {
     return;
   }

@@ -4,17 +4,9 @@
 //   rms_norm_backward_cols:  one thread per column j: dw[j] = sum over rows of dy x r.
 // Needs row_reduce.wgsl and norm_rows.wgsl (prepended). Both entry points use the same bindings.
 
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read> w: array<f32>;
-@group(0) @binding(2) var<storage, read> dy: array<f32>;
-@group(0) @binding(3) var<storage, read_write> dx: array<f32>;
-@group(0) @binding(4) var<storage, read_write> dw: array<f32>;
-@group(0) @binding(5) var<storage, read_write> stats: array<f32>; // r per row
-@group(0) @binding(6) var<uniform> params: Params;
-
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn rms_norm_backward_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * params.grid_x;
+  let row = workgroup_index(wg);
   if (row >= params.rows) {
     return;
   }
@@ -34,9 +26,9 @@ fn rms_norm_backward_rows(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_i
   }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn rms_norm_backward_cols(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let j = gid.x;
+  let j = thread_index(gid);
   if (j >= params.d) {
     return;
   }

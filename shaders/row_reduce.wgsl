@@ -1,12 +1,11 @@
-// Workgroup-shared tree reductions for row kernels (softmax, RMSNorm, LayerNorm): 64 threads per workgroup,
-// one row per workgroup. Call from uniform control flow; the result is returned to every thread.
+// Workgroup-shared tree reductions for row kernels (softmax, RMSNorm, LayerNorm, token log-probs): WG threads per
+// workgroup (a power of two, the program's workgroup size), one row per workgroup. Call from uniform control
+// flow; the result is returned to every thread.
 // Each call starts with a barrier of its own: on llvmpipe (Mesa 22.3) a second call's first store to `red`
 // otherwise raced with the previous call's final read of red[0] (a variance read a partly overwritten mean),
 // although a barrier separates them in the source.
 
-const WG: u32 = 64u;
-
-var<workgroup> red: array<f32, 64>;
+var<workgroup> red: array<f32, WG>;
 
 fn wg_sum(lid: u32, v: f32) -> f32 {
   workgroupBarrier();

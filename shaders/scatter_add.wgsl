@@ -1,31 +1,15 @@
 // The adjoints of gather and take_along_axis, out viewed as [outer, len, inner]. WGSL has no float atomics, so
 // each thread owns one output element and sums the updates whose index hits it, in index order: duplicates
-// sum deterministically, in the CPU kernel's order.
+// sum deterministically, in the reference kernel's order.
 //   scatter_add:         out[o, r, k] = sum over j with idx[j] == r of upd[o, j, k]
 //   put_along_axis_add:  out[o, r, k] = sum over j with idx[o, j, k] == r of upd[o, j, k]
 // T is f32 or i32.
 
 alias T = {{T}};
 
-struct Params {
-  outer: u32,
-  len: u32,
-  inner: u32,
-  n: u32,
-  total: u32,
-  grid_x: u32,
-  _pad0: u32,
-  _pad1: u32,
-};
-
-@group(0) @binding(0) var<storage, read> upd: array<T>;
-@group(0) @binding(1) var<storage, read> idx: array<i32>;
-@group(0) @binding(2) var<storage, read_write> out: array<T>;
-@group(0) @binding(3) var<uniform> params: Params;
-
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let i = gid.x + gid.y * params.grid_x;
+  let i = thread_index(gid);
   if (i >= params.total) {
     return;
   }
@@ -42,9 +26,9 @@ fn scatter_add(@builtin(global_invocation_id) gid: vec3<u32>) {
   out[i] = acc;
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn put_along_axis_add(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let i = gid.x + gid.y * params.grid_x;
+  let i = thread_index(gid);
   if (i >= params.total) {
     return;
   }

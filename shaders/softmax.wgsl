@@ -1,21 +1,10 @@
-// Numerically stable softmax / log-softmax along one axis of x viewed as [outer, len, inner], as the CPU
+// Numerically stable softmax / log-softmax along one axis of x viewed as [outer, len, inner], as the reference
 // kernel: m = max, s = sum(exp(x - m)), then exp(x - m) / s or (x - m) - log(s). LOG picks log-softmax.
 //   softmax_tree: inner == 1: one workgroup per row, max and sum by workgroup-shared trees.
 //   softmax_loop: one thread per (o, k) line, three passes.
 // Needs row_reduce.wgsl (prepended).
 
 const LOG: bool = {{LOG}};
-
-struct Params {
-  outer: u32,
-  len: u32,
-  inner: u32,
-  grid_x: u32,
-};
-
-@group(0) @binding(0) var<storage, read> x: array<f32>;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<uniform> params: Params;
 
 fn finish(v: f32, m: f32, s: f32) -> f32 {
   if (LOG) {
@@ -24,9 +13,9 @@ fn finish(v: f32, m: f32, s: f32) -> f32 {
   return exp(v - m) / s;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn softmax_tree(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * params.grid_x;
+  let row = workgroup_index(wg);
   if (row >= params.outer) {
     return;
   }
@@ -46,9 +35,9 @@ fn softmax_tree(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_
   }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn softmax_loop(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let i = gid.x + gid.y * params.grid_x;
+  let i = thread_index(gid);
   if (i >= params.outer * params.inner) {
     return;
   }

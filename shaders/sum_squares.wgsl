@@ -1,23 +1,12 @@
-// Sum of squares over a chunk of up to {{SLOTS}} tensors: workgroup w of this dispatch writes its partial sum
-// (grid-strided loops over each tensor, then a workgroup tree) to partials[first + w]; a last pass over the
-// partials (sums, not squares) writes the total to out[0]. Deterministic: fixed strides and tree order.
+// Sum of squares over a chunk of tensors (bindings x<k>, sizes params.n, 4 per vec4): workgroup w of this
+// dispatch writes its partial sum (grid-strided loops over each tensor, then a workgroup tree) to
+// out[first_slot + w], its slice of the partials; a last pass over the partials (sums, not squares) writes the
+// total to out[0]. BODY is the loops. Deterministic: fixed strides and tree order. The program record is in
+// src/backends/webgpu/kernels/multi-tensor.ts.
 
-const WG: u32 = 256u;
+var<workgroup> red: array<f32, WG>;
 
-struct Params {
-  first_slot: u32,
-  workgroups: u32,
-  _pad0: u32,
-  _pad1: u32,
-  n: array<vec4<u32>, {{SLOT_VEC4S}}>,
-};
-
-{{BINDINGS}}
-@group(0) @binding({{UNIFORM}}) var<uniform> params: Params;
-
-var<workgroup> red: array<f32, 256>;
-
-@compute @workgroup_size(256)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   var acc = 0.0;
   let stride = params.workgroups * WG;
@@ -32,6 +21,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     workgroupBarrier();
   }
   if (lid == 0u) {
-    {{STORE}}
+    out[params.first_slot + wg.x] = red[0];
   }
 }

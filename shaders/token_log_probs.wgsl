@@ -1,28 +1,16 @@
 // log softmax(scale * logits)[target] per row of V logits, one workgroup per row (max and sum by the
 // workgroup trees of row_reduce.wgsl, in the same order as softmax.wgsl's tree, so a separate scale and
-// log-softmax give the same numbers). BACKWARD writes d logits = dy scale (onehot(target) - softmax) instead.
-// A target outside [0, V) gives NaN. Needs row_reduce.wgsl and prelude.wgsl (prepended).
-
-const BACKWARD: bool = {{BACKWARD}};
-
-struct Params {
-  rows: u32,
-  v: u32,
-  grid_x: u32,
-  scale: f32,
-};
-
-@group(0) @binding(0) var<storage, read> logits: array<f32>;
-@group(0) @binding(1) var<storage, read> targets: array<i32>;
-{{BINDINGS}}
+// log-softmax give the same numbers). FINISH writes the forward's `out[row]`, or, in the backward's program,
+// d logits `dx` = dy scale (onehot(target) - softmax). A target outside [0, V) gives NaN. Needs row_reduce.wgsl
+// and prelude.wgsl (prepended).
 
 fn sx(i: u32) -> f32 {
   return params.scale * logits[i];
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let row = wg.x + wg.y * params.grid_x;
+  let row = workgroup_index(wg);
   if (row >= params.rows) {
     return;
   }

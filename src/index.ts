@@ -56,6 +56,7 @@ export {
   type KernelTime,
 } from './backends/webgpu/index.js';
 export * from './ops/creation.js';
+export { broadcastTo, expand, unbroadcast } from './ops/broadcast.js';
 export * from './ops/elementwise.js';
 export * from './ops/reduce.js';
 export * from './ops/movement.js';
@@ -69,7 +70,7 @@ export * from './ops/swiglu.js';
 export * from './ops/loss.js';
 export * from './ops/optim.js';
 export { setDebugNans } from './ops/op.js';
-export { NodeOnlyError } from './platform/errors.js';
+export { FileSystemError, NodeOnlyError } from './platform/errors.js';
 export * as objectives from './objectives/index.js';
 export * from './nn/index.js';
 export * from './rl/index.js';

@@ -1,6 +1,7 @@
 /**
  * The experiment plan: which runs exist, with exactly which settings, and what each depends on. Everything the
- * report prints comes from runs listed here, so this file (with `settings.ts`) is the whole protocol.
+ * report prints comes from runs listed here, with the settings of each scale (`SCALES`), so this file is the
+ * whole protocol.
  *
  * - One warm-start per (task, seed), shared by every RL configuration of that task and seed: all methods start
  *   from the same policy with the same RL random stream (the RNG state saved in the warm-start checkpoint), so

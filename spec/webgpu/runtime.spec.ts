@@ -5,10 +5,9 @@ import { join } from 'node:path';
 import { build } from 'esbuild';
 import { wasmKernels } from '../../esbuild.wasm.mjs';
 import * as T from '../../src/index.js';
-import { acquireDevice } from '../../src/backends/webgpu/device.js';
+import { acquireDevice } from '../../src/backends/webgpu/platform.js';
 import { bufferOf } from '../../src/backends/webgpu/storage.js';
-import { fillTemplate } from '../../src/backends/webgpu/wgsl.js';
-import copySrc from '../../shaders/copy.wgsl';
+import { copyProgram } from '../../src/backends/webgpu/kernels/movement.js';
 import { describeGpu } from './helpers.js';
 
 /**
@@ -50,8 +49,8 @@ describeGpu('webgpu runtime: errors are typed and loud', (gpu) => {
     b.runtime.dispatch({
       kernel: 'copy_with_bad_uniform',
       key: 'copy:r1',
-      bindings: ['read', 'write', 'uniform'],
-      source: () => fillTemplate('copy.wgsl', copySrc, { RANK: 1 }), // a valid shader with a 112-byte uniform
+      bindings: copyProgram(1).bindings, // read, write, uniform
+      source: () => copyProgram(1).source, // a valid shader with a 112-byte uniform
       buffers: [bufferOf(x.storageFor('test')), b.runtime.alloc(16)],
       uniforms: new Uint32Array(4),
       workgroups: [1, 1, 1],

@@ -2,10 +2,11 @@ import type { BinaryOp, UnaryOp } from './kernels.js';
 
 /**
  * The scalar definition of every elementwise kernel, in one place for every backend. An entry is keyed by the
- * language a backend runs, not by the backend: `js`, a function (what a backend running JavaScript calls; the
- * CPU backend's kernel and the numerical reference), and `wgsl`, an expression over `x` (unary) or `a`, `b`
- * (binary) that a WGSL backend splices into its one generic broadcasting kernel. A new backend in one of these
- * languages adds nothing here. Their vector-Jacobian rules live in `ops/elementwise.ts`.
+ * language a backend runs, not by the backend: `js`, a function (what a backend running JavaScript calls: the
+ * reference kernels, the numerical oracle, and so the cpu backend wherever it falls back to them), and `wgsl`,
+ * an expression over `x` (unary) or `a`, `b` (binary) that a WGSL backend splices into its one generic
+ * broadcasting kernel. A new backend in one of these languages adds nothing here. Their vector-Jacobian rules
+ * live in `ops/elementwise.ts`.
  * GELU is the tanh approximation (as in GPT-2 and JAX's default), since WGSL has no erf.
  */
 export interface UnaryKernel {

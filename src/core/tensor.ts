@@ -2,7 +2,7 @@ import type { Backend, Storage } from './backend.js';
 import { bytesPerElement, type DType, type TypedArray } from './dtype.js';
 import { BackendError, DisposedTensorError } from './errors.js';
 import { sizeOf, type Shape } from './shape.js';
-import { trackInScope } from './scope.js';
+import { trackInScope } from './scope-stack.js';
 import { settleDeferredChecks, throwDeferredFailure } from './deferred.js';
 
 /** Storage shared by several tensor handles (reshape and stopGradient alias it); freed when the last one lets go. */

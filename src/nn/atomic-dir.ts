@@ -16,8 +16,7 @@ import {
   unlink,
 } from '../platform/files.js';
 import { crashPoint, sha256Hex } from '../platform/host.js';
-import { RlvrError } from '../core/errors.js';
-import { fileErrorCause } from '../platform/errors.js';
+import { FileSystemError } from '../platform/errors.js';
 
 /**
  * A directory that appears whole or not at all. `writeDirAtomic(dir, write)` lets `write` fill a fresh sibling
@@ -32,6 +31,9 @@ import { fileErrorCause } from '../platform/errors.js';
  */
 export const MANIFEST = 'manifest.json';
 
+/** Re-exported for the modules that import it from here; it is the platform's (platform/errors.ts). */
+export { FileSystemError };
+
 export interface ManifestEntry {
   readonly size: number;
   readonly sha256: string;
@@ -40,23 +42,6 @@ export const MANIFEST_FORMAT = 'rlvr-wgpu/manifest-1';
 export interface Manifest {
   readonly format: typeof MANIFEST_FORMAT;
   readonly files: Readonly<Record<string, ManifestEntry>>;
-}
-
-/** A file system failure, as one line: the path and the cause (the system's code and message). */
-export class FileSystemError extends RlvrError {
-  constructor(
-    readonly path: string,
-    readonly code: string,
-    detail: string,
-  ) {
-    super(`${path}: ${detail}`);
-  }
-  static from(path: string, e: unknown): FileSystemError {
-    if (e instanceof FileSystemError) return e;
-    const err = e as NodeJS.ErrnoException;
-    const { code, cause } = fileErrorCause(e);
-    return new FileSystemError(typeof err?.path === 'string' && err.path !== '' ? err.path : path, code, cause);
-  }
 }
 
 async function fsyncPath(path: string): Promise<void> {

@@ -15,7 +15,6 @@ import { swiglu } from '../ops/swiglu.js';
 import { addRmsNorm, rmsNorm } from '../ops/norm.js';
 import { rotaryPair } from '../ops/rope.js';
 import { ropeAt, ropeTables } from './rope.js';
-import type { KvCache } from './kv-cache.js';
 
 /**
  * A decoder-only transformer in the Llama/Qwen layout: token embeddings, pre-norm blocks of RMSNorm -> causal
@@ -169,6 +168,35 @@ export function initParams(config: TransformerConfig, rng: Rng, opts: InitOption
   const head = c.tieEmbeddings === false ? { lmHead: { weight: w(c.vocabSize, c.dModel) } } : {};
   return { embed, layers, finalNorm, ...head };
 }
+
+/**
+ * Keys and values of the positions seen so far, per layer: k and v are [B, rows, nKvHeads, headDim] (the
+ * attention kernel's layout), keys already rotated by RoPE at their positions. With it, generating a token
+ * costs one step of attention over the prefix instead of a forward over the whole sequence. Defined here, where
+ * the forward reads and writes it; kv-cache.ts makes and disposes caches.
+ *
+ * Two kinds, one type:
+ * - preallocated (`createKvCache`, `capacity` set): rows = capacity, of which the first `length` are filled.
+ *   A forward writes its new positions in place (`updateSlice`, which consumes the old tensors: JAX's
+ *   dynamic_update_slice with buffer donation), so a step copies O(new positions), never the whole cache, and
+ *   allocates nothing new. Not differentiable (sampling only).
+ * - growing (`cache: null` to start; `capacity` null): rows = length; a forward returns a longer copy (concat,
+ *   differentiable) and the caller disposes the old one.
+ *
+ * Either way a forward with a cache returns the cache to use next: the one passed in must not be used again
+ * (for a preallocated one its tensors are consumed; `disposeCache` on it is a harmless no-op).
+ */
+export type KvCache = {
+  readonly layers: readonly { readonly k: Tensor; readonly v: Tensor }[];
+  /**
+   * The additive key bias [B, rows] (padding masks), or null when no position is masked (growing caches only: a
+   * preallocated cache always has one, zeros where nothing is masked).
+   */
+  readonly keyBias: Tensor | null;
+  readonly length: number;
+  /** Rows allocated per layer (a preallocated cache), or null for a growing cache (rows = length). */
+  readonly capacity: number | null;
+};
 
 export interface ForwardOptions {
   /** Position of each new token [B, T] (i32), for RoPE; default 0..T-1 after the cache's length. */

@@ -1,13 +1,12 @@
 import type { BinaryOp, UnaryOp } from '../core/kernels.js';
 import { isFloat, promote, type DType } from '../core/dtype.js';
 import { ArgumentError } from '../core/errors.js';
-import { broadcastShapes, shapesEqual, type Shape } from '../core/shape.js';
+import { broadcastShapes } from '../core/shape.js';
 import { setAccumulate } from '../core/tape.js';
 import { Tensor } from '../core/tensor.js';
 import { full } from './creation.js';
+import { unbroadcast } from './broadcast.js';
 import { identityOp, kt, runOp } from './op.js';
-import { reshape } from './movement.js';
-import { sum } from './reduce.js';
 
 /** Elementwise ops: forwards and vector-Jacobian rules. Their scalar kernels are in `core/elementwise-kernels.ts`. */
 export type Operand = Tensor | number;
@@ -62,15 +61,6 @@ export const reciprocal = (x: Tensor): Tensor => unary('reciprocal', x, (g, y) =
 export const relu = (x: Tensor): Tensor => unary('relu', x, (g) => mul(g, unary('step', x)));
 /** -1, 0 or 1; its derivative is zero almost everywhere. */
 export const sign = (x: Tensor): Tensor => unary('sign', x, (g) => mul(g, 0));
-
-/** Sum a broadcast cotangent back down to `shape`. */
-export function unbroadcast(g: Tensor, shape: Shape): Tensor {
-  if (shapesEqual(g.shape, shape)) return g;
-  const lead = g.rank - shape.length;
-  const axes: number[] = [];
-  for (let i = 0; i < g.rank; i++) if (i < lead || (shape[i - lead] === 1 && g.shape[i] !== 1)) axes.push(i);
-  return reshape(sum(g, axes, true), shape);
-}
 
 function binary(
   op: BinaryOp,

@@ -1,7 +1,8 @@
 import { ShapeError } from '../core/errors.js';
 import { broadcastShapes } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
-import { cast, unbroadcast } from './elementwise.js';
+import { unbroadcast } from './broadcast.js';
+import { cast } from './elementwise.js';
 import { promote } from '../core/dtype.js';
 import { reshape, squeeze } from './movement.js';
 import { kt, runOp } from './op.js';

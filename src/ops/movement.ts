@@ -1,10 +1,9 @@
 import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
-import { broadcastShapes, normAxis, shapesEqual, sizeOf, type Shape } from '../core/shape.js';
+import { normAxis, shapesEqual, sizeOf, type Shape } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
-import { unbroadcast } from './elementwise.js';
 import { identityOp, kt, refuseGradient, runDonating, runOp, runView } from './op.js';
 
-/** Movement ops: reshape, expand, permute, slice, pad, concat. */
+/** Movement ops: reshape, permute, slice, pad, concat (`expand` is in broadcast.ts, beside its adjoint `sum`). */
 
 /** Same data, new shape; one dimension may be -1 (inferred). Shares storage, copies nothing. */
 export function reshape(x: Tensor, shape: Shape): Tensor {
@@ -43,25 +42,6 @@ export function squeeze(x: Tensor, axes?: readonly number[]): Tensor {
     x.shape.filter((_, i) => !drop.includes(i)),
   );
 }
-
-/** Broadcast to `shape` by NumPy rules, materialised. Its adjoint sums over the broadcast axes. */
-export function expand(x: Tensor, shape: Shape): Tensor {
-  const out = broadcastShapes('expand', x.shape, shape);
-  if (!shapesEqual(out, shape))
-    throw new ShapeError('expand', [x.shape, shape], 'the target shape must be the broadcast shape');
-  if (shapesEqual(x.shape, shape)) return identityOp('expand', x);
-  return runOp(
-    'expand',
-    [x],
-    shape,
-    x.dtype,
-    (k) => k.expand(kt('expand', x), shape),
-    () => (g) => [unbroadcast(g, x.shape)],
-  );
-}
-
-/** NumPy's and JAX's name for `expand`. */
-export const broadcastTo = expand;
 
 /** Reorder axes: out.shape[i] = x.shape[perm[i]]. */
 export function permute(x: Tensor, perm: readonly number[]): Tensor {

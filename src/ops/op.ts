@@ -21,12 +21,17 @@ import { Tensor } from '../core/tensor.js';
  * resolved kernel table (`kernelsFor(backend)`, `core/kernels.ts`) and the backend itself:
  * `runOp(op, inputs, shape, dtype, (k) => k.matmul(...), vjp)`.
  *
- * - `runOp(op, inputs, shape, dtype, kernel, vjp?)`: one output (most ops);
- * - `runOpMulti(op, inputs, outputs, kernel, vjp?)`: one kernel, several outputs (fused backward kernels, AdamW);
+ * - `runOp(op, inputs, shape, dtype, kernel, vjp?)`: one kernel, one output (most ops);
+ * - `runOpMulti(op, inputs, outputs, kernel, vjp?)`: one kernel, several outputs with a rule each (`rotaryPair`,
+ *   AdamW);
+ * - `runBackward(op, inputs, likes, kernel)`: a fused backward kernel, one gradient per `likes` tensor, refusing a
+ *   second derivative (the norms', SwiGLU's and attention's backward);
  * - `runView(op, x, shape, vjp)`: an output sharing x's storage (reshape);
  * - `runSource(op, backend, shape, dtype, kernel)`: no inputs (creation: fill, upload);
  * - `runDonating(op, donated, inputs, kernel, vjp)`: consumes its first input, whose storage the kernel may
- *   update in place (JAX's buffer donation).
+ *   update in place (JAX's buffer donation);
+ * - `identityOp(op, x)`: an op that returns its input unchanged (a no-op cast, reshape, permute, slice), admitted
+ *   like any other so a disposed input is still an error.
  *
  * A rule may be `refuseGradient(...)`: the op runs, and a tape that reaches it throws instead of differentiating.
  */

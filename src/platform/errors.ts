@@ -10,6 +10,26 @@ export class NodeOnlyError extends RlvrError {
   }
 }
 
+/**
+ * A file system failure, as one line: the path and the cause (the system's code and message). Thrown by the
+ * writers of files (checkpoints, metrics, the output directory) and shown by the CLI as is.
+ */
+export class FileSystemError extends RlvrError {
+  constructor(
+    readonly path: string,
+    readonly code: string,
+    detail: string,
+  ) {
+    super(`${path}: ${detail}`);
+  }
+  static from(path: string, e: unknown): FileSystemError {
+    if (e instanceof FileSystemError) return e;
+    const err = e as NodeJS.ErrnoException;
+    const { code, cause } = fileErrorCause(e);
+    return new FileSystemError(typeof err?.path === 'string' && err.path !== '' ? err.path : path, code, cause);
+  }
+}
+
 const DESCRIPTIONS: Readonly<Record<string, string>> = {
   EACCES: 'permission denied',
   EPERM: 'operation not permitted',

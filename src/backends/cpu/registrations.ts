@@ -1,7 +1,13 @@
 import { fallbackKernel, registerKernels, type KernelFuncs, type KernelName } from '../../core/kernels.js';
-import type { CpuBackend } from './index.js';
+import type { HostBackend } from '../reference/host.js';
 import * as C from './copy-kernels.js';
 import * as W from './wasm-kernels.js';
+
+/**
+ * What a kernel registered for 'cpu' gets (`CpuBackend` is one, and index.ts, which defines it, registers these):
+ * the WebAssembly host for its own kernels, a host backend for the reference kernel it falls back to.
+ */
+type CpuBackend = HostBackend & W.WasmHost;
 
 /**
  * The CPU backend's own kernels: each runs its WebAssembly kernel (or, for copies, block moves) where it covers the

@@ -2,7 +2,7 @@ import type { Backend, KernelTensor, MemoryInfo, Storage } from '../../core/back
 import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
 import { BackendError } from '../../core/errors.js';
 import { sizeOf } from '../../core/shape.js';
-import { acquireDevice, type AcquireOptions, type AdapterDescription } from './device.js';
+import type { AcquireOptions, AdapterDescription } from './device.js';
 // Each kernel family registers its kernels for 'webgpu' when it loads (no fallback: a missing one is an error).
 import './kernels/adamw.js';
 import './kernels/attention.js';
@@ -15,6 +15,7 @@ import './kernels/multi-tensor.js';
 import './kernels/norm.js';
 import './kernels/reduce.js';
 import './kernels/softmax.js';
+import { acquireDevice } from './platform.js';
 import { GpuRuntime, type RuntimeOptions, type RuntimeStats } from './runtime.js';
 import { asStorage, gpuStorage } from './storage.js';
 import { wgslType } from './wgsl.js';

@@ -1,8 +1,6 @@
-import { acquirePlatformDevice } from './platform.js';
-
 /**
- * WebGPU device acquisition: the one interface the backend gets its device through. Two implementations, picked
- * when the code is bundled:
+ * WebGPU device acquisition: the types of the one interface the backend gets its device through,
+ * `acquireDevice(opts): Promise<AcquiredDevice>`. Two implementations of it, picked when the code is bundled:
  *  - in Node (`platform.ts`): Dawn (npm `webgpu`), trying the adapter paths in order: `native`, the platform's own
  *    backend (Vulkan on Linux, Metal on macOS, D3D12 on Windows), then `opengles`, Mesa's llvmpipe through
  *    OpenGL ES on a Linux machine without a GPU;
@@ -52,9 +50,4 @@ export interface DawnGlobals {
   readonly GPUBufferUsage: { readonly [k in 'MAP_READ' | 'COPY_SRC' | 'COPY_DST' | 'STORAGE' | 'UNIFORM']: number };
   readonly GPUMapMode: { readonly READ: number };
   readonly [name: string]: unknown;
-}
-
-/** A device on this platform's WebGPU (Dawn in Node, `navigator.gpu` in a page); `NoAdapterError` when none. */
-export function acquireDevice(opts: AcquireOptions = {}): Promise<AcquiredDevice> {
-  return acquirePlatformDevice(opts);
 }

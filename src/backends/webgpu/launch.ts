@@ -1,85 +1,99 @@
-import type { BindingKind } from './pipelines.js';
+import type { KernelTensor } from '../../core/backend.js';
+import { BackendError } from '../../core/errors.js';
+import { checkInputs, isTensor, packUniforms, type Program, type UniformValue } from './program.js';
 import type { GpuRuntime } from './runtime.js';
-import { grid } from './wgsl.js';
+import { bufferOf } from './storage.js';
 
 /**
- * The one way a kernel runs (as tfjs's `runWebGPUProgram`): allocate the outputs from the pool, skip the
- * dispatch when there is no work, split the work into a grid within the per-dimension limit, fill the uniforms
- * (which may depend on that grid) and dispatch. Bindings follow one order everywhere: the read-only inputs, then
- * the written outputs, then the uniform block if there is one, so the layout is derived, not spelled out.
- *
- * A kernel file builds a `LaunchSpec` and returns what `launch` returns; `GpuRuntime.dispatch` stays the
- * lower-level call underneath (for kernels not yet written this way, and for tests that need a raw dispatch).
- * Porting an `rt.alloc` + `grid` + `rt.dispatch` kernel: `buffers: [a, b, out]` becomes `inputs: [a, b]` and
- * `outputs: [outBytes]` (the shader's bindings must be ordered reads, writes, uniform); the `if (n === 0)` guard
- * and the `grid(...)` call become `grid: { threads: n, workgroupSize: 256 }`; a uniform that uses gx becomes
- * `uniforms: ([gx]) => ...`; a second dispatch over the same buffers passes them as `outputs`.
+ * The one way a kernel runs: `launch(rt, program, call)` (as tfjs's `runWebGPUProgram`), from the program's
+ * record (program.ts) and one call's tensors, sizes and uniform values. Every kernel file calls it;
+ * `GpuRuntime.dispatch` is the lower-level call underneath, which only this file and the runtime specs call.
  */
 export type Workgroups = readonly [number, number, number];
 
-export type Grid =
-  /** `threads` invocations along x, `workgroupSize` per workgroup (the shader's), split over x and y if needed. */
-  | { readonly threads: number; readonly workgroupSize: number }
-  /** An explicit grid (a 2-D tiling, one workgroup per row, ...). */
-  | { readonly workgroups: Workgroups };
-
-export interface LaunchSpec<O extends readonly (number | GPUBuffer)[]> {
-  /** The kernel's name, as errors and profiles report it. */
-  readonly kernel: string;
-  /** Everything the generated source depends on (dtype, rank, variant); defaults to `kernel`. */
-  readonly key?: string;
-  readonly source: () => string;
-  readonly entryPoint?: string;
-  /** Read-only storage bindings, first, in order. */
-  readonly inputs: readonly GPUBuffer[];
-  /** Written storage bindings after the inputs: a byte count allocates a new pooled buffer, a buffer is written. */
-  readonly outputs: O;
-  readonly grid: Grid;
-  /** The uniform block (the last binding), or a function of the grid when the shader needs its x extent. */
-  readonly uniforms?: Uint32Array | ((workgroups: Workgroups) => Uint32Array);
-}
-
 export type Outputs<O extends readonly (number | GPUBuffer)[]> = { -readonly [K in keyof O]: GPUBuffer };
 
-const bindingCache = new Map<string, readonly BindingKind[]>();
+/** How many workgroups a launch dispatches, from the program's workgroup size. */
+export type Grid =
+  /** `n` invocations along x of a 1-D workgroup, split over x and y (`thread_index`) when one dimension is not enough. */
+  | { readonly threads: number }
+  /** Invocations per dimension: ceil(threads[d] / workgroupSize[d]) workgroups along d (no split). */
+  | { readonly threads: readonly [number, number, number] }
+  /** `n` workgroups (one per row, ...), split over x and y likewise (`workgroup_index`). */
+  | { readonly workgroups: number }
+  /** Workgroups per dimension, as given. */
+  | { readonly workgroups: Workgroups };
 
-/** The binding kinds of a layout: `reads` inputs, `writes` outputs, and a uniform block or not (cached). */
-function bindingsOf(reads: number, writes: number, uniform: boolean): readonly BindingKind[] {
-  const key = `${reads}/${writes}/${+uniform}`;
-  let kinds = bindingCache.get(key);
-  if (!kinds) {
-    const list: BindingKind[] = [
-      ...Array<BindingKind>(reads).fill('read'),
-      ...Array<BindingKind>(writes).fill('write'),
-    ];
-    if (uniform) list.push('uniform');
-    kinds = list;
-    bindingCache.set(key, kinds);
-  }
-  return kinds;
+export interface LaunchCall<O extends readonly (number | GPUBuffer)[]> {
+  /** The name the dispatch is counted and reported under (default: the program's; `copy` runs as `permute`). */
+  readonly kernel?: string;
+  /** One of the program's entry points (default: its first). */
+  readonly entryPoint?: string;
+  /** One per input binding: a tensor (its dtype checked against the binding) or a launcher's own buffer. */
+  readonly inputs: readonly (KernelTensor | GPUBuffer)[];
+  /** One per output binding: a byte count allocates a new pooled buffer, a buffer is written. */
+  readonly outputs: O;
+  readonly grid: Grid;
+  /** Every uniform field of the program by name, but `grid_x` (the launch fills it in). */
+  readonly uniforms?: Readonly<Record<string, UniformValue>>;
 }
 
+function workgroupsOf(program: Program, g: Grid, maxPerDim: number): Workgroups {
+  if ('workgroups' in g) return typeof g.workgroups === 'number' ? split(g.workgroups, maxPerDim) : g.workgroups;
+  const [x, y, z] = program.workgroupSize;
+  if (typeof g.threads !== 'number') {
+    const [tx, ty, tz] = g.threads;
+    return [Math.ceil(tx / x), Math.ceil(ty / y), Math.ceil(tz / z)];
+  }
+  if (y !== 1 || z !== 1)
+    throw new BackendError(
+      'webgpu',
+      `program ${program.name}: a thread count needs a 1-D workgroup, not ${x}x${y}x${z}`,
+    );
+  return split(Math.ceil(g.threads / x), maxPerDim);
+}
+
+/** `count` workgroups over x, and over y too when x alone would exceed the per-dimension limit. */
+function split(count: number, maxPerDim: number): Workgroups {
+  if (count === 0) return [0, 0, 0];
+  if (count <= maxPerDim) return [count, 1, 1];
+  const y = Math.ceil(count / maxPerDim);
+  return [Math.ceil(count / y), y, 1];
+}
+
+/**
+ * Run a program (as tfjs's `runWebGPUProgram`): check the inputs' dtypes against the record, allocate the
+ * outputs from the pool, skip the dispatch when there is no work, size the grid from the workgroup size (split
+ * within the per-dimension limit), pack the uniforms by name and dispatch. Returns the output buffers.
+ */
 export function launch<const O extends readonly (number | GPUBuffer)[]>(
   rt: GpuRuntime,
-  spec: LaunchSpec<O>,
+  program: Program,
+  call: LaunchCall<O>,
 ): Outputs<O> {
-  const outputs = spec.outputs.map((o) => (typeof o === 'number' ? rt.alloc(o) : o)) as Outputs<O>;
-  const workgroups: Workgroups =
-    'workgroups' in spec.grid
-      ? spec.grid.workgroups
-      : spec.grid.threads === 0
-        ? [0, 0, 0]
-        : grid(Math.ceil(spec.grid.threads / spec.grid.workgroupSize), rt.maxWorkgroupsPerDim);
+  const kernel = call.kernel ?? program.name;
+  if (call.inputs.length !== program.inputs.length || call.outputs.length !== program.outputs.length) {
+    throw new BackendError(
+      'webgpu',
+      `${kernel}: ${call.inputs.length} inputs and ${call.outputs.length} outputs given, program ${program.name} ` +
+        `binds ${program.inputs.length} and ${program.outputs.length}`,
+    );
+  }
+  checkInputs(program, kernel, call.inputs);
+  const entryPoint = call.entryPoint ?? program.entryPoints[0]!;
+  if (!program.entryPoints.includes(entryPoint))
+    throw new BackendError('webgpu', `${kernel}: program ${program.name} has no entry point ${entryPoint}`);
+  const outputs = call.outputs.map((o) => (typeof o === 'number' ? rt.alloc(o) : o)) as Outputs<O>;
+  const workgroups = workgroupsOf(program, call.grid, rt.maxWorkgroupsPerDim);
   if (workgroups[0] === 0 || workgroups[1] === 0 || workgroups[2] === 0) return outputs;
-  const uniforms = typeof spec.uniforms === 'function' ? spec.uniforms(workgroups) : spec.uniforms;
   rt.dispatch({
-    kernel: spec.kernel,
-    key: spec.key ?? spec.kernel,
-    bindings: bindingsOf(spec.inputs.length, outputs.length, uniforms !== undefined),
-    source: spec.source,
-    ...(spec.entryPoint !== undefined ? { entryPoint: spec.entryPoint } : {}),
-    buffers: [...spec.inputs, ...(outputs as GPUBuffer[])],
-    ...(uniforms !== undefined ? { uniforms } : {}),
+    kernel,
+    key: program.entryPoints.length > 1 ? `${program.key}:${entryPoint}` : program.key,
+    bindings: program.bindings,
+    source: () => program.source,
+    entryPoint,
+    buffers: [...call.inputs.map((t) => (isTensor(t) ? bufferOf(t.storage) : t)), ...(outputs as GPUBuffer[])],
+    ...(program.fields.length > 0 ? { uniforms: packUniforms(program, call.uniforms ?? {}, workgroups[0]) } : {}),
     workgroups,
   });
   return outputs;

@@ -13,7 +13,7 @@ interface PageGlobals {
   readonly GPUMapMode?: DawnGlobals['GPUMapMode'];
 }
 
-export const acquirePlatformDevice: typeof Node.acquirePlatformDevice = async (opts: AcquireOptions) => {
+export const acquireDevice: typeof Node.acquireDevice = async (opts: AcquireOptions = {}) => {
   if (opts.paths && !opts.paths.includes('navigator')) {
     throw new NoAdapterError([`no path (paths ${JSON.stringify(opts.paths)}; a page has only navigator)`], PAGE_ADVICE);
   }

@@ -56,7 +56,8 @@ function pathsFromEnv(): readonly AdapterPath[] | null {
   return paths as AdapterPath[];
 }
 
-export async function acquirePlatformDevice(opts: AcquireOptions): Promise<AcquiredDevice> {
+/** A device on Dawn (the paths of device.ts, in order); `NoAdapterError` when none gives one. */
+export async function acquireDevice(opts: AcquireOptions = {}): Promise<AcquiredDevice> {
   const paths = opts.paths ?? pathsFromEnv() ?? (['native', 'opengles'] as const);
   const tried: string[] = [];
   let mod: DawnModule;

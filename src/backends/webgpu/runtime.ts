@@ -1,3 +1,4 @@
+import type { Backend } from '../../core/backend.js';
 import { BackendError, type RlvrError } from '../../core/errors.js';
 import { BufferPool, type PoolStats } from './buffer-pool.js';
 import type { AcquiredDevice, AdapterDescription } from './device.js';
@@ -40,6 +41,15 @@ export interface Dispatch extends KernelSpec {
   readonly buffers: readonly GPUBuffer[];
   readonly uniforms?: Uint32Array;
   readonly workgroups: readonly [number, number, number];
+}
+
+/**
+ * What a kernel registered for 'webgpu' gets as its backend (`WebGpuBackend` is one): a backend whose kernels
+ * encode on this runtime. Typed here, below the backend class, so the kernel files need not import backend.ts,
+ * which imports them to register them.
+ */
+export interface GpuBackend extends Backend {
+  readonly runtime: GpuRuntime;
 }
 
 /** What the runtime counts, for tests (asserted) and benchmarks (printed). */

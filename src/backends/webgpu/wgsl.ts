@@ -2,8 +2,9 @@ import { BackendError } from '../../core/errors.js';
 import type { DType } from '../../core/dtype.js';
 
 /**
- * WGSL sources live in `shaders/*.wgsl`. Some are templates with `{{NAME}}` placeholders (the element type,
- * a rank, a generated expression); `fillTemplate` fills them and refuses to leave one unfilled.
+ * WGSL sources live in `shaders/*.wgsl`. Some bodies are templates with `{{NAME}}` placeholders (the element
+ * type, a rank, a generated expression); `fillTemplate` fills them and refuses to leave one unfilled. What every
+ * kernel declares (bindings, uniforms, workgroup size) is never a placeholder: program.ts generates it.
  */
 export function fillTemplate(
   name: string,
@@ -21,11 +22,4 @@ export function fillTemplate(
 export function wgslType(op: string, dtype: DType): 'f32' | 'i32' {
   if (dtype === 'f32' || dtype === 'i32') return dtype;
   throw new BackendError('webgpu', `${op}: dtype ${dtype} is not supported on WebGPU (f64 is CPU-only)`);
-}
-
-/** Split `count` workgroups over x and y so neither exceeds the per-dimension limit. */
-export function grid(count: number, maxPerDim: number): [number, number, number] {
-  if (count <= maxPerDim) return [count, 1, 1];
-  const y = Math.ceil(count / maxPerDim);
-  return [Math.ceil(count / y), y, 1];
 }

@@ -1,15 +1,34 @@
 import type { KernelTensor } from '../../../core/backend.js';
-import { DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwSrc from '../../../../shaders/adamw.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
-import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
+import { defineProgram } from '../program.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
+import { asStorage } from '../storage.js';
 import { registerKernels, type AdamWHyper } from '../../../core/kernels.js';
 
 /** One fused AdamW step (shaders/adamw.wgsl); the bias corrections are computed here in double precision. */
+const ADAMW = defineProgram({
+  name: 'adamw',
+  inputs: { p: 'f32', g: 'f32', m: 'f32', v: 'f32' },
+  outputs: { p_out: 'f32', m_out: 'f32', v_out: 'f32' },
+  uniforms: {
+    n: 'u32',
+    grid_x: 'u32',
+    lr: 'f32',
+    beta1: 'f32',
+    beta2: 'f32',
+    eps: 'f32',
+    decay: 'f32', // 1 - lr * weight_decay
+    c1: 'f32',
+    c2: 'f32',
+    one_minus_beta1: 'f32',
+    one_minus_beta2: 'f32',
+  },
+  workgroupSize: 256,
+  body: adamwSrc,
+});
+
 export function adamw(
   rt: GpuRuntime,
   p: KernelTensor,
@@ -18,33 +37,27 @@ export function adamw(
   v: KernelTensor,
   h: AdamWHyper,
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
-  for (const t of [p, g, m, v])
-    if (t.dtype !== 'f32') throw new DTypeError('adamw', `the WebGPU kernel needs f32, got ${t.dtype}`);
   const n = sizeOf(p.shape);
-  const words = (gx: number): Uint32Array =>
-    new Words(12)
-      .u(0, n)
-      .u(1, gx * 256)
-      .f(2, h.lr)
-      .f(3, h.beta1)
-      .f(4, h.beta2)
-      .f(5, h.eps)
-      .f(6, 1 - h.lr * h.weightDecay)
-      .f(7, 1 - h.beta1 ** h.step)
-      .f(8, 1 - h.beta2 ** h.step)
-      .f(9, 1 - h.beta1)
-      .f(10, 1 - h.beta2).u32;
-  return launch(rt, {
-    kernel: 'adamw',
-    source: () => adamwSrc,
-    inputs: [p, g, m, v].map((t) => bufferOf(t.storage)),
+  return launch(rt, ADAMW, {
+    inputs: [p, g, m, v],
     outputs: [n * 4, n * 4, n * 4],
-    grid: { threads: n, workgroupSize: 256 },
-    uniforms: ([gx]) => words(gx),
+    grid: { threads: n },
+    uniforms: {
+      n,
+      lr: h.lr,
+      beta1: h.beta1,
+      beta2: h.beta2,
+      eps: h.eps,
+      decay: 1 - h.lr * h.weightDecay,
+      c1: 1 - h.beta1 ** h.step,
+      c2: 1 - h.beta2 ** h.step,
+      one_minus_beta1: 1 - h.beta1,
+      one_minus_beta2: 1 - h.beta2,
+    },
   });
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   adamw: (b, param, grad, m, v, hyper) => {
     const [p1, m1, v1] = adamw(b.runtime, param, grad, m, v, hyper);
     return [asStorage(p1), asStorage(m1), asStorage(v1)];

@@ -1,24 +1,24 @@
 import type { KernelTensor } from '../../../core/backend.js';
 import { MASKED_KEY_BIAS, registerKernels } from '../../../core/kernels.js';
-import { BackendError, DTypeError } from '../../../core/errors.js';
+import { BackendError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import attentionSrc from '../../../../shaders/attention.wgsl';
 import decodeSrc from '../../../../shaders/attention_decode.wgsl';
 import dqSrc from '../../../../shaders/attention_backward_dq.wgsl';
 import dkvSrc from '../../../../shaders/attention_backward_dkv.wgsl';
-import type { GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
+import tilesSrc from '../../../../shaders/attention_tiles.wgsl';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
+import { asStorage } from '../storage.js';
 import { launch } from '../launch.js';
-import { fillTemplate } from '../wgsl.js';
-import { Words } from './layout.js';
+import { cachedProgram, checkInputs, type Program } from '../program.js';
 import { fillInto } from './movement.js';
-import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Fused causal attention (shaders/attention*.wgsl): one forward dispatch, and a backward in two (dQ with the
- * row statistics, then dK/dV). Rows of 64 queries (or keys) per workgroup; key/query tiles of TK rows of D
+ * row statistics, then dK/dV). Rows of ROWS queries (or keys) per workgroup; key/query tiles of TK rows of D
  * floats, TK (at most 64) chosen so that two tiles and the dK/dV kernel's 3 TK row statistics fit the device's
- * workgroup memory (16 KiB at WebGPU's default limit).
+ * workgroup memory (16 KiB at WebGPU's default limit). The four kernels share one uniform record, one prefix of
+ * constants and (forward and dQ) one tile loader, attention_tiles.wgsl.
  */
 const ROWS = 64;
 /** At most this many queries per head use the split-over-keys kernel (attention_decode.wgsl): decoding. */
@@ -40,17 +40,7 @@ interface Dims {
 /** Floats of workgroup memory a kernel may use. */
 const workgroupFloats = (rt: GpuRuntime): number => Math.floor(rt.device.limits.maxComputeWorkgroupStorageSize / 4);
 
-function dimsOf(
-  rt: GpuRuntime,
-  kernel: string,
-  q: KernelTensor,
-  k: KernelTensor,
-  v: KernelTensor,
-  bias: KernelTensor | null,
-  keyLength = k.shape[1]!,
-): Dims {
-  for (const t of [q, k, v, ...(bias ? [bias] : [])])
-    if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
+function dimsOf(rt: GpuRuntime, kernel: string, q: KernelTensor, k: KernelTensor, keyLength = k.shape[1]!): Dims {
   const [b, tq, hq, d] = q.shape as [number, number, number, number];
   const limit = rt.maxWorkgroupsPerDim;
   if (b > limit || hq > limit || Math.ceil(Math.max(tq, k.shape[1]!) / ROWS) > limit) {
@@ -60,22 +50,79 @@ function dimsOf(
   return { b, tq, tk: keyLength, ks: k.shape[1]!, hq, hkv: k.shape[2]!, d, tile };
 }
 
-const uniforms = (x: Dims, scale: number, hasBias: boolean): Uint32Array =>
-  new Words(8)
-    .u(0, x.tq)
-    .u(1, x.tk)
-    .u(2, x.hq)
-    .u(3, x.hkv)
-    .f(4, scale)
-    .u(5, hasBias ? 1 : 0)
-    .u(6, x.b)
-    .u(7, x.ks).u32;
+/** The uniform record of all four kernels. */
+const UNIFORMS = {
+  tq: 'u32',
+  tk: 'u32',
+  hq: 'u32',
+  hkv: 'u32',
+  scale: 'f32',
+  has_bias: 'u32',
+  b: 'u32',
+  ks: 'u32', // key rows per batch row in k, v and bias (a preallocated KV cache's capacity; >= tk)
+} as const;
 
-/** The mask threshold (`MASKED_KEY_BIAS`) as a WGSL float literal. */
-const MASKED = MASKED_KEY_BIAS.toExponential();
+const uniforms = (x: Dims, scale: number, hasBias: boolean) => ({
+  tq: x.tq,
+  tk: x.tk,
+  hq: x.hq,
+  hkv: x.hkv,
+  scale,
+  has_bias: hasBias ? 1 : 0,
+  b: x.b,
+  ks: x.ks,
+});
 
-const source = (name: string, src: string, x: Dims) => (): string =>
-  fillTemplate(name, src, { D: x.d, TK: x.tile, TILE: x.tile * x.d, MASKED });
+const QKV = { q: 'f32', k: 'f32', v: 'f32', bias: 'f32' } as const;
+
+/** The constants every attention body starts with: head size, key tile rows (tiled kernels), mask threshold. */
+const constants = (d: number, tile?: number): string =>
+  [
+    `const D: u32 = ${d}u;`,
+    ...(tile === undefined ? [] : [`const TK: u32 = ${tile}u;`]),
+    `const MASKED: f32 = ${MASKED_KEY_BIAS.toExponential()};`,
+  ].join('\n');
+
+const forwardProgram = (x: Dims): Program =>
+  cachedProgram(`attention:${x.d}:${x.tile}`, () => ({
+    name: 'attention',
+    inputs: QKV,
+    outputs: { out: 'f32' },
+    uniforms: UNIFORMS,
+    workgroupSize: ROWS,
+    body: `${constants(x.d, x.tile)}\n${tilesSrc}\n${attentionSrc}`,
+  }));
+
+/** S threads keep S accumulators of D floats (and S for a tree) in workgroup memory. */
+const decodeProgram = (d: number, split: number): Program =>
+  cachedProgram(`attention_decode:${d}:${split}`, () => ({
+    name: 'attention',
+    inputs: QKV,
+    outputs: { out: 'f32' },
+    uniforms: UNIFORMS,
+    workgroupSize: split,
+    body: `${constants(d)}\n${decodeSrc}`,
+  }));
+
+const dqProgram = (x: Dims): Program =>
+  cachedProgram(`attention_backward_dq:${x.d}:${x.tile}`, () => ({
+    name: 'attentionBackward',
+    inputs: { ...QKV, o: 'f32', d_o: 'f32' },
+    outputs: { dq: 'f32', stats: 'f32' },
+    uniforms: UNIFORMS,
+    workgroupSize: ROWS,
+    body: `${constants(x.d, x.tile)}\n${tilesSrc}\n${dqSrc}`,
+  }));
+
+const dkvProgram = (x: Dims): Program =>
+  cachedProgram(`attention_backward_dkv:${x.d}:${x.tile}`, () => ({
+    name: 'attentionBackward',
+    inputs: { ...QKV, d_o: 'f32', stats: 'f32' },
+    outputs: { dk: 'f32', dv: 'f32' },
+    uniforms: UNIFORMS,
+    workgroupSize: ROWS,
+    body: `${constants(x.d, x.tile)}\n${dkvSrc}`,
+  }));
 
 export function attention(
   rt: GpuRuntime,
@@ -86,31 +133,19 @@ export function attention(
   scale: number,
   keyLength: number,
 ): GPUBuffer {
-  const x = dimsOf(rt, 'attention', q, k, v, bias, keyLength);
+  const x = dimsOf(rt, 'attention', q, k, keyLength);
   const common = {
-    kernel: 'attention',
-    inputs: [q, k, v, bias ?? q].map((t) => bufferOf(t.storage)),
+    inputs: [q, k, v, bias ?? q],
     outputs: [sizeOf(q.shape) * 4],
     uniforms: uniforms(x, scale, bias !== null),
   } as const;
   if (x.tq <= DECODE_MAX_QUERIES && x.tk > x.tq) {
     // A thread per query row would leave 60+ of 64 threads idle: split the keys over the workgroup instead.
-    // S threads keep S accumulators of D floats (and S for a tree) in workgroup memory.
     const split = Math.max(1, Math.min(64, 2 ** Math.floor(Math.log2(workgroupFloats(rt) / (x.d + 1)))));
-    const [out] = launch(rt, {
-      ...common,
-      key: `attention_decode:${x.d}:${split}`,
-      source: () => fillTemplate('attention_decode.wgsl', decodeSrc, { D: x.d, S: split, PART: split * x.d, MASKED }),
-      grid: { workgroups: [x.tq, x.hq, x.b] },
-    });
+    const [out] = launch(rt, decodeProgram(x.d, split), { ...common, grid: { workgroups: [x.tq, x.hq, x.b] } });
     return out;
   }
-  const [out] = launch(rt, {
-    ...common,
-    key: `attention:${x.d}:${x.tile}`,
-    source: source('attention.wgsl', attentionSrc, x),
-    grid: { workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b] },
-  });
+  const [out] = launch(rt, forwardProgram(x), { ...common, grid: { threads: [x.tq, x.hq, x.b] } });
   return out;
 }
 
@@ -124,36 +159,34 @@ export function attentionBackward(
   dOut: KernelTensor,
   scale: number,
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
-  const x = dimsOf(rt, 'attentionBackward', q, k, v, bias);
+  const x = dimsOf(rt, 'attentionBackward', q, k);
+  const dq = dqProgram(x);
+  const qkv = [q, k, v, bias ?? q];
+  checkInputs(dq, 'attentionBackward', [...qkv, out, dOut]);
   const [nq, nk] = [sizeOf(q.shape), sizeOf(k.shape)];
   if (nq === 0) {
     // No queries: nothing reaches the keys (and no keys means no queries, Tq <= Tk).
     return [rt.alloc(0), fillInto(rt, nk * 4, nk, 'f32', 0), fillInto(rt, nk * 4, nk, 'f32', 0)];
   }
-  const [qb, kb, vb, bb] = [q, k, v, bias ?? q].map((t) => bufferOf(t.storage));
-  const common = { kernel: 'attentionBackward', uniforms: uniforms(x, scale, bias !== null) } as const;
+  const params = uniforms(x, scale, bias !== null);
   // dQ, and each query row's statistics (m, l, delta) for the dK/dV kernel.
-  const [dq, stats] = launch(rt, {
-    ...common,
-    key: `attention_backward_dq:${x.d}:${x.tile}`,
-    source: source('attention_backward_dq.wgsl', dqSrc, x),
-    inputs: [qb!, kb!, vb!, bb!, bufferOf(out.storage), bufferOf(dOut.storage)],
+  const [dQ, stats] = launch(rt, dq, {
+    inputs: [...qkv, out, dOut],
     outputs: [nq * 4, 3 * x.b * x.hq * x.tq * 4],
-    grid: { workgroups: [Math.ceil(x.tq / ROWS), x.hq, x.b] },
+    grid: { threads: [x.tq, x.hq, x.b] },
+    uniforms: params,
   });
-  const [dk, dv] = launch(rt, {
-    ...common,
-    key: `attention_backward_dkv:${x.d}:${x.tile}`,
-    source: source('attention_backward_dkv.wgsl', dkvSrc, x),
-    inputs: [qb!, kb!, vb!, bb!, bufferOf(dOut.storage), stats],
+  const [dK, dV] = launch(rt, dkvProgram(x), {
+    inputs: [...qkv, dOut, stats],
     outputs: [nk * 4, nk * 4],
-    grid: { workgroups: [Math.ceil(x.tk / ROWS), x.hkv, x.b] },
+    grid: { threads: [x.tk, x.hkv, x.b] },
+    uniforms: params,
   });
   rt.release(stats);
-  return [dq, dk, dv];
+  return [dQ, dK, dV];
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   attention: (b, q, k, v, keyBias, scale, keyLength) =>
     asStorage(attention(b.runtime, q, k, v, keyBias, scale, keyLength)),
   attentionBackward: (b, q, k, v, keyBias, out, dOut, scale) => {

@@ -7,16 +7,16 @@ import { BINARY_KERNELS, UNARY_KERNELS } from '../../../core/elementwise-kernels
 import prelude from '../../../../shaders/prelude.wgsl';
 import template from '../../../../shaders/elementwise.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
+import { cachedProgram } from '../program.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
+import { asStorage } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
-import { checkRank, collapse, isContiguous, Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
+import { checkRank, collapse, isContiguous } from './layout.js';
 
 /**
  * Launcher of the generic elementwise kernel (shaders/elementwise.wgsl), for a WGSL expression over named inputs
  * with NumPy broadcasting. unary, binary, where and cast are all instances. f32 expressions come from
- * `elementwise-kernels.ts`; i32 has its own table here (integer semantics of the CPU kernels, which compute in
+ * `elementwise-kernels.ts`; i32 has its own table here (integer semantics of the reference kernels, which compute in
  * doubles and store into an Int32Array), and an op without an i32 form throws a DTypeError naming it.
  */
 export interface EwInput {
@@ -37,7 +37,7 @@ const I32_BINARY: Partial<Record<BinaryOp, string>> = {
   add: 'a + b',
   sub: 'a - b',
   mul: 'a * b',
-  // The CPU stores trunc(a / b) and 0 for a / 0 (ToInt32 of +-inf and NaN); WGSL's a / 0 is a.
+  // The reference kernel stores trunc(a / b) and 0 for a / 0 (ToInt32 of +-inf and NaN); WGSL's a / 0 is a.
   div: 'select(a / b, 0, b == 0)',
   maximum: 'select(b, a, a >= b)',
   minimum: 'select(b, a, a <= b)',
@@ -84,36 +84,32 @@ export function elementwise(
   const rank = modes.includes('b') ? shape.length : 0;
   const types = inputs.map((i) => wgslType(kernel, i.x.dtype));
   const key = `ew:${outT}:${inputs.map((i, k) => `${i.name}/${types[k]}/${modes[k]}`).join(',')}:r${rank}:${expr}`;
-  const [out] = launch(rt, {
-    kernel,
-    key,
-    source: () => source(inputs, types, modes, rank, outT, expr),
-    inputs: inputs.map((i) => bufferOf(i.x.storage)),
-    outputs: [n * 4],
-    grid: { threads: n, workgroupSize: 256 },
-    uniforms: ([gx]) => {
-      const words = new Words(12 + 12 * inputs.length)
-        .u(0, n)
-        .u(1, gx * 256)
-        .list(4, shape);
-      strides.forEach((s, k) => words.list(16 + 12 * k, s));
-      return words.u32;
+  const program = cachedProgram(key, () => ({
+    name: kernel,
+    inputs: Object.fromEntries(types.map((t, k) => [`in${k}`, t])),
+    outputs: { out: outT },
+    uniforms: {
+      n: 'u32',
+      grid_x: 'u32',
+      shape: 'array<vec4<u32>, 2>',
+      operands: `array<vec4<u32>, ${3 * inputs.length}>`,
     },
+    workgroupSize: 256,
+    body: source(inputs, modes, rank, expr),
+  }));
+  // Per input: its offset (always 0 here: inputs are whole tensors) in the first vec4, then its 8 strides.
+  const operands = strides.flatMap((s) => [0, 0, 0, 0, ...s, ...Array<number>(8 - s.length).fill(0)]);
+  const [out] = launch(rt, program, {
+    kernel,
+    inputs: inputs.map((i) => i.x),
+    outputs: [n * 4],
+    grid: { threads: n },
+    uniforms: { n, shape, operands },
   });
   return out;
 }
 
-function source(
-  inputs: readonly EwInput[],
-  types: readonly string[],
-  modes: readonly Mode[],
-  rank: number,
-  outT: string,
-  expr: string,
-): string {
-  const bindings = inputs
-    .map((_inp, k) => `@group(0) @binding(${k}) var<storage, read> in${k}: array<${types[k]}>;`)
-    .join('\n');
+function source(inputs: readonly EwInput[], modes: readonly Mode[], rank: number, expr: string): string {
   const strided = modes.flatMap((m, k) => (m === 'b' ? [k] : []));
   const offsets =
     strided.length === 0
@@ -134,21 +130,11 @@ function source(
         `  let ${inp.name} = in${k}[${modes[k] === 'c' ? 'i' : modes[k] === 's' ? `in_offset(${k}u)` : `o${k}`}];`,
     )
     .join('\n');
-  const body = fillTemplate('elementwise.wgsl', template, {
-    NV: 3 + 3 * inputs.length,
-    BINDINGS: bindings,
-    OUT_BINDING: inputs.length,
-    PARAMS_BINDING: inputs.length + 1,
-    OUT_T: outT,
-    RANK: rank,
-    OFFSETS: offsets,
-    LOADS: loads,
-    EXPR: expr,
-  });
+  const body = fillTemplate('elementwise.wgsl', template, { RANK: rank, OFFSETS: offsets, LOADS: loads, EXPR: expr });
   return `${prelude}\n${body}`;
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   cast: (b, x, dtype) => {
     const t = wgslType('cast', dtype);
     return asStorage(elementwise(b.runtime, `cast.${x.dtype}.${dtype}`, [{ name: 'x', x }], `${t}(x)`, x.shape, dtype));

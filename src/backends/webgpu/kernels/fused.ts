@@ -1,5 +1,4 @@
 import type { KernelTensor } from '../../../core/backend.js';
-import { DTypeError } from '../../../core/errors.js';
 import { registerKernels } from '../../../core/kernels.js';
 import { sizeOf } from '../../../core/shape.js';
 import addRmsNormSrc from '../../../../shaders/add_rms_norm.wgsl';
@@ -9,21 +8,21 @@ import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import swigluSrc from '../../../../shaders/swiglu.wgsl';
 import swigluBackwardSrc from '../../../../shaders/swiglu_backward.wgsl';
 import tokenLogProbsSrc from '../../../../shaders/token_log_probs.wgsl';
-import type { GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
+import { asStorage } from '../storage.js';
 import { launch } from '../launch.js';
+import { cachedProgram, defineProgram, type Program } from '../program.js';
 import { fillTemplate } from '../wgsl.js';
-import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
+import { NORM_UNIFORMS } from './norm.js';
 
-/** Small fused kernels of the hot paths: RoPE, SwiGLU's gate and token log-probs, each with its backward. */
-function f32Only(kernel: string, ...ts: KernelTensor[]): void {
-  for (const t of ts)
-    if (t.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${t.dtype}`);
-}
+/**
+ * Small fused kernels of the hot paths: RoPE, SwiGLU's gate and token log-probs (each with its backward), and a
+ * residual add with the RMSNorm after it.
+ */
 
+/** The rotation of the second tensor (queries and keys in one dispatch), spliced into rope.wgsl's `{{SECOND}}`. */
 const SECOND = [
-  'if (PAIR && t < params.n0 + params.n1) {',
+  'if (t < params.n0 + params.n1) {',
   '    let u = t - params.n0;',
   '    let cs = rotate(u, params.heads1);',
   '    let o = (u / params.half) * 2u * params.half + u % params.half;',
@@ -34,6 +33,17 @@ const SECOND = [
   '  }',
 ].join('\n');
 
+/** RoPE of one tensor (x0 into out0), or of two sharing their cos/sin rows (x1_in into out1 too). */
+const ropeProgram = (pair: boolean): Program =>
+  cachedProgram(`rope:${pair}`, () => ({
+    name: 'rope',
+    inputs: { cos_t: 'f32', sin_t: 'f32', x0: 'f32', ...(pair ? { x1_in: 'f32' as const } : {}) },
+    outputs: { out0: 'f32', ...(pair ? { out1: 'f32' as const } : {}) },
+    uniforms: { n0: 'u32', n1: 'u32', heads0: 'u32', heads1: 'u32', half: 'u32', grid_x: 'u32', sign: 'f32' },
+    workgroupSize: 64,
+    body: fillTemplate('rope.wgsl', ropeSrc, { SECOND: pair ? SECOND : '' }),
+  }));
+
 /** RoPE of one tensor, or of two sharing their cos/sin rows (queries and keys) in one dispatch. */
 export function rope(
   rt: GpuRuntime,
@@ -42,51 +52,47 @@ export function rope(
   sin: KernelTensor,
   inverse: boolean,
 ): GPUBuffer[] {
-  f32Only('rope', ...xs, cos, sin);
   const half = cos.shape[cos.shape.length - 1]!;
   const pairs = xs.map((x) => sizeOf(x.shape) / 2);
-  const total = pairs.reduce((a, b) => a + b, 0);
-  const pair = xs.length === 2;
   const heads = xs.map((x) => x.shape[x.shape.length - 2]!);
-  const names = pair ? ['x0', 'x1_in', 'out0', 'out1'] : ['x0', 'out0'];
-  const bindings = names.map(
-    (n, k) =>
-      `@group(0) @binding(${2 + k}) var<storage, ${n.startsWith('out') ? 'read_write' : 'read'}> ${n}: array<f32>;`,
-  );
-  bindings.push(`@group(0) @binding(${2 + names.length}) var<uniform> params: Params;`);
-  return launch(rt, {
-    kernel: 'rope',
-    key: `rope:${pair}`,
-    source: () =>
-      fillTemplate('rope.wgsl', ropeSrc, { PAIR: pair, BINDINGS: bindings.join('\n'), SECOND: pair ? SECOND : '' }),
-    inputs: [cos, sin, ...xs].map((t) => bufferOf(t.storage)),
+  return launch(rt, ropeProgram(xs.length === 2), {
+    inputs: [cos, sin, ...xs],
     outputs: xs.map((x) => sizeOf(x.shape) * 4),
-    grid: { threads: total, workgroupSize: 64 },
-    uniforms: ([gx]) =>
-      new Words(8)
-        .u(0, pairs[0]!)
-        .u(1, pairs[1] ?? 0)
-        .u(2, heads[0]!)
-        .u(3, heads[1] ?? 1)
-        .u(4, half)
-        .u(5, gx * 64)
-        .f(6, inverse ? -1 : 1).u32,
+    grid: { threads: pairs.reduce((a, b) => a + b, 0) },
+    uniforms: {
+      n0: pairs[0]!,
+      n1: pairs[1] ?? 0,
+      heads0: heads[0]!,
+      heads1: heads[1] ?? 1,
+      half,
+      sign: inverse ? -1 : 1,
+    },
   });
 }
 
+const SWIGLU = defineProgram({
+  name: 'swiglu',
+  inputs: { gate: 'f32', up: 'f32' },
+  outputs: { out: 'f32' },
+  uniforms: { n: 'u32', grid_x: 'u32' },
+  workgroupSize: 64,
+  body: `${prelude}\n${swigluSrc}`,
+});
+
 export function swiglu(rt: GpuRuntime, gate: KernelTensor, up: KernelTensor): GPUBuffer {
-  f32Only('swiglu', gate, up);
   const n = sizeOf(gate.shape);
-  const [out] = launch(rt, {
-    kernel: 'swiglu',
-    source: () => `${prelude}\n${swigluSrc}`,
-    inputs: [bufferOf(gate.storage), bufferOf(up.storage)],
-    outputs: [n * 4],
-    grid: { threads: n, workgroupSize: 64 },
-    uniforms: ([gx]) => new Words(4).u(0, n).u(1, gx * 64).u32,
-  });
+  const [out] = launch(rt, SWIGLU, { inputs: [gate, up], outputs: [n * 4], grid: { threads: n }, uniforms: { n } });
   return out;
 }
+
+const SWIGLU_BACKWARD = defineProgram({
+  name: 'swigluBackward',
+  inputs: { gate: 'f32', up: 'f32', dy: 'f32' },
+  outputs: { d_gate: 'f32', d_up: 'f32' },
+  uniforms: { n: 'u32', grid_x: 'u32' },
+  workgroupSize: 64,
+  body: `${prelude}\n${swigluBackwardSrc}`,
+});
 
 export function swigluBackward(
   rt: GpuRuntime,
@@ -94,39 +100,47 @@ export function swigluBackward(
   up: KernelTensor,
   dy: KernelTensor,
 ): [GPUBuffer, GPUBuffer] {
-  f32Only('swigluBackward', gate, up, dy);
   const n = sizeOf(gate.shape);
-  return launch(rt, {
-    kernel: 'swigluBackward',
-    source: () => `${prelude}\n${swigluBackwardSrc}`,
-    inputs: [gate, up, dy].map((t) => bufferOf(t.storage)),
+  return launch(rt, SWIGLU_BACKWARD, {
+    inputs: [gate, up, dy],
     outputs: [n * 4, n * 4],
-    grid: { threads: n, workgroupSize: 64 },
-    uniforms: ([gx]) => new Words(4).u(0, n).u(1, gx * 64).u32,
+    grid: { threads: n },
+    uniforms: { n },
   });
 }
 
-const FORWARD = {
-  BINDINGS: [
-    '@group(0) @binding(2) var<storage, read_write> out: array<f32>;',
-    '@group(0) @binding(3) var<uniform> params: Params;',
-  ].join('\n'),
-  FINISH: 'if (lid == 0u) {\n    out[row] = select(f32_nan(), (sx(base + u32(max(t, 0))) - m) - log(s), valid);\n  }',
-};
-const BACKWARD = {
-  BINDINGS: [
-    '@group(0) @binding(2) var<storage, read> dy: array<f32>;',
-    '@group(0) @binding(3) var<storage, read_write> dx: array<f32>;',
-    '@group(0) @binding(4) var<uniform> params: Params;',
-  ].join('\n'),
-  FINISH: [
-    'let g = dy[row] * params.scale;',
-    '  for (var j = lid; j < params.v; j += WG) {',
-    '    let hit = select(0.0, 1.0, valid && u32(t) == j);',
-    '    dx[base + j] = g * (hit - exp(sx(base + j) - m) / s);',
-    '  }',
-  ].join('\n'),
-};
+/** The end of token_log_probs.wgsl's row: the forward's log-prob, or the backward's d logits. */
+const FORWARD_FINISH =
+  'if (lid == 0u) {\n    out[row] = select(f32_nan(), (sx(base + u32(max(t, 0))) - m) - log(s), valid);\n  }';
+const BACKWARD_FINISH = [
+  'let g = dy[row] * params.scale;',
+  '  for (var j = lid; j < params.v; j += WG) {',
+  '    let hit = select(0.0, 1.0, valid && u32(t) == j);',
+  '    dx[base + j] = g * (hit - exp(sx(base + j) - m) / s);',
+  '  }',
+].join('\n');
+
+const tokenLogProbsSource = (finish: string): string =>
+  `${prelude}\n${rowReduce}\n${fillTemplate('token_log_probs.wgsl', tokenLogProbsSrc, { FINISH: finish })}`;
+const TOKEN_LOG_PROBS_UNIFORMS = { rows: 'u32', v: 'u32', grid_x: 'u32', scale: 'f32' } as const;
+
+const TOKEN_LOG_PROBS = defineProgram({
+  name: 'tokenLogProbs',
+  inputs: { logits: 'f32', targets: 'i32' },
+  outputs: { out: 'f32' },
+  uniforms: TOKEN_LOG_PROBS_UNIFORMS,
+  workgroupSize: 64,
+  body: tokenLogProbsSource(FORWARD_FINISH),
+});
+
+const TOKEN_LOG_PROBS_BACKWARD = defineProgram({
+  name: 'tokenLogProbsBackward',
+  inputs: { logits: 'f32', targets: 'i32', dy: 'f32' },
+  outputs: { dx: 'f32' },
+  uniforms: TOKEN_LOG_PROBS_UNIFORMS,
+  workgroupSize: 64,
+  body: tokenLogProbsSource(BACKWARD_FINISH),
+});
 
 /** Token log-probs (or, with dy, their d logits): one workgroup per row of V logits. */
 export function tokenLogProbs(
@@ -136,24 +150,25 @@ export function tokenLogProbs(
   scale: number,
   dy?: KernelTensor,
 ): GPUBuffer {
-  const kernel = dy ? 'tokenLogProbsBackward' : 'tokenLogProbs';
-  f32Only(kernel, logits, ...(dy ? [dy] : []));
-  if (targets.dtype !== 'i32') throw new DTypeError(kernel, `targets must be i32, got ${targets.dtype}`);
   const rows = sizeOf(targets.shape);
   const v = logits.shape[logits.shape.length - 1]!;
-  const vars = { BACKWARD: dy !== undefined, ...(dy ? BACKWARD : FORWARD) };
-  // One workgroup per row.
-  const [out] = launch(rt, {
-    kernel,
-    key: `token_log_probs:${dy !== undefined}`,
-    source: () => `${prelude}\n${rowReduce}\n${fillTemplate('token_log_probs.wgsl', tokenLogProbsSrc, vars)}`,
-    inputs: [logits, targets, ...(dy ? [dy] : [])].map((t) => bufferOf(t.storage)),
+  const [out] = launch(rt, dy ? TOKEN_LOG_PROBS_BACKWARD : TOKEN_LOG_PROBS, {
+    inputs: dy ? [logits, targets, dy] : [logits, targets],
     outputs: [(dy ? rows * v : rows) * 4],
-    grid: { threads: rows, workgroupSize: 1 },
-    uniforms: ([gx]) => new Words(4).u(0, rows).u(1, v).u(2, gx).f(3, scale).u32,
+    grid: { workgroups: rows },
+    uniforms: { rows, v, scale },
   });
   return out;
 }
+
+const ADD_RMS_NORM = defineProgram({
+  name: 'addRmsNorm',
+  inputs: { a: 'f32', b: 'f32', w: 'f32' },
+  outputs: { s: 'f32', y: 'f32' },
+  uniforms: NORM_UNIFORMS,
+  workgroupSize: 64,
+  body: `${rowReduce}\n${addRmsNormSrc}`,
+});
 
 /** [a + b, rmsNorm(a + b)] over rows of the last axis, one workgroup per row. */
 export function addRmsNorm(
@@ -163,23 +178,18 @@ export function addRmsNorm(
   w: KernelTensor,
   eps: number,
 ): [GPUBuffer, GPUBuffer] {
-  f32Only('addRmsNorm', a, b, w);
   const size = sizeOf(a.shape);
   const d = a.shape[a.shape.length - 1] ?? 1;
   const rows = size === 0 ? 0 : size / d;
-  // One workgroup per row.
-  return launch(rt, {
-    kernel: 'addRmsNorm',
-    key: 'add_rms_norm',
-    source: () => `${rowReduce}\n${addRmsNormSrc}`,
-    inputs: [a, b, w].map((t) => bufferOf(t.storage)),
+  return launch(rt, ADD_RMS_NORM, {
+    inputs: [a, b, w],
     outputs: [size * 4, size * 4],
-    grid: { threads: rows, workgroupSize: 1 },
-    uniforms: ([gx]) => new Words(4).u(0, rows).u(1, d).f(2, eps).u(3, gx).u32,
+    grid: { workgroups: rows },
+    uniforms: { rows, d, eps },
   });
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   rope: (b, xs, cos, sin, inverse) => rope(b.runtime, xs, cos, sin, inverse).map(asStorage),
   addRmsNorm: (b, x, delta, weight, eps) => {
     const [sum, y] = addRmsNorm(b.runtime, x, delta, weight, eps);

@@ -1,14 +1,12 @@
 import type { KernelTensor } from '../../../core/backend.js';
-import { DTypeError } from '../../../core/errors.js';
 import { sizeOf, type Shape } from '../../../core/shape.js';
 import gatherSrc from '../../../../shaders/gather.wgsl';
 import scatterSrc from '../../../../shaders/scatter_add.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
+import { cachedProgram, defineProgram, type Program } from '../program.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
+import { asStorage } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
-import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 import { registerKernels } from '../../../core/kernels.js';
 
 /** gather / takeAlongAxis (reads) and their adjoints scatterAdd / putAlongAxisAdd (owner-computes sums). */
@@ -19,71 +17,64 @@ const split = (shape: Shape, axis: number): [number, number, number] => [
   sizeOf(shape.slice(axis + 1)),
 ];
 
-function indicesOf(op: string, indices: KernelTensor): GPUBuffer {
-  if (indices.dtype !== 'i32') throw new DTypeError(op, `indices must be i32, got ${indices.dtype}`);
-  return bufferOf(indices.storage);
-}
+/** x viewed as [outer, len, inner] around the axis; n indices; total outputs. */
+const UNIFORMS = { outer: 'u32', len: 'u32', inner: 'u32', n: 'u32', total: 'u32', grid_x: 'u32' } as const;
+
+/** Reads of 32-bit words (any dtype): gather and take_along_axis. */
+const GATHER = defineProgram({
+  name: 'gather',
+  inputs: { x: 'u32', idx: 'i32' },
+  outputs: { out: 'u32' },
+  uniforms: UNIFORMS,
+  workgroupSize: 256,
+  body: gatherSrc,
+  entryPoints: ['gather', 'take_along_axis'],
+});
+
+/** Their adjoints, summing values of type `t`: scatter_add and put_along_axis_add. */
+const scatterProgram = (t: 'f32' | 'i32'): Program =>
+  cachedProgram(`scatter:${t}`, () => ({
+    name: 'scatterAdd',
+    inputs: { upd: t, idx: 'i32' },
+    outputs: { out: t },
+    uniforms: UNIFORMS,
+    workgroupSize: 256,
+    body: fillTemplate('scatter_add.wgsl', scatterSrc, { T: t }),
+    entryPoints: ['scatter_add', 'put_along_axis_add'],
+  }));
 
 function run(
   rt: GpuRuntime,
   kernel: string,
-  entry: string,
-  file: 'gather' | 'scatter',
-  t: 'f32' | 'i32',
-  src: GPUBuffer,
-  idx: GPUBuffer,
+  program: Program,
+  entryPoint: string,
+  src: KernelTensor,
+  indices: KernelTensor,
   [outer, len, inner]: [number, number, number],
   n: number,
   total: number,
 ): GPUBuffer {
-  const [out] = launch(rt, {
+  const [out] = launch(rt, program, {
     kernel,
-    key: file === 'gather' ? `gather:${entry}` : `scatter:${entry}:${t}`,
-    entryPoint: entry,
-    source: () => (file === 'gather' ? gatherSrc : fillTemplate('scatter_add.wgsl', scatterSrc, { T: t })),
-    inputs: [src, idx],
+    entryPoint,
+    inputs: [src, indices],
     outputs: [total * 4],
-    grid: { threads: total, workgroupSize: 256 },
-    uniforms: ([gx]) => new Words(8).list(0, [outer, len, inner, n, total, gx * 256]).u32,
+    grid: { threads: total },
+    uniforms: { outer, len, inner, n, total },
   });
   return out;
 }
 
 export function gather(rt: GpuRuntime, x: KernelTensor, indices: KernelTensor, axis: number): GPUBuffer {
-  const t = wgslType('gather', x.dtype);
   const [outer, len, inner] = split(x.shape, axis);
   const n = sizeOf(indices.shape);
-  return run(
-    rt,
-    'gather',
-    'gather',
-    'gather',
-    t,
-    bufferOf(x.storage),
-    indicesOf('gather', indices),
-    [outer, len, inner],
-    n,
-    outer * n * inner,
-  );
+  return run(rt, 'gather', GATHER, 'gather', x, indices, [outer, len, inner], n, outer * n * inner);
 }
 
 export function takeAlongAxis(rt: GpuRuntime, x: KernelTensor, indices: KernelTensor, axis: number): GPUBuffer {
-  const t = wgslType('takeAlongAxis', x.dtype);
-  const [outer, len, inner] = split(x.shape, axis);
+  const dims = split(x.shape, axis);
   const n = indices.shape[axis]!;
-  const idx = indicesOf('takeAlongAxis', indices);
-  return run(
-    rt,
-    'takeAlongAxis',
-    'take_along_axis',
-    'gather',
-    t,
-    bufferOf(x.storage),
-    idx,
-    [outer, len, inner],
-    n,
-    sizeOf(indices.shape),
-  );
+  return run(rt, 'takeAlongAxis', GATHER, 'take_along_axis', x, indices, dims, n, sizeOf(indices.shape));
 }
 
 export function scatterAdd(
@@ -93,21 +84,9 @@ export function scatterAdd(
   axis: number,
   outShape: Shape,
 ): GPUBuffer {
-  const t = wgslType('scatterAdd', updates.dtype);
-  const [outer, len, inner] = split(outShape, axis);
-  const idx = indicesOf('scatterAdd', indices);
-  return run(
-    rt,
-    'scatterAdd',
-    'scatter_add',
-    'scatter',
-    t,
-    bufferOf(updates.storage),
-    idx,
-    [outer, len, inner],
-    sizeOf(indices.shape),
-    sizeOf(outShape),
-  );
+  const program = scatterProgram(wgslType('scatterAdd', updates.dtype));
+  const dims = split(outShape, axis);
+  return run(rt, 'scatterAdd', program, 'scatter_add', updates, indices, dims, sizeOf(indices.shape), sizeOf(outShape));
 }
 
 export function putAlongAxisAdd(
@@ -117,25 +96,13 @@ export function putAlongAxisAdd(
   axis: number,
   outShape: Shape,
 ): GPUBuffer {
-  const t = wgslType('putAlongAxisAdd', updates.dtype);
-  const [outer, len, inner] = split(outShape, axis);
-  const idx = indicesOf('putAlongAxisAdd', indices);
+  const program = scatterProgram(wgslType('putAlongAxisAdd', updates.dtype));
+  const dims = split(outShape, axis);
   const n = indices.shape[axis]!;
-  return run(
-    rt,
-    'putAlongAxisAdd',
-    'put_along_axis_add',
-    'scatter',
-    t,
-    bufferOf(updates.storage),
-    idx,
-    [outer, len, inner],
-    n,
-    sizeOf(outShape),
-  );
+  return run(rt, 'putAlongAxisAdd', program, 'put_along_axis_add', updates, indices, dims, n, sizeOf(outShape));
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   gather: (b, x, indices, axis) => asStorage(gather(b.runtime, x, indices, axis)),
   scatterAdd: (b, updates, indices, axis, outShape) =>
     asStorage(scatterAdd(b.runtime, updates, indices, axis, outShape)),

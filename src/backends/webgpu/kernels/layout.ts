@@ -1,7 +1,7 @@
 import { BackendError } from '../../../core/errors.js';
 import { stridesOf, type Shape } from '../../../core/shape.js';
 
-/** Shape bookkeeping shared by the launchers: merging contiguous dims, and uniform word packing. */
+/** Shape bookkeeping shared by the launchers: merging contiguous dims, the rank limit, contiguity. */
 
 export const MAX_RANK = 8;
 
@@ -44,33 +44,3 @@ export const isContiguous = (shape: Shape, strides: readonly number[]): boolean 
   const c = stridesOf(shape);
   return shape.every((d, i) => d === 1 || strides[i] === c[i]);
 };
-
-/** A uniform block of `words` 32-bit words (rounded up to whole vec4s). */
-export class Words {
-  readonly u32: Uint32Array;
-  // Float and int views only when a kernel writes such a word (most blocks are all u32).
-  private f32v: Float32Array | null = null;
-  private i32v: Int32Array | null = null;
-  constructor(words: number) {
-    this.u32 = new Uint32Array(Math.ceil(words / 4) * 4);
-  }
-  u(i: number, v: number): this {
-    this.u32[i] = v;
-    return this;
-  }
-  f(i: number, v: number): this {
-    this.f32v ??= new Float32Array(this.u32.buffer);
-    this.f32v[i] = v;
-    return this;
-  }
-  i(i: number, v: number): this {
-    this.i32v ??= new Int32Array(this.u32.buffer);
-    this.i32v[i] = v;
-    return this;
-  }
-  /** Write a list of u32 values starting at word i. */
-  list(i: number, vs: readonly number[]): this {
-    for (let k = 0; k < vs.length; k++) this.u32[i + k] = vs[k]!;
-    return this;
-  }
-}

@@ -1,15 +1,15 @@
 import type { KernelTensor } from '../../../core/backend.js';
-import { BackendError, DTypeError } from '../../../core/errors.js';
+import { BackendError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import matmulSrc from '../../../../shaders/matmul.wgsl';
 import directSrc from '../../../../shaders/matmul_direct.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
+import { cachedProgram, checkInputs, type Program } from '../program.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
+import { asStorage } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
 import { fillInto } from './movement.js';
-import { collapse, Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
+import { collapse } from './layout.js';
 import { registerKernels } from '../../../core/kernels.js';
 
 /**
@@ -78,13 +78,13 @@ const guard = (full: boolean, cond: string, body: string): string =>
 
 function loadA(v: Variant): string {
   if (!v.transA && v.vecA) {
-    return `  for (var v = tid; v < TM * TK / 4u; v += THREADS) {
+    return `  for (var v = tid; v < TM * TK / 4u; v += WG) {
     let m = v / (TK / 4u);
     let kq = v % (TK / 4u);
     let gm = m0 + m;
     let gk = k0 + 4u * kq;
     var val = vec4<f32>(0.0);
-${guard(v.full, 'gm < p.M && gk < p.K', 'val = A[(a_off + gm * p.K + gk) / 4u];')}
+${guard(v.full, 'gm < params.M && gk < params.K', 'val = A[(a_off + gm * params.K + gk) / 4u];')}
     let s = 4u * kq * TM4 + m / 4u;
     let c = m % 4u;
     As[s][c] = val.x;
@@ -94,69 +94,69 @@ ${guard(v.full, 'gm < p.M && gk < p.K', 'val = A[(a_off + gm * p.K + gk) / 4u];'
   }`;
   }
   if (!v.transA) {
-    return `  for (var v = tid; v < TM * TK; v += THREADS) {
+    return `  for (var v = tid; v < TM * TK; v += WG) {
     let m = v / TK;
     let k = v % TK;
     let gm = m0 + m;
     let gk = k0 + k;
     var val = 0.0;
-${guard(v.full, 'gm < p.M && gk < p.K', 'val = A[a_off + gm * p.K + gk];')}
+${guard(v.full, 'gm < params.M && gk < params.K', 'val = A[a_off + gm * params.K + gk];')}
     As[k * TM4 + m / 4u][m % 4u] = val;
   }`;
   }
   if (v.vecA) {
-    return `  for (var v = tid; v < TK * TM4; v += THREADS) {
+    return `  for (var v = tid; v < TK * TM4; v += WG) {
     let k = v / TM4;
     let mq = v % TM4;
     let gm = m0 + 4u * mq;
     let gk = k0 + k;
     var val = vec4<f32>(0.0);
-${guard(v.full, 'gm < p.M && gk < p.K', 'val = A[(a_off + gk * p.M + gm) / 4u];')}
+${guard(v.full, 'gm < params.M && gk < params.K', 'val = A[(a_off + gk * params.M + gm) / 4u];')}
     As[k * TM4 + mq] = val;
   }`;
   }
-  return `  for (var v = tid; v < TK * TM; v += THREADS) {
+  return `  for (var v = tid; v < TK * TM; v += WG) {
     let k = v / TM;
     let m = v % TM;
     let gm = m0 + m;
     let gk = k0 + k;
     var val = 0.0;
-${guard(v.full, 'gm < p.M && gk < p.K', 'val = A[a_off + gk * p.M + gm];')}
+${guard(v.full, 'gm < params.M && gk < params.K', 'val = A[a_off + gk * params.M + gm];')}
     As[k * TM4 + m / 4u][m % 4u] = val;
   }`;
 }
 
 function loadB(v: Variant): string {
   if (!v.transB && v.vecB) {
-    return `  for (var v = tid; v < TK * TN4; v += THREADS) {
+    return `  for (var v = tid; v < TK * TN4; v += WG) {
     let k = v / TN4;
     let nq = v % TN4;
     let gn = n0 + 4u * nq;
     let gk = k0 + k;
     var val = vec4<f32>(0.0);
-${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[(b_off + gk * p.N + gn) / 4u];')}
+${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[(b_off + gk * params.N + gn) / 4u];')}
     Bs[k * TN4 + nq] = val;
   }`;
   }
   if (!v.transB) {
-    return `  for (var v = tid; v < TK * TN; v += THREADS) {
+    return `  for (var v = tid; v < TK * TN; v += WG) {
     let k = v / TN;
     let n = v % TN;
     let gn = n0 + n;
     let gk = k0 + k;
     var val = 0.0;
-${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[b_off + gk * p.N + gn];')}
+${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[b_off + gk * params.N + gn];')}
     Bs[k * TN4 + n / 4u][n % 4u] = val;
   }`;
   }
   if (v.vecB) {
-    return `  for (var v = tid; v < TN * TK / 4u; v += THREADS) {
+    return `  for (var v = tid; v < TN * TK / 4u; v += WG) {
     let n = v / (TK / 4u);
     let kq = v % (TK / 4u);
     let gn = n0 + n;
     let gk = k0 + 4u * kq;
     var val = vec4<f32>(0.0);
-${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[(b_off + gn * p.K + gk) / 4u];')}
+${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[(b_off + gn * params.K + gk) / 4u];')}
     let s = 4u * kq * TN4 + n / 4u;
     let c = n % 4u;
     Bs[s][c] = val.x;
@@ -165,13 +165,13 @@ ${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[(b_off + gn * p.K + gk) / 4u];'
     Bs[s + 3u * TN4][c] = val.w;
   }`;
   }
-  return `  for (var v = tid; v < TN * TK; v += THREADS) {
+  return `  for (var v = tid; v < TN * TK; v += WG) {
     let n = v / TK;
     let k = v % TK;
     let gn = n0 + n;
     let gk = k0 + k;
     var val = 0.0;
-${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[b_off + gn * p.K + gk];')}
+${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[b_off + gn * params.K + gk];')}
     Bs[k * TN4 + n / 4u][n % 4u] = val;
   }`;
 }
@@ -179,12 +179,12 @@ ${guard(v.full, 'gk < p.K && gn < p.N', 'val = B[b_off + gn * p.K + gk];')}
 function store(v: Variant): string {
   const ind = '      ';
   if (v.vecC) {
-    const body = 'C[(c_off + m * p.N + n) / 4u] = v;';
-    return v.full ? `${ind}${body}` : `${ind}if (m < p.M && n < p.N) {\n${ind}  ${body}\n${ind}}`;
+    const body = 'C[(c_off + m * params.N + n) / 4u] = v;';
+    return v.full ? `${ind}${body}` : `${ind}if (m < params.M && n < params.N) {\n${ind}  ${body}\n${ind}}`;
   }
   return `${ind}for (var c = 0u; c < 4u; c++) {
-${ind}  if (m < p.M && n + c < p.N) {
-${ind}    C[c_off + m * p.N + n + c] = v[c];
+${ind}  if (m < params.M && n + c < params.N) {
+${ind}    C[c_off + m * params.N + n + c] = v[c];
 ${ind}  }
 ${ind}}`;
 }
@@ -200,8 +200,8 @@ function directLoadA(v: Variant): string {
     // Rows m..m+3 of A, each a vec4 along k.
     return `  var rows: array<vec4<f32>, 4>;
   for (var c = 0u; c < 4u; c++) {
-    if (${v.full ? 'true' : 'm + c < p.M && k < p.K'}) {
-      rows[c] = A[(a_off + (m + c) * p.K + k) / 4u];
+    if (${v.full ? 'true' : 'm + c < params.M && k < params.K'}) {
+      rows[c] = A[(a_off + (m + c) * params.K + k) / 4u];
     }
   }
   return rows;`;
@@ -210,17 +210,17 @@ function directLoadA(v: Variant): string {
     // A is stored [K, M]: rows k..k+3 of it, each a vec4 over m..m+3, transposed into rows of op(A).
     return `  var t: array<vec4<f32>, 4>;
   for (var i = 0u; i < 4u; i++) {
-    if (${v.full ? 'true' : 'k + i < p.K && m < p.M'}) {
-      t[i] = A[(a_off + (k + i) * p.M + m) / 4u];
+    if (${v.full ? 'true' : 'k + i < params.K && m < params.M'}) {
+      t[i] = A[(a_off + (k + i) * params.M + m) / 4u];
     }
   }
 ${TRANSPOSE4}`;
   }
-  const at = v.transA ? 'a_off + (k + i) * p.M + m + c' : 'a_off + (m + c) * p.K + k + i';
+  const at = v.transA ? 'a_off + (k + i) * params.M + m + c' : 'a_off + (m + c) * params.K + k + i';
   return `  var rows: array<vec4<f32>, 4>;
   for (var c = 0u; c < 4u; c++) {
     for (var i = 0u; i < 4u; i++) {
-      if (m + c < p.M && k + i < p.K) {
+      if (m + c < params.M && k + i < params.K) {
         rows[c][i] = A[${at}];
       }
     }
@@ -230,12 +230,12 @@ ${TRANSPOSE4}`;
 
 function directLoadB(v: Variant): string {
   if (!v.transB && v.vecB) {
-    const row = (i: number): string => `B[(b_off + (k + ${i}u) * p.N + n) / 4u]`;
+    const row = (i: number): string => `B[(b_off + (k + ${i}u) * params.N + n) / 4u]`;
     if (v.full) return `  return array<vec4<f32>, 4>(${[0, 1, 2, 3].map(row).join(', ')});`;
     return `  var rows: array<vec4<f32>, 4>;
   for (var i = 0u; i < 4u; i++) {
-    if (k + i < p.K && n < p.N) {
-      rows[i] = B[(b_off + (k + i) * p.N + n) / 4u];
+    if (k + i < params.K && n < params.N) {
+      rows[i] = B[(b_off + (k + i) * params.N + n) / 4u];
     }
   }
   return rows;`;
@@ -244,17 +244,17 @@ function directLoadB(v: Variant): string {
     // Four vec4 columns of op(B) (rows of B along k), transposed into rows.
     return `  var t: array<vec4<f32>, 4>;
   for (var c = 0u; c < 4u; c++) {
-    if (${v.full ? 'true' : 'n + c < p.N && k < p.K'}) {
-      t[c] = B[(b_off + (n + c) * p.K + k) / 4u];
+    if (${v.full ? 'true' : 'n + c < params.N && k < params.K'}) {
+      t[c] = B[(b_off + (n + c) * params.K + k) / 4u];
     }
   }
 ${TRANSPOSE4}`;
   }
-  const at = v.transB ? 'b_off + (n + c) * p.K + k + i' : 'b_off + (k + i) * p.N + n + c';
+  const at = v.transB ? 'b_off + (n + c) * params.K + k + i' : 'b_off + (k + i) * params.N + n + c';
   return `  var rows: array<vec4<f32>, 4>;
   for (var i = 0u; i < 4u; i++) {
     for (var c = 0u; c < 4u; c++) {
-      if (k + i < p.K && n + c < p.N) {
+      if (k + i < params.K && n + c < params.N) {
         rows[i][c] = B[${at}];
       }
     }
@@ -262,34 +262,43 @@ ${TRANSPOSE4}`;
   return rows;`;
 }
 
-export function matmulSource(cfg: TileConfig, v: Variant): string {
-  if (cfg.kind === 'direct') {
-    return fillTemplate('matmul_direct.wgsl', directSrc, {
-      RM: cfg.rm,
-      RN: cfg.rn,
-      WX: cfg.wx,
-      WY: cfg.wy,
-      A_T: v.vecA ? 'vec4<f32>' : 'f32',
-      B_T: v.vecB ? 'vec4<f32>' : 'f32',
-      C_T: v.vecC ? 'vec4<f32>' : 'f32',
-      LOAD_A: directLoadA(v),
-      LOAD_B: directLoadB(v),
-      STORE: store(v),
-    });
-  }
-  return fillTemplate('matmul.wgsl', matmulSrc, {
-    TM: cfg.wy * cfg.rm,
-    TN: cfg.wx * cfg.rn,
-    TK: cfg.tk,
-    WX: cfg.wx,
-    WY: cfg.wy,
-    A_T: v.vecA ? 'vec4<f32>' : 'f32',
-    B_T: v.vecB ? 'vec4<f32>' : 'f32',
-    C_T: v.vecC ? 'vec4<f32>' : 'f32',
-    LOAD_A: loadA(v),
-    LOAD_B: loadB(v),
-    STORE: store(v),
-  });
+/** The uniform record of both kernels: sizes, then up to 4 broadcast batch dims and A's and B's strides. */
+const UNIFORMS = {
+  M: 'u32',
+  N: 'u32',
+  K: 'u32',
+  batch: 'vec4<u32>',
+  a_stride: 'vec4<u32>',
+  b_stride: 'vec4<u32>',
+} as const;
+
+/** The program of one configuration and variant (transposes, vec4 operands, bounds checks). */
+export function matmulProgram(cfg: TileConfig, v: Variant): Program {
+  const flags = `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}`;
+  return cachedProgram(`matmul:${cfg.kind}:${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`, () => ({
+    name: 'matmul',
+    inputs: { A: v.vecA ? 'vec4<f32>' : 'f32', B: v.vecB ? 'vec4<f32>' : 'f32' },
+    outputs: { C: v.vecC ? 'vec4<f32>' : 'f32' },
+    uniforms: UNIFORMS,
+    workgroupSize: [cfg.wx, cfg.wy, 1],
+    body:
+      cfg.kind === 'direct'
+        ? fillTemplate('matmul_direct.wgsl', directSrc, {
+            RM: cfg.rm,
+            RN: cfg.rn,
+            LOAD_A: directLoadA(v),
+            LOAD_B: directLoadB(v),
+            STORE: store(v),
+          })
+        : fillTemplate('matmul.wgsl', matmulSrc, {
+            RM: cfg.rm,
+            RN: cfg.rn,
+            TK: cfg.tk,
+            LOAD_A: loadA(v),
+            LOAD_B: loadB(v),
+            STORE: store(v),
+          }),
+  }));
 }
 
 export function matmul(
@@ -300,14 +309,26 @@ export function matmul(
   transB: boolean,
   outShape: Shape,
 ): GPUBuffer {
-  if (a.dtype !== 'f32' || b.dtype !== 'f32')
-    throw new DTypeError('matmul', `the WebGPU kernel needs f32, got ${a.dtype} and ${b.dtype}`);
   const r = outShape.length;
   const m = outShape[r - 2]!;
   const n = outShape[r - 1]!;
   const k = transA ? a.shape[a.shape.length - 2]! : a.shape[a.shape.length - 1]!;
   const batchShape = outShape.slice(0, -2);
   const batch = sizeOf(batchShape);
+  const cfg = chooseConfig(rt.cpuLike, m, n, batch);
+  const v: Variant = {
+    transA,
+    transB,
+    vecA: (transA ? m : k) % 4 === 0,
+    vecB: (transB ? k : n) % 4 === 0,
+    vecC: n % 4 === 0,
+    full:
+      cfg.kind === 'direct'
+        ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0
+        : m % (cfg.wy * cfg.rm) === 0 && n % (cfg.wx * cfg.rn) === 0 && k % cfg.tk === 0,
+  };
+  const program = matmulProgram(cfg, v);
+  checkInputs(program, 'matmul', [a, b]);
   if (m * n * batch === 0) return rt.alloc(0);
   if (k === 0) return fillInto(rt, m * n * batch * 4, m * n * batch, 'f32', 0);
   const bc = collapse(batchShape, [
@@ -316,42 +337,27 @@ export function matmul(
   ]);
   if (bc.shape.length > 4)
     throw new BackendError('webgpu', `matmul: ${bc.shape.length} batch dims after merging exceed 4`);
-  const pad = 4 - bc.shape.length;
-  const words = new Words(16)
-    .list(0, [m, n, k, 0])
-    .list(4 + pad, bc.shape)
-    .list(8 + pad, bc.strides[0]!)
-    .list(12 + pad, bc.strides[1]!);
-  for (let i = 0; i < pad; i++) words.u(4 + i, 1);
-  const cfg = chooseConfig(rt.cpuLike, m, n, batch);
-  const direct = cfg.kind === 'direct';
-  const tm = cfg.wy * cfg.rm;
-  const tn = cfg.wx * cfg.rn;
-  const v: Variant = {
-    transA,
-    transB,
-    vecA: (transA ? m : k) % 4 === 0,
-    vecB: (transB ? k : n) % 4 === 0,
-    vecC: n % 4 === 0,
-    full: direct
-      ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0
-      : m % tm === 0 && n % tn === 0 && k % cfg.tk === 0,
-  };
-  const flags = `${+transA}${+transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}`;
   if (batch > rt.maxWorkgroupsPerDim)
     throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
-  const [out] = launch(rt, {
-    kernel: 'matmul',
-    key: `matmul:${cfg.kind}:${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`,
-    source: () => matmulSource(cfg, v),
-    inputs: [bufferOf(a.storage), bufferOf(b.storage)],
+  // Batch dims right-aligned in the vec4s, padded with size 1 (stride 0) in front.
+  const pad = 4 - bc.shape.length;
+  const [out] = launch(rt, program, {
+    inputs: [a, b],
     outputs: [m * n * batch * 4],
-    grid: { workgroups: [Math.ceil(n / tn), Math.ceil(m / tm), batch] },
-    uniforms: words.u32,
+    // A thread per RM x RN block: ceil(n / (WG_X RN)) x ceil(m / (WG_Y RM)) workgroups per batch entry.
+    grid: { threads: [Math.ceil(n / cfg.rn), Math.ceil(m / cfg.rm), batch] },
+    uniforms: {
+      M: m,
+      N: n,
+      K: k,
+      batch: [...Array<number>(pad).fill(1), ...bc.shape],
+      a_stride: [...Array<number>(pad).fill(0), ...bc.strides[0]!],
+      b_stride: [...Array<number>(pad).fill(0), ...bc.strides[1]!],
+    },
   });
   return out;
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   matmul: (b, x, y, transA, transB, outShape) => asStorage(matmul(b.runtime, x, y, transA, transB, outShape)),
 });

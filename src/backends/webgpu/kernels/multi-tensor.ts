@@ -1,15 +1,14 @@
 import type { KernelTensor } from '../../../core/backend.js';
 import { registerKernels, type AdamWManyHyper } from '../../../core/kernels.js';
-import { ArgumentError, DTypeError } from '../../../core/errors.js';
+import { ArgumentError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwManySrc from '../../../../shaders/adamw_many.wgsl';
 import sumSquaresSrc from '../../../../shaders/sum_squares.wgsl';
-import type { GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
+import { asStorage } from '../storage.js';
 import { launch } from '../launch.js';
+import { bitsOf, cachedProgram, type Program } from '../program.js';
 import { fillTemplate } from '../wgsl.js';
-import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Multi-tensor kernels (as PyTorch's multi_tensor_apply, without pointers): each dispatch binds a chunk of as
@@ -26,20 +25,18 @@ function chunks<T>(xs: readonly T[], size: number): T[][] {
 
 const storageLimit = (rt: GpuRuntime): number => rt.device.limits.maxStorageBuffersPerShaderStage;
 
-const readBindings = (names: readonly string[], first: number, kind: 'read' | 'read_write'): string =>
-  names.map((n, k) => `@group(0) @binding(${first + k}) var<storage, ${kind}> ${n}: array<f32>;`).join('\n');
+const f32Bindings = (names: readonly string[]): Record<string, 'f32'> =>
+  Object.fromEntries(names.map((n) => [n, 'f32' as const]));
 
 /** sum of squares of every tensor: ceil(L / (limit - 1)) partial dispatches and one final one. */
 export function sumSquares(rt: GpuRuntime, xs: readonly KernelTensor[]): GPUBuffer {
-  for (const x of xs)
-    if (x.dtype !== 'f32') throw new DTypeError('sumSquares', `the WebGPU kernel needs f32, got ${x.dtype}`);
   const groups = chunks(xs, storageLimit(rt) - 1);
   // Each chunk writes its PARTIALS workgroup sums into its own slice of one buffer; a last pass adds them up.
   let partials: GPUBuffer | null = null;
   for (const [c, group] of groups.entries()) {
     partials = dispatchSumSquares(
       rt,
-      group.map((x) => bufferOf(x.storage)),
+      group,
       group.map((x) => sizeOf(x.shape)),
       partials ?? groups.length * PARTIALS * 4,
       c * PARTIALS,
@@ -53,49 +50,86 @@ export function sumSquares(rt: GpuRuntime, xs: readonly KernelTensor[]): GPUBuff
   return out;
 }
 
+/** Sums of squares (or of values: the final pass over partials) of `slots` tensors. */
+const sumSquaresProgram = (slots: number, square: boolean): Program =>
+  cachedProgram(`sum_squares:${slots}:${square}`, () => {
+    const names = Array.from({ length: slots }, (_, k) => `x${k}`);
+    const body = names
+      .map((n, k) =>
+        [
+          `for (var i = start; i < params.n[${k >> 2}][${k & 3}]; i += stride) {`,
+          `    let e = ${n}[i];`,
+          `    acc += ${square ? 'e * e' : 'e'};`,
+          '  }',
+        ].join('\n'),
+      )
+      .join('\n  ');
+    return {
+      name: 'sumSquares',
+      inputs: f32Bindings(names),
+      outputs: { out: 'f32' },
+      uniforms: { first_slot: 'u32', workgroups: 'u32', n: `array<vec4<u32>, ${Math.ceil(slots / 4)}>` },
+      workgroupSize: 256,
+      body: fillTemplate('sum_squares.wgsl', sumSquaresSrc, { BODY: body }),
+    };
+  });
+
 /** Workgroup w writes sum(x^2) (or sum(x) when not `square`: the final pass over partials) to out[first + w]. */
 function dispatchSumSquares(
   rt: GpuRuntime,
-  inputs: GPUBuffer[],
+  inputs: readonly (KernelTensor | GPUBuffer)[],
   sizes: number[],
   out: GPUBuffer | number,
   first: number,
   workgroups: number,
   square: boolean,
 ): GPUBuffer {
-  const slots = inputs.length;
-  const names = inputs.map((_, k) => `x${k}`);
-  const body = names
-    .map((n, k) =>
-      [
-        `for (var i = start; i < params.n[${k >> 2}][${k & 3}]; i += stride) {`,
-        `    let e = ${n}[i];`,
-        `    acc += ${square ? 'e * e' : 'e'};`,
-        '  }',
-      ].join('\n'),
-    )
-    .join('\n  ');
-  const words = new Words(4 + 4 * Math.ceil(slots / 4)).u(0, first).u(1, workgroups);
-  sizes.forEach((n, k) => words.u(4 + k, n));
-  const [written] = launch(rt, {
-    kernel: 'sumSquares',
-    key: `sum_squares:${slots}:${square}`,
-    source: () =>
-      fillTemplate('sum_squares.wgsl', sumSquaresSrc, {
-        SLOTS: slots,
-        SLOT_VEC4S: Math.ceil(slots / 4),
-        BINDINGS: `${readBindings(names, 0, 'read')}\n${readBindings(['out'], slots, 'read_write')}`,
-        UNIFORM: slots + 1,
-        BODY: body,
-        STORE: 'out[params.first_slot + wg.x] = red[0];',
-      }),
+  const [written] = launch(rt, sumSquaresProgram(inputs.length, square), {
     inputs,
     outputs: [out],
-    uniforms: words.u32,
     grid: { workgroups: [workgroups, 1, 1] },
+    uniforms: { first_slot: first, workgroups, n: sizes },
   });
   return written;
 }
+
+/** AdamW over `slots` leaves in one dispatch, with or without the clip factor. */
+const adamwManyProgram = (slots: number, clip: boolean): Program =>
+  cachedProgram(`adamw_many:${slots}:${clip}`, () => {
+    const ks = Array.from({ length: slots }, (_, k) => k);
+    const body = ks
+      .map((k) =>
+        [
+          `if (i < params.slot[${k}].x) {`,
+          `    let r = update(g${k}[i] * scale, m${k}[i], v${k}[i], p${k}[i], bitcast<f32>(params.slot[${k}].y));`,
+          `    p${k}_out[i] = r.x;`,
+          `    m${k}_out[i] = r.y;`,
+          `    v${k}_out[i] = r.z;`,
+          '  }',
+        ].join('\n'),
+      )
+      .join('\n  ');
+    return {
+      name: 'adamwMany',
+      inputs: f32Bindings(['sum_sq', ...ks.flatMap((k) => [`p${k}`, `g${k}`, `m${k}`, `v${k}`])]),
+      outputs: f32Bindings(ks.flatMap((k) => [`p${k}_out`, `m${k}_out`, `v${k}_out`])),
+      uniforms: {
+        grid_x: 'u32',
+        lr: 'f32',
+        beta1: 'f32',
+        beta2: 'f32',
+        eps: 'f32',
+        c1: 'f32',
+        c2: 'f32',
+        one_minus_beta1: 'f32',
+        one_minus_beta2: 'f32',
+        max_norm: 'f32',
+        slot: `array<vec4<u32>, ${slots}>`, // (n, bits of 1 - lr wd, 0, 0)
+      },
+      workgroupSize: 256,
+      body: fillTemplate('adamw_many.wgsl', adamwManySrc, { CLIP: clip, BODY: body }),
+    };
+  });
 
 /** AdamW over every leaf, floor((limit - 1) / 7) leaves per dispatch (7 buffers each, plus the sum of squares). */
 export function adamwMany(
@@ -107,65 +141,30 @@ export function adamwMany(
   sumSq: KernelTensor | null,
   h: AdamWManyHyper,
 ): [GPUBuffer, GPUBuffer, GPUBuffer][] {
-  for (const t of [...params, ...grads, ...m, ...v])
-    if (t.dtype !== 'f32') throw new DTypeError('adamwMany', `the WebGPU kernel needs f32, got ${t.dtype}`);
   const outs: [GPUBuffer, GPUBuffer, GPUBuffer][] = [];
   const perChunk = Math.max(1, Math.floor((storageLimit(rt) - 1) / 7));
   const clip = sumSq !== null && h.maxNorm !== undefined;
   const indices = params.map((_, i) => i).filter((i) => sizeOf(params[i]!.shape) > 0);
-  const sumBuffer = sumSq ? bufferOf(sumSq.storage) : bufferOf(params[indices[0] ?? 0]!.storage);
+  // Without clipping the kernel never reads sum_sq: any f32 tensor fills the binding.
+  const sumBinding = sumSq ?? params[indices[0] ?? 0]!;
   for (const chunk of chunks(indices, perChunk)) {
-    const slots = chunk.length;
     const largest = Math.max(...chunk.map((i) => sizeOf(params[i]!.shape)));
-    const words = (gx: number): Words =>
-      new Words(12 + 4 * slots)
-        .u(0, gx * 256)
-        .f(1, h.lr)
-        .f(2, h.beta1)
-        .f(3, h.beta2)
-        .f(4, h.eps)
-        .f(5, 1 - h.beta1 ** h.step)
-        .f(6, 1 - h.beta2 ** h.step)
-        .f(7, 1 - h.beta1)
-        .f(8, 1 - h.beta2)
-        .f(9, h.maxNorm ?? 0);
-    const uniforms = ([gx]: readonly number[]): Uint32Array => {
-      const w = words(gx!);
-      chunk.forEach((i, k) => w.u(12 + 4 * k, sizeOf(params[i]!.shape)).f(13 + 4 * k, 1 - h.lr * h.weightDecays[i]!));
-      return w.u32;
-    };
-    const names = chunk.flatMap((_, k) => [`p${k}`, `g${k}`, `m${k}`, `v${k}`]);
-    const outNames = chunk.flatMap((_, k) => [`p${k}_out`, `m${k}_out`, `v${k}_out`]);
-    const body = chunk
-      .map((_, k) =>
-        [
-          `if (i < params.slot[${k}].x) {`,
-          `    let r = update(g${k}[i] * scale, m${k}[i], v${k}[i], p${k}[i], bitcast<f32>(params.slot[${k}].y));`,
-          `    p${k}_out[i] = r.x;`,
-          `    m${k}_out[i] = r.y;`,
-          `    v${k}_out[i] = r.z;`,
-          '  }',
-        ].join('\n'),
-      )
-      .join('\n  ');
-    const written = launch(rt, {
-      kernel: 'adamwMany',
-      key: `adamw_many:${slots}:${clip}`,
-      source: () =>
-        fillTemplate('adamw_many.wgsl', adamwManySrc, {
-          SLOTS: slots,
-          CLIP: clip,
-          BINDINGS: `${readBindings(names, 1, 'read')}\n${readBindings(outNames, 1 + names.length, 'read_write')}`,
-          UNIFORM: 1 + names.length + outNames.length,
-          BODY: body,
-        }),
-      inputs: [
-        sumBuffer,
-        ...chunk.flatMap((i) => [params[i]!, grads[i]!, m[i]!, v[i]!].map((t) => bufferOf(t.storage))),
-      ],
+    const written = launch(rt, adamwManyProgram(chunk.length, clip), {
+      inputs: [sumBinding, ...chunk.flatMap((i) => [params[i]!, grads[i]!, m[i]!, v[i]!])],
       outputs: chunk.flatMap((i) => [0, 1, 2].map(() => sizeOf(params[i]!.shape) * 4)),
-      grid: { threads: largest, workgroupSize: 256 },
-      uniforms,
+      grid: { threads: largest },
+      uniforms: {
+        lr: h.lr,
+        beta1: h.beta1,
+        beta2: h.beta2,
+        eps: h.eps,
+        c1: 1 - h.beta1 ** h.step,
+        c2: 1 - h.beta2 ** h.step,
+        one_minus_beta1: 1 - h.beta1,
+        one_minus_beta2: 1 - h.beta2,
+        max_norm: h.maxNorm ?? 0,
+        slot: chunk.flatMap((i) => [sizeOf(params[i]!.shape), bitsOf('f32', 1 - h.lr * h.weightDecays[i]!), 0, 0]),
+      },
     });
     chunk.forEach((i, k) => {
       outs[i] = [written[3 * k]!, written[3 * k + 1]!, written[3 * k + 2]!];
@@ -178,7 +177,7 @@ export function adamwMany(
   return outs;
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   sumSquares: (b, xs) => asStorage(sumSquares(b.runtime, xs)),
   adamwMany: (b, params, grads, m, v, sumSq, hyper) =>
     adamwMany(b.runtime, params, grads, m, v, sumSq, hyper).map(([p, m1, v1]) => [

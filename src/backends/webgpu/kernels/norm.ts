@@ -1,5 +1,4 @@
 import type { KernelTensor } from '../../../core/backend.js';
-import { DTypeError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import layerNormSrc from '../../../../shaders/layer_norm.wgsl';
 import layerNormBackwardSrc from '../../../../shaders/layer_norm_backward.wgsl';
@@ -8,47 +7,75 @@ import rmsNormBackwardSrc from '../../../../shaders/rms_norm_backward.wgsl';
 import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import normRows from '../../../../shaders/norm_rows.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
-import { grid } from '../wgsl.js';
+import { checkInputs, defineProgram } from '../program.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
+import { asStorage } from '../storage.js';
 import { fillInto } from './movement.js';
-import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 import { registerKernels } from '../../../core/kernels.js';
 
 /**
  * RMSNorm and LayerNorm over the last axis: a forward kernel (one workgroup per row), and a backward in two
  * dispatches: per-row dx saving the row statistics, then per-column dweight (and dbias) sums reading them.
+ * addRmsNorm (kernels/fused.ts) shares their uniform record.
  */
-function rowsOf(kernel: string, x: KernelTensor): [rows: number, d: number] {
-  if (x.dtype !== 'f32') throw new DTypeError(kernel, `the WebGPU kernel needs f32, got ${x.dtype}`);
+export const NORM_UNIFORMS = { rows: 'u32', d: 'u32', eps: 'f32', grid_x: 'u32' } as const;
+
+const withRows = (src: string): string => `${rowReduce}\n${normRows}\n${src}`;
+
+const RMS_NORM = defineProgram({
+  name: 'rmsNorm',
+  inputs: { x: 'f32', w: 'f32' },
+  outputs: { y: 'f32' },
+  uniforms: NORM_UNIFORMS,
+  workgroupSize: 64,
+  body: withRows(rmsNormSrc),
+  entryPoints: ['rms_norm'],
+});
+
+/** Rows first (dx, and each row's statistic saved in `stats`), then columns (dw) reading the statistics. */
+const RMS_NORM_BACKWARD = defineProgram({
+  name: 'rmsNormBackward',
+  inputs: { x: 'f32', w: 'f32', dy: 'f32' },
+  outputs: { dx: 'f32', dw: 'f32', stats: 'f32' },
+  uniforms: NORM_UNIFORMS,
+  workgroupSize: 64,
+  body: withRows(rmsNormBackwardSrc),
+  entryPoints: ['rms_norm_backward_rows', 'rms_norm_backward_cols'],
+});
+
+const LAYER_NORM = defineProgram({
+  name: 'layerNorm',
+  inputs: { x: 'f32', w: 'f32', b: 'f32' },
+  outputs: { y: 'f32' },
+  uniforms: NORM_UNIFORMS,
+  workgroupSize: 64,
+  body: withRows(layerNormSrc),
+  entryPoints: ['layer_norm'],
+});
+
+const LAYER_NORM_BACKWARD = defineProgram({
+  name: 'layerNormBackward',
+  inputs: { x: 'f32', w: 'f32', dy: 'f32' },
+  outputs: { dx: 'f32', dw: 'f32', db: 'f32', stats: 'f32' },
+  uniforms: NORM_UNIFORMS,
+  workgroupSize: 64,
+  body: withRows(layerNormBackwardSrc),
+  entryPoints: ['layer_norm_backward_rows', 'layer_norm_backward_cols'],
+});
+
+/** [rows, d] of the last axis (d of 0 means no rows). */
+function rowsOf(x: KernelTensor): [rows: number, d: number] {
   const d = x.shape[x.shape.length - 1] ?? 1;
   return [d === 0 ? 0 : sizeOf(x.shape) / d, d];
 }
 
-const params =
-  (rows: number, d: number, eps: number) =>
-  ([gx]: readonly number[]): Uint32Array =>
-    new Words(4)
-      .u(0, rows)
-      .u(1, d)
-      .f(2, eps)
-      .u(3, gx ?? 0).u32;
-/** One workgroup per row. */
-const perRow = (rows: number): { threads: number; workgroupSize: number } => ({ threads: rows, workgroupSize: 1 });
-const withRows = (src: string) => (): string => `${rowReduce}\n${normRows}\n${src}`;
-
 export function rmsNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, eps: number): GPUBuffer {
-  const [rows, d] = rowsOf('rmsNorm', x);
-  const [y] = launch(rt, {
-    kernel: 'rmsNorm',
-    key: 'rms_norm',
-    entryPoint: 'rms_norm',
-    source: withRows(rmsNormSrc),
-    inputs: [bufferOf(x.storage), bufferOf(w.storage)],
+  const [rows, d] = rowsOf(x);
+  const [y] = launch(rt, RMS_NORM, {
+    inputs: [x, w],
     outputs: [rows * d * 4],
-    grid: perRow(d === 0 ? 0 : rows),
-    uniforms: params(rows, d, eps),
+    grid: { workgroups: d === 0 ? 0 : rows },
+    uniforms: { rows, d, eps },
   });
   return y;
 }
@@ -60,46 +87,36 @@ export function rmsNormBackward(
   dy: KernelTensor,
   eps: number,
 ): [GPUBuffer, GPUBuffer] {
-  const [rows, d] = rowsOf('rmsNormBackward', x);
+  const [rows, d] = rowsOf(x);
+  const inputs = [x, w, dy];
+  checkInputs(RMS_NORM_BACKWARD, 'rmsNormBackward', inputs);
   if (rows * d === 0) return [rt.alloc(rows * d * 4), fillInto(rt, d * 4, d, 'f32', 0)];
-  const inputs = [bufferOf(x.storage), bufferOf(w.storage), bufferOf(dy.storage)];
-  const common = {
-    kernel: 'rmsNormBackward',
-    source: withRows(rmsNormBackwardSrc),
-    inputs,
-    uniforms: params(rows, d, eps),
-  };
-  // Rows first (dx, and each row's statistic saved in `stats`), then columns (dw) reading the statistics.
-  const [dx, dw, stats] = launch(rt, {
-    ...common,
-    key: 'rms_norm_backward:rows',
+  const uniforms = { rows, d, eps };
+  const [dx, dw, stats] = launch(rt, RMS_NORM_BACKWARD, {
     entryPoint: 'rms_norm_backward_rows',
+    inputs,
     outputs: [rows * d * 4, d * 4, rows * 4],
-    grid: perRow(rows),
+    grid: { workgroups: rows },
+    uniforms,
   });
-  launch(rt, {
-    ...common,
-    key: 'rms_norm_backward:cols',
+  launch(rt, RMS_NORM_BACKWARD, {
     entryPoint: 'rms_norm_backward_cols',
+    inputs,
     outputs: [dx, dw, stats],
-    grid: { threads: d, workgroupSize: 64 },
-    uniforms: params(rows, d, eps)(grid(rows, rt.maxWorkgroupsPerDim)),
+    grid: { threads: d },
+    uniforms,
   });
   rt.release(stats);
   return [dx, dw];
 }
 
 export function layerNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, b: KernelTensor, eps: number): GPUBuffer {
-  const [rows, d] = rowsOf('layerNorm', x);
-  const [y] = launch(rt, {
-    kernel: 'layerNorm',
-    key: 'layer_norm',
-    entryPoint: 'layer_norm',
-    source: withRows(layerNormSrc),
-    inputs: [bufferOf(x.storage), bufferOf(w.storage), bufferOf(b.storage)],
+  const [rows, d] = rowsOf(x);
+  const [y] = launch(rt, LAYER_NORM, {
+    inputs: [x, w, b],
     outputs: [rows * d * 4],
-    grid: perRow(d === 0 ? 0 : rows),
-    uniforms: params(rows, d, eps),
+    grid: { workgroups: d === 0 ? 0 : rows },
+    uniforms: { rows, d, eps },
   });
   return y;
 }
@@ -111,37 +128,32 @@ export function layerNormBackward(
   dy: KernelTensor,
   eps: number,
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
-  const [rows, d] = rowsOf('layerNormBackward', x);
+  const [rows, d] = rowsOf(x);
+  const inputs = [x, w, dy];
+  checkInputs(LAYER_NORM_BACKWARD, 'layerNormBackward', inputs);
   if (rows * d === 0) {
     return [rt.alloc(rows * d * 4), fillInto(rt, d * 4, d, 'f32', 0), fillInto(rt, d * 4, d, 'f32', 0)];
   }
-  const inputs = [bufferOf(x.storage), bufferOf(w.storage), bufferOf(dy.storage)];
-  const common = {
-    kernel: 'layerNormBackward',
-    source: withRows(layerNormBackwardSrc),
-    inputs,
-    uniforms: params(rows, d, eps),
-  };
-  const [dx, dw, db, stats] = launch(rt, {
-    ...common,
-    key: 'layer_norm_backward:rows',
+  const uniforms = { rows, d, eps };
+  const [dx, dw, db, stats] = launch(rt, LAYER_NORM_BACKWARD, {
     entryPoint: 'layer_norm_backward_rows',
+    inputs,
     outputs: [rows * d * 4, d * 4, d * 4, rows * 8],
-    grid: perRow(rows),
+    grid: { workgroups: rows },
+    uniforms,
   });
-  launch(rt, {
-    ...common,
-    key: 'layer_norm_backward:cols',
+  launch(rt, LAYER_NORM_BACKWARD, {
     entryPoint: 'layer_norm_backward_cols',
+    inputs,
     outputs: [dx, dw, db, stats],
-    grid: { threads: d, workgroupSize: 64 },
-    uniforms: params(rows, d, eps)(grid(rows, rt.maxWorkgroupsPerDim)),
+    grid: { threads: d },
+    uniforms,
   });
   rt.release(stats);
   return [dx, dw, db];
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   rmsNorm: (b, x, weight, eps) => asStorage(rmsNorm(b.runtime, x, weight, eps)),
   rmsNormBackward: (b, x, weight, dy, eps) => {
     const [dx, dw] = rmsNormBackward(b.runtime, x, weight, dy, eps);

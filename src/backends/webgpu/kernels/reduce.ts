@@ -1,15 +1,13 @@
 import type { KernelTensor } from '../../../core/backend.js';
 import { registerKernels, type ReduceOp } from '../../../core/kernels.js';
-import { DTypeError } from '../../../core/errors.js';
 import { sizeOf, stridesOf } from '../../../core/shape.js';
 import reduceSrc from '../../../../shaders/reduce.wgsl';
 import { launch } from '../launch.js';
-import type { GpuRuntime } from '../runtime.js';
-import { asStorage, bufferOf } from '../storage.js';
+import { cachedProgram, checkInputs, type Program } from '../program.js';
+import type { GpuBackend, GpuRuntime } from '../runtime.js';
+import { asStorage } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { copyStrided } from './movement.js';
-import { Words } from './layout.js';
-import type { WebGpuBackend } from '../backend.js';
 
 /**
  * Reduce over `axes` (keeping them as size-1 dims). Size-1 dims are dropped and neighbouring dims of the same
@@ -21,10 +19,27 @@ const OPS: Record<ReduceOp, string> = { sum: 'sum', max: 'max', min: 'min', logs
 /** Rows longer than this (with inner == 1) use the workgroup tree; shorter ones one thread per row. */
 const TREE_MIN = 128;
 
+/** One program per fold and element type (logsumexp: f32 only), with both entry points. */
+const reduceProgram = (op: ReduceOp, t: 'f32' | 'i32'): Program =>
+  cachedProgram(`reduce:${OPS[op]}:${t}`, () => ({
+    name: op,
+    inputs: { x: t },
+    outputs: { out: t },
+    uniforms: { outer: 'u32', r: 'u32', inner: 'u32', grid_x: 'u32' },
+    workgroupSize: 64,
+    body: fillTemplate('reduce.wgsl', reduceSrc, {
+      T: t,
+      S: op === 'logsumexp' ? 'vec2<f32>' : 'T',
+      OP: OPS[op],
+      LOWEST: t === 'f32' ? 'return neg_inf();' : 'return -2147483647 - 1;',
+      HIGHEST: t === 'f32' ? 'return -neg_inf();' : 'return 2147483647;',
+    }),
+    entryPoints: ['reduce_tree', 'reduce_loop'],
+  }));
+
 export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: readonly number[]): GPUBuffer {
-  const t = wgslType(op, x.dtype);
-  if (op === 'logsumexp' && t !== 'f32')
-    throw new DTypeError('logsumexp', `the WebGPU kernel needs f32, got ${x.dtype}`);
+  const program = reduceProgram(op, op === 'logsumexp' ? 'f32' : wgslType(op, x.dtype));
+  checkInputs(program, op, [x]);
   const nOut = sizeOf(x.shape.map((d, i) => (axes.includes(i) ? 1 : d)));
   if (nOut === 0) return rt.alloc(0);
   // Runs of (reduced?, size), size-1 dims dropped.
@@ -36,7 +51,7 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
     if (last && last.red === red) last.size *= d;
     else runs.push({ red, size: d });
   });
-  let src = bufferOf(x.storage);
+  let src: KernelTensor | GPUBuffer = x;
   let temp: GPUBuffer | null = null;
   let outer = 1;
   let r = 1;
@@ -71,35 +86,18 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
     r = sizeOf(x.shape) / nOut;
   }
   const tree = inner === 1 && r >= TREE_MIN;
-  const s = op === 'logsumexp' ? 'vec2<f32>' : 'T';
-  const key = `reduce:${OPS[op]}:${t}:${tree ? 'tree' : 'loop'}`;
-  const [out] = launch(rt, {
-    kernel: op,
-    key,
+  const [out] = launch(rt, program, {
     entryPoint: tree ? 'reduce_tree' : 'reduce_loop',
-    source: () =>
-      fillTemplate('reduce.wgsl', reduceSrc, {
-        T: t,
-        S: s,
-        OP: OPS[op],
-        LOWEST: t === 'f32' ? 'return neg_inf();' : 'return -2147483647 - 1;',
-        HIGHEST: t === 'f32' ? 'return -neg_inf();' : 'return 2147483647;',
-      }),
     inputs: [src],
     outputs: [nOut * 4],
-    // tree: one workgroup per output row; loop: one thread per (outer, inner) output, 64 per workgroup.
-    grid: tree ? { threads: outer, workgroupSize: 1 } : { threads: outer * inner, workgroupSize: 64 },
-    uniforms: ([gx]) =>
-      new Words(4)
-        .u(0, outer)
-        .u(1, r)
-        .u(2, inner)
-        .u(3, tree ? gx : gx * 64).u32,
+    // tree: one workgroup per output row; loop: one thread per (outer, inner) output.
+    grid: tree ? { workgroups: outer } : { threads: outer * inner },
+    uniforms: { outer, r, inner },
   });
   if (temp) rt.release(temp);
   return out;
 }
 
-registerKernels<WebGpuBackend>('webgpu', {
+registerKernels<GpuBackend>('webgpu', {
   reduce: (b, op, x, axes) => asStorage(reduce(b.runtime, op, x, axes)),
 });
