@@ -310,6 +310,8 @@ function commonConfig(s: ScaleSettings, task: TaskSpec, seed: number): Partial<T
     digits: task.digits,
     seed,
     backend: 'cpu',
+    // One thread per job: the runner runs `--jobs` processes at once, and results do not depend on the count.
+    threads: 1,
     model: s.model,
     warmStartSteps: task.warmStartSteps,
     warmStartBatchSize: s.warmStartBatchSize,

@@ -25,7 +25,17 @@ export interface Timing {
   readonly cpuSeconds: number;
 }
 
-export interface WarmStartResult extends Timing {
+/** What a training job ran on. */
+interface RanOn {
+  /**
+   * `Backend.describe()` of the backend the job trained on: its name, kernels and thread count. Absent in results
+   * written before the CPU backend's WebAssembly kernels (issue 18): those ran the TypeScript kernels, today's
+   * `reference` backend, under the name `cpu`.
+   */
+  readonly backend?: string;
+}
+
+export interface WarmStartResult extends Timing, RanOn {
   readonly kind: 'warmstart';
   readonly id: string;
   readonly task: string;
@@ -42,7 +52,7 @@ export interface CurvePoint {
   readonly gradNorm: number;
 }
 
-export interface RlResult extends Timing {
+export interface RlResult extends Timing, RanOn {
   readonly kind: 'rl';
   readonly id: string;
   readonly task: string;
@@ -119,6 +129,7 @@ export async function runJob(job: Job, s: ScaleSettings, output: string): Promis
         task: job.task.id,
         seed: job.seed,
         config: strip(cfg),
+        backend: r.backend.describe(),
         eval: r.warmStart!,
         ...elapsed(),
       };
@@ -143,6 +154,7 @@ export async function runJob(job: Job, s: ScaleSettings, output: string): Promis
         seed: job.seed,
         method: job.method,
         config: strip(cfg),
+        backend: r.backend.describe(),
         warmStart: r.warmStart!,
         final: r.final,
         curve: rl.map((x) => ({

@@ -8,7 +8,7 @@
  *   npm run experiments -- --resume-grid                    # skip jobs whose result file exists
  *   npm run experiments -- --report-only                    # rebuild docs/RESULTS.md from docs/results/small
  *
- * Every job runs in its own Node process (`--jobs` at a time: the CPU backend is single-threaded), writes
+ * Every job runs in its own Node process (`--jobs` at a time, each with a one-thread CPU backend), writes
  * `<output>/results/<job id>.json` and its run directory (metrics.jsonl, checkpoints) under `<output>/<job id>`.
  * Before the report is built, the results under `<output>` (if any) are exported, merged with those already there,
  * into the compact files committed under `<docs>/results/<scale>/` (`compact.ts`), and the report is built from
