@@ -9,6 +9,7 @@ import { parseTrainArgs } from '../../src/cli/args.js';
 import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
 import { dispose } from '../../src/core/scope.js';
 import { loadHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
+import { MemoryError, type MemoryEstimate } from '../../src/nn/memory.js';
 import type { MetricRecord } from '../../src/training/metrics.js';
 import { train } from '../../src/training/trainer.js';
 import { tinyHubDir } from './tiny-hub.js';
@@ -152,5 +153,44 @@ describe('issue 19 item 20: a missing tokenizer.json is a file that cannot be re
     const { code, line } = describeFailure(e);
     expect(code).toBe(EXIT.io);
     expect(line).toBe(`tokenizer: ${join(dir, 'tokenizer.json')}: no such file or directory (ENOENT)`);
+  });
+});
+
+describe("issue 19 item 4: config.json obeys the flags' limits, and the estimate counts what it sizes", () => {
+  const cases: [string, number][] = [
+    ['max_position_embeddings', 1e9],
+    ['vocab_size', 1e9],
+    ['num_hidden_layers', 1e6],
+    ['hidden_size', 1e6],
+    ['intermediate_size', 1e7],
+    ['num_attention_heads', 1e5],
+    ['head_dim', 1e6],
+  ];
+  for (const [field, value] of cases) {
+    it(`${field}: ${value} is refused at once as above its limit, naming config.json (it grew past 1.8 GB)`, async () => {
+      const dir = await tinyHubDir({ config: { [field]: value } });
+      const t0 = performance.now();
+      const e = await trainError(dir);
+      expect(performance.now() - t0).toBeLessThan(5_000);
+      expect(e).toMatchObject({ kind: 'bad-config', field, file: 'config.json' });
+      expect((e as Error).message).toMatch(/above the limit of/);
+      expect(describeFailure(e).code).toBe(EXIT.io);
+    }, 20_000);
+  }
+
+  it('RoPE tables sized by max_position_embeddings are in the estimate, and a tight limit refuses them', async () => {
+    const dir = await tinyHubDir({ config: { max_position_embeddings: 1_000_000 } });
+    const estimates: MemoryEstimate[] = [];
+    const cfg = parseTrainArgs(['--model', dir, ...RUN, ...EVAL, '--memory-limit-gb', '0.02']);
+    if (E.isLeft(cfg)) throw cfg.left;
+    const e = await train(cfg.right, { backend: cpu, onMemoryEstimate: (x) => estimates.push(x) }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    // cos and sin, [positions, headDim / 2] f32 each, built on the host and uploaded: 2 x 2 x 1e6 x 2 x 4 bytes.
+    expect(estimates[0]!.rope).toBe(2 * 2 * 1_000_000 * 2 * 4);
+    expect(estimates[0]!.total).toBeGreaterThan(estimates[0]!.rope);
+    expect(e).toBeInstanceOf(MemoryError);
+    expect((e as Error).message).toMatch(/RoPE tables 30\.5 MiB/);
   });
 });
