@@ -11,6 +11,7 @@ import { dispose } from '../../src/core/scope.js';
 import { loadHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
 import { MemoryError, type MemoryEstimate } from '../../src/nn/memory.js';
 import type { MetricRecord } from '../../src/training/metrics.js';
+import { loadHfTokenizer } from '../../src/tokenizers/hf-tokenizer.js';
 import { train } from '../../src/training/trainer.js';
 import { tinyHubDir } from './tiny-hub.js';
 
@@ -192,5 +193,65 @@ describe("issue 19 item 4: config.json obeys the flags' limits, and the estimate
     expect(estimates[0]!.total).toBeGreaterThan(estimates[0]!.rope);
     expect(e).toBeInstanceOf(MemoryError);
     expect((e as Error).message).toMatch(/RoPE tables 30\.5 MiB/);
+  });
+});
+
+describe("issue 19 item 5: chat templates are the model directory's fault, and rendering is bounded", () => {
+  const bad: [string, string, RegExp][] = [
+    ['a syntax error', '{% for %}', /chat_template/],
+    [
+      'raise_exception(...)',
+      "{{ raise_exception('this model needs a system turn') }}",
+      /this model needs a system turn/,
+    ],
+    ['a call on an undefined value', '{{ foo() }}', /chat_template/],
+    ['range(100000000)', '{% for i in range(100000000) %}x{% endfor %}', /limit/],
+    [
+      'a string doubled 40 times',
+      "{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s }}",
+      /limit/,
+    ],
+    [
+      'nested loops of 1e10 steps',
+      '{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}',
+      /limit/,
+    ],
+  ];
+  for (const [what, template, why] of bad) {
+    for (const where of ['tokenizer_config.json', 'chat_template.jinja'] as const) {
+      it(`${what} in ${where}: exit 3 naming the file, at once (it was exit 1, or ran out of memory after 95 s)`, async () => {
+        const dir = await tinyHubDir();
+        if (where === 'chat_template.jinja') writeFileSync(join(dir, where), template);
+        else
+          writeFileSync(
+            join(dir, where),
+            JSON.stringify({ eos_token: '<|im_end|>', pad_token: '<|endoftext|>', chat_template: template }),
+          );
+        const t0 = performance.now();
+        const e = await trainError(dir);
+        expect(performance.now() - t0).toBeLessThan(10_000);
+        const { code, line } = describeFailure(e);
+        expect(code).toBe(EXIT.io);
+        expect(line).toContain(where);
+        expect(line).toMatch(why);
+        expect(line.length).toBeLessThan(1_000);
+      }, 30_000);
+    }
+  }
+
+  it('chat_template: 42 is refused, not ignored', async () => {
+    const dir = await tinyHubDir({ tokenizerConfig: { chat_template: 42 } });
+    const e = await trainError(dir);
+    expect(describeFailure(e).code).toBe(EXIT.io);
+    expect(e).toMatchObject({ file: 'tokenizer_config.json', field: 'chat_template' });
+  });
+
+  it('the tiny template still renders as Qwen does', async () => {
+    const dir = await tinyHubDir();
+    const tok = await loadHfTokenizer(dir);
+    if (E.isLeft(tok)) throw tok.left;
+    expect(tok.right.renderChat([{ role: 'user', content: '1+2=' }])).toBe(
+      '<|im_start|>user\n1+2=<|im_end|>\n<|im_start|>assistant\n',
+    );
   });
 });
