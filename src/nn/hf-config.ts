@@ -1,6 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { CheckpointError } from './safetensors.js';
-import { MODEL_LIMITS, sizeOverLimit } from './limits.js';
+import { type MODEL_LIMITS, sizeOverLimit } from './limits.js';
 import { headDim, validateConfig, type TransformerConfig } from './transformer.js';
 
 /**
