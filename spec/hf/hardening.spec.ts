@@ -13,7 +13,7 @@ import { MemoryError, type MemoryEstimate } from '../../src/nn/memory.js';
 import type { MetricRecord } from '../../src/training/metrics.js';
 import { loadHfTokenizer } from '../../src/tokenizers/hf-tokenizer.js';
 import { train } from '../../src/training/trainer.js';
-import { tinyHubDir } from './tiny-hub.js';
+import { tinyHubDir, tinyTokenizerJson } from './tiny-hub.js';
 
 /**
  * Issue 19, Hub directories as an attacker or a careless user hands them over: every refusal is a typed error
@@ -253,5 +253,67 @@ describe("issue 19 item 5: chat templates are the model directory's fault, and r
     expect(tok.right.renderChat([{ role: 'user', content: '1+2=' }])).toBe(
       '<|im_start|>user\n1+2=<|im_end|>\n<|im_start|>assistant\n',
     );
+  });
+});
+
+describe('issue 19 item 6: tokenizers that cannot carry the task are refused', () => {
+  const withModel = (edit: (model: Record<string, unknown>) => void): Record<string, unknown> => {
+    const t = tinyTokenizerJson();
+    edit(t.model);
+    return t;
+  };
+  const refusedTokenizer = async (tokenizer: Record<string, unknown>, why: RegExp): Promise<void> => {
+    const dir = await tinyHubDir({ tokenizer });
+    const e = await trainError(dir);
+    const { code, line } = describeFailure(e);
+    expect(code).toBe(EXIT.io);
+    expect(line).toMatch(/tokenizer\.json/);
+    expect(line).toMatch(why);
+  };
+
+  it("an empty vocabulary is refused (it encoded '12+34= hello' as [])", async () => {
+    await refusedTokenizer(
+      withModel((m) => (m.vocab = {})),
+      /vocab/,
+    );
+  });
+
+  it('a vocabulary that needs the merges it lacks is refused (it encoded prompts as [])', async () => {
+    await refusedTokenizer(
+      withModel((m) => (m.vocab = { '12': 0, '+3': 1, '4=': 2 })),
+      /encodes|no tokens|decodes/,
+    );
+  });
+
+  const badMerges: [string, unknown][] = [
+    ['a merge of one part', ['1']],
+    ['a merge of a token not in the vocabulary', [['1', 'zz']]],
+    ['a merge that is not text', [42]],
+    ['merges that are not a list', 'a b'],
+  ];
+  for (const [what, merges] of badMerges) {
+    it(`${what} is refused naming the entry (malformed merges were skipped silently)`, async () => {
+      await refusedTokenizer(
+        withModel((m) => (m.merges = merges)),
+        /merges/,
+      );
+    });
+  }
+
+  it("a tokenizer that drops characters of the task's answers is refused naming the text", async () => {
+    // Without the byte of '7' (and with no fallback), an answer holding a 7 cannot be written by the model.
+    const t = withModel((m) => {
+      const vocab = { ...(m.vocab as Record<string, number>) };
+      delete vocab['7'];
+      m.vocab = vocab;
+    });
+    await refusedTokenizer(t, /decodes to|no tokens/);
+  });
+
+  it("a tokenizer with ids beyond the model's vocabulary is the model directory's fault (exit 3, was 2)", async () => {
+    const dir = await tinyHubDir({ config: { vocab_size: 200 } });
+    const e = await trainError(dir);
+    expect(describeFailure(e).code).toBe(EXIT.io);
+    expect(describeFailure(e).line).toMatch(/259.*200|vocab/);
   });
 });

@@ -87,6 +87,8 @@ export class HfTokenizer implements Tokenizer {
 
   /** Build from parsed files; errors name the file and the field. */
   static fromFiles(files: HfTokenizerFiles): E.Either<TokenizerLoadError, HfTokenizer> {
+    const model = checkModel(files.tokenizer);
+    if (model) return E.left(model);
     let hub: HubTokenizer;
     try {
       hub = new HubTokenizer(files.tokenizer, files.config);
@@ -134,6 +136,11 @@ export class HfTokenizer implements Tokenizer {
       { bos: bos as number | null, eos: eosId, pad: (pad as number | null) ?? eosId, stop, vocab },
       template.right,
     );
+    // A tokenizer that loses text (characters its vocabulary cannot spell, with no fallback) is found at once.
+    if (tok.encode(PROBE).length === 0)
+      return E.left(
+        new TokenizerLoadError('tokenizer.json', 'model', `encodes ${JSON.stringify(PROBE)} to no tokens at all`),
+      );
     // A template that fails on a plain user turn fails every prompt: found now, naming its file.
     if (tok.template) {
       try {
@@ -179,6 +186,61 @@ export class HfTokenizer implements Tokenizer {
     if (this.template) return this.encode(this.renderChat([{ role: 'user', content: prompt }]));
     return [...(this.bos === null ? [] : [this.bos]), ...this.encode(prompt)];
   }
+}
+
+const PROBE = '12+34= hello';
+
+/** At most this many tokens (the model-size limit of nn/limits.ts). */
+const MAX_VOCAB = 1_048_576;
+
+/**
+ * tokenizer.json's model, checked before the library reads it (which skips what it cannot use, silently): a
+ * non-empty vocabulary of ids in range (a list of [piece, score] for Unigram), and for BPE merges that are a
+ * list of pairs (`"a b"` or `["a", "b"]`) of vocabulary tokens whose concatenation is one too.
+ */
+function checkModel(tokenizer: Record<string, unknown>): TokenizerLoadError | null {
+  const bad = (field: string, detail: string): TokenizerLoadError =>
+    new TokenizerLoadError('tokenizer.json', field, detail);
+  const model = tokenizer.model;
+  if (typeof model !== 'object' || model === null || Array.isArray(model)) return bad('model', 'is not an object');
+  const m = model as Record<string, unknown>;
+  const vocab = m.vocab;
+  if (m.type === 'Unigram') {
+    if (!Array.isArray(vocab) || vocab.length === 0) return bad('model.vocab', 'is empty or not a list');
+    if (vocab.length > MAX_VOCAB) return bad('model.vocab', `has ${vocab.length} tokens, above ${MAX_VOCAB}`);
+    const i = vocab.findIndex((p) => !Array.isArray(p) || typeof p[0] !== 'string' || typeof p[1] !== 'number');
+    return i < 0 ? null : bad(`model.vocab[${i}]`, 'is not a [piece, score] pair');
+  }
+  if (typeof vocab !== 'object' || vocab === null || Array.isArray(vocab))
+    return bad('model.vocab', 'is not an object of tokens and ids');
+  const entries = Object.entries(vocab as Record<string, unknown>);
+  if (entries.length === 0) return bad('model.vocab', 'is empty: no text can be encoded');
+  if (entries.length > MAX_VOCAB) return bad('model.vocab', `has ${entries.length} tokens, above ${MAX_VOCAB}`);
+  const badId = entries.find(([, id]) => !(Number.isInteger(id) && (id as number) >= 0 && (id as number) < MAX_VOCAB));
+  if (badId) return bad('model.vocab', `gives ${JSON.stringify(badId[0]).slice(0, 50)} the id ${String(badId[1])}`);
+  if (m.type !== 'BPE' && m.merges === undefined) return null;
+  const merges = m.merges ?? [];
+  if (!Array.isArray(merges)) return bad('model.merges', 'is not a list');
+  const has = (t: string): boolean => Object.hasOwn(vocab, t);
+  for (let i = 0; i < merges.length; i++) {
+    const e = merges[i] as unknown;
+    const pair =
+      typeof e === 'string'
+        ? e.split(' ')
+        : Array.isArray(e) && e.every((x) => typeof x === 'string')
+          ? (e as string[])
+          : null;
+    const show = (JSON.stringify(e) ?? String(e)).slice(0, 60);
+    if (pair === null || pair.length !== 2 || pair.some((x) => x === ''))
+      return bad(`model.merges[${i}]`, `${show} is not a pair of tokens ("a b" or ["a", "b"])`);
+    const missing = [pair[0]!, pair[1]!, pair[0]! + pair[1]!].find((t) => !has(t));
+    if (missing !== undefined)
+      return bad(
+        `model.merges[${i}]`,
+        `${show} needs ${JSON.stringify(missing).slice(0, 60)}, which is not in model.vocab`,
+      );
+  }
+  return null;
 }
 
 /** One more than the largest id of the model's vocabulary and the added tokens. */

@@ -12,7 +12,7 @@ import type { TransformerConfig, TransformerParams } from '../nn/transformer.js'
 import { datasetTask, parseDataset } from '../tasks/dataset.js';
 import { splitOf, type Problem, type Task } from '../tasks/task.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
-import { loadHfTokenizer, type HfTokenizer } from '../tokenizers/hf-tokenizer.js';
+import { loadHfTokenizer, TokenizerLoadError, type HfTokenizer } from '../tokenizers/hf-tokenizer.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
 
 /**
@@ -53,10 +53,11 @@ export async function readPretrained(dir: string): Promise<PretrainedParts> {
   if (E.isLeft(tokenizer)) throw tokenizer.left;
   const tok = tokenizer.right;
   if (tok.vocabSize > config.right.vocabSize) {
-    throw new TrainConfigError(
-      'model',
-      dir,
-      `has a tokenizer of ${tok.vocabSize} tokens but a model vocabulary of ${config.right.vocabSize}`,
+    throw new TokenizerLoadError(
+      'tokenizer.json',
+      'vocab',
+      `has ids up to ${tok.vocabSize - 1}, but config.json's vocab_size is ${config.right.vocabSize}`,
+      join(dir, 'tokenizer.json'),
     );
   }
   const j = json as Record<string, unknown>;
@@ -118,6 +119,49 @@ export async function loadDatasetTask(path: string): Promise<Task<Problem>> {
     }
   }
   return datasetTask(problems.right);
+}
+
+const shown = (text: string): string => JSON.stringify(text.length > 60 ? `${text.slice(0, 60)}...` : text);
+
+/**
+ * Whether a Hub tokenizer can carry the task: each of 32 sampled prompts and its worked answer encodes to tokens
+ * (ids within the model's vocabulary) that decode back to the same text, and the prompt's chat rendering too. A
+ * tokenizer that drops characters would train on a question the model never sees, or on an answer it can never
+ * write. Refused as the model directory's fault (a `TokenizerLoadError`, exit 3) naming the text.
+ */
+export function checkTokenizerCarries(
+  tokenizer: Tokenizer,
+  vocabSize: number,
+  task: Task<Problem>,
+  seed: number,
+  file = 'tokenizer.json',
+): void {
+  const fail = (detail: string): never => {
+    throw new TokenizerLoadError(file, 'model', detail);
+  };
+  const inRange = (ids: readonly number[], what: string): void => {
+    const bad = ids.find((id) => !(Number.isInteger(id) && id >= 0 && id < vocabSize));
+    if (bad !== undefined) fail(`gives ${what} the id ${bad}, outside the model's vocabulary of ${vocabSize}`);
+  };
+  for (const id of [...tokenizer.stopIds, tokenizer.pad]) inRange([id], 'a stop or padding token');
+  const rng = new Rng(seed + 7);
+  for (let i = 0; i < 32; i++) {
+    const problem = task.generatePrompt(rng);
+    const texts: [string, string][] = [
+      [problem.prompt, 'a prompt of the task'],
+      [task.workedSolution(problem), 'an answer of the task'],
+    ];
+    for (const [text, what] of texts) {
+      const ids = tokenizer.encode(text);
+      if (ids.length === 0 && text.length > 0) fail(`encodes ${shown(text)} (${what}) to no tokens`);
+      inRange(ids, `${shown(text)} (${what})`);
+      const back = tokenizer.decode(ids);
+      if (back !== text) fail(`cannot spell ${shown(text)} (${what}): it decodes to ${shown(back)}`);
+    }
+    const prompt = tokenizer.promptIds(problem.prompt);
+    if (prompt.length === 0) fail(`renders ${shown(problem.prompt)} as a prompt of no tokens`);
+    inRange(prompt, `the chat rendering of ${shown(problem.prompt)}`);
+  }
 }
 
 /** The sizes a run works at: prompt tokens measured on prompts of the task (the longest of 32, plus a margin). */

@@ -50,6 +50,7 @@ import { checkResume, runIdentity, type RunIdentity } from './resume-check.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
 import { checkFits, estimateTrainingMemory, type MemoryEstimate, type MemoryLimits } from '../nn/memory.js';
 import {
+  checkTokenizerCarries,
   defaultMemoryLimits,
   loadDatasetTask,
   loadPretrainedParams,
@@ -503,6 +504,7 @@ async function trainOn(
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
   const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
   if (E.isLeft(base)) throw base.left;
+  if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
   const shape = runShape(cfg, base.right.tokenizer, base.right.task, base.right.needsReference);
   const estimate = estimateTrainingMemory(base.right.config, shape);
   opts.onMemoryEstimate?.(estimate);
