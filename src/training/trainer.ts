@@ -50,6 +50,7 @@ import { checkResume, runIdentity, type RunIdentity } from './resume-check.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
 import { checkFits, estimateTrainingMemory, type MemoryEstimate, type MemoryLimits } from '../nn/memory.js';
 import {
+  checkDatasetRows,
   checkTokenizerCarries,
   defaultMemoryLimits,
   loadDatasetTask,
@@ -505,6 +506,7 @@ async function trainOn(
   const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
   if (E.isLeft(base)) throw base.left;
   if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
+  checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg);
   const shape = runShape(cfg, base.right.tokenizer, base.right.task, base.right.needsReference);
   const estimate = estimateTrainingMemory(base.right.config, shape);
   opts.onMemoryEstimate?.(estimate);
