@@ -57,6 +57,7 @@ describe('issue 19 item 9: every dataset row is checked up front, naming file an
     expect(e).toMatchObject({ file: path, line: 3 });
     expect((e as Error).message.length).toBeLessThan(500);
     expect(describeFailure(e).line).toContain(`${path}:3`);
+    expect(describeFailure(e).code).toBe(EXIT.usage);
   }, 30_000);
 
   it('a training row too long for the model is refused before warm-start (it died at warm-start step 224)', async () => {
