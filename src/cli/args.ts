@@ -1,9 +1,9 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { parseArgs } from 'node:util';
 import {
   TASK_NAMES,
   TRAIN_DEFAULTS,
   TrainConfigError,
+  clip,
   parseTrainConfig,
   type TrainConfig,
 } from '../training/config.js';
@@ -95,28 +95,66 @@ ${NUMBER_FLAGS.map((f) => `  --${f.flag.padEnd(26)} ${f.help}`).join('\n')}
 exit status:
 ${EXIT_CODE_HELP}`;
 
-export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
-  const options: Record<string, { type: 'string' | 'boolean' }> = {
-    bicc: { type: 'boolean' },
-    overwrite: { type: 'boolean' },
-    'allow-non-finite-weights': { type: 'boolean' },
-  };
-  for (const f of [
-    ...NUMBER_FLAGS.map((x) => x.flag),
-    ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
-    ...Object.keys(OBJECTIVE_STRING_FLAGS),
-    ...STRING_FLAGS,
-  ])
-    options[f] = { type: 'string' };
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    values = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values as Record<
-      string,
-      string | boolean | undefined
-    >;
-  } catch (e) {
-    return E.left(new TrainConfigError('arguments', argv.join(' '), e instanceof Error ? e.message : String(e)));
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(['bicc', 'overwrite', 'allow-non-finite-weights']);
+const VALUE_FLAGS: ReadonlySet<string> = new Set([
+  ...NUMBER_FLAGS.map((x) => x.flag),
+  ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
+  ...Object.keys(OBJECTIVE_STRING_FLAGS),
+  ...STRING_FLAGS,
+]);
+
+/**
+ * The command line as flags and values. Every option is `--name value` or `--name=value`; a value may start with
+ * one dash (`--seed -1`, `--margin -0.1`: negative numbers are values), not with two (`--output --steps` is
+ * a missing value; `--output=--odd` says it). An unknown flag, a stray argument, a missing or empty value, a
+ * value given to a boolean flag and a flag given twice are each a `TrainConfigError` naming it; messages quote
+ * at most a bounded prefix of what was typed.
+ */
+function scanArgs(argv: readonly string[]): E.Either<TrainConfigError, Map<string, string | true>> {
+  const values = new Map<string, string | true>();
+  const err = (field: string, value: unknown, why: string) => E.left(new TrainConfigError(field, value, why));
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    if (!token.startsWith('--') || token === '--')
+      return err(
+        token === '' ? '(an empty argument)' : clip(token),
+        null,
+        'is not an option (options start with --; rlvr train --help lists them)',
+      );
+    const eq = token.indexOf('=');
+    const name = token.slice(2, eq < 0 ? undefined : eq);
+    const flag = `--${clip(name)}`;
+    let value: string | true;
+    if (BOOLEAN_FLAGS.has(name)) {
+      if (eq >= 0) return err(flag, token.slice(eq + 1), 'takes no value');
+      value = true;
+    } else if (VALUE_FLAGS.has(name)) {
+      if (eq >= 0) value = token.slice(eq + 1);
+      else {
+        const next = argv[i + 1];
+        if (next === undefined || next.startsWith('--'))
+          return err(
+            flag,
+            null,
+            `needs a value${next === undefined ? '' : ` (for one starting with --, write ${flag}=VALUE)`}`,
+          );
+        value = next;
+        i++;
+      }
+      if (value === '') return err(flag, '', 'must not be empty');
+    } else {
+      return err(flag, null, 'is not an option of rlvr train (rlvr train --help lists them)');
+    }
+    if (values.has(name)) return err(flag, value, 'is given twice');
+    values.set(name, value);
   }
+  return E.right(values);
+}
+
+export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
+  const scanned = scanArgs(argv);
+  if (E.isLeft(scanned)) return scanned;
+  const values = Object.fromEntries(scanned.right) as Record<string, string | boolean | undefined>;
   const input: Record<string, unknown> = {};
   const model: Record<string, number> = {};
   const objectiveOptions: Record<string, unknown> = {};

@@ -35,6 +35,8 @@ export interface RunShape {
   readonly sampledRows: number;
   /** Rows per optimisation minibatch (groups per minibatch x G). */
   readonly minibatchRows: number;
+  /** Rows per warm-start step (worked solutions; 0 without a warm-start): its forward and backward too. */
+  readonly warmStartRows?: number;
   /** Prompt tokens (the longest expected) and completion tokens. */
   readonly promptTokens: number;
   readonly completionTokens: number;
@@ -58,9 +60,11 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
   const t = run.promptTokens + run.completionTokens;
   const parameters = countParameters(c);
   const weights = parameters * F32;
+  // The widest forward and backward of the run: an RL minibatch or a warm-start batch.
+  const rows = Math.max(run.minibatchRows, run.warmStartRows ?? 0);
   const perTokenLayer = 8 * c.dModel + 6 * c.nHeads * dh + 4 * c.nKvHeads * dh + 2 * c.nHeads * t + 5 * c.dFf;
-  const logits = run.minibatchRows * run.completionTokens * c.vocabSize * 3;
-  const activations = (run.minibatchRows * t * c.nLayers * perTokenLayer + logits) * F32;
+  const logits = rows * run.completionTokens * c.vocabSize * 3;
+  const activations = (rows * t * c.nLayers * perTokenLayer + logits) * F32;
   const sampling = (run.sampledRows * c.nLayers * 2 * c.nKvHeads * t * dh + 3 * run.sampledRows * c.vocabSize) * F32;
   const reference = run.withReference ? weights : 0;
   const ropeTable = c.maxSeqLen * (dh / 2) * F32;
@@ -69,8 +73,8 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
     Math.max(
       ropeTable / F32,
       c.vocabSize * c.dModel,
-      run.minibatchRows * run.completionTokens * c.vocabSize,
-      run.minibatchRows * c.nHeads * t * t,
+      rows * run.completionTokens * c.vocabSize,
+      rows * c.nHeads * t * t,
     ) * F32;
   const total = weights + weights + 2 * weights + reference + activations + sampling + rope;
   return {

@@ -164,7 +164,7 @@ function setup(
   const bounds = checkBounds(cfg);
   if (bounds) return E.left(bounds);
   const heldOut = heldOutProblems(task, cfg.evalPrompts, 1234);
-  const longest = Math.max(...heldOut.map((p) => tokenizer.promptIds(p.prompt).length));
+  const longest = heldOut.reduce((m, p) => Math.max(m, tokenizer.promptIds(p.prompt).length), 0);
   if (longest + cfg.maxCompletionLength > config.maxSeqLen) {
     const why = `plus the longest prompt (${longest} tokens) exceeds the model's maxSeqLen ${config.maxSeqLen}`;
     return E.left(new TrainConfigError('maxCompletionLength', cfg.maxCompletionLength, why));
