@@ -12,6 +12,8 @@ import { tinyRun } from '../training/helpers/tiny-run.js';
 const left = (argv: string[]): TrainConfigError => {
   const r = parseTrainArgs(argv);
   if (E.isRight(r)) throw new Error(`accepted: ${argv.join(' ')}`);
+  expect(r.left).toBeInstanceOf(TrainConfigError);
+  expect(r.left.message.split('\n')).toHaveLength(1);
   return r.left;
 };
 const right = (argv: string[]) => {
