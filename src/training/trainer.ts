@@ -76,7 +76,15 @@ export interface TrainHooks {
   readonly onMemoryEstimate?: (estimate: MemoryEstimate) => void;
   /** Each RL step's rollouts with the verifier's rewards, for a display (row r answers `prompts[promptIndex[r]]`). */
   readonly onRollouts?: (r: RolloutView) => void;
+  /**
+   * How many of the latest metric records `result.records` keeps (default DEFAULT_KEEP_RECORDS): memory stays
+   * bounded however long the run; the whole history is in metrics.jsonl and goes through `onRecord`.
+   */
+  readonly keepRecords?: number;
 }
+
+/** The default of `keepRecords`: about 5 MB of records. */
+export const DEFAULT_KEEP_RECORDS = 10_000;
 
 export interface RolloutView {
   readonly step: number;
@@ -93,6 +101,7 @@ export interface TrainResult {
   readonly params: TransformerParams;
   readonly warmStart: EvalResult | null;
   readonly final: EvalResult;
+  /** The latest metric records, at most `keepRecords` of them (all of them are in metrics.jsonl). */
   readonly records: readonly MetricRecord[];
 }
 
@@ -185,6 +194,9 @@ function setup(
 
 function emit(run: Run, record: MetricRecord, hooks: TrainHooks): void {
   run.records.push(record);
+  // Trimmed in batches (amortised O(1) per record): at most twice the bound is ever held.
+  const keep = Math.max(0, hooks.keepRecords ?? DEFAULT_KEEP_RECORDS);
+  if (run.records.length > 2 * keep) run.records.splice(0, run.records.length - keep);
   try {
     run.writer.write(record);
   } catch (e) {
@@ -582,7 +594,9 @@ async function trainOn(
   }
   if (run.reference) dispose(run.reference);
   dispose(run.opt);
-  return { backend, config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
+  const keep = Math.max(0, opts.keepRecords ?? DEFAULT_KEEP_RECORDS);
+  const records = keep === 0 ? [] : run.records.slice(-keep);
+  return { backend, config: run.config, params: run.params, warmStart: run.warmStartEval, final, records };
 }
 
 async function saveReference(config: TransformerConfig, params: TransformerParams, dir: string): Promise<void> {
