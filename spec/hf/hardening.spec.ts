@@ -1,5 +1,15 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  cpSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
@@ -315,5 +325,38 @@ describe('issue 19 item 6: tokenizers that cannot carry the task are refused', (
     const e = await trainError(dir);
     expect(describeFailure(e).code).toBe(EXIT.io);
     expect(describeFailure(e).line).toMatch(/259.*200|vocab/);
+  });
+});
+
+describe('issue 19 item 21: OUTPUT/model is a plain directory', () => {
+  it('is a directory of regular files, no link, no generations; a second export replaces it whole', async () => {
+    const dir = await tinyHubDir();
+    const out = join(mkdtempSync(join(tmpdir(), 'rlvr-export-')), 'run');
+    const cfg = parseTrainArgs(['--model', dir, ...RUN, ...EVAL, '--output', out, '--checkpoint-every', '1']);
+    if (E.isLeft(cfg)) throw cfg.left;
+    dispose((await train(cfg.right, { backend: cpu })).params);
+    const model = join(out, 'model');
+    expect(lstatSync(model).isSymbolicLink()).toBe(false);
+    expect(lstatSync(model).isDirectory()).toBe(true);
+    for (const f of readdirSync(model)) expect(lstatSync(join(model, f)).isFile(), f).toBe(true);
+    expect(readdirSync(model).sort()).toEqual(
+      ['config.json', 'generation_config.json', 'model.safetensors', 'tokenizer.json', 'tokenizer_config.json'].sort(),
+    );
+    expect(readdirSync(out).filter((e) => e.startsWith('model.'))).toEqual([]);
+    // `cp -r OUTPUT/model elsewhere` copies the model (it copied a dangling link)
+    const copy = join(mkdtempSync(join(tmpdir(), 'rlvr-copy-')), 'model');
+    cpSync(model, copy, { recursive: true });
+    const r = await loadHfCheckpoint(copy, cpu)();
+    if (E.isLeft(r)) throw r.left;
+    dispose(r.right.params);
+    // an older version's link (model -> model.gen-1) is replaced by a plain directory on the next export
+    rmSync(model, { recursive: true });
+    cpSync(copy, join(out, 'model.gen-1'), { recursive: true });
+    symlinkSync('model.gen-1', model);
+    const more = parseTrainArgs(['--model', dir, ...RUN.map((a) => (a === '1' ? '2' : a)), ...EVAL, '--output', out]);
+    if (E.isLeft(more)) throw more.left;
+    dispose((await train({ ...more.right, resume: join(out, 'checkpoint') }, { backend: cpu })).params);
+    expect(lstatSync(model).isSymbolicLink()).toBe(false);
+    expect(readdirSync(out).filter((e) => e.startsWith('model.'))).toEqual([]);
   });
 });

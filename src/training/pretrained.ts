@@ -1,4 +1,4 @@
-import { FileSystemError, writeDirAtomic } from '../nn/atomic-dir.js';
+import { FileSystemError, writePlainDirAtomic } from '../nn/atomic-dir.js';
 import { join, openRegular, readRegularFile } from '../platform/files.js';
 import { totalMemoryBytes } from '../platform/host.js';
 import * as E from 'fp-ts/lib/Either.js';
@@ -90,8 +90,8 @@ export async function savePretrained(
   parts: PretrainedParts,
   dtype: 'f32' | 'bf16',
 ): Promise<void> {
-  // Whole or not at all, like a checkpoint: a kill mid-save leaves the previous export (or none).
-  await writeDirAtomic(dir, async (tmp) => {
+  // A plain directory (cp -r copies it as it is), whole or not at all: written beside, then renamed into place.
+  await writePlainDirAtomic(dir, async (tmp) => {
     const res = await saveHfCheckpoint(tmp, params, parts.config, {
       dtype,
       extraConfig: parts.extraConfig,
