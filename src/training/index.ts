@@ -10,6 +10,7 @@ export {
 } from './config.js';
 export {
   DEFAULT_KEEP_RECORDS,
+  heldOutLine,
   train,
   taskFor,
   type TrainOptions,
