@@ -26,7 +26,17 @@ describe('issue 19 item 24: the main job speaks from its first step', () => {
   it('npm run example:addition prints its plan and warm-start step 1 first (it was silent for 50 steps)', () => {
     const r = spawnSync(
       join('node_modules', '.bin', 'vite-node'),
-      ['--config', 'vitest.config.ts', 'examples/train-addition.ts', '--steps', '1', '--warm-start-steps', '3', '--eval-prompts', '4'],
+      [
+        '--config',
+        'vitest.config.ts',
+        'examples/train-addition.ts',
+        '--steps',
+        '1',
+        '--warm-start-steps',
+        '3',
+        '--eval-prompts',
+        '4',
+      ],
       { encoding: 'utf8', timeout: 120_000 },
     );
     expect(r.status, r.stderr).toBe(0);
