@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli/exit-codes.js';
-import { cliBundle, rlvrChild, TINY_ARGS } from './helpers/cli.js';
+import { cliBundle, rlvrChild, TINY_ARGS, withArgs } from './helpers/cli.js';
 
 /**
  * What the CLI prints, and where it goes: a closed stdout (issue 19 item 14).
@@ -17,7 +17,7 @@ const noStack = (text: string): void => expect(text).not.toMatch(/^\s+at /m);
 describe('issue 19 item 14: a closed stdout does not end training', () => {
   it('rlvr train | head -1: the run goes on to the end, exit 0, no EPIPE stack (it died before the first checkpoint)', async () => {
     const out = join(tmp('epipe'), 'run');
-    const run = rlvrChild(cli.path, ['train', ...TINY_ARGS, '--warm-start-steps', '40', '--output', out]);
+    const run = rlvrChild(cli.path, ['train', ...withArgs(TINY_ARGS, { '--warm-start-steps': '40' }), '--output', out]);
     await run.waitFor(/\n/);
     run.child.stdout!.destroy(); // what `head -1` does after its line
     const r = await run.done;

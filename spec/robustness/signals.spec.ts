@@ -8,7 +8,7 @@ import { TRAIN_USAGE } from '../../src/cli/args.js';
 import { loadCheckpoint } from '../../src/nn/checkpoint.js';
 import { InterruptedError } from '../../src/training/interrupted.js';
 import { train } from '../../src/training/trainer.js';
-import { cliBundle, rlvrChild, TINY_ARGS } from './helpers/cli.js';
+import { cliBundle, rlvrChild, TINY_ARGS, withArgs } from './helpers/cli.js';
 import { crashConfig, metricLines, task } from './helpers/crash-run.js';
 
 /**
@@ -53,7 +53,12 @@ describe('issue 19 item 15: signals stop a run cleanly', () => {
   for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     it(`${signal} at the CLI: one line, exit ${EXIT.interrupted}, a checkpoint to resume (it died silently)`, async () => {
       const out = join(tmp(signal), 'run');
-      const run = rlvrChild(cli.path, ['train', ...TINY_ARGS, '--warm-start-steps', '100000', '--output', out]);
+      const run = rlvrChild(cli.path, [
+        'train',
+        ...withArgs(TINY_ARGS, { '--warm-start-steps': '100000' }),
+        '--output',
+        out,
+      ]);
       await run.waitFor(/^warmstart 10\//m);
       run.child.kill(signal);
       const r = await run.done;

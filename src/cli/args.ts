@@ -1,9 +1,9 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { parseArgs } from 'node:util';
 import {
   TASK_NAMES,
   TRAIN_DEFAULTS,
   TrainConfigError,
+  clip,
   parseTrainConfig,
   type TrainConfig,
 } from '../training/config.js';
@@ -21,37 +21,48 @@ interface NumberFlag {
   readonly flag: string;
   readonly key: keyof TrainConfig | `model.${string}`;
   readonly help: string;
+  /** What the default means, after it: `(default 0: at the end only)`. */
+  readonly note?: string;
 }
 
 const NUMBER_FLAGS: readonly NumberFlag[] = [
-  { flag: 'seed', key: 'seed', help: 'random seed (default 0)' },
-  { flag: 'threads', key: 'threads', help: "cpu backend threads (default RLVR_THREADS, else the machine's cores)" },
-  { flag: 'digits', key: 'digits', help: 'digits per operand of arithmetic tasks' },
-  { flag: 'steps', key: 'steps', help: 'RL steps (default 120)' },
-  { flag: 'prompts-per-step', key: 'promptsPerStep', help: 'prompts per RL step (default 16)' },
-  { flag: 'num-generations', key: 'numGenerations', help: 'G, completions per prompt (default 8)' },
-  { flag: 'temperature', key: 'temperature', help: 'sampling temperature (default 1)' },
-  { flag: 'top-p', key: 'topP', help: 'nucleus sampling mass (default 1)' },
-  { flag: 'max-completion-length', key: 'maxCompletionLength', help: 'max completion tokens (default 8)' },
-  { flag: 'learning-rate', key: 'learningRate', help: 'RL peak learning rate (default 1e-4)' },
-  { flag: 'num-iterations', key: 'numIterations', help: 'epochs over each batch of rollouts (default 1)' },
-  { flag: 'groups-per-minibatch', key: 'groupsPerMinibatch', help: 'groups per minibatch (default: all)' },
-  { flag: 'warmup-steps', key: 'warmupSteps', help: 'RL learning-rate warmup updates (default 5)' },
-  { flag: 'max-grad-norm', key: 'maxGradNorm', help: 'gradient clipping norm (default 1)' },
-  { flag: 'weight-decay', key: 'weightDecay', help: 'AdamW weight decay (default 0)' },
-  { flag: 'warm-start-steps', key: 'warmStartSteps', help: 'supervised warm-start steps' },
-  { flag: 'warm-start-batch-size', key: 'warmStartBatchSize', help: 'warm-start examples per step (default 64)' },
+  { flag: 'seed', key: 'seed', help: 'random seed' },
+  { flag: 'threads', key: 'threads', help: 'cpu backend threads', note: "RLVR_THREADS, else the machine's cores" },
+  { flag: 'digits', key: 'digits', help: "digits per operand of arithmetic tasks (default: the task's, 2)" },
+  { flag: 'steps', key: 'steps', help: 'RL steps' },
+  { flag: 'prompts-per-step', key: 'promptsPerStep', help: 'prompts per RL step' },
+  { flag: 'num-generations', key: 'numGenerations', help: 'G, completions per prompt' },
+  { flag: 'temperature', key: 'temperature', help: 'sampling temperature' },
+  { flag: 'top-p', key: 'topP', help: 'nucleus sampling mass' },
+  { flag: 'max-completion-length', key: 'maxCompletionLength', help: 'most tokens per completion' },
+  { flag: 'learning-rate', key: 'learningRate', help: 'RL peak learning rate' },
+  { flag: 'num-iterations', key: 'numIterations', help: 'epochs over each batch of rollouts' },
+  { flag: 'groups-per-minibatch', key: 'groupsPerMinibatch', help: "groups per minibatch (default: all of a step's)" },
+  { flag: 'warmup-steps', key: 'warmupSteps', help: 'RL learning-rate warmup updates' },
+  { flag: 'max-grad-norm', key: 'maxGradNorm', help: 'gradient clipping norm' },
+  { flag: 'weight-decay', key: 'weightDecay', help: 'AdamW weight decay' },
+  { flag: 'warm-start-steps', key: 'warmStartSteps', help: 'supervised warm-start steps', note: '0 with --model' },
+  { flag: 'warm-start-batch-size', key: 'warmStartBatchSize', help: 'worked solutions per warm-start step' },
   { flag: 'warm-start-learning-rate', key: 'warmStartLearningRate', help: 'warm-start peak learning rate' },
-  { flag: 'eval-every', key: 'evalEvery', help: 'evaluate every N RL steps (0: before and after RL)' },
-  { flag: 'eval-prompts', key: 'evalPrompts', help: 'held-out prompts (default 200)' },
-  { flag: 'eval-k', key: 'evalK', help: 'k of avg@k and pass@k (default 4)' },
-  { flag: 'checkpoint-every', key: 'checkpointEvery', help: 'save every N steps (0: at the end)' },
-  { flag: 'bicc-context-share', key: 'biccContextShare', help: 'share of the context for inserted traces (0.4)' },
-  { flag: 'd-model', key: 'model.dModel', help: 'model width' },
-  { flag: 'n-layers', key: 'model.nLayers', help: 'transformer layers' },
-  { flag: 'n-heads', key: 'model.nHeads', help: 'attention heads' },
-  { flag: 'n-kv-heads', key: 'model.nKvHeads', help: 'key/value heads (grouped-query attention)' },
-  { flag: 'memory-limit-gb', key: 'memoryLimitGb', help: 'refuse runs estimated above this (default: host memory)' },
+  { flag: 'eval-every', key: 'evalEvery', help: 'evaluate every N RL steps', note: 'only before and after RL' },
+  { flag: 'eval-prompts', key: 'evalPrompts', help: 'held-out prompts per evaluation' },
+  { flag: 'eval-k', key: 'evalK', help: 'k of avg@k and pass@k' },
+  {
+    flag: 'checkpoint-every',
+    key: 'checkpointEvery',
+    help: 'save a checkpoint every N steps',
+    note: 'at the end only',
+  },
+  { flag: 'bicc-context-share', key: 'biccContextShare', help: 'share of the context for inserted traces' },
+  { flag: 'd-model', key: 'model.dModel', help: 'model width of a new model' },
+  { flag: 'n-layers', key: 'model.nLayers', help: 'transformer layers of a new model' },
+  { flag: 'n-heads', key: 'model.nHeads', help: 'attention heads of a new model' },
+  { flag: 'n-kv-heads', key: 'model.nKvHeads', help: 'key/value heads (grouped-query) of a new model' },
+  {
+    flag: 'memory-limit-gb',
+    key: 'memoryLimitGb',
+    help: "refuse runs estimated above this (default: the host's memory)",
+  },
 ];
 
 /** Objective options: passed to the objective's own parser under these names. */
@@ -67,58 +78,146 @@ const OBJECTIVE_STRING_FLAGS: Readonly<Record<string, string>> = {
   'loss-type': 'lossType',
   'scale-rewards': 'scaleRewards',
 };
+const OBJECTIVE_HELP: Readonly<Record<string, [string, string]>> = {
+  epsilon: ['X', 'lower clip of the ratio, 1 - epsilon (TRL epsilon)'],
+  'epsilon-high': ['X', "upper clip, 1 + epsilon_high (DAPO's clip-higher)"],
+  beta: ['X', 'KL coefficient to the reference, the starting model'],
+  tau: ['X', "temperature of DisCO's and ConSPO's score contrast"],
+  margin: ['X', "ConSPO's target margin M"],
+  alpha: ['X', "ConSPO's margin warm-up, as a share of training"],
+  'loss-type': ['NAME', 'aggregation grpo|dapo|dr_grpo|bnpo (TRL loss_type)'],
+  'scale-rewards': ['MODE', 'advantage scaling group|batch|none (TRL scale_rewards)'],
+};
 
 const STRING_FLAGS = [
   ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'],
   ...['model', 'dataset', 'save-dtype'],
 ] as const;
 
-const objectiveLines = OBJECTIVE_NAMES.map((name) => `      ${name.padEnd(8)} ${OBJECTIVES[name].summary}`).join('\n');
+/** The column descriptions start at (after two spaces and the flag with its placeholder). */
+const COLUMN = 33;
+const row = (flag: string, help: string): string => `  ${flag.padEnd(COLUMN - 3)} ${help}`;
+const more = (text: string): string => `${' '.repeat(COLUMN)}${text}`;
+const defaultOf = (key: NumberFlag['key']): unknown =>
+  key.startsWith('model.')
+    ? TRAIN_DEFAULTS.model[key.slice(6) as keyof TrainConfig['model']]
+    : TRAIN_DEFAULTS[key as keyof TrainConfig];
+const withDefault = (f: NumberFlag): string =>
+  f.help.includes('(default')
+    ? f.help
+    : `${f.help} (default ${String(defaultOf(f.key))}${f.note ? `${f.note.startsWith('0 ') ? '; ' : ': '}${f.note}` : ''})`;
+const d = TRAIN_DEFAULTS;
 
-export const TRAIN_USAGE = `usage: rlvr train [options]
+export const TRAIN_USAGE = [
+  'usage: rlvr train [options]',
+  '',
+  'what to train:',
+  row('--task NAME', `the built-in task, ${TASK_NAMES.join('|')} (default ${d.task})`),
+  row('--dataset FILE.jsonl', 'a task of {"prompt", "answer"} rows verified by \\boxed{} (default: --task)'),
+  row('--objective NAME', `the policy objective (default ${d.objective}), one of:`),
+  ...OBJECTIVE_NAMES.map((name) => more(`${name.padEnd(8)} ${OBJECTIVES[name].summary}`)),
+  row('--advantage group|rcc', `the objective's own advantages, or RCC's baseline (default ${d.advantage})`),
+  row('--rcc-delta sum|mean', `RCC's per-rollout log-ratio over tokens (default ${d.rccDelta})`),
+  row('--bicc', 'score rollouts under bilateral context conditioning (off unless given)'),
+  row('--model DIR', 'start from a Hugging Face model directory (default: a new model);'),
+  more('--output then ends with OUTPUT/model, a directory transformers loads'),
+  row('--allow-non-finite-weights', 'load weights holding NaN/Inf (off unless given: refused, exit 3)'),
+  row('--backend NAME', `where tensors live, ${BACKEND_NAMES.join('|')} (default ${d.backend}; rlvr info)`),
+  '',
+  'where it goes:',
+  row('--output DIR', 'metrics.jsonl, checkpoints, OUTPUT/model (default: none, nothing saved)'),
+  row('--resume DIR', 'continue from a checkpoint, e.g. OUTPUT/checkpoint (default: a new run)'),
+  row('--overwrite', 'replace a previous run in --output (off unless given: refused unless resuming'),
+  more("it; never deletes the run's inputs, a link's target, or files a run does not write)"),
+  row('--save-dtype f32|bf16', `dtype of OUTPUT/model (default ${d.saveDtype})`),
+  row(
+    '--on-non-finite stop|skip',
+    `a NaN/Inf loss or gradient norm ends the run or skips the update (default ${d.onNonFinite})`,
+  ),
+  '',
+  'sizes and schedule:',
+  ...NUMBER_FLAGS.map((f) => row(`--${f.flag} N`, withDefault(f))),
+  '',
+  "objective options (default: the objective's own):",
+  ...[...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS)].map((f) =>
+    row(`--${f} ${OBJECTIVE_HELP[f]![0]}`, `${OBJECTIVE_HELP[f]![1]} (default: objective's)`),
+  ),
+  '',
+  'exit status:',
+  EXIT_CODE_HELP,
+].join('\n');
 
-  --task ${TASK_NAMES.join('|')}   (default ${TRAIN_DEFAULTS.task})
-  --objective NAME   (default ${TRAIN_DEFAULTS.objective}), one of:
-${objectiveLines}
-  --backend ${BACKEND_NAMES.join('|')}   (default ${TRAIN_DEFAULTS.backend})
-  --output DIR (metrics.jsonl, checkpoints)   --resume DIR
-  --advantage group|rcc         --rcc-delta sum|mean      --bicc
-  --overwrite                   replace a previous run in --output (refused otherwise, unless resuming it; never
-                                deletes the run's inputs, a link's target, or files a run does not write)
-  --on-non-finite stop|skip     a NaN/Inf loss or gradient norm ends the run (default) or skips that update
-  --model DIR                   start from a Hugging Face model directory (config.json, safetensors, tokenizer.json);
-                                --output then ends with OUTPUT/model, a directory transformers loads (warm-start 0)
-  --dataset FILE.jsonl          {"prompt", "answer"} rows verified by \boxed{} (instead of --task)
-  --save-dtype f32|bf16         dtype of OUTPUT/model (default f32)
-  --allow-non-finite-weights    load weights holding NaN/Inf (refused by default, exit 3 naming the tensor)
-${NUMBER_FLAGS.map((f) => `  --${f.flag.padEnd(26)} ${f.help}`).join('\n')}
-  objective options: ${[...Object.keys(OBJECTIVE_NUMBER_FLAGS), ...Object.keys(OBJECTIVE_STRING_FLAGS)].map((f) => `--${f}`).join(' ')}
+/** Every flag `rlvr train` takes, without its dashes (each has one line in TRAIN_USAGE). */
+export const TRAIN_FLAGS: readonly string[] = [
+  ...STRING_FLAGS,
+  'bicc',
+  'overwrite',
+  'allow-non-finite-weights',
+  ...NUMBER_FLAGS.map((f) => f.flag),
+  ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
+  ...Object.keys(OBJECTIVE_STRING_FLAGS),
+];
 
-exit status:
-${EXIT_CODE_HELP}`;
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(['bicc', 'overwrite', 'allow-non-finite-weights']);
+const VALUE_FLAGS: ReadonlySet<string> = new Set([
+  ...NUMBER_FLAGS.map((x) => x.flag),
+  ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
+  ...Object.keys(OBJECTIVE_STRING_FLAGS),
+  ...STRING_FLAGS,
+]);
+
+/**
+ * The command line as flags and values. Every option is `--name value` or `--name=value`; a value may start with
+ * one dash (`--seed -1`, `--margin -0.1`: negative numbers are values), not with two (`--output --steps` is
+ * a missing value; `--output=--odd` says it). An unknown flag, a stray argument, a missing or empty value, a
+ * value given to a boolean flag and a flag given twice are each a `TrainConfigError` naming it; messages quote
+ * at most a bounded prefix of what was typed.
+ */
+function scanArgs(argv: readonly string[]): E.Either<TrainConfigError, Map<string, string | true>> {
+  const values = new Map<string, string | true>();
+  const err = (field: string, value: unknown, why: string) => E.left(new TrainConfigError(field, value, why));
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    if (!token.startsWith('--') || token === '--')
+      return err(
+        token === '' ? '(an empty argument)' : clip(token),
+        null,
+        'is not an option (options start with --; rlvr train --help lists them)',
+      );
+    const eq = token.indexOf('=');
+    const name = token.slice(2, eq < 0 ? undefined : eq);
+    const flag = `--${clip(name)}`;
+    let value: string | true;
+    if (BOOLEAN_FLAGS.has(name)) {
+      if (eq >= 0) return err(flag, token.slice(eq + 1), 'takes no value');
+      value = true;
+    } else if (VALUE_FLAGS.has(name)) {
+      if (eq >= 0) value = token.slice(eq + 1);
+      else {
+        const next = argv[i + 1];
+        if (next === undefined || next.startsWith('--'))
+          return err(
+            flag,
+            null,
+            `needs a value${next === undefined ? '' : ` (for one starting with --, write ${flag}=VALUE)`}`,
+          );
+        value = next;
+        i++;
+      }
+      if (value === '') return err(flag, '', 'must not be empty');
+    } else {
+      return err(flag, null, 'is not an option of rlvr train (rlvr train --help lists them)');
+    }
+    if (values.has(name)) return err(flag, value, 'is given twice');
+    values.set(name, value);
+  }
+  return E.right(values);
+}
 
 export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
-  const options: Record<string, { type: 'string' | 'boolean' }> = {
-    bicc: { type: 'boolean' },
-    overwrite: { type: 'boolean' },
-    'allow-non-finite-weights': { type: 'boolean' },
-  };
-  for (const f of [
-    ...NUMBER_FLAGS.map((x) => x.flag),
-    ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
-    ...Object.keys(OBJECTIVE_STRING_FLAGS),
-    ...STRING_FLAGS,
-  ])
-    options[f] = { type: 'string' };
-  let values: Record<string, string | boolean | undefined>;
-  try {
-    values = parseArgs({ args: [...argv], options, strict: true, allowPositionals: false }).values as Record<
-      string,
-      string | boolean | undefined
-    >;
-  } catch (e) {
-    return E.left(new TrainConfigError('arguments', argv.join(' '), e instanceof Error ? e.message : String(e)));
-  }
+  const scanned = scanArgs(argv);
+  if (E.isLeft(scanned)) return scanned;
+  const values = Object.fromEntries(scanned.right) as Record<string, string | boolean | undefined>;
   const input: Record<string, unknown> = {};
   const model: Record<string, number> = {};
   const objectiveOptions: Record<string, unknown> = {};

@@ -4,7 +4,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { join } from 'node:path';
 import { parseTrainArgs, TRAIN_USAGE } from './args.js';
 import { createProgress } from './progress.js';
-import { train } from '../training/trainer.js';
+import { heldOutLine, train } from '../training/trainer.js';
 import { OBJECTIVES } from '../objectives/registry.js';
 import { BACKENDS, openBackend } from '../backends/registry.js';
 import { describeFailure, EXIT, EXIT_CODE_HELP } from './exit-codes.js';
@@ -56,13 +56,7 @@ async function runTrain(argv: string[]): Promise<number> {
   if (cfg.right.modelDir && cfg.right.outputDir) {
     console.log(`rlvr: trained model (Hugging Face format) in ${join(cfg.right.outputDir, 'model')}`);
   }
-  const before = result.warmStart?.passAt1;
-  const after = result.final.passAt1;
-  console.log(
-    before === undefined
-      ? `held-out pass@1 after RL: ${after.toFixed(3)}`
-      : `held-out pass@1: after warm-start ${before.toFixed(3)}, after RL ${after.toFixed(3)} (${after > before ? '+' : ''}${(after - before).toFixed(3)})`,
-  );
+  console.log(heldOutLine(result.final.prompts, result.warmStart?.passAt1 ?? null, result.final.passAt1));
   return EXIT.ok;
 }
 

@@ -32,7 +32,8 @@ export function createProgress(opts: { tty?: boolean; every?: number } = {}): Pr
         tps: fmt(record.tokens_per_s, 0),
       };
       if (!tty) {
-        if (step % every === 0 || step === total) {
+        // Step 1 too: a phase speaks from its first step, not after `every` of them.
+        if (step === 1 || step % every === 0 || step === total) {
           console.log(
             `${phase} ${step}/${total} loss ${fields.loss}${phase === 'rl' ? ` reward ${fields.reward}` : ''} tokens/s ${fields.tps}`,
           );

@@ -15,7 +15,7 @@ import {
   symlink,
   unlink,
 } from '../platform/files.js';
-import { crashPoint, sha256Hex } from '../platform/host.js';
+import { crashPoint, processTag, sha256Hex } from '../platform/host.js';
 import { FileSystemError } from '../platform/errors.js';
 
 /**
@@ -131,6 +131,50 @@ export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Pro
   // Older generations are garbage now; failing to remove them loses nothing.
   for (const g of await generations(dir))
     if (g.name !== genName) await rm(join(parent, g.name), { recursive: true, force: true }).catch(() => undefined);
+}
+
+/**
+ * Write `dir` as a plain directory (no link: what a copy or another tool sees as it is), atomically by rename:
+ * `write` fills `dir.tmp-<pid>` beside it, whose files and itself are fsynced, and which is then renamed to `dir`.
+ * Replacing an existing `dir` takes two renames (a directory cannot be renamed over a non-empty one): the old is
+ * moved to `dir.old-<pid>` first and removed once the new one is in place, so a crash between the two leaves the
+ * complete old copy beside a complete new one, never a mixed directory. An older version's `dir` link and its
+ * generations are removed the same way. Throws `FileSystemError` naming the path and cause.
+ */
+export async function writePlainDirAtomic(dir: string, write: (tmpDir: string) => Promise<void>): Promise<void> {
+  const parent = dirname(dir);
+  const base = basename(dir);
+  const tmp = join(parent, `${base}.tmp-${processTag()}`);
+  const old = join(parent, `${base}.old-${processTag()}`);
+  let step = parent;
+  try {
+    await mkdir(parent, { recursive: true });
+    step = tmp;
+    await rm(tmp, { recursive: true, force: true });
+    await mkdir(tmp);
+    await write(tmp);
+    for (const rel of await listFiles(tmp)) {
+      step = join(tmp, rel);
+      await fsyncPath(step);
+    }
+    step = tmp;
+    await fsyncPath(tmp);
+    const current = await lstat(dir).catch(() => null);
+    if (current) {
+      step = dir;
+      await rm(old, { recursive: true, force: true });
+      await rename(dir, old);
+    }
+    step = dir;
+    await rename(tmp, dir);
+    await fsyncPath(parent);
+  } catch (e) {
+    throw FileSystemError.from(step, e);
+  }
+  // The old copy (or link) and an older version's generations are garbage now; failing to remove them loses nothing.
+  await rm(old, { recursive: true, force: true }).catch(() => undefined);
+  for (const g of await generations(dir))
+    await rm(join(parent, g.name), { recursive: true, force: true }).catch(() => undefined);
 }
 
 /**

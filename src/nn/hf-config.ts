@@ -1,5 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { CheckpointError } from './safetensors.js';
+import { type MODEL_LIMITS, sizeOverLimit } from './limits.js';
 import { headDim, validateConfig, type TransformerConfig } from './transformer.js';
 
 /**
@@ -57,6 +58,18 @@ export function toHfConfig(
 
 type Fields = Readonly<Record<string, unknown>>;
 
+/** config.json's name for each size of the model. */
+const HF_FIELD: Readonly<Record<keyof typeof MODEL_LIMITS, string>> = {
+  vocabSize: 'vocab_size',
+  dModel: 'hidden_size',
+  nLayers: 'num_hidden_layers',
+  nHeads: 'num_attention_heads',
+  nKvHeads: 'num_key_value_heads',
+  headDim: 'head_dim',
+  dFf: 'intermediate_size',
+  maxSeqLen: 'max_position_embeddings',
+};
+
 /** Read a Hugging Face config.json (`file` names it in errors), validating each field. */
 export function fromHfConfig(json: unknown, file = 'config.json'): E.Either<CheckpointError, TransformerConfig> {
   const bad = (field: string, detail: string): E.Either<CheckpointError, never> =>
@@ -96,6 +109,9 @@ export function fromHfConfig(json: unknown, file = 'config.json'): E.Either<Chec
     ...(j.pad_token_id === undefined || j.pad_token_id === null ? {} : { padTokenId: num('pad_token_id') }),
   };
   for (const v of Object.values(fields)) if (v instanceof CheckpointError) return E.left(v);
+  // The same limits as flags, before anything is sized by a value (RoPE tables by max_position_embeddings, ...).
+  const over = sizeOverLimit(fields as Record<string, number>);
+  if (over) return bad(HF_FIELD[over[0]], `is ${over[1]}, above the limit of ${over[2]}`);
   if (j.tie_word_embeddings !== undefined && typeof j.tie_word_embeddings !== 'boolean')
     return bad('tie_word_embeddings', 'is not a boolean');
   const config: TransformerConfig = {

@@ -20,6 +20,11 @@ export interface MemoryEstimate {
   readonly activations: number;
   /** Sampling: the KV cache and the per-token [B, V] log-probs. */
   readonly sampling: number;
+  /**
+   * RoPE's cos and sin tables, [maxSeqLen, headDim / 2] each, sized by the config's positions, not the run's:
+   * built on the host, then uploaded (counted twice).
+   */
+  readonly rope: number;
   readonly total: number;
   /** The largest single tensor (one buffer on a GPU). */
   readonly largestTensor: number;
@@ -30,6 +35,8 @@ export interface RunShape {
   readonly sampledRows: number;
   /** Rows per optimisation minibatch (groups per minibatch x G). */
   readonly minibatchRows: number;
+  /** Rows per warm-start step (worked solutions; 0 without a warm-start): its forward and backward too. */
+  readonly warmStartRows?: number;
   /** Prompt tokens (the longest expected) and completion tokens. */
   readonly promptTokens: number;
   readonly completionTokens: number;
@@ -53,18 +60,23 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
   const t = run.promptTokens + run.completionTokens;
   const parameters = countParameters(c);
   const weights = parameters * F32;
+  // The widest forward and backward of the run: an RL minibatch or a warm-start batch.
+  const rows = Math.max(run.minibatchRows, run.warmStartRows ?? 0);
   const perTokenLayer = 8 * c.dModel + 6 * c.nHeads * dh + 4 * c.nKvHeads * dh + 2 * c.nHeads * t + 5 * c.dFf;
-  const logits = run.minibatchRows * run.completionTokens * c.vocabSize * 3;
-  const activations = (run.minibatchRows * t * c.nLayers * perTokenLayer + logits) * F32;
+  const logits = rows * run.completionTokens * c.vocabSize * 3;
+  const activations = (rows * t * c.nLayers * perTokenLayer + logits) * F32;
   const sampling = (run.sampledRows * c.nLayers * 2 * c.nKvHeads * t * dh + 3 * run.sampledRows * c.vocabSize) * F32;
   const reference = run.withReference ? weights : 0;
+  const ropeTable = c.maxSeqLen * (dh / 2) * F32;
+  const rope = 2 * 2 * ropeTable;
   const largestTensor =
     Math.max(
+      ropeTable / F32,
       c.vocabSize * c.dModel,
-      run.minibatchRows * run.completionTokens * c.vocabSize,
-      run.minibatchRows * c.nHeads * t * t,
+      rows * run.completionTokens * c.vocabSize,
+      rows * c.nHeads * t * t,
     ) * F32;
-  const total = weights + weights + 2 * weights + reference + activations + sampling;
+  const total = weights + weights + 2 * weights + reference + activations + sampling + rope;
   return {
     parameters,
     weights,
@@ -73,6 +85,7 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
     reference,
     activations,
     sampling,
+    rope,
     total,
     largestTensor,
   };
@@ -86,7 +99,7 @@ export function describeEstimate(e: MemoryEstimate): string {
     `memory estimate: ${fmt(e.total)} = weights ${fmt(e.weights)} (${(e.parameters / 1e6).toFixed(2)}M parameters)` +
     ` + gradients ${fmt(e.gradients)} + AdamW moments ${fmt(e.adamMoments)}` +
     `${e.reference ? ` + reference ${fmt(e.reference)}` : ''} + activations ${fmt(e.activations)}` +
-    ` + sampling ${fmt(e.sampling)}; largest tensor ${fmt(e.largestTensor)}`
+    ` + sampling ${fmt(e.sampling)} + RoPE tables ${fmt(e.rope)}; largest tensor ${fmt(e.largestTensor)}`
   );
 }
 

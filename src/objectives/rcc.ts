@@ -45,7 +45,7 @@ export function rccBaseline(rewards: readonly number[], deltas: readonly number[
 
 /** The exact variance-minimising constant baseline b* = sum w^2 r / sum w^2 with w = exp(delta). */
 export function optimalBaseline(rewards: readonly number[], deltas: readonly number[]): number {
-  const dmax = Math.max(...deltas);
+  const dmax = deltas.reduce((m, d) => Math.max(m, d), Number.NEGATIVE_INFINITY);
   // Shifting delta by its max scales every w^2 alike and keeps exp from overflowing.
   const w2 = deltas.map((d) => Math.exp(2 * (d - dmax)));
   return w2.reduce((s, w, j) => s + w * rewards[j]!, 0) / w2.reduce((s, w) => s + w, 0);

@@ -41,8 +41,8 @@ export function packSequences(
 ): SequenceBatch {
   if (prompts.length !== completions.length)
     throw new ArgumentError('packSequences', `${prompts.length} prompts but ${completions.length} completions`);
-  const p = opts.promptLen ?? Math.max(0, ...prompts.map((x) => x.length));
-  const c = opts.completionLen ?? Math.max(0, ...completions.map((x) => x.length));
+  const p = opts.promptLen ?? prompts.reduce((m, x) => Math.max(m, x.length), 0);
+  const c = opts.completionLen ?? completions.reduce((m, x) => Math.max(m, x.length), 0);
   const b = prompts.length;
   const t = p + c;
   const tokens = new Int32Array(b * t).fill(pad);

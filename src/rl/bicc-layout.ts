@@ -53,7 +53,7 @@ export function shareBudget(lengths: readonly number[], total: number): number[]
   let active = lengths.map((_, i) => i).filter((i) => lengths[i]! > 0);
   while (active.length > 0 && remaining >= active.length) {
     const share = Math.floor(remaining / active.length);
-    const need = Math.min(...active.map((i) => lengths[i]! - alloc[i]!));
+    const need = active.reduce((m, i) => Math.min(m, lengths[i]! - alloc[i]!), Number.POSITIVE_INFINITY);
     const step = Math.min(share, need);
     for (const i of active) alloc[i]! += step;
     remaining -= step * active.length;

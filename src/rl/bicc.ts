@@ -152,10 +152,11 @@ export function conditionBatch(
       );
       const context: number[] = [];
       used.forEach((o, i) => {
-        context.push(...sep, ...contents[o]!.slice(0, keep[i]!));
+        for (const id of sep) context.push(id);
+        for (const id of contents[o]!.slice(0, keep[i]!)) context.push(id);
         traces[r]!.push({ row: o, tokens: keep[i]! });
       });
-      context.push(...sep);
+      for (const id of sep) context.push(id);
       newPrompts[r] = [...prompts[r]!, ...context];
     }
   }
@@ -175,7 +176,7 @@ function assemble(input: SequenceBatch, prompts: readonly (readonly number[])[],
   const c = input.completionLen;
   const t0 = seqLen(input);
   // Never narrower than the input, so a batch with nothing inserted comes back identical.
-  const p = Math.max(input.promptLen, ...prompts.map((x) => x.length));
+  const p = prompts.reduce((m, x) => Math.max(m, x.length), input.promptLen);
   const t = p + c;
   const tokens = new Int32Array(b * t).fill(pad);
   const attentionMask = new Uint8Array(b * t);

@@ -86,7 +86,7 @@ export async function sampleRollouts(
   const promptIds = prompts.map((p) => encodePrompt(tokenizer, p));
   const promptIndex = prompts.flatMap((_, i) => Array.from({ length: g }, () => i));
   const b = promptIndex.length;
-  const p = Math.max(...promptIds.map((x) => x.length));
+  const p = promptIds.reduce((m, x) => Math.max(m, x.length), 0); // no spread: batches can be large
   if (p + maxNew > config.maxSeqLen)
     throw new ArgumentError(
       'sampleRollouts',

@@ -30,38 +30,92 @@ export function verifyBoxed(completion: string, answer: string): 0 | 1 {
   return squash(got) === squash(answer) ? 1 : 0;
 }
 
+/** A dataset row, with the line of the file it came from (for messages). */
+export interface DatasetProblem extends Problem {
+  readonly line: number;
+}
+
+/**
+ * One line of a dataset file: `{ "prompt": non-empty string, "answer": string or finite number }`, its answer one
+ * the verifier can match (its own worked solution, `\boxed{answer}`, scores 1: an answer with unbalanced braces,
+ * or a number JavaScript writes in exponent form, never would). Null for a blank line.
+ */
+export function parseDatasetLine(
+  text: string,
+  file: string,
+  line: number,
+): E.Either<DatasetError, DatasetProblem | null> {
+  const trimmed = text.trim();
+  if (trimmed === '') return E.right(null);
+  let row: unknown;
+  try {
+    row = JSON.parse(trimmed);
+  } catch (e) {
+    return E.left(new DatasetError(file, line, 'line', `is not JSON (${(e as Error).message.slice(0, 200)})`));
+  }
+  const { prompt, answer } = (typeof row === 'object' && row !== null ? row : {}) as {
+    prompt?: unknown;
+    answer?: unknown;
+  };
+  if (typeof prompt !== 'string' || prompt === '')
+    return E.left(new DatasetError(file, line, 'prompt', 'must be a non-empty string'));
+  if (typeof answer !== 'string' && typeof answer !== 'number')
+    return E.left(new DatasetError(file, line, 'answer', 'must be a string or a number'));
+  if (typeof answer === 'number') {
+    // A JSON number is read as a double: refuse what that changes (1e400 is Infinity, 12345678901234567890 loses
+    // digits, 1e21 is written back as "1e+21", which no \boxed{} number matches).
+    const why = !Number.isFinite(answer)
+      ? 'is too large to represent'
+      : Number.isInteger(answer) && !Number.isSafeInteger(answer)
+        ? 'loses digits as a JSON number'
+        : normalizeNumber(String(answer)) === null
+          ? `is written back as ${String(answer)}, not a plain decimal`
+          : null;
+    if (why) return E.left(new DatasetError(file, line, 'answer', `${why}: give it as a string of digits`));
+  }
+  const value = String(answer);
+  if (value.trim() === '') return E.left(new DatasetError(file, line, 'answer', 'is empty'));
+  if (verifyBoxed(boxed(value), value) !== 1) {
+    const shown = JSON.stringify(value.length > 60 ? `${value.slice(0, 60)}...` : value);
+    return E.left(
+      new DatasetError(
+        file,
+        line,
+        'answer',
+        `${shown} cannot be matched by the \\boxed{} verifier (its own worked solution scores 0: ` +
+          'braces must balance; give large or exponent-form numbers as strings of digits)',
+      ),
+    );
+  }
+  return E.right({ prompt, answer: value, line });
+}
+
 /** Parse JSONL text; the first bad line is an error naming the file, the line and the field. */
-export function parseDataset(text: string, file: string): E.Either<DatasetError, Problem[]> {
-  const problems: Problem[] = [];
+export function parseDataset(text: string, file: string): E.Either<DatasetError, DatasetProblem[]> {
+  const problems: DatasetProblem[] = [];
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!.trim();
-    if (line === '') continue;
-    let row: unknown;
-    try {
-      row = JSON.parse(line);
-    } catch (e) {
-      return E.left(new DatasetError(file, i + 1, 'line', `is not JSON (${(e as Error).message})`));
-    }
-    const { prompt, answer } = (typeof row === 'object' && row !== null ? row : {}) as {
-      prompt?: unknown;
-      answer?: unknown;
-    };
-    if (typeof prompt !== 'string' || prompt === '')
-      return E.left(new DatasetError(file, i + 1, 'prompt', 'must be a non-empty string'));
-    if (typeof answer !== 'string' && typeof answer !== 'number')
-      return E.left(new DatasetError(file, i + 1, 'answer', 'must be a string or a number'));
-    problems.push({ prompt, answer: String(answer) });
+    const p = parseDatasetLine(lines[i]!, file, i + 1);
+    if (E.isLeft(p)) return p;
+    if (p.right) problems.push(p.right);
   }
   if (problems.length === 0) return E.left(new DatasetError(file, 0, 'file', 'has no rows'));
   return E.right(problems);
 }
 
+/** A dataset's task, with its rows and file (what the up-front checks name). */
+export interface DatasetTask extends Task<Problem> {
+  readonly rows: readonly Problem[];
+  readonly file: string | null;
+}
+
 /** The dataset as a task. `symbols` are the characters of every prompt and answer (for a character tokenizer). */
-export function datasetTask(problems: readonly Problem[], name = 'dataset'): Task<Problem> {
+export function datasetTask(problems: readonly Problem[], name = 'dataset', file: string | null = null): DatasetTask {
   const chars = new Set<string>(['\\boxed{', '}']);
   for (const p of problems) for (const c of p.prompt + p.answer) chars.add(c);
   return {
+    rows: problems,
+    file,
     name,
     symbols: [...chars],
     generatePrompt: (rng: Rng) => problems[rng.int(problems.length)]!,

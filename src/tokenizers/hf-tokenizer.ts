@@ -2,7 +2,7 @@ import { basename, join, readRegularFile } from '../platform/files.js';
 import { fileErrorCause } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { Tokenizer as HubTokenizer } from '@huggingface/tokenizers';
-import { Template } from '@huggingface/jinja';
+import { Environment, Interpreter, Template } from '@huggingface/jinja';
 import { RlvrError } from '../core/errors.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 
@@ -61,10 +61,13 @@ export class HfTokenizer implements Tokenizer {
   private readonly template: Template | null;
   private readonly specials: Record<string, string | null>;
 
+  private readonly templateFile: string;
+
   private constructor(
     files: HfTokenizerFiles,
     hub: HubTokenizer,
     ids: { bos: number | null; eos: number; pad: number; stop: number[]; vocab: number },
+    template: ChatTemplate | null,
   ) {
     this.hub = hub;
     this.vocabSize = ids.vocab;
@@ -72,9 +75,9 @@ export class HfTokenizer implements Tokenizer {
     this.eos = ids.eos;
     this.pad = ids.pad;
     this.stopIds = ids.stop;
-    const t = files.chatTemplate ?? chatTemplateOf(files.config);
-    this.chatTemplate = t;
-    this.template = t === null ? null : new Template(t);
+    this.chatTemplate = template?.source ?? null;
+    this.template = template?.compiled ?? null;
+    this.templateFile = template?.file ?? 'tokenizer_config.json';
     this.specials = {
       bos_token: tokenText(files.config.bos_token),
       eos_token: tokenText(files.config.eos_token),
@@ -84,6 +87,8 @@ export class HfTokenizer implements Tokenizer {
 
   /** Build from parsed files; errors name the file and the field. */
   static fromFiles(files: HfTokenizerFiles): E.Either<TokenizerLoadError, HfTokenizer> {
+    const model = checkModel(files.tokenizer);
+    if (model) return E.left(model);
     let hub: HubTokenizer;
     try {
       hub = new HubTokenizer(files.tokenizer, files.config);
@@ -123,15 +128,28 @@ export class HfTokenizer implements Tokenizer {
       );
     const vocab = vocabSizeOf(files.tokenizer);
     const eosId = typeof eos === 'number' ? eos : stop[0]!;
-    return E.right(
-      new HfTokenizer(files, hub, {
-        bos: bos as number | null,
-        eos: eosId,
-        pad: (pad as number | null) ?? eosId,
-        stop,
-        vocab,
-      }),
+    const template = compileTemplate(files);
+    if (E.isLeft(template)) return template;
+    const tok = new HfTokenizer(
+      files,
+      hub,
+      { bos: bos as number | null, eos: eosId, pad: (pad as number | null) ?? eosId, stop, vocab },
+      template.right,
     );
+    // A tokenizer that loses text (characters its vocabulary cannot spell, with no fallback) is found at once.
+    if (tok.encode(PROBE).length === 0)
+      return E.left(
+        new TokenizerLoadError('tokenizer.json', 'model', `encodes ${JSON.stringify(PROBE)} to no tokens at all`),
+      );
+    // A template that fails on a plain user turn fails every prompt: found now, naming its file.
+    if (tok.template) {
+      try {
+        tok.renderChat([{ role: 'user', content: '12+34=' }]);
+      } catch (e) {
+        return E.left(e as TokenizerLoadError);
+      }
+    }
+    return E.right(tok);
   }
 
   encode(text: string): number[] {
@@ -149,12 +167,18 @@ export class HfTokenizer implements Tokenizer {
   ): string {
     if (!this.template)
       throw new TokenizerLoadError('tokenizer_config.json', 'chat_template', 'this tokenizer has no chat template');
-    return this.template.render({
-      ...this.specials,
-      ...opts.variables,
-      messages: messages.map((m) => ({ ...m })),
-      add_generation_prompt: opts.addGenerationPrompt ?? true,
-    });
+    const template = this.template;
+    const rendered = boundedRender(this.templateFile, () =>
+      template.render({
+        ...this.specials,
+        ...opts.variables,
+        messages: messages.map((m) => ({ ...m })),
+        add_generation_prompt: opts.addGenerationPrompt ?? true,
+      }),
+    );
+    if (typeof rendered !== 'string')
+      throw new TokenizerLoadError(this.templateFile, 'chat_template', 'does not render to text');
+    return rendered;
   }
 
   /** With a chat template: the prompt as one user turn followed by the assistant's header; else [BOS?, ...prompt]. */
@@ -162,6 +186,61 @@ export class HfTokenizer implements Tokenizer {
     if (this.template) return this.encode(this.renderChat([{ role: 'user', content: prompt }]));
     return [...(this.bos === null ? [] : [this.bos]), ...this.encode(prompt)];
   }
+}
+
+const PROBE = '12+34= hello';
+
+/** At most this many tokens (the model-size limit of nn/limits.ts). */
+const MAX_VOCAB = 1_048_576;
+
+/**
+ * tokenizer.json's model, checked before the library reads it (which skips what it cannot use, silently): a
+ * non-empty vocabulary of ids in range (a list of [piece, score] for Unigram), and for BPE merges that are a
+ * list of pairs (`"a b"` or `["a", "b"]`) of vocabulary tokens whose concatenation is one too.
+ */
+function checkModel(tokenizer: Record<string, unknown>): TokenizerLoadError | null {
+  const bad = (field: string, detail: string): TokenizerLoadError =>
+    new TokenizerLoadError('tokenizer.json', field, detail);
+  const model = tokenizer.model;
+  if (typeof model !== 'object' || model === null || Array.isArray(model)) return bad('model', 'is not an object');
+  const m = model as Record<string, unknown>;
+  const vocab = m.vocab;
+  if (m.type === 'Unigram') {
+    if (!Array.isArray(vocab) || vocab.length === 0) return bad('model.vocab', 'is empty or not a list');
+    if (vocab.length > MAX_VOCAB) return bad('model.vocab', `has ${vocab.length} tokens, above ${MAX_VOCAB}`);
+    const i = vocab.findIndex((p) => !Array.isArray(p) || typeof p[0] !== 'string' || typeof p[1] !== 'number');
+    return i < 0 ? null : bad(`model.vocab[${i}]`, 'is not a [piece, score] pair');
+  }
+  if (typeof vocab !== 'object' || vocab === null || Array.isArray(vocab))
+    return bad('model.vocab', 'is not an object of tokens and ids');
+  const entries = Object.entries(vocab as Record<string, unknown>);
+  if (entries.length === 0) return bad('model.vocab', 'is empty: no text can be encoded');
+  if (entries.length > MAX_VOCAB) return bad('model.vocab', `has ${entries.length} tokens, above ${MAX_VOCAB}`);
+  const badId = entries.find(([, id]) => !(Number.isInteger(id) && (id as number) >= 0 && (id as number) < MAX_VOCAB));
+  if (badId) return bad('model.vocab', `gives ${JSON.stringify(badId[0]).slice(0, 50)} the id ${String(badId[1])}`);
+  if (m.type !== 'BPE' && m.merges === undefined) return null;
+  const merges = m.merges ?? [];
+  if (!Array.isArray(merges)) return bad('model.merges', 'is not a list');
+  const has = (t: string): boolean => Object.hasOwn(vocab, t);
+  for (let i = 0; i < merges.length; i++) {
+    const e = merges[i] as unknown;
+    const pair =
+      typeof e === 'string'
+        ? e.split(' ')
+        : Array.isArray(e) && e.every((x) => typeof x === 'string')
+          ? (e as string[])
+          : null;
+    const show = (JSON.stringify(e) ?? String(e)).slice(0, 60);
+    if (pair === null || pair.length !== 2 || pair.some((x) => x === ''))
+      return bad(`model.merges[${i}]`, `${show} is not a pair of tokens ("a b" or ["a", "b"])`);
+    const missing = [pair[0]!, pair[1]!, pair[0]! + pair[1]!].find((t) => !has(t));
+    if (missing !== undefined)
+      return bad(
+        `model.merges[${i}]`,
+        `${show} needs ${JSON.stringify(missing).slice(0, 60)}, which is not in model.vocab`,
+      );
+  }
+  return null;
 }
 
 /** One more than the largest id of the model's vocabulary and the added tokens. */
@@ -174,14 +253,137 @@ function vocabSizeOf(tokenizer: Record<string, unknown>): number {
   return max + 1;
 }
 
-function chatTemplateOf(config: Record<string, unknown>): string | null {
-  const t = config.chat_template;
-  if (typeof t === 'string') return t;
-  if (Array.isArray(t)) {
-    const named = t.find((x: { name?: unknown }) => x?.name === 'default') as { template?: unknown } | undefined;
-    return typeof named?.template === 'string' ? named.template : null;
+interface ChatTemplate {
+  readonly source: string;
+  readonly compiled: Template;
+  /** Where it came from: chat_template.jinja or tokenizer_config.json. */
+  readonly file: string;
+}
+
+/**
+ * The chat template (chat_template.jinja, else tokenizer_config.json's `chat_template`: a string, or a list of
+ * { name, template } with a `default`), parsed. Anything else there, or a template that does not parse, is the
+ * model directory's fault: a `TokenizerLoadError` naming the file.
+ */
+function compileTemplate(files: HfTokenizerFiles): E.Either<TokenizerLoadError, ChatTemplate | null> {
+  const file = files.chatTemplate !== undefined ? 'chat_template.jinja' : 'tokenizer_config.json';
+  const bad = (detail: string): E.Either<TokenizerLoadError, never> =>
+    E.left(new TokenizerLoadError(file, 'chat_template', detail));
+  let source: string | null;
+  if (files.chatTemplate !== undefined) source = files.chatTemplate;
+  else {
+    const t = files.config.chat_template;
+    if (t === undefined || t === null) source = null;
+    else if (typeof t === 'string') source = t;
+    else if (Array.isArray(t)) {
+      const named = t.find((x: { name?: unknown }) => x?.name === 'default') as { template?: unknown } | undefined;
+      if (typeof named?.template !== 'string') return bad('is a list without a "default" template');
+      source = named.template;
+    } else return bad(`is ${describeValue(t)}, not a template (a string, or a list of { name, template })`);
   }
-  return null;
+  if (source === null) return E.right(null);
+  if (source.length > TEMPLATE_LIMITS.sourceChars)
+    return bad(`is ${source.length} characters long, above the limit of ${TEMPLATE_LIMITS.sourceChars}`);
+  try {
+    return E.right({ source, compiled: new Template(source), file });
+  } catch (e) {
+    return bad(`does not parse: ${oneLine(e)}`);
+  }
+}
+
+const describeValue = (v: unknown): string => (JSON.stringify(v) ?? String(v)).slice(0, 100);
+const oneLine = (e: unknown): string => (e instanceof Error ? e.message : String(e)).split('\n')[0]!.slice(0, 300);
+
+/**
+ * Bounds on rendering a chat template, which is code from the model directory: steps of the interpreter, wall
+ * time, and the length of any string or list it builds (and so of its output). A real template renders a prompt
+ * in well under a millisecond and a few thousand steps.
+ */
+export const TEMPLATE_LIMITS = {
+  sourceChars: 1 << 20,
+  steps: 2_000_000,
+  millis: 2_000,
+  length: 1 << 20,
+  range: 100_000,
+} as const;
+
+class TemplateLimitError extends Error {}
+
+/** The budget of the render in progress (rendering is synchronous, so one at a time). */
+let budget: { steps: number; deadline: number } | null = null;
+
+// The interpreter's one entry for every node: counting there bounds steps and time; checking each value it
+// returns bounds what a template can build (a string doubled in a loop). Only renders run by `boundedRender`
+// are counted.
+function tick(): void {
+  const b = budget;
+  if (b === null) return;
+  if (++b.steps > TEMPLATE_LIMITS.steps)
+    throw new TemplateLimitError(`took more than the limit of ${TEMPLATE_LIMITS.steps} steps`);
+  if ((b.steps & 1023) === 0 && performance.now() > b.deadline)
+    throw new TemplateLimitError(`ran past the limit of ${TEMPLATE_LIMITS.millis} ms`);
+}
+const evaluate = Interpreter.prototype.evaluate;
+Interpreter.prototype.evaluate = function (this: Interpreter, ...args: Parameters<typeof evaluate>) {
+  const b = budget;
+  tick();
+  const value = evaluate.apply(this, args);
+  const inner = (value as { value?: unknown } | undefined)?.value;
+  if (b !== null && (typeof inner === 'string' || Array.isArray(inner)) && inner.length > TEMPLATE_LIMITS.length)
+    throw new TemplateLimitError(
+      `built a value of ${inner.length} items, above the limit of ${TEMPLATE_LIMITS.length}`,
+    );
+  return value;
+};
+
+/** range() as Jinja's, refusing more than TEMPLATE_LIMITS.range numbers (the library's builds any array at once). */
+function boundedRange(start: number, stop?: number, step = 1): number[] {
+  const [from, to] = stop === undefined ? [0, start] : [start, stop];
+  if (step === 0) throw new Error('range() step must not be zero');
+  const n = Math.max(0, Math.ceil((to - from) / step));
+  if (!(n <= TEMPLATE_LIMITS.range))
+    throw new TemplateLimitError(`range() of ${n} numbers is above the limit of ${TEMPLATE_LIMITS.range}`);
+  return Array.from({ length: n }, (_, i) => from + i * step);
+}
+
+// The global range() of a render in progress is the bounded one (a template's own variable named range is left
+// alone): the value the library makes of a JS function, taken from a scratch environment.
+const boundedRangeValue = (() => {
+  const scratch = new Environment();
+  scratch.set('range', boundedRange);
+  return scratch.lookupVariable('range');
+})();
+// A for loop sets its variables once per iteration, even when its body is empty: a step too.
+const setVariable = Environment.prototype.setVariable;
+Environment.prototype.setVariable = function (this: Environment, ...args: Parameters<typeof setVariable>) {
+  tick();
+  return setVariable.apply(this, args);
+};
+const lookupVariable = Environment.prototype.lookupVariable;
+Environment.prototype.lookupVariable = function (this: Environment, name: string) {
+  if (budget !== null && name === 'range') {
+    try {
+      const owner = (this as unknown as { resolve(n: string): { parent?: unknown } }).resolve(name);
+      if (owner.parent === undefined) return boundedRangeValue;
+    } catch {
+      // not declared: the library's answer (undefined)
+    }
+  }
+  return lookupVariable.call(this, name);
+};
+
+/** Render within TEMPLATE_LIMITS; any failure (a limit, raise_exception, an error of the template) names the file. */
+function boundedRender(file: string, render: () => unknown): unknown {
+  const outer = budget;
+  budget = { steps: 0, deadline: performance.now() + TEMPLATE_LIMITS.millis };
+  try {
+    return render();
+  } catch (e) {
+    const why = e instanceof TemplateLimitError ? `rendering ${e.message}` : `fails to render: ${oneLine(e)}`;
+    throw new TokenizerLoadError(file, 'chat_template', why);
+  } finally {
+    budget = outer;
+  }
 }
 
 const unreadable = (path: string, e: unknown): TokenizerLoadError => {

@@ -1,3 +1,4 @@
+import { MODEL_LIMITS } from '../nn/limits.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
 
 /**
@@ -6,12 +7,13 @@ import { TrainConfigError, type TrainConfig } from './config.js';
  * against a memory estimate (`nn/memory.ts`) and the memory this machine has.
  */
 const LIMITS: readonly [keyof TrainConfig | `model.${keyof TrainConfig['model']}`, number][] = [
-  ['model.dModel', 16_384],
-  ['model.nLayers', 512],
-  ['model.nHeads', 1_024],
-  ['model.nKvHeads', 1_024],
-  ['model.dFf', 65_536],
-  ['model.maxSeqLen', 32_768],
+  // The model's sizes: the same limits as a Hub config.json's (nn/limits.ts).
+  ['model.dModel', MODEL_LIMITS.dModel],
+  ['model.nLayers', MODEL_LIMITS.nLayers],
+  ['model.nHeads', MODEL_LIMITS.nHeads],
+  ['model.nKvHeads', MODEL_LIMITS.nKvHeads],
+  ['model.dFf', MODEL_LIMITS.dFf],
+  ['model.maxSeqLen', MODEL_LIMITS.maxSeqLen],
   ['steps', 1e9],
   ['warmStartSteps', 1e9],
   ['warmStartBatchSize', 1e6],

@@ -151,9 +151,14 @@ export class TrainConfigError extends RlvrError {
     readonly value: unknown,
     reason: string,
   ) {
-    super(`train config: ${field} = ${JSON.stringify(value)} ${reason}`);
+    super(
+      `train config: ${clip(field)}${value === null ? '' : ` = ${clip(JSON.stringify(value) ?? String(value))}`} ${reason}`,
+    );
   }
 }
+
+/** At most the first 80 characters of what a user typed, for a message (a 100 KB value is not echoed). */
+export const clip = (s: string, n = 80): string => (s.length > n ? `${s.slice(0, n)}... (${s.length} characters)` : s);
 
 const MODEL_DEFAULTS = TRAIN_DEFAULTS.model;
 const modelSpec: Spec<ModelSize> = {

@@ -1,5 +1,5 @@
-import { FileSystemError, writeDirAtomic } from '../nn/atomic-dir.js';
-import { join, readRegularFile } from '../platform/files.js';
+import { FileSystemError, writePlainDirAtomic } from '../nn/atomic-dir.js';
+import { join, openRegular, readRegularFile } from '../platform/files.js';
 import { totalMemoryBytes } from '../platform/host.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Backend } from '../core/backend.js';
@@ -9,10 +9,16 @@ import { fromHfConfig } from '../nn/hf-config.js';
 import { COMPANION_FILES, fileError, HF_FILES, loadHfCheckpoint, saveHfCheckpoint } from '../nn/hf-checkpoint.js';
 import type { RunShape, MemoryLimits } from '../nn/memory.js';
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
-import { datasetTask, parseDataset } from '../tasks/dataset.js';
+import {
+  DatasetError,
+  datasetTask,
+  parseDatasetLine,
+  type DatasetProblem,
+  type DatasetTask,
+} from '../tasks/dataset.js';
 import { splitOf, type Problem, type Task } from '../tasks/task.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
-import { loadHfTokenizer, type HfTokenizer } from '../tokenizers/hf-tokenizer.js';
+import { loadHfTokenizer, TokenizerLoadError, type HfTokenizer } from '../tokenizers/hf-tokenizer.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
 
 /**
@@ -53,10 +59,11 @@ export async function readPretrained(dir: string): Promise<PretrainedParts> {
   if (E.isLeft(tokenizer)) throw tokenizer.left;
   const tok = tokenizer.right;
   if (tok.vocabSize > config.right.vocabSize) {
-    throw new TrainConfigError(
-      'model',
-      dir,
-      `has a tokenizer of ${tok.vocabSize} tokens but a model vocabulary of ${config.right.vocabSize}`,
+    throw new TokenizerLoadError(
+      'tokenizer.json',
+      'vocab',
+      `has ids up to ${tok.vocabSize - 1}, but config.json's vocab_size is ${config.right.vocabSize}`,
+      join(dir, 'tokenizer.json'),
     );
   }
   const j = json as Record<string, unknown>;
@@ -83,8 +90,8 @@ export async function savePretrained(
   parts: PretrainedParts,
   dtype: 'f32' | 'bf16',
 ): Promise<void> {
-  // Whole or not at all, like a checkpoint: a kill mid-save leaves the previous export (or none).
-  await writeDirAtomic(dir, async (tmp) => {
+  // A plain directory (cp -r copies it as it is), whole or not at all: written beside, then renamed into place.
+  await writePlainDirAtomic(dir, async (tmp) => {
     const res = await saveHfCheckpoint(tmp, params, parts.config, {
       dtype,
       extraConfig: parts.extraConfig,
@@ -96,19 +103,74 @@ export async function savePretrained(
 
 export { COMPANION_FILES };
 
-/** A JSON-lines dataset file as a task (prompt, answer; the \boxed{} verifier). */
-export async function loadDatasetTask(path: string): Promise<Task<Problem>> {
-  let text: string;
+/** Limits on a dataset file: a row's bytes (a prompt far beyond any model's context) and the number of rows. */
+export const DATASET_LIMITS = { lineBytes: 1 << 20, rows: 1 << 22 } as const;
+
+/**
+ * Read a JSON-lines file a chunk at a time, handing each line (with its number) to `use`; memory stays bounded by
+ * the longest line allowed: a longer one is refused as soon as it passes the limit, without being held whole.
+ */
+async function forEachLine(
+  path: string,
+  use: (text: string, line: number) => void,
+  tooLong: (line: number) => Error,
+): Promise<void> {
+  const h = await openRegular(path);
   try {
-    text = await readRegularFile(path, 'utf8');
+    const chunk = Buffer.alloc(1 << 16);
+    let parts: Buffer[] = [];
+    let held = 0;
+    let line = 1;
+    let position = 0;
+    for (;;) {
+      const { bytesRead } = await h.read(chunk, 0, chunk.length, position);
+      if (bytesRead === 0) break;
+      position += bytesRead;
+      let start = 0;
+      for (let nl = chunk.indexOf(0x0a, 0); nl >= 0 && nl < bytesRead; nl = chunk.indexOf(0x0a, start)) {
+        if (held + nl - start > DATASET_LIMITS.lineBytes) throw tooLong(line);
+        parts.push(Buffer.from(chunk.subarray(start, nl)));
+        use(Buffer.concat(parts).toString('utf8'), line++);
+        parts = [];
+        held = 0;
+        start = nl + 1;
+      }
+      held += bytesRead - start;
+      if (held > DATASET_LIMITS.lineBytes) throw tooLong(line);
+      parts.push(Buffer.from(chunk.subarray(start, bytesRead)));
+    }
+    if (held > 0) use(Buffer.concat(parts).toString('utf8'), line);
+  } finally {
+    await h.close();
+  }
+}
+
+/** A JSON-lines dataset file as a task (prompt, answer; the \boxed{} verifier), read streaming, row by row. */
+export async function loadDatasetTask(path: string): Promise<DatasetTask> {
+  const problems: DatasetProblem[] = [];
+  const tooLong = (line: number): DatasetError =>
+    new DatasetError(path, line, 'line', `is longer than ${DATASET_LIMITS.lineBytes} bytes (the limit of a row)`);
+  try {
+    await forEachLine(
+      path,
+      (text, line) => {
+        const p = parseDatasetLine(text, path, line);
+        if (E.isLeft(p)) throw p.left;
+        if (!p.right) return;
+        if (problems.length >= DATASET_LIMITS.rows)
+          throw new DatasetError(path, line, 'file', `has more than ${DATASET_LIMITS.rows} rows (the limit)`);
+        problems.push(p.right);
+      },
+      tooLong,
+    );
   } catch (e) {
+    if (e instanceof DatasetError) throw e;
     throw FileSystemError.from(path, e);
   }
-  const problems = parseDataset(text, path);
-  if (E.isLeft(problems)) throw problems.left;
+  if (problems.length === 0) throw new DatasetError(path, 0, 'file', 'has no rows');
   // Training and evaluation draw from the hash split of the prompts: both sides need a row.
   for (const split of ['train', 'test'] as const) {
-    if (!problems.right.some((p) => splitOf(p.prompt) === split)) {
+    if (!problems.some((p) => splitOf(p.prompt) === split)) {
       throw new TrainConfigError(
         'dataset',
         path,
@@ -117,7 +179,88 @@ export async function loadDatasetTask(path: string): Promise<Task<Problem>> {
       );
     }
   }
-  return datasetTask(problems.right);
+  return datasetTask(problems, 'dataset', path);
+}
+
+/**
+ * Every row of a dataset against the model, before anything trains: its prompt (as the model sees it) plus the
+ * completion budget fits the model's positions (sampling), and its worked answer fits the completion budget (RL)
+ * and, after the prompt, the positions (warm-start). The first row that does not is a `DatasetError` naming the
+ * file and line.
+ */
+export function checkDatasetRows(
+  task: Task<Problem>,
+  tokenizer: Tokenizer,
+  maxSeqLen: number,
+  cfg: Pick<TrainConfig, 'maxCompletionLength' | 'warmStartSteps'>,
+): void {
+  const rows = (task as Partial<DatasetTask>).rows;
+  if (!rows) return;
+  const file = (task as DatasetTask).file ?? 'dataset';
+  for (const [i, p] of rows.entries()) {
+    const line = (p as Partial<DatasetProblem>).line ?? i + 1;
+    const prompt = tokenizer.promptIds(p.prompt).length;
+    if (prompt + cfg.maxCompletionLength > maxSeqLen)
+      throw new DatasetError(
+        file,
+        line,
+        'prompt',
+        `is ${prompt} tokens: with --max-completion-length ${cfg.maxCompletionLength} it does not fit the model's ` +
+          `${maxSeqLen} positions`,
+      );
+    const answer = tokenizer.encode(task.workedSolution(p)).length + 1; // and EOS
+    if (answer > cfg.maxCompletionLength)
+      throw new DatasetError(
+        file,
+        line,
+        'answer',
+        `needs ${answer} tokens (\\boxed{answer} and EOS), more than --max-completion-length ${cfg.maxCompletionLength}: ` +
+          'the model could never write it',
+      );
+  }
+}
+
+const shown = (text: string): string => JSON.stringify(text.length > 60 ? `${text.slice(0, 60)}...` : text);
+
+/**
+ * Whether a Hub tokenizer can carry the task: each of 32 sampled prompts and its worked answer encodes to tokens
+ * (ids within the model's vocabulary) that decode back to the same text, and the prompt's chat rendering too. A
+ * tokenizer that drops characters would train on a question the model never sees, or on an answer it can never
+ * write. Refused as the model directory's fault (a `TokenizerLoadError`, exit 3) naming the text.
+ */
+export function checkTokenizerCarries(
+  tokenizer: Tokenizer,
+  vocabSize: number,
+  task: Task<Problem>,
+  seed: number,
+  file = 'tokenizer.json',
+): void {
+  const fail = (detail: string): never => {
+    throw new TokenizerLoadError(file, 'model', detail);
+  };
+  const inRange = (ids: readonly number[], what: string): void => {
+    const bad = ids.find((id) => !(Number.isInteger(id) && id >= 0 && id < vocabSize));
+    if (bad !== undefined) fail(`gives ${what} the id ${bad}, outside the model's vocabulary of ${vocabSize}`);
+  };
+  for (const id of [...tokenizer.stopIds, tokenizer.pad]) inRange([id], 'a stop or padding token');
+  const rng = new Rng(seed + 7);
+  for (let i = 0; i < 32; i++) {
+    const problem = task.generatePrompt(rng);
+    const texts: [string, string][] = [
+      [problem.prompt, 'a prompt of the task'],
+      [task.workedSolution(problem), 'an answer of the task'],
+    ];
+    for (const [text, what] of texts) {
+      const ids = tokenizer.encode(text);
+      if (ids.length === 0 && text.length > 0) fail(`encodes ${shown(text)} (${what}) to no tokens`);
+      inRange(ids, `${shown(text)} (${what})`);
+      const back = tokenizer.decode(ids);
+      if (back !== text) fail(`cannot spell ${shown(text)} (${what}): it decodes to ${shown(back)}`);
+    }
+    const prompt = tokenizer.promptIds(problem.prompt);
+    if (prompt.length === 0) fail(`renders ${shown(problem.prompt)} as a prompt of no tokens`);
+    inRange(prompt, `the chat rendering of ${shown(problem.prompt)}`);
+  }
 }
 
 /** The sizes a run works at: prompt tokens measured on prompts of the task (the longest of 32, plus a margin). */
@@ -134,6 +277,7 @@ export function runShape(
   return {
     sampledRows: Math.max(cfg.promptsPerStep * g, cfg.evalPrompts > 0 ? Math.min(cfg.evalPrompts, 100) * cfg.evalK : 0),
     minibatchRows: (cfg.groupsPerMinibatch ?? cfg.promptsPerStep) * g,
+    warmStartRows: cfg.warmStartSteps > 0 ? cfg.warmStartBatchSize : 0,
     promptTokens: Math.ceil(longest * 1.25),
     completionTokens: cfg.maxCompletionLength,
     withReference,

@@ -50,6 +50,8 @@ import { checkResume, runIdentity, type RunIdentity } from './resume-check.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
 import { checkFits, estimateTrainingMemory, type MemoryEstimate, type MemoryLimits } from '../nn/memory.js';
 import {
+  checkDatasetRows,
+  checkTokenizerCarries,
   defaultMemoryLimits,
   loadDatasetTask,
   loadPretrainedParams,
@@ -74,7 +76,15 @@ export interface TrainHooks {
   readonly onMemoryEstimate?: (estimate: MemoryEstimate) => void;
   /** Each RL step's rollouts with the verifier's rewards, for a display (row r answers `prompts[promptIndex[r]]`). */
   readonly onRollouts?: (r: RolloutView) => void;
+  /**
+   * How many of the latest metric records `result.records` keeps (default DEFAULT_KEEP_RECORDS): memory stays
+   * bounded however long the run; the whole history is in metrics.jsonl and goes through `onRecord`.
+   */
+  readonly keepRecords?: number;
 }
+
+/** The default of `keepRecords`: about 5 MB of records. */
+export const DEFAULT_KEEP_RECORDS = 10_000;
 
 export interface RolloutView {
   readonly step: number;
@@ -91,7 +101,22 @@ export interface TrainResult {
   readonly params: TransformerParams;
   readonly warmStart: EvalResult | null;
   readonly final: EvalResult;
+  /** The latest metric records, at most `keepRecords` of them (all of them are in metrics.jsonl). */
   readonly records: readonly MetricRecord[];
+}
+
+/**
+ * The run's result in one line, every number named: `held-out pass@1 (200 prompts): after warm-start 0.412, after
+ * RL 0.455 (RL changed it by +0.043)`.
+ */
+export function heldOutLine(prompts: number, before: number | null, after: number): string {
+  const head = `held-out pass@1 (${prompts} prompts): `;
+  if (before === null) return `${head}after RL ${after.toFixed(3)}`;
+  const change = after - before;
+  return (
+    `${head}after warm-start ${before.toFixed(3)}, after RL ${after.toFixed(3)} ` +
+    `(RL changed it by ${change >= 0 ? '+' : '-'}${Math.abs(change).toFixed(3)})`
+  );
 }
 
 export function taskFor(cfg: TrainConfig): Task<Problem> {
@@ -162,7 +187,7 @@ function setup(
   const bounds = checkBounds(cfg);
   if (bounds) return E.left(bounds);
   const heldOut = heldOutProblems(task, cfg.evalPrompts, 1234);
-  const longest = Math.max(...heldOut.map((p) => tokenizer.promptIds(p.prompt).length));
+  const longest = heldOut.reduce((m, p) => Math.max(m, tokenizer.promptIds(p.prompt).length), 0);
   if (longest + cfg.maxCompletionLength > config.maxSeqLen) {
     const why = `plus the longest prompt (${longest} tokens) exceeds the model's maxSeqLen ${config.maxSeqLen}`;
     return E.left(new TrainConfigError('maxCompletionLength', cfg.maxCompletionLength, why));
@@ -183,6 +208,9 @@ function setup(
 
 function emit(run: Run, record: MetricRecord, hooks: TrainHooks): void {
   run.records.push(record);
+  // Trimmed in batches (amortised O(1) per record): at most twice the bound is ever held.
+  const keep = Math.max(0, hooks.keepRecords ?? DEFAULT_KEEP_RECORDS);
+  if (run.records.length > 2 * keep) run.records.splice(0, run.records.length - keep);
   try {
     run.writer.write(record);
   } catch (e) {
@@ -503,6 +531,8 @@ async function trainOn(
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
   const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
   if (E.isLeft(base)) throw base.left;
+  if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
+  checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg);
   const shape = runShape(cfg, base.right.tokenizer, base.right.task, base.right.needsReference);
   const estimate = estimateTrainingMemory(base.right.config, shape);
   opts.onMemoryEstimate?.(estimate);
@@ -582,7 +612,9 @@ async function trainOn(
   }
   if (run.reference) dispose(run.reference);
   dispose(run.opt);
-  return { backend, config: run.config, params: run.params, warmStart: run.warmStartEval, final, records: run.records };
+  const keep = Math.max(0, opts.keepRecords ?? DEFAULT_KEEP_RECORDS);
+  const records = keep === 0 ? [] : run.records.slice(-keep);
+  return { backend, config: run.config, params: run.params, warmStart: run.warmStartEval, final, records };
 }
 
 async function saveReference(config: TransformerConfig, params: TransformerParams, dir: string): Promise<void> {

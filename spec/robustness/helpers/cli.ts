@@ -14,6 +14,17 @@ export const TINY_ARGS = [
   ...['--n-heads', '2', '--n-kv-heads', '2', '--max-completion-length', '6'],
 ];
 
+/** `args` with some flags' values replaced (a flag may be given once). */
+export function withArgs(args: readonly string[], over: Readonly<Record<string, string>>): string[] {
+  const out = [...args];
+  for (const [flag, value] of Object.entries(over)) {
+    const i = out.indexOf(flag);
+    if (i >= 0) out[i + 1] = value;
+    else out.push(flag, value);
+  }
+  return out;
+}
+
 export function cliBundle(tag: string): { path: string; build: () => Promise<void>; remove: () => void } {
   const path = join(process.cwd(), 'node_modules', '.cache', 'rlvr-robustness-spec', `${tag}-${process.pid}.mjs`);
   return {
