@@ -27,7 +27,7 @@ interface NumberFlag {
 
 const NUMBER_FLAGS: readonly NumberFlag[] = [
   { flag: 'seed', key: 'seed', help: 'random seed' },
-  { flag: 'threads', key: 'threads', help: 'cpu backend threads', note: "RLVR_THREADS, else the machine's cores" },
+  { flag: 'threads', key: 'threads', help: "cpu backend threads (default: RLVR_THREADS, else the machine's cores)" },
   { flag: 'digits', key: 'digits', help: "digits per operand of arithmetic tasks (default: the task's, 2)" },
   { flag: 'steps', key: 'steps', help: 'RL steps' },
   { flag: 'prompts-per-step', key: 'promptsPerStep', help: 'prompts per RL step' },
