@@ -69,7 +69,7 @@ const OBJECTIVE_STRING_FLAGS: Readonly<Record<string, string>> = {
 
 const STRING_FLAGS = [
   ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'],
-  ...['model', 'dataset', 'save-dtype'],
+  ...['model', 'dataset', 'save-dtype', 'bicc-placement'],
 ] as const;
 
 const objectiveLines = OBJECTIVE_NAMES.map((name) => `      ${name.padEnd(8)} ${OBJECTIVES[name].summary}`).join('\n');
@@ -81,6 +81,7 @@ export const TRAIN_USAGE = `usage: rlvr train [options]
 ${objectiveLines}
   --backend ${BACKEND_NAMES.join('|')}          --output DIR (metrics.jsonl, checkpoints)   --resume DIR
   --advantage group|rcc         --rcc-delta sum|mean      --bicc
+  --bicc-placement before-query|after-query   where BICC inserts the traces (default before-query)
   --overwrite                   replace a non-empty --output directory (refused otherwise, unless resuming it)
   --on-non-finite stop|skip     a NaN/Inf loss or gradient norm ends the run (default) or skips that update
   --model DIR                   start from a Hugging Face model directory (config.json, safetensors, tokenizer.json);
@@ -151,6 +152,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (str('dataset')) input.dataset = str('dataset');
   if (str('save-dtype')) input.saveDtype = str('save-dtype');
   if (values.bicc) input.bicc = true;
+  if (str('bicc-placement')) input.biccPlacement = str('bicc-placement');
   if (values.overwrite) input.overwrite = true;
   if (str('on-non-finite')) input.onNonFinite = str('on-non-finite');
   if (Object.keys(model).length > 0) input.model = model;

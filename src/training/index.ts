@@ -8,7 +8,16 @@ export {
   type TaskName,
   type ModelSize,
 } from './config.js';
-export { train, taskFor, type TrainOptions, type TrainResult, type TrainHooks, type RolloutView } from './trainer.js';
+export {
+  train,
+  taskFor,
+  NO_SIGNAL_WARN_STEPS,
+  type TrainOptions,
+  type TrainResult,
+  type TrainHooks,
+  type TrainWarning,
+  type RolloutView,
+} from './trainer.js';
 export { evaluate, type EvalResult, type EvalOptions } from './evaluate.js';
 export { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 export { updatePolicy, type UpdateInputs, type UpdateResult } from './rl-step.js';
