@@ -194,6 +194,36 @@ describe('BICC layout', () => {
     ]);
   });
 
+  it("placement 'before-query' puts the same inserted tokens in front of the plain prompt (worked example)", () => {
+    const q = '12+34=';
+    const comps = ['\\boxed{46}', '\\boxed{45}', '\\boxed{4', '\\boxed{3}'];
+    const prompts = [q, q, q, '1+2='].map((s) => encodePrompt(tokenizer, s));
+    const completions = comps.map((s, i) => (i === 2 ? tokenizer.encode(s) : encodeCompletion(tokenizer, s)));
+    const plain = packSequences(prompts, completions, tokenizer.pad);
+    const input = { ...plain, rewards: [1, 0, 0, 1], groupIds: [0, 0, 0, 1] };
+    const cfg = { maxSeqLen: 48, vocabSize: V };
+    const after = conditionBatch(input, tokenizer, cfg);
+    const before = conditionBatch(input, tokenizer, cfg, { placement: 'before-query' });
+    const t = before.batch.promptLen + before.batch.completionLen;
+    const row = (r: number): string =>
+      tokenizer
+        .decode(Array.from(before.batch.tokens.subarray(r * t, (r + 1) * t)), { keepSpecial: true })
+        .replace(/<pad>/g, '');
+    // The completion follows the query, as when sampling; the traces and separators are those of 'after-query'.
+    expect(row(0)).toBe('<eos>\\boxed{45}<eos>\\boxed{4<eos><bos>12+34=\\boxed{46}<eos>');
+    expect(row(1)).toBe('<eos>\\boxed{46}<eos><bos>12+34=\\boxed{45}<eos>');
+    expect(row(3)).toBe('<bos>1+2=\\boxed{3}<eos>');
+    expect(before.conditioned).toEqual(after.conditioned);
+    expect(before.insertedTokens).toEqual(after.insertedTokens);
+    expect(before.traces).toEqual(after.traces);
+    expect(before.batch.completionMask).toEqual(after.batch.completionMask);
+    // RoPE positions of the scored tokens: |prompt'| + j, as with 'after-query' (same length, other order).
+    const pa = positionsAndBias(after.batch, -1e9).positions;
+    const pb = positionsAndBias(before.batch, -1e9).positions;
+    expect(Array.from(pb)).toEqual(Array.from(pa));
+    expect(E.isLeft(parseBiccOptions({ placement: 'middle' }))).toBe(true);
+  });
+
   it('shares a budget as round-robin dealing would', () => {
     fc.assert(
       fc.property(

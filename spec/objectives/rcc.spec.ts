@@ -52,6 +52,52 @@ describe('RCC baseline', () => {
       }),
     ));
 
+  // b* = sum w^2 r / sum w^2 is a weighted mean of the rewards; a baseline outside [min r, max r] gives every
+  // rollout of the group an advantage of the same sign, so the best one is pushed down (issue 21: RCC drove a
+  // two-token task's reward to 0 once the policy had moved a few nats from the reference).
+  it('stays within the group reward range, so the best rollout never gets a negative advantage', () =>
+    fc.assert(
+      fc.property(
+        fc
+          .integer({ min: 2, max: 16 })
+          .chain((g) =>
+            fc.tuple(
+              fc.array(fc.double({ min: -2, max: 2, noNaN: true }), { minLength: g, maxLength: g }),
+              fc.array(fc.double({ min: -20, max: 20, noNaN: true }), { minLength: g, maxLength: g }),
+            ),
+          ),
+        ([r, d]) => {
+          const b = rccBaseline(r, d);
+          expect(b).toBeGreaterThanOrEqual(Math.min(...r));
+          expect(b).toBeLessThanOrEqual(Math.max(...r));
+          const a = rccAdvantages(
+            r,
+            d,
+            r.map(() => 0),
+          );
+          const best = r.indexOf(Math.max(...r));
+          const worst = r.indexOf(Math.min(...r));
+          expect(a[best]!).toBeGreaterThanOrEqual(0);
+          expect(a[worst]!).toBeLessThanOrEqual(0);
+        },
+      ),
+    ));
+
+  it('one positive whose delta leads by 5 nats in a group of 8: b = 1 (unclamped 1.22), A+ = 0, A- < 0', () => {
+    const r = [1, 0, 0, 0, 0, 0, 0, 0];
+    const d = [5, 0, 0, 0, 0, 0, 0, 0];
+    // mean r = 1/8, mean d = 5/8, Cov(r, d) = (1/8)[(7/8)(35/8) + 7 (-1/8)(-5/8)] = 35/64
+    expect(0.125 + 2 * (35 / 64)).toBeCloseTo(1.21875, 12);
+    expect(rccBaseline(r, d)).toBe(1);
+    const a = rccAdvantages(
+      r,
+      d,
+      r.map(() => 0),
+    );
+    expect(a[0]).toBe(0);
+    for (const x of a.slice(1)) expect(x).toBeLessThan(0);
+  });
+
   it('advantages: GRPO when delta is constant; zero for all-equal rewards; NaN rejected', () => {
     const r = [1, 0, 0, 1, 1, 1];
     const groups = [0, 0, 0, 1, 1, 1];

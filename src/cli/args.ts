@@ -91,7 +91,7 @@ const OBJECTIVE_HELP: Readonly<Record<string, [string, string]>> = {
 
 const STRING_FLAGS = [
   ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'],
-  ...['model', 'dataset', 'save-dtype'],
+  ...['model', 'dataset', 'save-dtype', 'bicc-placement'],
 ] as const;
 
 /** The column descriptions start at (after two spaces and the flag with its placeholder). */
@@ -119,6 +119,7 @@ export const TRAIN_USAGE = [
   row('--advantage group|rcc', `the objective's own advantages, or RCC's baseline (default ${d.advantage})`),
   row('--rcc-delta sum|mean', `RCC's per-rollout log-ratio over tokens (default ${d.rccDelta})`),
   row('--bicc', 'score rollouts under bilateral context conditioning (off unless given)'),
+  row('--bicc-placement WHERE', `BICC's traces before-query|after-query (default ${d.biccPlacement})`),
   row('--model DIR', 'start from a Hugging Face model directory (default: a new model);'),
   more('--output then ends with OUTPUT/model, a directory transformers loads'),
   row('--allow-non-finite-weights', 'load weights holding NaN/Inf (off unless given: refused, exit 3)'),
@@ -255,6 +256,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (str('dataset')) input.dataset = str('dataset');
   if (str('save-dtype')) input.saveDtype = str('save-dtype');
   if (values.bicc) input.bicc = true;
+  if (str('bicc-placement')) input.biccPlacement = str('bicc-placement');
   if (values.overwrite) input.overwrite = true;
   if (values['allow-non-finite-weights']) input.allowNonFiniteWeights = true;
   if (str('on-non-finite')) input.onNonFinite = str('on-non-finite');

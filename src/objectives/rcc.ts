@@ -27,7 +27,16 @@ function checkFinite(what: string, xs: readonly number[]): void {
   });
 }
 
-/** b = mean(r) + 2 * (1/G) sum_j (r_j - mean r)(delta_j - mean delta), for one group. */
+/**
+ * b = mean(r) + 2 * (1/G) sum_j (r_j - mean r)(delta_j - mean delta), for one group, clamped to the group's
+ * reward range [min r, max r].
+ *
+ * The clamp: b* is a weighted mean of the group's rewards, so it always lies in that range; its first-order
+ * expansion does not once |delta| is a few nats (a policy that has moved far from the reference: one positive
+ * rollout whose delta exceeds the negatives' by about 4 nats in a group of 8 gives b > 1). Outside the range every
+ * advantage of the group has the same sign, and the best rollout is pushed down: the trainer then drove a task's
+ * reward to 0 (issue 21). Inside the range (small delta, where the expansion holds) the clamp changes nothing.
+ */
 export function rccBaseline(rewards: readonly number[], deltas: readonly number[]): number {
   if (rewards.length !== deltas.length || rewards.length === 0) {
     throw new ArgumentError(
@@ -40,7 +49,7 @@ export function rccBaseline(rewards: readonly number[], deltas: readonly number[
   const mr = mean(rewards);
   const md = mean(deltas);
   const cov = rewards.reduce((s, r, j) => s + (r - mr) * (deltas[j]! - md), 0) / rewards.length;
-  return mr + 2 * cov;
+  return Math.min(Math.max(mr + 2 * cov, Math.min(...rewards)), Math.max(...rewards));
 }
 
 /** The exact variance-minimising constant baseline b* = sum w^2 r / sum w^2 with w = exp(delta). */

@@ -4,6 +4,7 @@ import {
   finite,
   nonEmptyArrayOf,
   nonNegativeInt,
+  oneOf,
   openUnit,
   parseWith,
   positiveInt,
@@ -27,9 +28,20 @@ export interface BiccOptions {
   readonly separator?: readonly number[];
   /** A rollout is positive when its reward is above this (default 0.5, as DisCO/ConSPO split groups). */
   readonly threshold: number;
+  /**
+   * Where the inserted context goes. 'after-query' (default): [BOS, query, S, traces.., S][completion], the
+   * completion follows a separator. 'before-query': [S, traces.., S, BOS, query][completion], the completion
+   * follows the query as it does when sampling (same tokens before it, same RoPE offsets to them), so what is
+   * learned under the conditioned context carries over to the plain one; the trainer uses this one (issue 21: with
+   * 'after-query' a small policy learned a prompt-dependent task only at chance).
+   */
+  readonly placement: BiccPlacement;
 }
 
-export const BICC_DEFAULTS: BiccOptions = { contextShare: 0.4, threshold: 0.5 };
+export type BiccPlacement = 'after-query' | 'before-query';
+export const BICC_PLACEMENTS: readonly BiccPlacement[] = ['after-query', 'before-query'];
+
+export const BICC_DEFAULTS: BiccOptions = { contextShare: 0.4, threshold: 0.5, placement: 'after-query' };
 
 /** A BICC option or input is invalid. `field` names it (camelCase), `value` is what was given. */
 export class BiccError extends RlvrError {
@@ -57,6 +69,7 @@ const SPEC: Spec<BiccOptions> = {
   contextBudget: positiveInt,
   separator: nonEmptyArrayOf(nonNegativeInt, 'token ids'),
   threshold: finite,
+  placement: oneOf(BICC_PLACEMENTS),
 };
 
 const ALIASES: Aliases<BiccOptions> = { reward_threshold: 'threshold' };

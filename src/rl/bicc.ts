@@ -15,6 +15,8 @@ import { scoreLogProbs, type ScoreOptions } from './score.js';
  *
  * Layout of a conditioned row (docs/ARCHITECTURE.md, "BICC"), S the separator (default [EOS]):
  *   [PAD.., BOS, query, S, trace_1, S, trace_2, ..., S, trace_k, S] [completion block of the plain row]
+ * or, with `placement: 'before-query'` (the trainer's), the same inserted tokens before the plain prompt:
+ *   [PAD.., S, trace_1, S, trace_2, ..., S, trace_k, S, BOS, query] [completion block of the plain row]
  * - trace_i: the completion of the i-th opposite-class rollout of the group in increasing row order, without a
  *   final EOS, cut at its end to its share of the room;
  * - room = min(floor(contextShare * contextBudget), contextBudget - |BOS, query| - C): everything between the
@@ -24,7 +26,14 @@ import { scoreLogProbs, type ScoreOptions } from './score.js';
  * - a row of a group without both classes, or with no room for even one token of one trace, is the plain row.
  */
 
-export { BiccError, BICC_DEFAULTS, parseBiccOptions, type BiccOptions } from './bicc-options.js';
+export {
+  BiccError,
+  BICC_DEFAULTS,
+  BICC_PLACEMENTS,
+  parseBiccOptions,
+  type BiccOptions,
+  type BiccPlacement,
+} from './bicc-options.js';
 
 /** A plain batch with the host information BICC needs: each row's reward and group id. */
 export interface BiccInput extends SequenceBatch {
@@ -131,6 +140,7 @@ export function conditionBatch(
   const parsed = parseBiccOptions(options);
   if (E.isLeft(parsed)) throw parsed.left;
   const { room, budget, sep, threshold } = resolve(parsed.right, tokenizer, config);
+  const before = parsed.right.placement === 'before-query';
   checkInput(input, config);
   const b = input.batchSize;
   const c = input.completionLen;
@@ -157,7 +167,7 @@ export function conditionBatch(
         traces[r]!.push({ row: o, tokens: keep[i]! });
       });
       for (const id of sep) context.push(id);
-      newPrompts[r] = [...prompts[r]!, ...context];
+      newPrompts[r] = before ? [...context, ...prompts[r]!] : [...prompts[r]!, ...context];
     }
   }
   const batch = assemble(input, newPrompts, tokenizer.pad);

@@ -4,6 +4,7 @@ import { OBJECTIVE_NAMES, type ObjectiveName } from '../objectives/registry.js';
 import type { ConfigInput } from '../objectives/types.js';
 import type { TransformerConfig } from '../nn/transformer.js';
 import { BACKEND_NAMES, type BackendName } from '../backends/registry.js';
+import { BICC_PLACEMENTS, type BiccPlacement } from '../rl/bicc-options.js';
 import {
   anyRecord,
   bool,
@@ -49,6 +50,8 @@ export interface TrainConfig {
   /** Score rollouts under bilateral context conditioning (training only). */
   readonly bicc: boolean;
   readonly biccContextShare: number;
+  /** Where BICC inserts the opposite-class traces: before the query (default; see `BiccOptions.placement`) or after it. */
+  readonly biccPlacement: BiccPlacement;
   /** Where the run's tensors live, by registry name; `train` opens it unless given a backend. */
   readonly backend: BackendName;
   /** The CPU backend's threads (null: RLVR_THREADS, else the machine's cores); results do not depend on it. */
@@ -110,6 +113,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   rccDelta: 'sum',
   bicc: false,
   biccContextShare: 0.4,
+  biccPlacement: 'before-query',
   backend: 'cpu',
   threads: null,
   seed: 0,
@@ -179,6 +183,7 @@ const SPEC: Spec<TrainConfig> = {
   rccDelta: oneOf(['sum', 'mean']),
   bicc: bool,
   biccContextShare: openUnit,
+  biccPlacement: oneOf(BICC_PLACEMENTS),
   backend: oneOf(BACKEND_NAMES),
   threads: nullable(positiveInt),
   seed: integer,

@@ -13,9 +13,11 @@ export {
   heldOutLine,
   train,
   taskFor,
+  NO_SIGNAL_WARN_STEPS,
   type TrainOptions,
   type TrainResult,
   type TrainHooks,
+  type TrainWarning,
   type RolloutView,
 } from './trainer.js';
 export { evaluate, type EvalResult, type EvalOptions } from './evaluate.js';

@@ -81,6 +81,41 @@ export interface TrainHooks {
    * bounded however long the run; the whole history is in metrics.jsonl and goes through `onRecord`.
    */
   readonly keepRecords?: number;
+  /** What the trainer warns about (default: `console.warn` of the message). */
+  readonly onWarning?: (w: TrainWarning) => void;
+}
+
+/**
+ * `no-signal`: for `steps` RL steps in a row every group's rewards were equal, so every advantage was zero and no
+ * objective had anything to learn from (all wrong: the task is too hard for the policy as it samples; all right:
+ * it is solved). Said once per such streak, when it reaches `NO_SIGNAL_WARN_STEPS`.
+ */
+export interface TrainWarning {
+  readonly kind: 'no-signal';
+  /** The RL step the warning is about (1-based, as in the metrics). */
+  readonly step: number;
+  readonly steps: number;
+  /** The mean reward over those steps. */
+  readonly reward: number;
+  readonly message: string;
+}
+
+/** RL steps in a row without a group of mixed rewards before the trainer warns. */
+export const NO_SIGNAL_WARN_STEPS = 5;
+
+/**
+ * @internal Test only: deliberately broken RL loops, so the sanity specs (`spec/training/rl-sanity.spec.ts`) can
+ * show that they fail the bar a correct loop clears. Never set outside specs.
+ */
+export interface RlFaults {
+  /**
+   * The sign of the learning signal flipped: the objective sees each reward r as (max + min) - r over the step,
+   * which negates every group-relative advantage exactly (RCC's too) and swaps the classes of the contrastive
+   * objectives; the metrics keep the true rewards.
+   */
+  readonly flipAdvantageSign?: boolean;
+  /** A stale policy sampled: rollouts (and pi_old) come from the policy the RL phase started with, never refreshed. */
+  readonly staleSampler?: boolean;
 }
 
 /** The default of `keepRecords`: about 5 MB of records. */
@@ -156,6 +191,10 @@ interface Run {
   warmStartEval: EvalResult | null;
   /** The held-out result after RL, once the run has finished (a finished run resumed does not evaluate again). */
   finalEval: EvalResult | null;
+  /** The current streak of RL steps without a group of mixed rewards (for the no-signal warning), or null. */
+  noSignal: { steps: number; reward: number; lo: number; hi: number } | null;
+  /** Test only (`RlFaults.staleSampler`): the policy the RL phase started with. */
+  stale: TransformerParams | null;
 }
 
 function setup(
@@ -164,7 +203,7 @@ function setup(
   pretrained: PretrainedParts | null,
 ): E.Either<
   TrainConfigError,
-  Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng'>
+  Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng' | 'noSignal' | 'stale'>
 > {
   const task = userTask ?? taskFor(cfg);
   const tokenizer = pretrained?.tokenizer ?? tokenizerFor(task);
@@ -356,13 +395,14 @@ function rlSettings(cfg: TrainConfig): (step: number) => AdamWSettings {
   });
 }
 
-async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
+async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {}): Promise<void> {
   const { cfg } = run;
   run.finalEval = null; // a result after RL holds for the step it was taken at only
   const t0 = performance.now();
   const problems = sampleProblems(run.task, cfg.promptsPerStep, run.rng);
+  if (faults.staleSampler) run.stale ??= stopGradient(run.params);
   const sampled: Rollouts = await sampleRollouts(
-    run.params,
+    run.stale ?? run.params,
     run.config,
     run.tokenizer,
     problems.map((p) => p.prompt),
@@ -380,6 +420,8 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   const batchInvariant = run.params.embed.weight.backend.batchInvariant;
   const rollouts = batchInvariant ? sampled : await rescoreOldLogProbs(run.params, run.config, sampled);
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
+  // What the objective learns from: the rewards, unless a spec flips the signal's sign.
+  const signal = faults.flipAdvantageSign ? reflected(rewards) : rewards;
   const { promptIndex, completions } = rollouts;
   hooks.onRollouts?.({
     step: run.at.step + 1,
@@ -398,8 +440,8 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
           cfg.rccDelta,
         )
       : null;
-  const advantages = deltas && rccAdvantages(rewards, deltas, rollouts.promptIndex);
-  const scorer = cfg.bicc ? biccScorer(run, rollouts, rewards) : null;
+  const advantages = deltas && rccAdvantages(signal, deltas, rollouts.promptIndex);
+  const scorer = cfg.bicc ? biccScorer(run, rollouts, signal) : null;
   const sampledAt = performance.now();
   const settings = rlSettings(cfg);
   const rlStepIndex = run.at.step;
@@ -409,7 +451,7 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
       run.config,
       {
         rollouts,
-        rewards,
+        rewards: signal,
         advantages,
         objective: run.objective,
         progress: { step: rlStepIndex, totalSteps: cfg.steps },
@@ -427,13 +469,20 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   run.at.step++;
   const seconds = (performance.now() - t0) / 1000;
   const stats = groupStats(rewards, rollouts.promptIndex);
+  const reward = rewards.reduce((s, x) => s + x, 0) / rewards.length;
+  warnWithoutSignal(
+    run,
+    hooks,
+    rewards,
+    stats.every((s) => s.rewardStd === 0),
+  );
   const sampledTokens = rollouts.completionLengths.reduce((s, x) => s + x, 0);
   const record: MetricRecord = {
     phase: 'rl',
     step: run.at.step,
     // The objective's metrics are its last minibatch's; the step's own reward over all rollouts comes after them.
     ...metrics,
-    reward: rewards.reduce((s, x) => s + x, 0) / rewards.length,
+    reward,
     groups_mixed: stats.filter((s) => s.rewardStd > 0).length / stats.length,
     // What the two interventions did this step, so a run shows they acted.
     ...(deltas ? { rcc_baseline_shift: rccBaselineShift(rewards, deltas, rollouts.promptIndex) } : {}),
@@ -448,6 +497,45 @@ async function rlStep(run: Run, hooks: TrainHooks): Promise<void> {
   hooks.onProgress?.({ phase: 'rl', step: run.at.step, total: cfg.steps, record });
 }
 
+/** Each reward r as (max + min) - r: centred rewards change sign, their spread and the range stay (RlFaults). */
+function reflected(rewards: readonly number[]): number[] {
+  const [lo, hi] = [Math.min(...rewards), Math.max(...rewards)];
+  return rewards.map((r) => hi + lo - r);
+}
+
+/** Count RL steps in a row without a mixed group; warn once when a streak reaches NO_SIGNAL_WARN_STEPS. */
+function warnWithoutSignal(run: Run, hooks: TrainHooks, rewards: readonly number[], noSignal: boolean): void {
+  if (!noSignal) {
+    run.noSignal = null;
+    return;
+  }
+  const [lo, hi] = [Math.min(...rewards), Math.max(...rewards)];
+  const sum = rewards.reduce((s, x) => s + x, 0) / rewards.length;
+  const was = run.noSignal;
+  const streak = was
+    ? { steps: was.steps + 1, reward: was.reward + sum, lo: Math.min(was.lo, lo), hi: Math.max(was.hi, hi) }
+    : { steps: 1, reward: sum, lo, hi };
+  run.noSignal = streak;
+  if (streak.steps !== NO_SIGNAL_WARN_STEPS) return;
+  const n = streak.steps;
+  const mean = streak.reward / n;
+  const step = run.at.step; // already counts this step
+  const why =
+    streak.hi <= 0
+      ? 'no rollout earned a reward: the task is too hard for the policy as it samples. A longer warm-start, a ' +
+        'larger group (numGenerations), more prompts per step or another sampling temperature can give the groups a mix'
+      : streak.lo === streak.hi
+        ? 'every rollout earned the same reward: the task is solved at this temperature (or the reward is constant)'
+        : 'each group agreed with itself (some all rewarded, others all not): the policy is deterministic on these ' +
+          'prompts; a higher temperature or a larger group (numGenerations) can give the groups a mix';
+  const message =
+    `RL step ${step}: no learning signal for ${n} steps in a row (every group's rewards were equal, ` +
+    `mean reward ${mean.toFixed(3)}), so every advantage is zero and the policy does not change; ${why}.`;
+  const warning: TrainWarning = { kind: 'no-signal', step, steps: n, reward: mean, message };
+  if (hooks.onWarning) hooks.onWarning(warning);
+  else console.warn(`warning: ${message}`);
+}
+
 /**
  * BICC (training only): each rollout is scored under [query; opposite-class rollouts of its group] while pi_old
  * and pi_ref stay on the plain context. One conditioned batch per step; minibatches take its rows.
@@ -456,6 +544,7 @@ function biccScorer(run: Run, rollouts: Rollouts, rewards: readonly number[]): B
   const cond = conditionBatch(biccInput(rollouts, rewards), run.tokenizer, run.config, {
     contextShare: run.cfg.biccContextShare,
     threshold: 0.5,
+    placement: run.cfg.biccPlacement,
   });
   return {
     rows: (rows) => selectRows(cond.batch, rows),
@@ -497,6 +586,8 @@ export interface TrainOptions extends TrainHooks {
    * if steps were taken since the last one, by throwing an `InterruptedError`.
    */
   readonly signal?: AbortSignal;
+  /** @internal Test only: see `RlFaults`. */
+  readonly faults?: RlFaults;
 }
 
 /** Train from scratch (or resume from `cfg.resume`); returns held-out results after warm-start and after RL. */
@@ -596,7 +687,7 @@ async function trainOn(
     if (to && resolve(to) !== resolve(from)) await saveReference(run.config, run.reference, to);
   }
   while (run.at.step < cfg.steps) {
-    await rlStep(run, opts);
+    await rlStep(run, opts, opts.faults);
     if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps)
       await runEval(run, opts, 'during-rl');
     await maybeSave();
@@ -611,6 +702,7 @@ async function trainOn(
     await savePretrained(join(cfg.outputDir, 'model'), run.params, pretrained, cfg.saveDtype);
   }
   if (run.reference) dispose(run.reference);
+  if (run.stale) dispose(run.stale);
   dispose(run.opt);
   const keep = Math.max(0, opts.keepRecords ?? DEFAULT_KEEP_RECORDS);
   const records = keep === 0 ? [] : run.records.slice(-keep);
@@ -629,7 +721,10 @@ async function loadReference(dir: string, backend: Backend): Promise<Transformer
 }
 
 /** The mutable part of a run at its start. */
-type RunStart = Pick<Run, 'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval'>;
+type RunStart = Pick<
+  Run,
+  'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'noSignal' | 'stale'
+>;
 
 function fresh(config: TransformerConfig, seed: number, backend: Backend): RunStart {
   const rng = new Rng(seed);
@@ -645,6 +740,8 @@ function startFrom(params: TransformerParams, seed: number, rng = new Rng(seed))
     at: { phase: 'warmstart', step: 0 },
     warmStartEval: null,
     finalEval: null,
+    noSignal: null,
+    stale: null,
   };
 }
 
@@ -698,5 +795,7 @@ async function resume(
     at: { phase: state.phase, step: state.step },
     warmStartEval: state.warmStartEval,
     finalEval: state.finalEval,
+    noSignal: null,
+    stale: null,
   };
 }
