@@ -26,7 +26,7 @@ const WEBGPU = [...withArgs(TINY_ARGS, { '--warm-start-steps': '1', '--steps': '
 describe("issue 19 item 23: Dawn's warnings stay out of the output unless asked", () => {
   it("the filter drops Dawn's warning blocks and keeps every line of ours", () => {
     const f = dawnNoiseFilter();
-    const ours = ['rlvr: training diverged: loss = NaN at rl step 3', 'rlvr: ' + 'x'.repeat(50)];
+    const ours = ['rlvr: training diverged: loss = NaN at rl step 3', `rlvr: ${'x'.repeat(50)}`];
     const kept = [...f.push(`${[...DAWN, ours[0], ''].join('\n')}`), ...f.push(`${ours[1]}\n`), ...f.end()];
     expect(kept).toEqual(ours);
     // split across chunks, mid-line
