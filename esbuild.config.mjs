@@ -2,20 +2,15 @@
 // backend's kernels compiled to WebAssembly (esbuild.wasm.mjs); and the
 // library for pages (dist/browser/index.js, see esbuild.browser.mjs), checked to hold no Node-only module.
 // `--example-page` also builds the training page of examples/browser into dist/examples/browser/page.
+// `--cli` builds only the library entry and the CLI (what `rlvr` runs), and only when they are missing or older
+// than a source they were built from (`cliIsStale`, which the `rlvr` launcher in bin/ checks itself first).
 // Types (.d.ts) are emitted separately by `tsc -p tsconfig.build.json` (see the `build` script).
 import { build } from 'esbuild';
-import { readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { buildBrowserExample, buildForBrowser } from './esbuild.browser.mjs';
 import { wasmKernels } from './esbuild.wasm.mjs';
-
-const examples = readdirSync('examples')
-  .filter((f) => f.endsWith('.ts'))
-  .map((f) => `examples/${f}`)
-  // The experiment runner and the page's server live in their own folders; bundled beside the other examples.
-  .concat(['examples/experiments/run.ts', 'examples/browser/serve.ts']);
-const benches = readdirSync('bench')
-  .filter((f) => f.endsWith('.ts'))
-  .map((f) => `bench/${f}`);
 
 const common = {
   bundle: true,
@@ -31,8 +26,46 @@ const common = {
   logLevel: 'warning',
 };
 
-await build({ ...common, entryPoints: { index: 'src/index.ts', 'cli/main': 'src/cli/main.ts' }, outdir: 'dist' });
-await build({ ...common, entryPoints: [...examples, ...benches], outdir: 'dist', outbase: '.' });
-// Self-contained (fp-ts and the shaders inside): a page can load it as a module without an import map.
-await buildForBrowser({ entryPoints: { index: 'src/index.ts' }, outdir: 'dist/browser' });
-if (process.argv.includes('--example-page')) await buildBrowserExample('dist/examples/browser/page');
+/** Where the CLI build records the sources it read (esbuild's metafile inputs), for the staleness check. */
+export const CLI_INPUTS = 'dist/.cli-inputs.json';
+const CLI_OUTPUT = 'dist/cli/main.js';
+
+/** Whether dist/cli/main.js is missing or older than any source it was built from (or this file). */
+export function cliIsStale(root = '.') {
+  const output = join(root, CLI_OUTPUT);
+  const record = join(root, CLI_INPUTS);
+  if (!existsSync(output) || !existsSync(record)) return true;
+  const built = statSync(output).mtimeMs;
+  const inputs = [...JSON.parse(readFileSync(record, 'utf8')), 'esbuild.config.mjs', 'package.json'];
+  return inputs.some((f) => !existsSync(join(root, f)) || statSync(join(root, f)).mtimeMs > built);
+}
+
+async function buildCli() {
+  const result = await build({
+    ...common,
+    entryPoints: { index: 'src/index.ts', 'cli/main': 'src/cli/main.ts' },
+    outdir: 'dist',
+    metafile: true,
+  });
+  mkdirSync(dirname(CLI_INPUTS), { recursive: true });
+  writeFileSync(CLI_INPUTS, JSON.stringify(Object.keys(result.metafile.inputs)));
+}
+
+const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
+if (isMain && process.argv.includes('--cli')) {
+  if (cliIsStale()) await buildCli();
+} else if (isMain) {
+  const examples = readdirSync('examples')
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => `examples/${f}`)
+    // The experiment runner and the page's server live in their own folders; bundled beside the other examples.
+    .concat(['examples/experiments/run.ts', 'examples/browser/serve.ts']);
+  const benches = readdirSync('bench')
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => `bench/${f}`);
+  await buildCli();
+  await build({ ...common, entryPoints: [...examples, ...benches], outdir: 'dist', outbase: '.' });
+  // Self-contained (fp-ts and the shaders inside): a page can load it as a module without an import map.
+  await buildForBrowser({ entryPoints: { index: 'src/index.ts' }, outdir: 'dist/browser' });
+  if (process.argv.includes('--example-page')) await buildBrowserExample('dist/examples/browser/page');
+}

@@ -9,6 +9,7 @@ import { OBJECTIVES } from '../objectives/registry.js';
 import { BACKENDS, openBackend } from '../backends/registry.js';
 import { describeFailure, EXIT, EXIT_CODE_HELP } from './exit-codes.js';
 import { describeEstimate } from '../nn/memory.js';
+import { CHILD_ENV, runQuietChild, wantsQuietGpu } from './quiet-gpu.js';
 
 const USAGE = `usage: rlvr <command> [options]
 
@@ -67,6 +68,11 @@ async function runTrain(argv: string[]): Promise<number> {
  */
 function stopOnSignals(): AbortSignal {
   const controller = new AbortController();
+  // Run as the filtered child of a WebGPU run (quiet-gpu.ts): if the parent goes, stop as on SIGTERM.
+  if (process.env[CHILD_ENV] && process.connected) {
+    process.on('disconnect', () => controller.abort('SIGTERM'));
+    process.channel?.unref();
+  }
   const onSignal = (signal: NodeJS.Signals): void => {
     if (controller.signal.aborted) {
       console.error(`rlvr: ${signal} again: stopping now (the last checkpoint is kept)`);
@@ -114,7 +120,8 @@ async function main(argv: string[]): Promise<number> {
 for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
 
 try {
-  process.exitCode = await main(process.argv.slice(2));
+  const argv = process.argv.slice(2);
+  process.exitCode = wantsQuietGpu(argv) ? await runQuietChild(argv) : await main(argv);
 } catch (e) {
   // One line, whatever failed (see exit-codes.ts); the stack only on request.
   const { code, line } = describeFailure(e);
