@@ -10,7 +10,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSy
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildBrowserExample, buildForBrowser } from './esbuild.browser.mjs';
-import { wasmKernels } from './esbuild.wasm.mjs';
+import { kernelSourceFiles, wasmKernels } from './esbuild.wasm.mjs';
 
 const common = {
   bundle: true,
@@ -48,7 +48,9 @@ async function buildCli() {
     metafile: true,
   });
   mkdirSync(dirname(CLI_INPUTS), { recursive: true });
-  writeFileSync(CLI_INPUTS, JSON.stringify(Object.keys(result.metafile.inputs)));
+  // The compiled kernels are a module of the plugin's namespace, not a file: record their sources instead.
+  const inputs = Object.keys(result.metafile.inputs).flatMap((f) => (f.startsWith('wasm-kernels:') ? [] : [f]));
+  writeFileSync(CLI_INPUTS, JSON.stringify([...inputs, ...kernelSourceFiles()]));
 }
 
 const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];

@@ -3,6 +3,8 @@ import type { Plugin } from 'esbuild';
 
 export declare const ASSEMBLY_DIR: string;
 export declare const KERNELS_MODULE: RegExp;
+/** The kernels' source files, relative to the repository root. */
+export declare function kernelSourceFiles(): string[];
 /** The kernels module compiled from src/backends/cpu/assembly/, as base64 (cached by a hash of the sources). */
 export declare function compileKernels(shared?: boolean): Promise<string>;
 /** esbuild plugin: `import kernels from './assembly/kernels.wasm'` gives the module as base64 text. */

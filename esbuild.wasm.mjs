@@ -36,6 +36,13 @@ const flags = (shared) => [
   'abort=',
 ];
 
+/** The kernels' source files, relative to the repository root (what a compiled module was built from). */
+export const kernelSourceFiles = () =>
+  readdirSync(ASSEMBLY_DIR)
+    .filter((f) => f.endsWith('.ts'))
+    .sort()
+    .map((f) => join('src/backends/cpu/assembly', f));
+
 function sources() {
   return readdirSync(ASSEMBLY_DIR)
     .filter((f) => f.endsWith('.ts'))

@@ -12,7 +12,15 @@ import { describe, expect, it } from 'vitest';
  */
 function freshClone(): string {
   const dir = mkdtempSync(join(tmpdir(), 'rlvr-clone-'));
-  for (const f of ['package.json', 'esbuild.config.mjs', 'esbuild.browser.mjs', 'bin', 'src', 'shaders'])
+  for (const f of [
+    'package.json',
+    'esbuild.config.mjs',
+    'esbuild.browser.mjs',
+    'esbuild.wasm.mjs',
+    'bin',
+    'src',
+    'shaders',
+  ])
     cpSync(f, join(dir, f), { recursive: true });
   symlinkSync(resolve('node_modules'), join(dir, 'node_modules'));
   return dir;
