@@ -1,12 +1,11 @@
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { build } from 'esbuild';
-import { wasmKernels } from '../../esbuild.wasm.mjs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CheckpointError } from '../../src/nn/safetensors.js';
 import { FileSystemError } from '../../src/nn/atomic-dir.js';
+import { cliBundle } from './helpers/cli.js';
 import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
 import { TrainConfigError } from '../../src/training/config.js';
 import { DivergedError } from '../../src/training/divergence.js';
@@ -41,25 +40,11 @@ const TINY = [
   '--max-completion-length',
   '6',
 ];
-// The CLI bundled as `npm run rlvr` bundles it (shaders as text), under node_modules so its packages resolve.
-const bundle = join(process.cwd(), 'node_modules', '.cache', 'rlvr-robustness-spec', `main-${process.pid}.mjs`);
-beforeAll(async () => {
-  mkdirSync(dirname(bundle), { recursive: true });
-  await build({
-    entryPoints: ['src/cli/main.ts'],
-    outfile: bundle,
-    bundle: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    loader: { '.wgsl': 'text' },
-    plugins: [wasmKernels],
-    packages: 'external',
-    logLevel: 'warning',
-    absWorkingDir: process.cwd(),
-  });
-});
-afterAll(() => rmSync(bundle, { force: true }));
+// The CLI bundled as `npm run rlvr` bundles it, under node_modules so its packages resolve.
+const cli = cliBundle('main');
+const bundle = cli.path;
+beforeAll(cli.build);
+afterAll(cli.remove);
 const rlvr = (args: string[]): { status: number | null; stderr: string; stdout: string } => {
   const r = spawnSync(process.execPath, [bundle, 'train', ...args], { encoding: 'utf8', timeout: 120_000 });
   return { status: r.status, stderr: r.stderr, stdout: r.stdout };
