@@ -24,6 +24,7 @@ import {
   initParams,
   loadHfCheckpoint,
   loadHfTokenizer,
+  NO_SIGNAL_WARN_STEPS,
   openBackend,
   parseTrainConfig,
   Rng,
@@ -135,10 +136,18 @@ const show = (r: MetricRecord): void => {
     console.log(`rl ${r.step}: reward ${Number(r.reward).toFixed(3)} (${Number(r.seconds).toFixed(1)} s)`);
   if (r.phase === 'eval') console.log(`eval ${r.label}: pass@1 ${Number(r.pass_at_1).toFixed(3)}`);
 };
+console.log(
+  'note: this shows the Hub path (save, load, chat template, RL, export), not learning. A randomly initialised ' +
+    'model of this size, with 10 warm-start steps over a 151,936-token vocabulary, almost never writes a right ' +
+    'answer, so every group is all wrong, every advantage is zero and the reward stays 0 (the trainer warns after ' +
+    `${NO_SIGNAL_WARN_STEPS} such steps). A real checkpoint (rlvr train --model ~/models/Qwen3-0.6B ...) starts ` +
+    'with a non-zero pass rate; for RL that visibly learns on this machine, run npm run example:addition.',
+);
 const result = await train(cfg, { backend, onRecord: show, onMemoryEstimate: (e) => console.log(describeEstimate(e)) });
+const zeroNote = result.final.passAt1 === 0 ? ': 0, as expected of a random model this size; see the note above' : '';
 console.log(
   values.output
-    ? `\nthe trained policy is a Hub directory: ${join(output, 'model')} (pass@1 ${result.final.passAt1.toFixed(3)})`
-    : `\ntrained (pass@1 ${result.final.passAt1.toFixed(3)}); the run's directory was temporary: --output DIR keeps it`,
+    ? `\nthe trained policy is a Hub directory: ${join(output, 'model')} (pass@1 ${result.final.passAt1.toFixed(3)}${zeroNote})`
+    : `\ntrained (pass@1 ${result.final.passAt1.toFixed(3)}${zeroNote}); the run's directory was temporary: --output DIR keeps it`,
 );
 if (backend.name !== 'cpu') backend.dispose();

@@ -6,6 +6,8 @@ import * as E from 'fp-ts/lib/Either.js';
 import {
   additionTask,
   parseTrainConfig,
+  Rng,
+  taskFor,
   train,
   TrainConfigError,
   treeLeaves,
@@ -37,6 +39,24 @@ describe('training configuration at the boundary', () => {
     for (const [input, field] of bad) {
       const r = parseTrainConfig(input);
       expect(E.isLeft(r) && r.left instanceof TrainConfigError && r.left.field === field).toBe(true);
+    }
+  });
+
+  it('digits: one count for both operands or a pair [first, second], in the config and on the command line', () => {
+    const pair = parseTrainConfig({ digits: [2, 1] });
+    expect(E.isRight(pair) && pair.right.digits).toEqual([2, 1]);
+    for (const bad of [[2], [2, 1, 1], [0, 1], [2, 8], 2.5, '2'])
+      expect(E.isLeft(parseTrainConfig({ digits: bad } as unknown as Partial<TrainConfig>))).toBe(true);
+    const cli = parseTrainArgs(['--digits', '2,1']);
+    expect(E.isRight(cli) && cli.right.digits).toEqual([2, 1]);
+    const one = parseTrainArgs(['--digits', '3']);
+    expect(E.isRight(one) && one.right.digits).toBe(3);
+    const badCli = parseTrainArgs(['--digits', '2,x']);
+    expect(E.isLeft(badCli) && badCli.left.field).toBe('--digits');
+    const rng = new Rng(1);
+    for (let i = 0; i < 20; i++) {
+      const p = taskFor({ ...tinyRun(), digits: [2, 1] }).generatePrompt(rng);
+      expect(p.prompt).toMatch(/^[1-9][0-9]\+[0-9]=$/);
     }
   });
 

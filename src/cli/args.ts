@@ -28,7 +28,6 @@ interface NumberFlag {
 const NUMBER_FLAGS: readonly NumberFlag[] = [
   { flag: 'seed', key: 'seed', help: 'random seed' },
   { flag: 'threads', key: 'threads', help: "cpu backend threads (default: RLVR_THREADS, else the machine's cores)" },
-  { flag: 'digits', key: 'digits', help: "digits per operand of arithmetic tasks (default: the task's, 2)" },
   { flag: 'steps', key: 'steps', help: 'RL steps' },
   { flag: 'prompts-per-step', key: 'promptsPerStep', help: 'prompts per RL step' },
   { flag: 'num-generations', key: 'numGenerations', help: 'G, completions per prompt' },
@@ -42,6 +41,12 @@ const NUMBER_FLAGS: readonly NumberFlag[] = [
   { flag: 'max-grad-norm', key: 'maxGradNorm', help: 'gradient clipping norm' },
   { flag: 'weight-decay', key: 'weightDecay', help: 'AdamW weight decay' },
   { flag: 'warm-start-steps', key: 'warmStartSteps', help: 'supervised warm-start steps', note: '0 with --model' },
+  {
+    flag: 'warm-start-until',
+    key: 'warmStartUntil',
+    help: 'end the warm-start once greedy pass@1 on 100 training-split problems reaches this',
+    note: 'run every warm-start step',
+  },
   { flag: 'warm-start-batch-size', key: 'warmStartBatchSize', help: 'worked solutions per warm-start step' },
   { flag: 'warm-start-learning-rate', key: 'warmStartLearningRate', help: 'warm-start peak learning rate' },
   { flag: 'eval-every', key: 'evalEvery', help: 'evaluate every N RL steps', note: 'only before and after RL' },
@@ -91,7 +96,7 @@ const OBJECTIVE_HELP: Readonly<Record<string, [string, string]>> = {
 
 const STRING_FLAGS = [
   ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'],
-  ...['model', 'dataset', 'save-dtype', 'bicc-placement'],
+  ...['model', 'dataset', 'save-dtype', 'bicc-placement', 'digits'],
 ] as const;
 
 /** The column descriptions start at (after two spaces and the flag with its placeholder). */
@@ -123,6 +128,7 @@ export const TRAIN_USAGE = [
   row('--model DIR', 'start from a Hugging Face model directory (default: a new model);'),
   more('--output then ends with OUTPUT/model, a directory transformers loads'),
   row('--allow-non-finite-weights', 'load weights holding NaN/Inf (off unless given: refused, exit 3)'),
+  row('--digits N|A,B', "digits per operand of arithmetic tasks; A,B: first and second (default: the task's, 2)"),
   row('--backend NAME', `where tensors live, ${BACKEND_NAMES.join('|')} (default ${d.backend}; rlvr info)`),
   '',
   'where it goes:',
@@ -257,6 +263,13 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (str('save-dtype')) input.saveDtype = str('save-dtype');
   if (values.bicc) input.bicc = true;
   if (str('bicc-placement')) input.biccPlacement = str('bicc-placement');
+  const digits = str('digits');
+  if (digits !== undefined) {
+    const parts = digits.split(',').map((x) => (x.trim() === '' ? Number.NaN : Number(x)));
+    if (parts.some((x) => !Number.isFinite(x)))
+      return E.left(new TrainConfigError('--digits', digits, 'is not N or A,B'));
+    input.digits = parts.length === 1 ? parts[0] : parts;
+  }
   if (values.overwrite) input.overwrite = true;
   if (values['allow-non-finite-weights']) input.allowNonFiniteWeights = true;
   if (str('on-non-finite')) input.onNonFinite = str('on-non-finite');

@@ -8,6 +8,8 @@ import { BICC_PLACEMENTS, type BiccPlacement } from '../rl/bicc-options.js';
 import {
   anyRecord,
   bool,
+  type Check,
+  fail,
   intAtLeast,
   integer,
   nonNegative,
@@ -33,14 +35,18 @@ import {
  */
 export type TaskName = 'addition' | 'multiplication' | 'countdown';
 export const TASK_NAMES: readonly TaskName[] = ['addition', 'multiplication', 'countdown'];
+export type Digits = number | readonly [number, number];
 
 /** The model's size settings (the rest of its config follows from the task's vocabulary). */
 export type ModelSize = Pick<TransformerConfig, 'dModel' | 'nLayers' | 'nHeads' | 'nKvHeads' | 'dFf' | 'maxSeqLen'>;
 
 export interface TrainConfig {
   readonly task: TaskName;
-  /** Digits per operand for arithmetic tasks (null: the task's default). */
-  readonly digits: number | null;
+  /**
+   * Digits per operand for arithmetic tasks (null: the task's default): one number for both operands of addition
+   * (for multiplication, the first; the second has 1), or [first, second], e.g. [2, 1] for 37+5.
+   */
+  readonly digits: Digits | null;
   readonly objective: ObjectiveName;
   /** Passed to the objective's config parser (TRL names accepted: epsilon, epsilon_high, beta, loss_type, ...). */
   readonly objectiveOptions: ConfigInput;
@@ -59,6 +65,12 @@ export interface TrainConfig {
   readonly seed: number;
   readonly model: ModelSize;
   readonly warmStartSteps: number;
+  /**
+   * End the warm-start early, at the first check (every WARM_START_CHECK_EVERY steps) where greedy pass@1 on a
+   * fixed validation set of training-split problems reaches this (null: run all warmStartSteps). Lets every seed
+   * start RL from a policy that is weak but not zero, however fast its warm-start learns.
+   */
+  readonly warmStartUntil: number | null;
   readonly warmStartBatchSize: number;
   readonly warmStartLearningRate: number;
   /** RL steps (each: sample, score, num_iterations epochs of updates). */
@@ -119,6 +131,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   seed: 0,
   model: { dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 192, maxSeqLen: 48 },
   warmStartSteps: 450,
+  warmStartUntil: null,
   warmStartBatchSize: 64,
   warmStartLearningRate: 3e-3,
   steps: 120,
@@ -165,6 +178,13 @@ export class TrainConfigError extends RlvrError {
 export const clip = (s: string, n = 80): string => (s.length > n ? `${s.slice(0, n)}... (${s.length} characters)` : s);
 
 const MODEL_DEFAULTS = TRAIN_DEFAULTS.model;
+const oneDigitCount = (x: unknown): boolean => typeof x === 'number' && Number.isInteger(x) && x >= 1 && x <= 7;
+const digitsCheck: Check<Digits> = (v) =>
+  oneDigitCount(v)
+    ? E.right(v as number)
+    : Array.isArray(v) && v.length === 2 && v.every(oneDigitCount)
+      ? E.right([v[0], v[1]] as const)
+      : fail('must be an integer in 1..7 or a pair of them ([first, second])');
 const modelSpec: Spec<ModelSize> = {
   dModel: positiveInt,
   nLayers: positiveInt,
@@ -176,7 +196,7 @@ const modelSpec: Spec<ModelSize> = {
 
 const SPEC: Spec<TrainConfig> = {
   task: oneOf(TASK_NAMES),
-  digits: nullable(num((x) => Number.isInteger(x) && x >= 1 && x <= 7, 'must be an integer in 1..7')),
+  digits: nullable(digitsCheck),
   objective: oneOf(OBJECTIVE_NAMES),
   objectiveOptions: anyRecord,
   advantage: oneOf(['group', 'rcc']),
@@ -189,6 +209,7 @@ const SPEC: Spec<TrainConfig> = {
   seed: integer,
   model: record(modelSpec, {}, MODEL_DEFAULTS),
   warmStartSteps: nonNegativeInt,
+  warmStartUntil: nullable(unitHalfOpen),
   warmStartBatchSize: positiveInt,
   warmStartLearningRate: positive,
   steps: nonNegativeInt,

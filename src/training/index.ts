@@ -14,6 +14,8 @@ export {
   train,
   taskFor,
   NO_SIGNAL_WARN_STEPS,
+  WARM_START_CHECK_EVERY,
+  WARM_START_VALIDATION,
   type TrainOptions,
   type TrainResult,
   type TrainHooks,

@@ -1,7 +1,7 @@
 import { RlvrError } from '../core/errors.js';
 import type { Json } from '../nn/checkpoint.js';
 import type { TransformerConfig } from '../nn/transformer.js';
-import type { TrainConfig } from './config.js';
+import type { Digits, TrainConfig } from './config.js';
 
 /**
  * What a resumed run must share with the run that wrote the checkpoint. The rule (one, documented in
@@ -28,7 +28,7 @@ const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
 /** The run settings a checkpoint records in its trainer state. */
 export interface RunIdentity {
   readonly task: string;
-  readonly digits: number | null;
+  readonly digits: Digits | null;
   readonly objective: string;
   readonly objectiveConfig: Json;
   readonly advantage: string;

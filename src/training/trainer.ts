@@ -100,6 +100,10 @@ export interface TrainWarning {
   readonly message: string;
 }
 
+/** With `warmStartUntil`: warm-start steps between validation checks, and the validation set's size. */
+export const WARM_START_CHECK_EVERY = 10;
+export const WARM_START_VALIDATION = 100;
+
 /** RL steps in a row without a group of mixed rewards before the trainer warns. */
 export const NO_SIGNAL_WARN_STEPS = 5;
 
@@ -160,7 +164,9 @@ export function taskFor(cfg: TrainConfig): Task<Problem> {
     case 'addition':
       return additionTask(digits === undefined ? {} : { digits });
     case 'multiplication':
-      return multiplicationTask(digits === undefined ? {} : { digits: [digits, 1] });
+      return multiplicationTask(
+        digits === undefined ? {} : { digits: typeof digits === 'number' ? [digits, 1] : digits },
+      );
     case 'countdown':
       return countdownTask();
   }
@@ -301,6 +307,27 @@ async function save(run: Run, dir: string): Promise<void> {
     trainerState,
   })();
   if (E.isLeft(res)) throw res.left;
+}
+
+/**
+ * `warmStartUntil`: at every WARM_START_CHECK_EVERY-th step, greedy pass@1 on WARM_START_VALIDATION training-split
+ * problems (fixed by the seed, drawn with their own generator so the training stream is not shifted); true once
+ * it reaches the target. Recorded as an eval record labelled `warmstart-validation`.
+ */
+async function warmStartReached(run: Run, hooks: TrainHooks): Promise<boolean> {
+  const { cfg } = run;
+  const step = run.at.step;
+  if (cfg.warmStartUntil === null || step === 0 || step % WARM_START_CHECK_EVERY !== 0) return false;
+  const problems = sampleProblems(run.task, WARM_START_VALIDATION, new Rng(cfg.seed + 7919));
+  // Greedy decoding only (it draws nothing from its generator).
+  const prompts = problems.map((p) => p.prompt);
+  const greedy = await sampleRollouts(run.params, run.config, run.tokenizer, prompts, new Rng(0), {
+    maxNewTokens: cfg.maxCompletionLength,
+    temperature: 0,
+  });
+  const passAt1 = greedy.completions.filter((c, i) => run.task.verify(c, problems[i]!) > 0).length / problems.length;
+  emit(run, { phase: 'eval', step, label: 'warmstart-validation', at: 'warmstart', pass_at_1: passAt1 }, hooks);
+  return passAt1 >= cfg.warmStartUntil;
 }
 
 async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> {
@@ -666,6 +693,8 @@ async function trainOn(
   };
 
   while (run.at.phase === 'warmstart' && run.at.step < cfg.warmStartSteps) {
+    // Checked before a step, so a run resumed at a check takes the same decision on the same parameters.
+    if (await warmStartReached(run, opts)) break;
     await warmStartStep(run, opts);
     await maybeSave();
     await stopIfAsked();
