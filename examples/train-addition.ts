@@ -13,7 +13,14 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';
-import { heldOutLine, openBackend, parseTrainConfig, train, type MetricRecord, type TrainConfig } from '../src/index.js';
+import {
+  heldOutLine,
+  openBackend,
+  parseTrainConfig,
+  train,
+  type MetricRecord,
+  type TrainConfig,
+} from '../src/index.js';
 import { lineChartSvg } from './plot.js';
 
 /** The regime chosen by the search (docs/results/addition-regime/README.md). */
@@ -122,10 +129,15 @@ const cpu = process.cpuUsage(cpu0);
 const smooth = rewards.map((p, i) => ({ x: p.x, y: mean(rewards.slice(Math.max(0, i - 9), i + 1).map((q) => q.y)) }));
 writeFileSync(
   join(output, 'curves.svg'),
-  await lineChartSvg(`${c.objective} on addition ${JSON.stringify(c.digits)}, seed ${seed}`, 'RL step', 'reward, pass@1', [
-    { name: 'training reward (10-step mean)', points: smooth },
-    { name: 'held-out pass@1 (greedy)', points: passAt1 },
-  ]),
+  await lineChartSvg(
+    `${c.objective} on addition ${JSON.stringify(c.digits)}, seed ${seed}`,
+    'RL step',
+    'reward, pass@1',
+    [
+      { name: 'training reward (10-step mean)', points: smooth },
+      { name: 'held-out pass@1 (greedy)', points: passAt1 },
+    ],
+  ),
 );
 const round = (x: number): number => Math.round(x * 1e4) / 1e4;
 const summary = {
