@@ -54,9 +54,12 @@ const fsError =
 export const resumesInPlace = (output: string, resume: string | null): boolean =>
   resume !== null && resolve(dirname(resume)) === resolve(output);
 
-/** What a run writes into its directory (and nothing else may be deleted by --overwrite). */
+/**
+ * What a run writes into its directory (and nothing else may be deleted by --overwrite); `curves.svg` and
+ * `summary.json` are what the main job (examples/train-addition.ts) writes beside the metrics.
+ */
 const RUN_ENTRY =
-  /^(metrics\.jsonl|(checkpoint|reference|model)(\.(gen|link)-\d+|\.(tmp|old)-[\w.-]+)?|\.write-probe-\d+|\.rlvr-lock(\.[\w-]+)?)$/;
+  /^(metrics\.jsonl|curves\.svg|summary\.json|(checkpoint|reference|model)(\.(gen|link)-\d+|\.(tmp|old)-[\w.-]+)?|\.write-probe-\d+|\.rlvr-lock(\.[\w-]+)?)$/;
 
 /** Whether `path` is `dir` or inside it. */
 const within = (path: string, dir: string): boolean =>
