@@ -30,19 +30,19 @@ const checks = (rs: MetricRecord[]): [number, number][] =>
 
 describe('warmStartUntil', () => {
   it('ends the warm-start at the first check that reaches the target', async () => {
-    expect(WARM_START_CHECK_EVERY).toBe(10);
+    expect(WARM_START_CHECK_EVERY).toBe(2);
     const rs = await warmStart(() => 1, 0.5);
-    expect(warmStartSteps(rs)).toBe(10);
-    expect(checks(rs)).toEqual([[10, 1]]);
+    expect(warmStartSteps(rs)).toBe(2);
+    expect(checks(rs)).toEqual([[2, 1]]);
     // RL follows, after the held-out evaluation of the warm-started policy.
     expect(rs.some((r) => r.phase === 'eval' && r.label === 'after-warmstart')).toBe(true);
     expect(rs.filter((r) => r.phase === 'rl')).toHaveLength(1);
   });
 
-  it('runs every warm-start step when the target is never reached, checking every 10 steps', async () => {
+  it('runs every warm-start step when the target is never reached, checking every 2 steps', async () => {
     const rs = await warmStart(() => 0, 0.5);
     expect(warmStartSteps(rs)).toBe(60);
-    expect(checks(rs)).toEqual([10, 20, 30, 40, 50].map((step) => [step, 0]));
+    expect(checks(rs)).toEqual(Array.from({ length: 29 }, (_, i) => [2 * (i + 1), 0]));
   });
 
   it('null (the default) checks nothing', async () => {

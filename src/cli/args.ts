@@ -44,7 +44,7 @@ const NUMBER_FLAGS: readonly NumberFlag[] = [
   {
     flag: 'warm-start-until',
     key: 'warmStartUntil',
-    help: 'end the warm-start once greedy pass@1 on 100 training-split problems reaches this',
+    help: 'end the warm-start once greedy pass@1 on 200 training-split problems (checked every 2 steps) reaches this',
     note: 'run every warm-start step',
   },
   { flag: 'warm-start-batch-size', key: 'warmStartBatchSize', help: 'worked solutions per warm-start step' },
