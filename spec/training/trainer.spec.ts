@@ -227,6 +227,19 @@ describe('a tiny training run', () => {
     }
   });
 
+  it('a run with a digit pair resumes, and a different pair is refused (it was: identity.digits must be a number)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rlvr-digits-'));
+    await train(tinyRun({ digits: [2, 1], steps: 1, outputDir: dir }));
+    const records: MetricRecord[] = [];
+    await train(tinyRun({ digits: [2, 1], steps: 2, resume: join(dir, 'checkpoint') }), {
+      onRecord: (r) => records.push(r),
+    });
+    expect(records.filter((r) => r.phase === 'rl').map((r) => r.step)).toEqual([2]);
+    await expect(train(tinyRun({ digits: [1, 2], steps: 2, resume: join(dir, 'checkpoint') }))).rejects.toThrow(
+      /digits/,
+    );
+  });
+
   it('a run resumed into a new directory can itself be resumed (its reference policy travels with it)', async () => {
     const [a, b] = [mkdtempSync(join(tmpdir(), 'rlvr-a-')), mkdtempSync(join(tmpdir(), 'rlvr-b-'))];
     const kl = { objective: 'grpo' as const, objectiveOptions: { beta: 0.04 } };

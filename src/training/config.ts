@@ -179,7 +179,8 @@ export const clip = (s: string, n = 80): string => (s.length > n ? `${s.slice(0,
 
 const MODEL_DEFAULTS = TRAIN_DEFAULTS.model;
 const oneDigitCount = (x: unknown): boolean => typeof x === 'number' && Number.isInteger(x) && x >= 1 && x <= 7;
-const digitsCheck: Check<Digits> = (v) =>
+/** Operand digits: one count for both operands, or a pair [first, second] (a checkpoint's identity reads it too). */
+export const digitsCheck: Check<Digits> = (v) =>
   oneDigitCount(v)
     ? E.right(v as number)
     : Array.isArray(v) && v.length === 2 && v.every(oneDigitCount)

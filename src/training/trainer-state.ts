@@ -14,7 +14,7 @@ import { CHECKPOINT_FILES, type Json } from '../nn/checkpoint.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { openRegular, stat } from '../platform/files.js';
-import { TASK_NAMES } from './config.js';
+import { digitsCheck, TASK_NAMES } from './config.js';
 import type { EvalResult } from './evaluate.js';
 import type { RunIdentity } from './resume-check.js';
 
@@ -50,7 +50,7 @@ const evalResult: Check<EvalResult> = exactRecord<EvalResult>({
 
 const identity: Check<RunIdentity> = exactRecord<RunIdentity>({
   task: oneOf(TASK_NAMES),
-  digits: nullable(num((x) => Number.isInteger(x) && x >= 1 && x <= 7, 'must be an integer in 1..7')),
+  digits: nullable(digitsCheck),
   objective: oneOf(OBJECTIVE_NAMES),
   objectiveConfig: anyRecord as Check<unknown> as Check<Json>,
   advantage: oneOf(['group', 'rcc']),
