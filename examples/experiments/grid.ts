@@ -12,17 +12,25 @@
 import type { ModelSize, TaskName, TrainConfig } from '../../src/index.js';
 
 export type Scale = 'small' | 'large' | 'tiny';
-export type GridName = 'objectives' | 'ablations' | 'sweep' | 'groups' | 'variance';
-export const GRID_NAMES: readonly GridName[] = ['objectives', 'ablations', 'sweep', 'groups', 'variance'];
+export type GridName = 'pilot' | 'objectives' | 'ablations' | 'sweep' | 'groups' | 'variance';
+/**
+ * The grids, in the order the runner takes them. `pilot` is the power analysis's pilot: the runs whose spread sets
+ * the number of seeds, on seeds of their own (`ScaleSettings.pilotSeeds`), never the report's.
+ */
+export const GRID_NAMES: readonly GridName[] = ['pilot', 'objectives', 'ablations', 'sweep', 'groups', 'variance'];
 
-/** A task of the study: the trainer's task name, its operand digits and its warm-start length. */
+/** A task of the study: the trainer's task name, its operand digits and its warm-start. */
 export interface TaskSpec {
   /** Id used in paths and tables. */
   readonly id: string;
   readonly label: string;
   readonly task: TaskName;
-  readonly digits: number | null;
+  /** Digits of both operands, or of the first and the second. */
+  readonly digits: number | readonly [number, number] | null;
+  /** The warm-start's length, or its ceiling with `warmStartUntil`. */
   readonly warmStartSteps: number;
+  /** End the warm-start once greedy pass@1 on training problems reaches this (TrainConfig.warmStartUntil). */
+  readonly warmStartUntil: number | null;
 }
 
 /** Settings shared by every run of a scale (recorded verbatim in each result file). */
@@ -56,7 +64,20 @@ export interface ScaleSettings {
   /** Prompts of the batch sampled at each variance point, and groups per minibatch. */
   readonly variancePrompts: number;
   readonly varianceGroupsPerMinibatch: number;
+  /** Seeds of the power analysis's pilot runs (disjoint from the report's seeds). */
+  readonly pilotSeeds: readonly number[];
+  /** Seeds the power analysis asks for (the report says how many of them have run). */
+  readonly plannedSeeds: number;
+  /** How the RL settings were chosen (printed in the protocol). */
+  readonly tuning: string;
 }
+
+/**
+ * Seeds of the small grid, from its power analysis (RESULTS.md, "Power"): the pilot's spread of the paired
+ * ConSPO − GRPO pass@1 difference (sd 2.7 points over seeds 100-107) asks for 5 seeds to detect Table 1's 4-point gap
+ * with 80% power at 5%; twice that, as an 8-seed pilot's std may be low by a third.
+ */
+const PLANNED_SEEDS_SMALL = 10;
 
 export const SCALES: { readonly [S in Scale]: ScaleSettings } = {
   /** A smoke test of the whole pipeline (a minute or two); its numbers mean nothing. */
@@ -64,8 +85,22 @@ export const SCALES: { readonly [S in Scale]: ScaleSettings } = {
     scale: 'tiny',
     model: { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 2, dFf: 32, maxSeqLen: 40 },
     tasks: [
-      { id: 'add2', label: 'addition 2+2 digits', task: 'addition', digits: 2, warmStartSteps: 20 },
-      { id: 'mul2', label: 'multiplication 2x1 digits', task: 'multiplication', digits: 2, warmStartSteps: 20 },
+      {
+        id: 'add2',
+        label: 'addition 2+2 digits',
+        task: 'addition',
+        digits: 2,
+        warmStartSteps: 20,
+        warmStartUntil: null,
+      },
+      {
+        id: 'mul2',
+        label: 'multiplication 2x1 digits',
+        task: 'multiplication',
+        digits: 2,
+        warmStartSteps: 20,
+        warmStartUntil: null,
+      },
     ],
     studyTask: 'add2',
     warmStartBatchSize: 16,
@@ -88,42 +123,79 @@ export const SCALES: { readonly [S in Scale]: ScaleSettings } = {
     variancePoints: [0, 2],
     variancePrompts: 8,
     varianceGroupsPerMinibatch: 2,
+    pilotSeeds: [100, 101],
+    plannedSeeds: 2,
+    tuning: 'A smoke test: nothing was tuned.',
   },
+  /**
+   * The learning regime of issue 21: a warm-start until greedy pass@1 on training problems reaches 0.4, then RL at
+   * the main job's settings (docs/results/addition-regime/README.md), on 3+1-digit addition: 9,000 problems, so the
+   * held-out split (about 900) is large enough to evaluate 500 draws of mostly distinct prompts.
+   */
   small: {
     scale: 'small',
     model: { dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 192, maxSeqLen: 48 },
     tasks: [
-      { id: 'add2', label: 'addition 2+2 digits', task: 'addition', digits: 2, warmStartSteps: 450 },
-      { id: 'mul2', label: 'multiplication 2x1 digits', task: 'multiplication', digits: 2, warmStartSteps: 450 },
+      {
+        id: 'add31',
+        label: 'addition 3+1 digits',
+        task: 'addition',
+        digits: [3, 1],
+        warmStartSteps: 1000,
+        warmStartUntil: 0.4,
+      },
     ],
-    studyTask: 'add2',
+    studyTask: 'add31',
     warmStartBatchSize: 64,
     warmStartLearningRate: 3e-3,
-    steps: 30,
+    steps: 300,
     promptsPerStep: 16,
     numGenerations: 8,
     groupsPerMinibatch: 8,
     numIterations: 1,
-    learningRate: 1e-4,
-    warmupSteps: 5,
-    temperature: 1,
+    learningRate: 5e-4,
+    warmupSteps: 20,
+    temperature: 0.7,
     maxCompletionLength: 8,
-    evalPrompts: 200,
+    evalPrompts: 500,
     evalK: 8,
     groupSizes: [4, 16],
     tau: [0.1, 1, 10, 100],
     margin: [0, 0.01, 0.1, 1],
     alpha: [0.1, 0.3, 0.6, 1],
-    variancePoints: [0, 15, 30],
+    variancePoints: [0, 150, 300],
     variancePrompts: 128,
     varianceGroupsPerMinibatch: 4,
+    pilotSeeds: [100, 101, 102, 103, 104, 105, 106, 107],
+    plannedSeeds: PLANNED_SEEDS_SMALL,
+    tuning:
+      "They are the main job's (`npm run example:addition`), chosen by the search in `docs/results/addition-regime/` " +
+      'for GRPO on 2+1-digit addition (learning rate 5e-4 with a 20-update warmup and temperature 0.7 raised held-out ' +
+      'pass@1 in every seed; 1e-3 first lost 15 points, temperature 0.5 collapsed), with two updates per step so that ' +
+      "the objectives' ratio terms act (with one, every ratio is 1 and GMPO is GRPO). Pilots before the grid, in that " +
+      'folder: two updates per step on 2+1 digits, GRPO and ConSPO, seeds 0-3 (`m8-*`): +32 to +64 points; GRPO on ' +
+      '3+1 digits, seeds 0-3 (`a31-*`): +14 to +34. The same settings for every configuration.',
   },
   large: {
     scale: 'large',
     model: { dModel: 128, nLayers: 4, nHeads: 4, nKvHeads: 2, dFf: 384, maxSeqLen: 48 },
     tasks: [
-      { id: 'add3', label: 'addition 3+3 digits', task: 'addition', digits: 3, warmStartSteps: 2000 },
-      { id: 'mul3', label: 'multiplication 3x1 digits', task: 'multiplication', digits: 3, warmStartSteps: 2000 },
+      {
+        id: 'add3',
+        label: 'addition 3+3 digits',
+        task: 'addition',
+        digits: 3,
+        warmStartSteps: 2000,
+        warmStartUntil: null,
+      },
+      {
+        id: 'mul3',
+        label: 'multiplication 3x1 digits',
+        task: 'multiplication',
+        digits: 3,
+        warmStartSteps: 2000,
+        warmStartUntil: null,
+      },
     ],
     studyTask: 'mul3',
     warmStartBatchSize: 128,
@@ -146,6 +218,9 @@ export const SCALES: { readonly [S in Scale]: ScaleSettings } = {
     variancePoints: [0, 50, 100, 200],
     variancePrompts: 256,
     varianceGroupsPerMinibatch: 8,
+    pilotSeeds: [100, 101, 102, 103],
+    plannedSeeds: 3,
+    tuning: "Not run yet: the small scale's settings, scaled.",
   },
 };
 
@@ -190,6 +265,9 @@ export const OBJECTIVE_METHODS: readonly Method[] = [
   m('grpo+bicc+rcc', 'GRPO + BICC + RCC', 'grpo', { bicc: true, advantage: 'rcc' }),
   m('conspo+bicc', 'ConSPO + BICC', 'conspo', { bicc: true }),
 ];
+
+/** The pilot's methods: the comparisons of the claims whose power the pilot estimates (with RCC's variance). */
+export const PILOT_METHODS: readonly string[] = ['grpo', 'conspo', 'grpo+rcc', 'grpo+bicc'];
 
 /** Table 6's variants (ConSPO itself is the objectives grid's run). */
 export const ABLATION_METHODS: readonly Method[] = [
@@ -314,6 +392,7 @@ function commonConfig(s: ScaleSettings, task: TaskSpec, seed: number): Partial<T
     threads: 1,
     model: s.model,
     warmStartSteps: task.warmStartSteps,
+    warmStartUntil: task.warmStartUntil,
     warmStartBatchSize: s.warmStartBatchSize,
     warmStartLearningRate: s.warmStartLearningRate,
     promptsPerStep: s.promptsPerStep,
@@ -350,13 +429,33 @@ export function plan(s: ScaleSettings, grids: readonly GridName[], seeds: readon
     add({ kind: 'rl', id, task, seed, method, deps: [warm(task, seed)] });
     return id;
   };
+  const variance = (task: TaskSpec, point: number, seed: number): void => {
+    const policyRun = point === 0 ? null : rl(task, varianceTrainingMethod(point, s), seed);
+    add({
+      kind: 'variance',
+      id: varianceId(task, point, seed),
+      task,
+      seed,
+      point,
+      policyRun,
+      deps: [warm(task, seed), ...(policyRun ? [policyRun] : [])],
+    });
+  };
   const study = s.tasks.find((t) => t.id === s.studyTask);
   if (!study) throw new Error(`study task ${s.studyTask} is not one of the scale's tasks`);
   // Warm-starts first, then grid by grid and seed by seed, so that an interrupted run has whole grids done.
-  for (const seed of seeds) for (const task of s.tasks) warm(task, seed);
+  if (grids.some((g) => g !== 'pilot')) for (const seed of seeds) for (const task of s.tasks) warm(task, seed);
   const byId = (id: string): Method => OBJECTIVE_METHODS.find((x) => x.id === id)!;
   for (const grid of GRID_NAMES) {
     if (!grids.includes(grid)) continue;
+    if (grid === 'pilot') {
+      // The power analysis's pilot, on its own seeds: the comparisons whose spread sets the number of seeds.
+      for (const seed of s.pilotSeeds) {
+        for (const id of PILOT_METHODS) rl(study, byId(id), seed);
+        for (const point of s.variancePoints.filter((p) => p > 0)) variance(study, point, seed);
+      }
+      continue;
+    }
     for (const seed of seeds) {
       if (grid === 'objectives')
         for (const task of s.tasks) for (const method of OBJECTIVE_METHODS) rl(task, method, seed);
@@ -368,23 +467,8 @@ export function plan(s: ScaleSettings, grids: readonly GridName[], seeds: readon
         for (const method of [byId('grpo'), byId('grpo+bicc')]) rl(study, method, seed);
         for (const g of s.groupSizes) for (const method of groupSizeMethods(g)) rl(study, method, seed);
       }
-      if (grid === 'variance') {
-        for (const task of s.tasks) {
-          for (const point of s.variancePoints) {
-            const policyRun = point === 0 ? null : rl(task, varianceTrainingMethod(point, s), seed);
-            const id = varianceId(task, point, seed);
-            add({
-              kind: 'variance',
-              id,
-              task,
-              seed,
-              point,
-              policyRun,
-              deps: [warm(task, seed), ...(policyRun ? [policyRun] : [])],
-            });
-          }
-        }
-      }
+      if (grid === 'variance')
+        for (const task of s.tasks) for (const point of s.variancePoints) variance(task, point, seed);
     }
   }
   return [...jobs.values()];

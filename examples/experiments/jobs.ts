@@ -42,6 +42,8 @@ export interface WarmStartResult extends Timing, RanOn {
   readonly seed: number;
   readonly config: Omit<TrainConfig, 'outputDir' | 'resume'>;
   readonly eval: EvalResult;
+  /** Warm-start steps taken (fewer than config.warmStartSteps when warmStartUntil ended it; absent before it). */
+  readonly stepsTaken?: number;
 }
 
 export interface CurvePoint {
@@ -122,7 +124,8 @@ export async function runJob(job: Job, s: ScaleSettings, output: string): Promis
     case 'warmstart': {
       const dir = freshDir(join(output, job.id));
       const cfg = parsed(warmStartConfig(s, job.task, job.seed, dir));
-      const r = await train(cfg);
+      let stepsTaken = 0;
+      const r = await train(cfg, { onRecord: (rec) => (stepsTaken += rec.phase === 'warmstart' ? 1 : 0) });
       const result: WarmStartResult = {
         kind: 'warmstart',
         id: job.id,
@@ -131,6 +134,7 @@ export async function runJob(job: Job, s: ScaleSettings, output: string): Promis
         config: strip(cfg),
         backend: r.backend.describe(),
         eval: r.warmStart!,
+        stepsTaken,
         ...elapsed(),
       };
       writeResult(output, result);

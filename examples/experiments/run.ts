@@ -3,7 +3,7 @@
  * parameter sweep, the BICC group-size study, and measures gradient variance with and without RCC; then builds
  * docs/RESULTS.md and its plots from the result files alone.
  *
- *   npm run experiments                                     # the default grid (small scale, seeds 0,1,2, 2 jobs)
+ *   npm run experiments                                     # the default grid (small scale, its planned seeds, 2 jobs)
  *   npm run experiments -- --grid objectives --seeds 0,1,2 --scale small --output runs/experiments-small
  *   npm run experiments -- --resume-grid                    # skip jobs whose result file exists
  *   npm run experiments -- --report-only                    # rebuild docs/RESULTS.md from docs/results/small
@@ -27,7 +27,7 @@ import { exportCompact, readTiming } from './compact.js';
 const { values } = parseArgs({
   options: {
     grid: { type: 'string', default: 'all' },
-    seeds: { type: 'string', default: '0,1,2' },
+    seeds: { type: 'string' },
     scale: { type: 'string', default: 'small' },
     output: { type: 'string' },
     jobs: { type: 'string', default: '2' },
@@ -40,7 +40,7 @@ const { values } = parseArgs({
   },
 });
 
-const usage = `usage: node dist/examples/experiments/run.js [--grid all|objectives,ablations,sweep,groups,variance] [--seeds 0,1,2]
+const usage = `usage: node dist/examples/experiments/run.js [--grid all|pilot,objectives,ablations,sweep,groups,variance] [--seeds 0,1,2 (default: the scale's planned seeds)]
   [--scale small|large] [--output DIR (default runs/experiments-<scale>)] [--jobs N (default 2)] [--resume-grid]
   [--report-only] [--no-report] [--docs DIR (default docs)]`;
 if (values.help) {
@@ -58,8 +58,10 @@ if (!(scale in SCALES)) fail(`--scale must be small or large, got ${values.scale
 const settings = SCALES[scale];
 const grids: GridName[] = values.grid === 'all' ? [...GRID_NAMES] : (values.grid.split(',') as GridName[]);
 for (const g of grids) if (!GRID_NAMES.includes(g)) fail(`unknown grid ${g}`);
-const seeds = values.seeds.split(',').map(Number);
-if (seeds.some((x) => !Number.isSafeInteger(x))) fail(`--seeds must be integers, got ${values.seeds}`);
+// By default the seeds the scale's power analysis asks for: 0 .. plannedSeeds - 1.
+const seedsText = values.seeds ?? Array.from({ length: settings.plannedSeeds }, (_, i) => i).join(',');
+const seeds = seedsText.split(',').map(Number);
+if (seeds.some((x) => !Number.isSafeInteger(x))) fail(`--seeds must be integers, got ${seedsText}`);
 const jobsAtOnce = Number(values.jobs);
 if (!(Number.isInteger(jobsAtOnce) && jobsAtOnce >= 1)) fail(`--jobs must be a positive integer, got ${values.jobs}`);
 const output = values.output ?? `runs/experiments-${scale}`;

@@ -144,6 +144,46 @@ export function verdict(c: PairedComparison, minEffect = 0, alpha = 0.05): Verdi
   return 'inconclusive';
 }
 
+/** The standard normal CDF (Abramowitz and Stegun 7.1.26 for erf: absolute error below 1.5e-7). */
+export function normalCdf(z: number): number {
+  const x = Math.abs(z) / Math.SQRT2;
+  const t = 1 / (1 + 0.3275911 * x);
+  const poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))));
+  const erf = 1 - poly * Math.exp(-x * x);
+  return z >= 0 ? (1 + erf) / 2 : (1 - erf) / 2;
+}
+
+export interface PowerQuestion {
+  /** The true mean paired difference to detect (> 0). */
+  readonly effect: number;
+  /** The spread (sample std) of one paired difference, from a pilot. */
+  readonly sd: number;
+  /** The verdict's minimum effect: the mean difference must also exceed this. */
+  readonly minEffect: number;
+  /** One-sided level of the test. */
+  readonly alpha: number;
+}
+
+/**
+ * The chance that `verdict` says "holds" with n paired seeds when the true mean difference is `effect`: the mean of
+ * n differences, normal with std sd / sqrt(n), must exceed both the minimum effect and the t-test's cutoff
+ * t(n - 1, alpha) sd / sqrt(n) (the sample std taken at its expected value: the usual normal approximation, which
+ * gives G*Power's 8 seeds for an effect of one std at 5% and 80%).
+ */
+export function verdictPower(q: PowerQuestion, n: number): number {
+  if (n < 2) return 0;
+  const se = q.sd / Math.sqrt(n);
+  const cutoff = Math.max(q.minEffect, tCritical(n - 1, q.alpha) * se);
+  return se === 0 ? (q.effect > cutoff ? 1 : 0) : normalCdf((q.effect - cutoff) / se);
+}
+
+/** The fewest seeds (2..max) whose verdict power reaches `power`, or null: none does (an effect at or below the minimum effect never does). */
+export function seedsForPower(q: PowerQuestion, power = 0.8, max = 1000): number | null {
+  if (q.effect <= q.minEffect) return null;
+  for (let n = 2; n <= max; n++) if (verdictPower(q, n) >= power) return n;
+  return null;
+}
+
 /** "mean ± std" in percent with one decimal, e.g. 63.5 ± 2.1; "–" when there are no values. */
 export function pct(xs: readonly number[], digits = 1): string {
   if (xs.length === 0) return '–';

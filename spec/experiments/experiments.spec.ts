@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as E from 'fp-ts/lib/Either.js';
-import { objectives, parseTrainConfig } from '../../src/index.js';
+import { objectives, parseTrainConfig, Rng } from '../../src/index.js';
 import {
   ABLATION_METHODS,
   GRID_NAMES,
   OBJECTIVE_METHODS,
+  PILOT_METHODS,
   SCALES,
   plan,
   promptsFor,
@@ -15,7 +16,18 @@ import {
   type RlJob,
   type Scale,
 } from '../../examples/experiments/grid.js';
-import { binomialSe, markdownTable, mean, paired, pct, std, verdict } from '../../examples/experiments/stats.js';
+import {
+  binomialSe,
+  markdownTable,
+  mean,
+  normalCdf,
+  paired,
+  pct,
+  seedsForPower,
+  std,
+  verdict,
+  verdictPower,
+} from '../../examples/experiments/stats.js';
 import {
   TraceAccumulator,
   baselineAdvantages,
@@ -49,6 +61,32 @@ describe('statistics of the report', () => {
     // Identical differences: t is infinite, the sign decides.
     expect(paired([0.6, 0.7], [0.5, 0.6]).t).toBe(Infinity);
     expect(verdict(paired([0.6], [0.5]))).toBe('inconclusive');
+  });
+
+  it('the power analysis: normal CDF, seeds for 80% power, and the power of the verdict rule itself', () => {
+    expect(normalCdf(0)).toBeCloseTo(0.5, 7);
+    expect(normalCdf(1.644854)).toBeCloseTo(0.95, 6);
+    expect(normalCdf(-1.959964)).toBeCloseTo(0.025, 6);
+    // An effect of one std at 5% one-sided and 80%: 8 seeds (G*Power's paired t-test, normal approximation).
+    expect(seedsForPower({ effect: 1, sd: 1, minEffect: 0, alpha: 0.05 })).toBe(8);
+    // Half the effect needs about four times the seeds; an effect at the minimum effect never holds.
+    expect(seedsForPower({ effect: 0.5, sd: 1, minEffect: 0, alpha: 0.05 })).toBeGreaterThanOrEqual(26);
+    expect(seedsForPower({ effect: 0.04, sd: 0.01, minEffect: 0.04, alpha: 0.05 })).toBeNull();
+    // Against the rule itself: experiments of n seeds drawn with the given effect and spread, judged by verdict().
+    const rng = new Rng(5);
+    for (const [q, n] of [
+      [{ effect: 0.04, sd: 0.06, minEffect: 0.02, alpha: 0.05 }, 12],
+      [{ effect: 0.04, sd: 0.06, minEffect: 0.035, alpha: 0.05 }, 30],
+      [{ effect: 0.02, sd: 0.05, minEffect: 0, alpha: 0.05 / 7 }, 40],
+    ] as const) {
+      const trials = 4000;
+      let holds = 0;
+      for (let i = 0; i < trials; i++) {
+        const d = Array.from({ length: n }, () => q.effect + q.sd * rng.normal());
+        holds += verdict(paired(d, new Array(n).fill(0)), q.minEffect, q.alpha) === 'holds' ? 1 : 0;
+      }
+      expect(Math.abs(holds / trials - verdictPower(q, n))).toBeLessThan(0.04);
+    }
   });
 
   it('markdown tables escape pipes and align columns', () => {
@@ -145,7 +183,7 @@ describe('the experiment plan', () => {
     expect(promptsFor({ ...OBJECTIVE_METHODS[0]!, numGenerations: 16 }, s)).toBe(8);
   });
 
-  it('runs every objective on both tasks with 3 seeds, and shares runs that are the same computation', () => {
+  it('runs every objective on every task with each seed, and shares runs that are the same computation', () => {
     for (const task of s.tasks)
       for (const m of OBJECTIVE_METHODS)
         for (const seed of [0, 1, 2]) expect(jobs.some((j) => j.id === `rl/${task.id}/${m.id}/seed${seed}`)).toBe(true);
@@ -161,6 +199,20 @@ describe('the experiment plan', () => {
     // Every objective config parses.
     for (const m of [...OBJECTIVE_METHODS, ...ABLATION_METHODS])
       expect(objectives.makeObjective(m.objective, m.objectiveOptions)._tag).toBe('Right');
+  });
+
+  it("the pilot runs on its own seeds only: the power analysis's four methods and RCC's variance points", () => {
+    const pilot = plan(s, ['pilot'], [0, 1, 2]);
+    expect(new Set(pilot.map((j) => j.seed))).toEqual(new Set(s.pilotSeeds));
+    expect(s.pilotSeeds.some((seed) => seed < s.plannedSeeds)).toBe(false);
+    for (const seed of s.pilotSeeds) {
+      for (const id of PILOT_METHODS)
+        expect(pilot.some((j) => j.id === `rl/${s.studyTask}/${id}/seed${seed}`)).toBe(true);
+      for (const point of s.variancePoints.filter((p) => p > 0))
+        expect(pilot.some((j) => j.id === `variance/${s.studyTask}/step${point}/seed${seed}`)).toBe(true);
+    }
+    // The full plan holds the pilot's jobs too, so a worker process finds any of them.
+    for (const j of pilot) expect(jobs.some((x) => x.id === j.id)).toBe(true);
   });
 
   it('every job of every scale is a valid training config', () => {
