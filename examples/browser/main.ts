@@ -19,10 +19,12 @@ import type { BackendChoice, FromWorker, StartMessage } from './protocol.js';
 const FIELDS = [
   ['digits', 'digits'],
   ['warm_start_steps', 'warmStartSteps'],
+  ['warm_start_until', 'warmStartUntil'],
   ['steps', 'steps'],
   ['prompts_per_step', 'promptsPerStep'],
   ['num_generations', 'numGenerations'],
   ['learning_rate', 'learningRate'],
+  ['warmup_steps', 'warmupSteps'],
   ['temperature', 'temperature'],
   ['max_completion_length', 'maxCompletionLength'],
   ['num_iterations', 'numIterations'],
@@ -36,6 +38,7 @@ type Preset = Pick<
   | 'model'
   | 'digits'
   | 'warmStartSteps'
+  | 'warmStartUntil'
   | 'warmStartBatchSize'
   | 'steps'
   | 'promptsPerStep'
@@ -43,14 +46,38 @@ type Preset = Pick<
   | 'evalPrompts'
   | 'evalK'
   | 'evalEvery'
->;
+> &
+  Partial<Pick<TrainConfig, 'objective' | 'learningRate' | 'warmupSteps' | 'temperature'>>;
 
-/** `tiny` (1-digit operands) trains in about a minute on a software adapter; `small` is the CLI's default run. */
-const PRESETS: Readonly<Record<'tiny' | 'small', Preset>> = {
+/**
+ * `addition` (the default) is the main job (`npm run example:addition`, examples/train-addition.ts): 2+1-digit
+ * addition, a warm-start until greedy pass@1 on training problems reaches 0.4, then 300 GRPO steps; held-out pass@1
+ * rises by 36 to 59 points in 5 of 5 seeds in Node, in about half a minute on one core of a machine without a GPU.
+ * `tiny` (1-digit operands) is a quick look at every part of the page; `small` is the CLI's default run.
+ */
+const PRESETS: Readonly<Record<'addition' | 'tiny' | 'small', Preset>> = {
+  addition: {
+    model: TRAIN_DEFAULTS.model,
+    digits: [2, 1],
+    warmStartSteps: 600,
+    warmStartUntil: 0.4,
+    warmStartBatchSize: 64,
+    objective: 'grpo',
+    steps: 300,
+    learningRate: 5e-4,
+    warmupSteps: 20,
+    temperature: 0.7,
+    promptsPerStep: 16,
+    numGenerations: 8,
+    evalPrompts: 200,
+    evalK: 4,
+    evalEvery: 50,
+  },
   tiny: {
     model: { dModel: 32, nLayers: 1, nHeads: 2, nKvHeads: 2, dFf: 64, maxSeqLen: 32 },
     digits: 1,
     warmStartSteps: 150,
+    warmStartUntil: null,
     warmStartBatchSize: 16,
     steps: 20,
     promptsPerStep: 4,
@@ -63,6 +90,7 @@ const PRESETS: Readonly<Record<'tiny' | 'small', Preset>> = {
     model: TRAIN_DEFAULTS.model,
     digits: TRAIN_DEFAULTS.digits,
     warmStartSteps: TRAIN_DEFAULTS.warmStartSteps,
+    warmStartUntil: TRAIN_DEFAULTS.warmStartUntil,
     warmStartBatchSize: TRAIN_DEFAULTS.warmStartBatchSize,
     steps: TRAIN_DEFAULTS.steps,
     promptsPerStep: TRAIN_DEFAULTS.promptsPerStep,
@@ -105,17 +133,21 @@ const configForm = $('config');
 const task = select(configForm, 'task', TASK_NAMES, 'addition');
 const objective = select(configForm, 'objective', objectives.OBJECTIVE_NAMES, TRAIN_DEFAULTS.objective);
 const backendChoice = select(configForm, 'backend', ['auto', 'webgpu', 'cpu'], 'auto');
-const preset = select(configForm, 'preset', Object.keys(PRESETS), 'tiny');
+const preset = select(configForm, 'preset', Object.keys(PRESETS), 'addition');
 const numbers = new Map(FIELDS.map(([name, key]) => [key, input(configForm, name, '')]));
 
 function applyPreset(first: boolean): void {
   const p = PRESETS[preset.value as keyof typeof PRESETS];
+  if (p.objective && !(first && params.get('objective'))) objective.value = p.objective;
   for (const [name, key] of FIELDS) {
     const value = String((p as Partial<Record<keyof TrainConfig, unknown>>)[key] ?? TRAIN_DEFAULTS[key] ?? '');
     numbers.get(key)!.value = (first && params.get(name)) || value;
   }
 }
-preset.onchange = () => applyPreset(false);
+preset.onchange = () => {
+  applyPreset(false);
+  showObjectiveOptions(false);
+};
 applyPreset(true);
 
 // The objective's options: every scalar of its defaults, under its TRL/verl snake_case name (the parser takes both),
@@ -170,8 +202,12 @@ function configFromForm(): Partial<TrainConfig> {
     objective: objective.value,
     objectiveOptions: objectiveOptions(),
   };
-  // An empty field is null (digits: the task's default); parseTrainConfig names any other bad value.
-  for (const [key, control] of numbers) cfg[key] = control.value.trim() === '' ? null : Number(control.value);
+  // An empty field is null (digits: the task's default); digits may be a pair, `2,1`; parseTrainConfig names any
+  // other bad value.
+  for (const [key, control] of numbers) {
+    const text = control.value.trim();
+    cfg[key] = text === '' ? null : key === 'digits' && text.includes(',') ? text.split(',').map(Number) : Number(text);
+  }
   return cfg as Partial<TrainConfig>;
 }
 
@@ -218,7 +254,8 @@ async function onMessage(m: FromWorker): Promise<void> {
   switch (m.type) {
     case 'backend':
       state.backend = `${m.name}: ${m.description}`;
-      $('backend').textContent = `backend ${state.backend}${m.note ? ' (no WebGPU here, so the CPU backend)' : ''}`;
+      $('backend').textContent =
+        `backend ${state.backend}${m.note ? ' (no hardware WebGPU here, so the CPU backend)' : ''}`;
       $('backend').title = m.note ?? '';
       return;
     case 'progress': {
@@ -232,6 +269,8 @@ async function onMessage(m: FromWorker): Promise<void> {
       state.records.push(r);
       if (r.phase === 'warmstart') await lossChart.add([{ series: 'loss', x: r.step, y: Number(r.loss) }]);
       if (r.phase === 'rl') await rewardChart.add([{ series: 'mean reward', x: r.step, y: Number(r.reward) }]);
+      // The warm-start's own checks (every 2 steps, on training problems) are not held-out evaluations.
+      if (r.phase === 'eval' && r.label === 'warmstart-validation') return;
       if (r.phase === 'eval')
         await rewardChart.add([
           { series: 'pass@1 (greedy, held out)', x: r.at === 'rl' ? r.step : 0, y: Number(r.pass_at_1) },

@@ -1,7 +1,10 @@
 /** Messages between the training page and its worker (structured-cloned; the checkpoint's bytes are transferred). */
 import type { MetricRecord, RolloutView, TrainConfig } from '../../src/index.js';
 
-/** Which backend the page asked for: `auto` takes WebGPU when the page has an adapter, else the CPU backend. */
+/**
+ * Which backend the page asked for: `auto` takes WebGPU when the page has a hardware adapter, else the CPU backend
+ * (also in place of a software adapter such as SwiftShader, which its WebAssembly kernels outrun).
+ */
 export type BackendChoice = 'auto' | 'webgpu' | 'cpu';
 
 export interface StartMessage {

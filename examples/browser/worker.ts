@@ -18,10 +18,19 @@ import type { BackendChoice, FromWorker, StartMessage } from './protocol.js';
 
 const post = (m: FromWorker, transfer: Transferable[] = []): void => self.postMessage(m, { transfer });
 
+/** A WebGPU adapter that is a CPU rasterizer: the CPU backend's WebAssembly kernels are faster than it. */
+const SOFTWARE_ADAPTER = /llvmpipe|lavapipe|softpipe|swiftshader/i;
+
 async function openBackend(choice: BackendChoice): Promise<{ backend: Backend; note: string | null }> {
   if (choice === 'cpu') return { backend: new CpuBackend(), note: null };
   try {
-    return { backend: await createWebGpuBackend(), note: null };
+    const gpu = await createWebGpuBackend();
+    if (choice === 'auto' && SOFTWARE_ADAPTER.test(gpu.describe())) {
+      const note = `WebGPU here is a software adapter (${gpu.describe()}); the CPU backend is faster`;
+      gpu.dispose();
+      return { backend: new CpuBackend(), note };
+    }
+    return { backend: gpu, note: null };
   } catch (e) {
     if (choice === 'auto' && e instanceof NoAdapterError) return { backend: new CpuBackend(), note: e.message };
     throw e;

@@ -89,6 +89,48 @@ describe.skipIf(browser === null)('headless Chromium', () => {
     }
   }, 60_000);
 
+  // Issue 21 item 3: the page's default run, as a visitor without a GPU starts it, shows RL working.
+  for (const [where, prefix] of [
+    ['one thread (a page that is not cross-origin isolated)', 'plain/'],
+    ['threads (cross-origin isolated)', ''],
+  ] as const) {
+    it(`the default preset raises held-out pass@1 by at least 15 points, on the CPU backend with ${where}`, async () => {
+      const own = await browser!.newPage();
+      try {
+        const t0 = performance.now();
+        await own.goto(`${served.url}${prefix}example/?autostart=1`);
+        await own.waitForFunction(
+          'globalThis.rlvrPage && !["idle", "running"].includes(globalThis.rlvrPage.status)',
+          null,
+          { timeout: 400_000, polling: 1000 },
+        );
+        const seconds = (performance.now() - t0) / 1000;
+        const state = (await own.evaluate('globalThis.rlvrPage')) as {
+          status: string;
+          error: string | null;
+          backend: string;
+          records: T.MetricRecord[];
+        };
+        expect(state.error).toBeNull();
+        expect(state.status).toBe('done');
+        // `auto` on a machine without a hardware adapter: the CPU backend (SwiftShader, if offered, is slower).
+        expect(state.backend).toMatch(/^cpu: /);
+        const evals = state.records.filter((r) => r.phase === 'eval' && r.label !== 'warmstart-validation');
+        const before = Number(evals.find((r) => r.label === 'after-warmstart')!.pass_at_1);
+        const after = Number(evals.find((r) => r.label === 'after-rl')!.pass_at_1);
+        const rl = state.records.filter((r) => r.phase === 'rl');
+        expect(rl).toHaveLength(300);
+        console.log(
+          `page default run (${where}): held-out pass@1 ${before.toFixed(3)} -> ${after.toFixed(3)} ` +
+            `in ${seconds.toFixed(0)} s of wall time; backend ${state.backend}`,
+        );
+        expect(after - before).toBeGreaterThanOrEqual(0.15);
+      } finally {
+        await own.close();
+      }
+    }, 420_000);
+  }
+
   it('the training page trains a few steps in its worker: loss falls, curves and completions shown', async (ctx) => {
     if (!hasAdapter) ctx.skip();
     const query =
