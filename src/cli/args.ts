@@ -8,6 +8,7 @@ import {
   type TrainConfig,
 } from '../training/config.js';
 import { OBJECTIVES, OBJECTIVE_NAMES } from '../objectives/registry.js';
+import { TASKS } from '../tasks/registry.js';
 import { BACKEND_NAMES } from '../backends/registry.js';
 import { EXIT_CODE_HELP } from './exit-codes.js';
 
@@ -117,7 +118,8 @@ export const TRAIN_USAGE = [
   'usage: rlvr train [options]',
   '',
   'what to train:',
-  row('--task NAME', `the built-in task, ${TASK_NAMES.join('|')} (default ${d.task})`),
+  row('--task NAME', `the built-in task (default ${d.task}), one of:`),
+  ...TASK_NAMES.map((name) => more(`${name.padEnd(14)} ${TASKS[name].help}`)),
   row('--dataset FILE.jsonl', 'a task of {"prompt", "answer"} rows verified by \\boxed{} (default: --task)'),
   row('--objective NAME', `the policy objective (default ${d.objective}), one of:`),
   ...OBJECTIVE_NAMES.map((name) => more(`${name.padEnd(8)} ${OBJECTIVES[name].summary}`)),

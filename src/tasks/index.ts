@@ -3,6 +3,7 @@ import { CharTokenizer } from './tokenizer.js';
 import type { Problem, Task } from './task.js';
 
 export { CharTokenizer, TokenizerError, type Tokenizer } from './tokenizer.js';
+export { TASKS, TASK_NAMES, type TaskName, type TaskEntry, type Digits } from './registry.js';
 export { DatasetError, datasetTask, parseDataset, verifyBoxed } from './dataset.js';
 export { extractBoxed, normalizeNumber, verifyBoxedNumber, boxed } from './boxed.js';
 export {

@@ -4,6 +4,9 @@ import { OBJECTIVE_NAMES, type ObjectiveName } from '../objectives/registry.js';
 import type { ConfigInput } from '../objectives/types.js';
 import type { TransformerConfig } from '../nn/transformer.js';
 import { BACKEND_NAMES, type BackendName } from '../backends/registry.js';
+import { TASK_NAMES, type Digits, type TaskName } from '../tasks/registry.js';
+
+export { TASK_NAMES, type Digits, type TaskName };
 import { BICC_PLACEMENTS, type BiccPlacement } from '../rl/bicc-options.js';
 import {
   anyRecord,
@@ -33,9 +36,6 @@ import {
  * finishes in minutes), validated at the boundary. Objective options (epsilon, beta, tau, ...) are passed through
  * to the objective's own parser, which validates them and names the bad field.
  */
-export type TaskName = 'addition' | 'multiplication' | 'countdown';
-export const TASK_NAMES: readonly TaskName[] = ['addition', 'multiplication', 'countdown'];
-export type Digits = number | readonly [number, number];
 
 /** The model's size settings (the rest of its config follows from the task's vocabulary). */
 export type ModelSize = Pick<TransformerConfig, 'dModel' | 'nLayers' | 'nHeads' | 'nKvHeads' | 'dFf' | 'maxSeqLen'>;

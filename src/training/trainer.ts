@@ -23,8 +23,7 @@ import { openBackend } from '../backends/registry.js';
 import { selectRows, type SequenceBatch } from '../rl/batch.js';
 import { biccInput, conditionBatch } from '../rl/bicc.js';
 import { sftBatch, sftExamples, sftLoss } from '../rl/sft.js';
-import { additionTask, multiplicationTask } from '../tasks/arithmetic.js';
-import { countdownTask } from '../tasks/countdown.js';
+import { TASKS } from '../tasks/registry.js';
 import { tokenizerFor } from '../tasks/index.js';
 import { heldOutProblems, sampleProblems, type Problem, type Task } from '../tasks/task.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
@@ -165,18 +164,9 @@ export function heldOutLine(prompts: number, before: number | null, after: numbe
   );
 }
 
+/** The built-in task a config names (`TASKS`, the task registry), with its digits. */
 export function taskFor(cfg: TrainConfig): Task<Problem> {
-  const digits = cfg.digits ?? undefined;
-  switch (cfg.task) {
-    case 'addition':
-      return additionTask(digits === undefined ? {} : { digits });
-    case 'multiplication':
-      return multiplicationTask(
-        digits === undefined ? {} : { digits: typeof digits === 'number' ? [digits, 1] : digits },
-      );
-    case 'countdown':
-      return countdownTask();
-  }
+  return TASKS[cfg.task].make(cfg.digits);
 }
 
 interface Phase {
