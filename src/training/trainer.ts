@@ -15,13 +15,10 @@ import {
   type TransformerParams,
 } from '../nn/transformer.js';
 import { makeObjective, type BoundObjective } from '../objectives/registry.js';
-import { groupLayout, groupMean, groupStats } from '../objectives/groups.js';
-import { rccAdvantages, rccBaseline, sequenceDeltas } from '../objectives/rcc.js';
+import { groupStats } from '../objectives/groups.js';
 import { sampleRollouts, type Rollouts } from '../rl/sampler.js';
 import { rescoreOldLogProbs } from '../rl/score.js';
 import { openBackend } from '../backends/registry.js';
-import { selectRows, type SequenceBatch } from '../rl/batch.js';
-import { biccInput, conditionBatch } from '../rl/bicc.js';
 import { sftBatch, sftExamples, sftLoss } from '../rl/sft.js';
 import { TASKS } from '../tasks/registry.js';
 import { tokenizerFor } from '../tasks/index.js';
@@ -31,6 +28,7 @@ import { TrainConfigError, type TrainConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 import { updatePolicy, type AdamWSettings, type UpdateResult } from './rl-step.js';
+import { interventions } from './interventions.js';
 import { BatchError } from '../objectives/errors.js';
 import { FileSystemError } from '../nn/atomic-dir.js';
 import { crashPoint, yieldToEventLoop } from '../platform/host.js';
@@ -454,18 +452,7 @@ async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {}): Promi
     completions,
     rewards,
   });
-  const deltas =
-    cfg.advantage === 'rcc'
-      ? sequenceDeltas(
-          rollouts.oldLogProbs,
-          rollouts.refLogProbs!,
-          rollouts.completionMask,
-          rollouts.completionLen,
-          cfg.rccDelta,
-        )
-      : null;
-  const advantages = deltas && rccAdvantages(signal, deltas, rollouts.promptIndex);
-  const scorer = cfg.bicc ? biccScorer(run, rollouts, signal) : null;
+  const applied = interventions(cfg, rollouts, rewards, signal, run.tokenizer, run.config);
   const sampledAt = performance.now();
   const settings = rlSettings(cfg);
   const rlStepIndex = run.at.step;
@@ -476,13 +463,13 @@ async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {}): Promi
       {
         rollouts,
         rewards: signal,
-        advantages,
+        advantages: applied.advantages,
         objective: run.objective,
         progress: { step: rlStepIndex, totalSteps: cfg.steps },
         numIterations: cfg.numIterations,
         groupsPerMinibatch: cfg.groupsPerMinibatch ?? cfg.promptsPerStep,
         maxCompletionLength: cfg.maxCompletionLength,
-        ...(scorer ? { scoredBatch: scorer.rows } : {}),
+        ...(applied.scoredBatch ? { scoredBatch: applied.scoredBatch } : {}),
       },
       settings,
       run.rng,
@@ -509,8 +496,7 @@ async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {}): Promi
     reward,
     groups_mixed: stats.filter((s) => s.rewardStd > 0).length / stats.length,
     // What the two interventions did this step, so a run shows they acted.
-    ...(deltas ? { rcc_baseline_shift: rccBaselineShift(rewards, deltas, rollouts.promptIndex) } : {}),
-    ...(scorer ? { bicc_conditioned: scorer.conditioned } : {}),
+    ...applied.record,
     ...(skipped ? { skipped } : {}),
     lr: settings(run.opt.step - 1).lr,
     seconds,
@@ -558,44 +544,6 @@ function warnWithoutSignal(run: Run, hooks: TrainHooks, rewards: readonly number
   const warning: TrainWarning = { kind: 'no-signal', step, steps: n, reward: mean, message };
   if (hooks.onWarning) hooks.onWarning(warning);
   else console.warn(`warning: ${message}`);
-}
-
-/**
- * BICC (training only): each rollout is scored under [query; opposite-class rollouts of its group] while pi_old
- * and pi_ref stay on the plain context. One conditioned batch per step; minibatches take its rows.
- */
-function biccScorer(run: Run, rollouts: Rollouts, rewards: readonly number[]): BiccScorer {
-  const cond = conditionBatch(biccInput(rollouts, rewards), run.tokenizer, run.config, {
-    contextShare: run.cfg.biccContextShare,
-    threshold: 0.5,
-    placement: run.cfg.biccPlacement,
-  });
-  return {
-    rows: (rows) => selectRows(cond.batch, rows),
-    conditioned: cond.conditioned.filter(Boolean).length / cond.conditioned.length,
-  };
-}
-
-interface BiccScorer {
-  /** The conditioned batch's rows for a minibatch. */
-  readonly rows: (rows: readonly number[]) => SequenceBatch;
-  /** The share of the step's rows scored under an inserted context (the rest fell back to the plain prompt). */
-  readonly conditioned: number;
-}
-
-/** Mean |b_RCC - mean r| over the step's groups: how far RCC moved the baseline from GRPO's group mean. */
-function rccBaselineShift(rewards: readonly number[], deltas: readonly number[], groupIds: readonly number[]): number {
-  const groups = groupLayout(groupIds).members;
-  const shift = (rows: readonly number[]): number => {
-    const r = rows.map((i) => rewards[i]!);
-    return Math.abs(
-      rccBaseline(
-        r,
-        rows.map((i) => deltas[i]!),
-      ) - groupMean(r),
-    );
-  };
-  return groups.reduce((s, rows) => s + shift(rows), 0) / groups.length;
 }
 
 export interface TrainOptions extends TrainHooks {
