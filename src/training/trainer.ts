@@ -591,6 +591,66 @@ async function trainOn(
   backend: Backend,
   held: OutputLock[],
 ): Promise<TrainResult> {
+  const { run, pretrained } = await openRun(cfg, opts, backend, held);
+  const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
+  let unsaved = false; // steps taken since the last checkpoint
+  const maybeSave = async (): Promise<void> => {
+    unsaved = true;
+    if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0) {
+      await save(run, checkpointDir);
+      unsaved = false;
+    }
+  };
+  // A step boundary is a safe point: the state is whole, so it can be saved and resumed exactly.
+  const stopIfAsked = async (): Promise<void> => {
+    // A step on the CPU backend awaits only settled promises: yield to the event loop so a signal can arrive.
+    await yieldToEventLoop();
+    if (!opts.signal?.aborted) return;
+    if (checkpointDir && unsaved) await save(run, checkpointDir);
+    throw new InterruptedError(abortReason(opts.signal), run.at.phase, run.at.step, checkpointDir);
+  };
+
+  while (run.at.phase === 'warmstart' && run.at.step < cfg.warmStartSteps) {
+    // Checked before a step, so a run resumed at a check takes the same decision on the same parameters.
+    if (await warmStartReached(run, opts)) break;
+    await warmStartStep(run, opts);
+    await maybeSave();
+    await stopIfAsked();
+  }
+  await beginRl(run, opts, backend);
+  while (run.at.step < cfg.steps) {
+    await rlStep(run, opts, opts.faults);
+    if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps)
+      await runEval(run, opts, 'during-rl');
+    await maybeSave();
+    await stopIfAsked();
+  }
+  const finished = run.finalEval !== null && run.at.phase === 'rl' && run.at.step === cfg.steps;
+  const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
+  run.finalEval = final;
+  if (checkpointDir && !finished) await save(run, checkpointDir);
+  // A run from a Hub model ends with a Hub model directory (weights, config, tokenizer) that transformers loads.
+  if (pretrained && cfg.outputDir) {
+    await savePretrained(join(cfg.outputDir, 'model'), run.params, pretrained, cfg.saveDtype);
+  }
+  if (run.reference) dispose(run.reference);
+  if (run.stale) dispose(run.stale);
+  dispose(run.opt);
+  const keep = Math.max(0, opts.keepRecords ?? DEFAULT_KEEP_RECORDS);
+  const records = keep === 0 ? [] : run.records.slice(-keep);
+  return { backend, config: run.config, params: run.params, warmStart: run.warmStartEval, final, records };
+}
+
+/**
+ * A run ready for its first step: the config checked against the task, the model and the memory it will take, the
+ * output directory locked, and the policy new, from a Hub model, or resumed from a checkpoint.
+ */
+async function openRun(
+  cfg: TrainConfig,
+  opts: TrainOptions,
+  backend: Backend,
+  held: OutputLock[],
+): Promise<{ run: Run; pretrained: PretrainedParts | null }> {
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
   const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
   if (E.isLeft(base)) throw base.left;
@@ -618,36 +678,18 @@ async function trainOn(
           cfg.seed,
         )
       : fresh(base.right.config, cfg.seed, backend);
-  const run: Run = { ...base.right, ...started };
-  const checkpointDir = cfg.outputDir ? join(cfg.outputDir, 'checkpoint') : null;
-  let unsaved = false; // steps taken since the last checkpoint
-  const maybeSave = async (): Promise<void> => {
-    unsaved = true;
-    if (checkpointDir && cfg.checkpointEvery > 0 && run.at.step % cfg.checkpointEvery === 0) {
-      await save(run, checkpointDir);
-      unsaved = false;
-    }
-  };
-  // A step boundary is a safe point: the state is whole, so it can be saved and resumed exactly.
-  const stopIfAsked = async (): Promise<void> => {
-    // A step on the CPU backend awaits only settled promises: yield to the event loop so a signal can arrive.
-    await yieldToEventLoop();
-    if (!opts.signal?.aborted) return;
-    if (checkpointDir && unsaved) await save(run, checkpointDir);
-    throw new InterruptedError(abortReason(opts.signal), run.at.phase, run.at.step, checkpointDir);
-  };
+  return { run: { ...base.right, ...started }, pretrained };
+}
 
-  while (run.at.phase === 'warmstart' && run.at.step < cfg.warmStartSteps) {
-    // Checked before a step, so a run resumed at a check takes the same decision on the same parameters.
-    if (await warmStartReached(run, opts)) break;
-    await warmStartStep(run, opts);
-    await maybeSave();
-    await stopIfAsked();
-  }
+/**
+ * From the warm-start to RL: the warm-started policy's held-out evaluation, a fresh optimizer, and the frozen
+ * reference policy (saved beside the checkpoints); a run resumed in RL loads its reference instead.
+ */
+async function beginRl(run: Run, hooks: TrainHooks, backend: Backend): Promise<void> {
+  const { cfg } = run;
   if (run.at.phase === 'warmstart') {
-    run.warmStartEval = await runEval(run, opts, 'after-warmstart');
-    // RL starts with a fresh optimizer. The warm-started policy is the frozen reference: tensors are immutable,
-    // so new handles over the same storage serve (no copy); it is saved once beside the checkpoints.
+    run.warmStartEval = await runEval(run, hooks, 'after-warmstart');
+    // Tensors are immutable, so the reference is new handles over the same storage (no copy).
     dispose(run.opt);
     run.opt = adamwInit(run.params);
     run.at = { phase: 'rl', step: 0 };
@@ -660,27 +702,6 @@ async function trainOn(
     const to = cfg.outputDir ? join(cfg.outputDir, 'reference') : null;
     if (to && resolve(to) !== resolve(from)) await saveReference(run.config, run.reference, to);
   }
-  while (run.at.step < cfg.steps) {
-    await rlStep(run, opts, opts.faults);
-    if (cfg.evalEvery > 0 && run.at.step % cfg.evalEvery === 0 && run.at.step < cfg.steps)
-      await runEval(run, opts, 'during-rl');
-    await maybeSave();
-    await stopIfAsked();
-  }
-  const finished = run.finalEval !== null && run.at.phase === 'rl' && run.at.step === cfg.steps;
-  const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
-  run.finalEval = final;
-  if (checkpointDir && !finished) await save(run, checkpointDir);
-  // A run from a Hub model ends with a Hub model directory (weights, config, tokenizer) that transformers loads.
-  if (pretrained && cfg.outputDir) {
-    await savePretrained(join(cfg.outputDir, 'model'), run.params, pretrained, cfg.saveDtype);
-  }
-  if (run.reference) dispose(run.reference);
-  if (run.stale) dispose(run.stale);
-  dispose(run.opt);
-  const keep = Math.max(0, opts.keepRecords ?? DEFAULT_KEEP_RECORDS);
-  const records = keep === 0 ? [] : run.records.slice(-keep);
-  return { backend, config: run.config, params: run.params, warmStart: run.warmStartEval, final, records };
 }
 
 async function saveReference(config: TransformerConfig, params: TransformerParams, dir: string): Promise<void> {
