@@ -1,0 +1,269 @@
+/**
+ * A training run's state and the operations every phase shares: the hooks a caller gives, the run built from its
+ * config (`setup`), metric records (`emit`), held-out evaluation (`runEval`), checkpoints (`save`), and taking or
+ * refusing an update's result (`guardUpdate`, `adoptOrSkip`).
+ */
+import * as E from 'fp-ts/lib/Either.js';
+import { join } from '../platform/files.js';
+import { Rng } from '../core/rng.js';
+import { dispose } from '../core/scope.js';
+import { saveCheckpoint, type Json } from '../nn/checkpoint.js';
+import type { OptimizerState } from '../nn/optim.js';
+import { smallConfig, validateConfig, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
+import { makeObjective, type BoundObjective } from '../objectives/registry.js';
+import { tokenizerFor } from '../tasks/index.js';
+import { TASKS } from '../tasks/registry.js';
+import { heldOutProblems, type Problem, type Task } from '../tasks/task.js';
+import type { Tokenizer } from '../tasks/tokenizer.js';
+import { TrainConfigError, type TrainConfig } from './config.js';
+import { evaluate, type EvalResult } from './evaluate.js';
+import { MetricsWriter, type MetricRecord } from './metrics.js';
+import type { UpdateResult } from './rl-step.js';
+import { BatchError } from '../objectives/errors.js';
+import { FileSystemError } from '../nn/atomic-dir.js';
+import { crashPoint } from '../platform/host.js';
+import { checkBounds } from './bounds.js';
+import { DivergedError, firstNonFinite } from './divergence.js';
+import { METRICS_FILE, metricsBytes } from './output-dir.js';
+import { runIdentity, type RunIdentity } from './resume-check.js';
+import type { MemoryEstimate } from '../nn/memory.js';
+import type { PretrainedParts } from './pretrained.js';
+
+/** The default of `keepRecords`: about 5 MB of records. */
+export const DEFAULT_KEEP_RECORDS = 10_000;
+
+/** The built-in task a config names (`TASKS`, the task registry), with its digits. */
+export function taskFor(cfg: TrainConfig): Task<Problem> {
+  return TASKS[cfg.task].make(cfg.digits);
+}
+
+/** What a caller of `train` hears from the run as it goes. */
+export interface TrainHooks {
+  /** Every metric record, as it is written. */
+  readonly onRecord?: (record: MetricRecord) => void;
+  /** Called once per step with the phase's progress, for a progress display. */
+  readonly onProgress?: (p: { phase: 'warmstart' | 'rl'; step: number; total: number; record: MetricRecord }) => void;
+  /** The memory estimate, before anything is allocated. */
+  readonly onMemoryEstimate?: (estimate: MemoryEstimate) => void;
+  /** Each RL step's rollouts with the verifier's rewards, for a display (row r answers `prompts[promptIndex[r]]`). */
+  readonly onRollouts?: (r: RolloutView) => void;
+  /**
+   * How many of the latest metric records `result.records` keeps (default DEFAULT_KEEP_RECORDS): memory stays
+   * bounded however long the run; the whole history is in metrics.jsonl and goes through `onRecord`.
+   */
+  readonly keepRecords?: number;
+  /** What the trainer warns about (default: `console.warn` of the message). */
+  readonly onWarning?: (w: TrainWarning) => void;
+}
+
+/**
+ * `no-signal`: for `steps` RL steps in a row every group's rewards were equal, so every advantage was zero and no
+ * objective had anything to learn from (all wrong: the task is too hard for the policy as it samples; all right:
+ * it is solved). Said once per such streak, when it reaches `NO_SIGNAL_WARN_STEPS`.
+ */
+export interface TrainWarning {
+  readonly kind: 'no-signal';
+  /** The RL step the warning is about (1-based, as in the metrics). */
+  readonly step: number;
+  readonly steps: number;
+  /** The mean reward over those steps. */
+  readonly reward: number;
+  readonly message: string;
+}
+
+/**
+ * @internal Test only: deliberately broken RL loops, so the sanity specs (`spec/training/rl-sanity.spec.ts`) can
+ * show that they fail the bar a correct loop clears. Never set outside specs.
+ */
+export interface RlFaults {
+  /**
+   * The sign of the learning signal flipped: the objective sees each reward r as (max + min) - r over the step,
+   * which negates every group-relative advantage exactly (RCC's too) and swaps the classes of the contrastive
+   * objectives; the metrics keep the true rewards.
+   */
+  readonly flipAdvantageSign?: boolean;
+  /** A stale policy sampled: rollouts (and pi_old) come from the policy the RL phase started with, never refreshed. */
+  readonly staleSampler?: boolean;
+}
+
+export interface RolloutView {
+  readonly step: number;
+  readonly prompts: readonly string[];
+  readonly promptIndex: readonly number[];
+  readonly completions: readonly string[];
+  readonly rewards: readonly number[];
+}
+
+export interface Phase {
+  phase: 'warmstart' | 'rl';
+  step: number;
+}
+
+/** Everything a run needs, built from the config (and a checkpoint when resuming). */
+export interface Run {
+  readonly cfg: TrainConfig;
+  readonly task: Task<Problem>;
+  readonly tokenizer: Tokenizer;
+  readonly config: TransformerConfig;
+  readonly objective: BoundObjective;
+  readonly needsReference: boolean;
+  readonly heldOut: readonly Problem[];
+  readonly identity: RunIdentity;
+  readonly writer: MetricsWriter;
+  readonly records: MetricRecord[];
+  rng: Rng;
+  params: TransformerParams;
+  opt: OptimizerState<TransformerParams>;
+  reference: TransformerParams | null;
+  at: Phase;
+  warmStartEval: EvalResult | null;
+  /** The held-out result after RL, once the run has finished (a finished run resumed does not evaluate again). */
+  finalEval: EvalResult | null;
+  /** The current streak of RL steps without a group of mixed rewards (for the no-signal warning), or null. */
+  noSignal: { steps: number; reward: number; lo: number; hi: number } | null;
+  /** Test only (`RlFaults.staleSampler`): the policy the RL phase started with. */
+  stale: TransformerParams | null;
+}
+
+export function setup(
+  cfg: TrainConfig,
+  userTask: Task<Problem> | undefined,
+  pretrained: PretrainedParts | null,
+): E.Either<
+  TrainConfigError,
+  Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng' | 'noSignal' | 'stale'>
+> {
+  const task = userTask ?? taskFor(cfg);
+  const tokenizer = pretrained?.tokenizer ?? tokenizerFor(task);
+  let config: TransformerConfig;
+  try {
+    config = pretrained?.config ?? validateConfig(smallConfig(tokenizer.vocabSize, { ...cfg.model }));
+  } catch (e) {
+    return E.left(new TrainConfigError('model', cfg.model, e instanceof Error ? e.message : String(e)));
+  }
+  const objectiveOptions = { ...cfg.objectiveOptions };
+  const objective = makeObjective(cfg.objective, objectiveOptions);
+  if (E.isLeft(objective))
+    return E.left(
+      new TrainConfigError(`objective.${objective.left.field}`, objective.left.value, objective.left.message),
+    );
+  if (cfg.advantage === 'rcc' && !objective.right.usesAdvantages) {
+    const why = `does not apply: ${cfg.objective} does not weigh rollouts by advantages`;
+    return E.left(new TrainConfigError('advantage', cfg.advantage, why));
+  }
+  const bounds = checkBounds(cfg);
+  if (bounds) return E.left(bounds);
+  const heldOut = heldOutProblems(task, cfg.evalPrompts, 1234);
+  const longest = heldOut.reduce((m, p) => Math.max(m, tokenizer.promptIds(p.prompt).length), 0);
+  if (longest + cfg.maxCompletionLength > config.maxSeqLen) {
+    const why = `plus the longest prompt (${longest} tokens) exceeds the model's maxSeqLen ${config.maxSeqLen}`;
+    return E.left(new TrainConfigError('maxCompletionLength', cfg.maxCompletionLength, why));
+  }
+  return E.right({
+    cfg,
+    task,
+    tokenizer,
+    config,
+    objective: objective.right,
+    needsReference: objective.right.klToReference || cfg.advantage === 'rcc',
+    heldOut,
+    identity: runIdentity(cfg, objective.right.config),
+    writer: new MetricsWriter(cfg.outputDir ? join(cfg.outputDir, METRICS_FILE) : null),
+    records: [],
+  });
+}
+
+export function emit(run: Run, record: MetricRecord, hooks: TrainHooks): void {
+  run.records.push(record);
+  // Trimmed in batches (amortised O(1) per record): at most twice the bound is ever held.
+  const keep = Math.max(0, hooks.keepRecords ?? DEFAULT_KEEP_RECORDS);
+  if (run.records.length > 2 * keep) run.records.splice(0, run.records.length - keep);
+  try {
+    run.writer.write(record);
+  } catch (e) {
+    throw FileSystemError.from(run.writer.path ?? METRICS_FILE, e);
+  }
+  crashPoint('metrics:line');
+  hooks.onRecord?.(record);
+}
+
+export async function runEval(run: Run, hooks: TrainHooks, label: string): Promise<EvalResult> {
+  const { cfg } = run;
+  // Evaluation draws from its own generator so that evaluating does not shift the training stream.
+  const result = await evaluate(run.params, run.config, run.tokenizer, run.task, run.heldOut, new Rng(cfg.seed + 991), {
+    k: cfg.evalK,
+    temperature: cfg.temperature,
+    topP: cfg.topP,
+    maxNewTokens: cfg.maxCompletionLength,
+  });
+  emit(
+    run,
+    {
+      phase: 'eval',
+      step: run.at.step,
+      label,
+      at: run.at.phase,
+      pass_at_1: result.passAt1,
+      [`avg_at_${result.k}`]: result.avgAtK,
+      [`pass_at_${result.k}`]: result.passAtK,
+    },
+    hooks,
+  );
+  return result;
+}
+
+export async function save(run: Run, dir: string): Promise<void> {
+  const trainerState: Json = {
+    phase: run.at.phase,
+    step: run.at.step,
+    warmStartEval: run.warmStartEval ? { ...run.warmStartEval } : null,
+    finalEval: run.finalEval ? { ...run.finalEval } : null,
+    identity: { ...run.identity },
+    metricsBytes: await metricsBytes(run.cfg.outputDir),
+  };
+  const res = await saveCheckpoint(dir, {
+    config: run.config,
+    params: run.params,
+    optimizer: run.opt,
+    rngs: { train: run.rng.state() },
+    trainerState,
+  })();
+  if (E.isLeft(res)) throw res.left;
+}
+
+/**
+ * Take the new parameters and moments if the step's loss and gradient norm are finite. Otherwise stop with a
+ * `DivergedError` (nothing is saved after it, so the last checkpoint is the last good state), or, with
+ * `onNonFinite: 'skip'`, drop the update and keep the state from before the step. Returns what was skipped.
+ */
+export function adoptOrSkip(
+  run: Run,
+  phase: 'warmstart' | 'rl',
+  metrics: Readonly<Record<string, number>>,
+  next: { params: TransformerParams; opt: OptimizerState<TransformerParams> },
+): string | null {
+  const bad = firstNonFinite(metrics);
+  if (!bad) {
+    dispose([run.params, run.opt]);
+    run.params = next.params;
+    run.opt = next.opt;
+    return null;
+  }
+  dispose([next.params, next.opt]);
+  if (run.cfg.onNonFinite === 'stop') throw new DivergedError(phase, run.at.step + 1, bad[0], bad[1]);
+  return `${bad[0]} = ${bad[1]}`;
+}
+
+/**
+ * The objectives reject non-finite log-probs themselves (on the CPU): a policy that has diverged shows up there
+ * first. That is the same verdict as a non-finite loss: stop, or skip the update.
+ */
+export function guardUpdate(run: Run, update: () => UpdateResult): UpdateResult & { skipped?: string } {
+  try {
+    return update();
+  } catch (e) {
+    if (!(e instanceof BatchError && e.kind === 'non-finite')) throw e;
+    if (run.cfg.onNonFinite === 'stop') throw new DivergedError('rl', run.at.step + 1, `batch.${e.field}`, Number.NaN);
+    return { params: run.params, opt: run.opt, metrics: {}, tokensScored: 0, skipped: e.message };
+  }
+}
