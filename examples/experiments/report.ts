@@ -567,17 +567,24 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   md.push('');
 
   // ---------------------------------------------------------------------------------------------------------
-  md.push(`## Table 6 analogue: ConSPO's ablations (${study.label})`);
+  // Table 6, Figure 2 and the group sizes may run on fewer seeds than Table 1: their tables average the seeds they
+  // ran on, ConSPO's and GRPO's rows included, so that every column of a table is over the same seeds.
+  const studied = (seed: number): boolean =>
+    [ABLATION_METHODS[0]!.id, sweepMethod('tau', s.tau[0]!).id, groupSizeMethods(s.groupSizes[0]!)[0]!.id].some((id) =>
+      ix.rl(study.id, id).some((r) => r.seed === seed),
+    );
+  const sx = o.seeds.some(studied) ? new Index(results, o.seeds.filter(studied)) : ix;
+  md.push(`## Table 6 analogue: ConSPO's ablations (${study.label}; ${seedList(sx.seeds)})`);
   md.push('');
   const ablRows = [OBJECTIVE_METHODS.find((m) => m.id === 'conspo')!, ...ABLATION_METHODS].map((m) => {
     const row = [
       m.id === 'conspo' ? 'ConSPO' : m.label,
-      pct(ix.values(study.id, m.id, 'passAt1')),
-      pct(ix.values(study.id, m.id, 'avgAtK')),
+      pct(sx.values(study.id, m.id, 'passAt1')),
+      pct(sx.values(study.id, m.id, 'avgAtK')),
     ];
     if (m.id === 'conspo') return [...row, '', ''];
-    const c1 = ix.compare(study.id, 'conspo', m.id, final('passAt1'));
-    const c2 = ix.compare(study.id, 'conspo', m.id, final('avgAtK'));
+    const c1 = sx.compare(study.id, 'conspo', m.id, final('passAt1'));
+    const c2 = sx.compare(study.id, 'conspo', m.id, final('avgAtK'));
     return [
       ...row,
       c1 ? `${signedPts(c1.meanDiff)} (t ${fmtT(c1.t)})` : '–',
@@ -600,7 +607,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   };
   for (const m of ABLATION_METHODS) {
     for (const metric of ['passAt1', 'avgAtK'] as const) {
-      const c = ix.compare(study.id, 'conspo', m.id, final(metric));
+      const c = sx.compare(study.id, 'conspo', m.id, final(metric));
       claims.push({
         claim: `${m.label} costs accuracy (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`}, ${study.id})`,
         paper: `Table 6: ${paperAbl[m.id]}`,
@@ -611,7 +618,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   }
 
   // ---------------------------------------------------------------------------------------------------------
-  md.push(`## Figure 2 analogue: ConSPO's sensitivity to τ, M and α (${study.label})`);
+  md.push(`## Figure 2 analogue: ConSPO's sensitivity to τ, M and α (${study.label}; ${seedList(sx.seeds)})`);
   md.push('');
   const sweepPts: IntervalPoint[] = [];
   const sweepRows: string[][] = [];
@@ -625,7 +632,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       const m = sweepMethod(param, value);
       const deltas: string[] = [];
       for (const metric of ['passAt1', 'avgAtK'] as const) {
-        const c = ix.compare(study.id, m.id, 'conspo', final(metric));
+        const c = sx.compare(study.id, m.id, 'conspo', final(metric));
         if (c) {
           sweepPts.push({
             panel: label,
@@ -641,8 +648,8 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
       sweepRows.push([
         label,
         String(value) + (value === CONSPO_PAPER[param] ? ' (paper)' : ''),
-        pct(ix.values(study.id, m.id, 'passAt1')),
-        pct(ix.values(study.id, m.id, 'avgAtK')),
+        pct(sx.values(study.id, m.id, 'passAt1')),
+        pct(sx.values(study.id, m.id, 'avgAtK')),
         deltas[0]!,
         deltas[1]!,
         m.id,
@@ -683,7 +690,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     const ref = sweepMethod(param, CONSPO_PAPER[param]).id;
     const alt = sweepMethod(param, worse).id;
     for (const metric of ['passAt1', 'avgAtK'] as const) {
-      const c = ix.compare(study.id, ref, alt, final(metric));
+      const c = sx.compare(study.id, ref, alt, final(metric));
       claims.push({
         claim: `${label} (${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`,
         paper,
@@ -763,7 +770,7 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
 
   // Group sizes.
   md.push(
-    `### BICC and the group size (${study.label}; prompts per step × G fixed at ${s.promptsPerStep * s.numGenerations})`,
+    `### BICC and the group size (${study.label}; ${seedList(sx.seeds)}; prompts per step × G fixed at ${s.promptsPerStep * s.numGenerations})`,
   );
   md.push('');
   const gs = [...s.groupSizes, s.numGenerations].sort((a, b) => a - b);
@@ -772,10 +779,10 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   const gRows = gs.map((g) => {
     const row = [`G = ${g} (${promptsFor({ ...OBJECTIVE_METHODS[0]!, numGenerations: g }, s)} prompts/step)`];
     for (const metric of ['passAt1', 'avgAtK'] as const) {
-      const c = ix.compare(study.id, gid(g, true), gid(g, false), final(metric));
+      const c = sx.compare(study.id, gid(g, true), gid(g, false), final(metric));
       row.push(
-        pct(ix.values(study.id, gid(g, false), metric)),
-        pct(ix.values(study.id, gid(g, true), metric)),
+        pct(sx.values(study.id, gid(g, false), metric)),
+        pct(sx.values(study.id, gid(g, true), metric)),
         c ? `${signedPts(c.meanDiff)} (t ${fmtT(c.t)})` : '–',
       );
     }
@@ -792,8 +799,8 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     const lo = gs[0]!;
     const hi = gs[gs.length - 1]!;
     for (const metric of ['passAt1', 'avgAtK'] as const) {
-      const a = ix.compare(study.id, gid(hi, true), gid(hi, false), final(metric));
-      const b = ix.compare(study.id, gid(lo, true), gid(lo, false), final(metric));
+      const a = sx.compare(study.id, gid(hi, true), gid(hi, false), final(metric));
+      const b = sx.compare(study.id, gid(lo, true), gid(lo, false), final(metric));
       const c = a && b && a.diffs.length === b.diffs.length ? paired(a.diffs, b.diffs) : null;
       claims.push({
         claim: `BICC's gain grows with G (G=${hi} vs G=${lo}, ${metric === 'passAt1' ? 'pass@1' : `avg@${k}`})`,
@@ -1033,6 +1040,9 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   written.push(join(figDir, 'summary.json'));
   return written;
 }
+
+/** Seeds for a heading: `seeds 0, 1, 2`. */
+const seedList = (seeds: readonly number[]): string => `seed${seeds.length === 1 ? '' : 's'} ${seeds.join(', ')}`;
 
 /** A task's warm-start in the protocol: its length, or its target and ceiling. */
 const warmStartPlan = (t: TaskSpec): string =>
