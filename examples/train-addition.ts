@@ -13,35 +13,10 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';
-import {
-  heldOutLine,
-  openBackend,
-  parseTrainConfig,
-  train,
-  type MetricRecord,
-  type TrainConfig,
-} from '../src/index.js';
+import { heldOutLine, openBackend, parseTrainConfig, train, type MetricRecord } from '../src/index.js';
 import { lineChartSvg } from './plot.js';
 
-/** The regime chosen by the search (docs/results/addition-regime/README.md). */
-export const MAIN_JOB: Partial<TrainConfig> = {
-  task: 'addition',
-  digits: [2, 1],
-  // Supervised warm-start until greedy pass@1 on 200 training-split problems reaches 0.4 (checked every 2 steps),
-  // at most 600 steps: each seed starts RL weak but not at zero, wherever its warm-start's jump happens.
-  warmStartSteps: 600,
-  warmStartUntil: 0.4,
-  objective: 'grpo',
-  steps: 300,
-  learningRate: 5e-4,
-  warmupSteps: 20,
-  temperature: 0.7,
-  promptsPerStep: 16,
-  numGenerations: 8,
-  evalEvery: 50,
-  evalPrompts: 200,
-  evalK: 4,
-};
+import { MAIN_JOB } from './main-job.js';
 
 const { values } = parseArgs({
   options: {

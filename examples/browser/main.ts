@@ -13,6 +13,7 @@ import {
   type TrainConfig,
 } from '../../src/index.js';
 import { LiveChart } from './charts.js';
+import { MAIN_JOB } from '../main-job.js';
 import type { BackendChoice, FromWorker, StartMessage } from './protocol.js';
 
 /** Trainer fields shown in the form, named as TRL's GRPOConfig names them where it has the setting. */
@@ -57,21 +58,9 @@ type Preset = Pick<
  */
 const PRESETS: Readonly<Record<'addition' | 'tiny' | 'small', Preset>> = {
   addition: {
+    ...MAIN_JOB,
     model: TRAIN_DEFAULTS.model,
-    digits: [2, 1],
-    warmStartSteps: 600,
-    warmStartUntil: 0.4,
-    warmStartBatchSize: 64,
-    objective: 'grpo',
-    steps: 300,
-    learningRate: 5e-4,
-    warmupSteps: 20,
-    temperature: 0.7,
-    promptsPerStep: 16,
-    numGenerations: 8,
-    evalPrompts: 200,
-    evalK: 4,
-    evalEvery: 50,
+    warmStartBatchSize: TRAIN_DEFAULTS.warmStartBatchSize,
   },
   tiny: {
     model: { dModel: 32, nLayers: 1, nHeads: 2, nKvHeads: 2, dFf: 64, maxSeqLen: 32 },

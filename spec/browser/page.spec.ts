@@ -31,6 +31,23 @@ async function expectCasesAgree(results: PageResults['results']): Promise<void> 
   }
 }
 
+/** The page's run once it has ended: it must have ended without an error. */
+async function finishedRun(page: Page, timeout: number): Promise<{ backend: string; records: T.MetricRecord[] }> {
+  await page.waitForFunction('globalThis.rlvrPage && !["idle", "running"].includes(globalThis.rlvrPage.status)', null, {
+    timeout,
+    polling: 1000,
+  });
+  const state = (await page.evaluate('globalThis.rlvrPage')) as {
+    status: string;
+    error: string | null;
+    backend: string;
+    records: T.MetricRecord[];
+  };
+  expect(state.error).toBeNull();
+  expect(state.status).toBe('done');
+  return state;
+}
+
 describe.skipIf(browser === null)('headless Chromium', () => {
   let served: Served;
   let page: Page;
@@ -99,20 +116,8 @@ describe.skipIf(browser === null)('headless Chromium', () => {
       try {
         const t0 = performance.now();
         await own.goto(`${served.url}${prefix}example/?autostart=1`);
-        await own.waitForFunction(
-          'globalThis.rlvrPage && !["idle", "running"].includes(globalThis.rlvrPage.status)',
-          null,
-          { timeout: 400_000, polling: 1000 },
-        );
+        const state = await finishedRun(own, 400_000);
         const seconds = (performance.now() - t0) / 1000;
-        const state = (await own.evaluate('globalThis.rlvrPage')) as {
-          status: string;
-          error: string | null;
-          backend: string;
-          records: T.MetricRecord[];
-        };
-        expect(state.error).toBeNull();
-        expect(state.status).toBe('done');
         // `auto` on a machine without a hardware adapter: the CPU backend (SwiftShader, if offered, is slower).
         expect(state.backend).toMatch(/^cpu: /);
         const evals = state.records.filter((r) => r.phase === 'eval' && r.label !== 'warmstart-validation');
@@ -137,19 +142,7 @@ describe.skipIf(browser === null)('headless Chromium', () => {
       'autostart=1&backend=webgpu&preset=tiny&objective=grpo&epsilon_high=0.28' +
       '&warm_start_steps=6&steps=2&prompts_per_step=2&num_generations=4&eval_prompts=4';
     await page.goto(`${served.url}example/?${query}`);
-    await page.waitForFunction(
-      'globalThis.rlvrPage && !["idle", "running"].includes(globalThis.rlvrPage.status)',
-      null,
-      { timeout: 90_000 },
-    );
-    const state = (await page.evaluate('globalThis.rlvrPage')) as {
-      status: string;
-      error: string | null;
-      backend: string;
-      records: T.MetricRecord[];
-    };
-    expect(state.error).toBeNull();
-    expect(state.status).toBe('done');
+    const state = await finishedRun(page, 90_000);
     expect(state.backend).toMatch(/^webgpu: webgpu \(navigator: /);
     const losses = state.records.filter((r) => r.phase === 'warmstart').map((r) => Number(r.loss));
     expect(losses).toHaveLength(6);
