@@ -53,7 +53,7 @@ type Preset = Pick<
 /**
  * `addition` (the default) is the main job (`npm run example:addition`, examples/train-addition.ts): 2+1-digit
  * addition, a warm-start until greedy pass@1 on training problems reaches 0.4, then 300 GRPO steps; held-out pass@1
- * rises by 36 to 59 points in 5 of 5 seeds in Node, in about half a minute on one core of a machine without a GPU.
+ * rises by 36 to 59 points in 5 of 5 seeds in Node; in headless Chromium without a GPU the run takes under a minute.
  * `tiny` (1-digit operands) is a quick look at every part of the page; `small` is the CLI's default run.
  */
 const PRESETS: Readonly<Record<'addition' | 'tiny' | 'small', Preset>> = {
