@@ -78,3 +78,28 @@ export {
   checkFits,
 } from './memory.js';
 export { checkpointToBytes, checkpointToBlob, checkpointFromBytes } from './checkpoint-bytes.js';
+export {
+  type LoraConfig,
+  type LoraLayer,
+  type LoraModule,
+  type LoraPair,
+  type LoraWeights,
+  LORA_MODULES,
+  LORA_DEFAULTS,
+  ADAPTER_FILES,
+  parseTargetModules,
+  loraConfigProblem,
+  loraScaling,
+  initLora,
+  withLora,
+  withoutLora,
+  trainableOf,
+  withTrainable,
+  mergeLora,
+  peftName,
+  peftNames,
+  adapterConfigJson,
+  parseAdapterConfig,
+  writeAdapterFiles,
+  readAdapter,
+} from './lora.js';

@@ -7,7 +7,7 @@ import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { causalAttention } from '../ops/attention.js';
 import { ones, randn, tensor, zeros } from '../ops/creation.js';
-import { add, equal, where } from '../ops/elementwise.js';
+import { add, equal, mul, where } from '../ops/elementwise.js';
 import { gather } from '../ops/indexing.js';
 import { matmul } from '../ops/matmul.js';
 import { concat, reshape, updateSlice } from '../ops/movement.js';
@@ -15,6 +15,7 @@ import { swiglu } from '../ops/swiglu.js';
 import { addRmsNorm, rmsNorm } from '../ops/norm.js';
 import { rotaryPair } from '../ops/rope.js';
 import { ropeAt, ropeTables } from './rope.js';
+import type { LoraLayer, LoraModule, LoraPair, LoraWeights } from './adapters.js';
 
 /**
  * A decoder-only transformer in the Llama/Qwen layout: token embeddings, pre-norm blocks of RMSNorm -> causal
@@ -125,6 +126,8 @@ export type TransformerParams = {
   readonly layers: readonly LayerParams[];
   readonly finalNorm: Tensor;
   readonly lmHead?: { readonly weight: Tensor };
+  /** LoRA adapters on some linear layers (`lora.ts`); absent, the model is the base model. */
+  readonly lora?: LoraWeights;
 };
 
 export interface InitOptions {
@@ -199,6 +202,11 @@ export type KvCache = {
 };
 
 export interface ForwardOptions {
+  /**
+   * Draws LoRA dropout masks (training forwards only; peft applies lora_dropout in train mode). Without it, or
+   * with dropout 0, the adapters see their input as it is.
+   */
+  readonly dropoutRng?: Rng;
   /** Position of each new token [B, T] (i32), for RoPE; default 0..T-1 after the cache's length. */
   readonly positions?: Tensor;
   /**
@@ -249,6 +257,7 @@ export function hiddenStates(
       ? extendBias(cache?.keyBias ?? null, opts.keyBias ?? null, b, t)
       : writeBias(cache!.keyBias!, opts.keyBias ?? null, past, b, t);
   const ctx: AttentionContext = { config, b, t, past, inPlace: capacity !== null, rope, bias: keyBias ?? undefined };
+  const lora = params.lora ? { weights: params.lora, rng: opts.dropoutRng ?? null } : null;
 
   let x = gather(params.embed.weight, tokens, 0);
   if (config.padTokenId !== undefined) {
@@ -258,11 +267,12 @@ export function hiddenStates(
   let h = rmsNorm(x, params.layers[0]?.attnNorm ?? params.finalNorm, config.rmsEps);
   const layers: { k: Tensor; v: Tensor }[] = [];
   params.layers.forEach((p, l) => {
-    const { out, k, v } = attention(p, reshape(h, [b * t, config.dModel]), ctx, cache?.layers[l]);
+    const adapters = lora ? adapterOf(lora, l) : null;
+    const { out, k, v } = attention(p, reshape(h, [b * t, config.dModel]), ctx, cache?.layers[l], adapters);
     layers.push({ k, v });
     const mid = addRmsNorm(x, reshape(out, [b, t, config.dModel]), p.mlpNorm, config.rmsEps);
     const next = params.layers[l + 1]?.attnNorm ?? params.finalNorm;
-    const mlp = reshape(swiGlu(p, reshape(mid.normed, [b * t, config.dModel])), [b, t, config.dModel]);
+    const mlp = reshape(swiGlu(p, reshape(mid.normed, [b * t, config.dModel]), adapters), [b, t, config.dModel]);
     const end = addRmsNorm(mid.sum, mlp, next, config.rmsEps);
     x = end.sum;
     h = end.normed;
@@ -291,6 +301,7 @@ function attention(
   h: Tensor,
   ctx: AttentionContext,
   cached: { k: Tensor; v: Tensor } | undefined,
+  lora: LayerAdapters | null,
 ): { out: Tensor; k: Tensor; v: Tensor } {
   const { config, b, t, rope } = ctx;
   const dh = headDim(config);
@@ -298,14 +309,14 @@ function attention(
   // their own positions. Grouped-query heads are resolved inside the attention kernel (no repeat_kv copy).
   // Qwen2's q/k/v biases and Qwen3's per-head q/k norms come before the rotation, as in transformers.
   const qk = rotaryPair(
-    headNorm(reshape(project(h, p.wq, p.bq), [b, t, config.nHeads, dh]), p.qNorm, config),
-    headNorm(reshape(project(h, p.wk, p.bk), [b, t, config.nKvHeads, dh]), p.kNorm, config),
+    headNorm(reshape(project(h, p.wq, p.bq, lora, 'q_proj'), [b, t, config.nHeads, dh]), p.qNorm, config),
+    headNorm(reshape(project(h, p.wk, p.bk, lora, 'k_proj'), [b, t, config.nKvHeads, dh]), p.kNorm, config),
     rope.cos,
     rope.sin,
   );
   const q = qk[0];
   let k = qk[1];
-  let v = reshape(project(h, p.wv, p.bv), [b, t, config.nKvHeads, dh]);
+  let v = reshape(project(h, p.wv, p.bv, lora, 'v_proj'), [b, t, config.nKvHeads, dh]);
   if (cached && ctx.inPlace) {
     k = updateSlice(cached.k, k, [0, ctx.past, 0, 0]);
     v = updateSlice(cached.v, v, [0, ctx.past, 0, 0]);
@@ -316,19 +327,65 @@ function attention(
   // Only the first past + t rows of a preallocated cache are keys.
   const attn = causalAttention(q, k, v, { keyLength: ctx.past + t, ...(ctx.bias ? { keyBias: ctx.bias } : {}) });
   const merged = reshape(attn, [b * t, config.nHeads * dh]);
-  return { out: linear(merged, p.wo), k, v };
+  return { out: project(merged, p.wo, undefined, lora, 'o_proj'), k, v };
 }
 
-/** A projection with an optional bias (Qwen2's q/k/v). */
-const project = (h: Tensor, w: Tensor, bias: Tensor | undefined): Tensor =>
-  bias ? add(linear(h, w), bias) : linear(h, w);
+/** A layer's adapters with what every adapted module shares (scaling, dropout and its generator). */
+interface LayerAdapters {
+  readonly layer: LoraLayer;
+  readonly scaling: number;
+  readonly dropout: number;
+  readonly rng: Rng | null;
+}
+
+function adapterOf(lora: { weights: LoraWeights; rng: Rng | null }, l: number): LayerAdapters | null {
+  const layer = lora.weights.layers[l];
+  if (!layer) return null;
+  return { layer, scaling: lora.weights.scaling, dropout: lora.weights.dropout, rng: lora.rng };
+}
+
+/**
+ * A projection with an optional bias (Qwen2's q/k/v) and an optional LoRA adapter: base(x) + scaling * B A drop(x),
+ * in that order, as peft's LoraLayer.forward adds it to the base layer's output (bias included).
+ */
+function project(
+  h: Tensor,
+  w: Tensor,
+  bias: Tensor | undefined,
+  lora: LayerAdapters | null,
+  module: LoraModule,
+): Tensor {
+  const base = bias ? add(linear(h, w), bias) : linear(h, w);
+  const pair = lora?.layer[module];
+  return pair ? add(base, mul(loraPath(h, pair, lora!), lora!.scaling)) : base;
+}
+
+/** B (A drop(x)) for x [N, in]: [N, r], then [N, out]. */
+function loraPath(x: Tensor, pair: LoraPair, lora: LayerAdapters): Tensor {
+  const input = lora.rng && lora.dropout > 0 ? dropoutOf(x, lora.dropout, lora.rng) : x;
+  return linear(linear(input, pair.a), pair.b);
+}
+
+/** Inverted dropout (torch.nn.Dropout in train mode): each entry kept with 1 - p and scaled by 1 / (1 - p). */
+function dropoutOf(x: Tensor, p: number, rng: Rng): Tensor {
+  const mask = new Float32Array(x.size);
+  const keep = 1 / (1 - p);
+  for (let i = 0; i < mask.length; i++) mask[i] = rng.uniform() < p ? 0 : keep;
+  return mul(x, tensor(mask, x.shape, { dtype: x.dtype, backend: x.backend }));
+}
 
 /** Qwen3's RMSNorm over each head [B, T, H, dh] (before RoPE), when the layer has one. */
 const headNorm = (x: Tensor, gain: Tensor | undefined, config: TransformerConfig): Tensor =>
   gain ? rmsNorm(x, gain, config.rmsEps) : x;
 
 /** SwiGLU: down(silu(gate(h)) * up(h)), the gate product one fused kernel. */
-const swiGlu = (p: LayerParams, h: Tensor): Tensor => linear(swiglu(linear(h, p.wGate), linear(h, p.wUp)), p.wDown);
+const swiGlu = (p: LayerParams, h: Tensor, lora: LayerAdapters | null): Tensor => {
+  const gated = swiglu(
+    project(h, p.wGate, undefined, lora, 'gate_proj'),
+    project(h, p.wUp, undefined, lora, 'up_proj'),
+  );
+  return project(gated, p.wDown, undefined, lora, 'down_proj');
+};
 
 /**
  * The key bias over all keys: the cached one followed by the new tokens' (zeros when only the cache has one).

@@ -1,0 +1,351 @@
+import * as E from 'fp-ts/lib/Either.js';
+import type { Backend } from '../core/backend.js';
+import type { DType } from '../core/dtype.js';
+import type { Rng } from '../core/rng.js';
+import { dispose, tidy } from '../core/scope.js';
+import type { Tensor } from '../core/tensor.js';
+import { stopGradient } from '../core/transforms.js';
+import type { PyTree } from '../core/pytree.js';
+import { tensor, uniform, zeros } from '../ops/creation.js';
+import { add, mul } from '../ops/elementwise.js';
+import { matmul } from '../ops/matmul.js';
+import { join, readRegularFile, writeFile } from '../platform/files.js';
+import { fileErrorLine } from '../platform/errors.js';
+import { LORA_MODULES, type LoraLayer, type LoraModule, type LoraPair, type LoraWeights } from './adapters.js';
+import { paramShapes } from './hf.js';
+import { CheckpointError } from './safetensors.js';
+import { readSafetensorsIndex, streamTensors, writeSafetensorsFile, type TensorToWrite } from './safetensors-file.js';
+import type { LayerParams, TransformerConfig, TransformerParams } from './transformer.js';
+
+export { LORA_MODULES, type LoraLayer, type LoraModule, type LoraPair, type LoraWeights };
+
+/**
+ * LoRA (Hu et al. 2021) on the policy, in peft's manner: a targeted linear W [out, in] computes
+ * W x + scaling * B A dropout(x) with A [r, in] and B [out, r] trainable and W frozen; scaling = alpha / r, or
+ * alpha / sqrt(r) with rsLoRA (Kalajdzievski 2023, Eq. 1). A starts uniform in +-1/sqrt(in) (peft's
+ * kaiming_uniform with a = sqrt(5)) and B at zero, so step 0 computes the base model exactly. The trainer
+ * differentiates `trainableOf(params)` only: the base gets no gradients and no optimizer state, and the KL reference
+ * is `withoutLora(params)`, the same base weights with the adapters switched off (what TRL does with peft).
+ * Saved in peft's layout (`adapter_config.json`, `adapter_model.safetensors`), which `PeftModel.from_pretrained`
+ * loads.
+ */
+export interface LoraConfig {
+  readonly r: number;
+  readonly alpha: number;
+  readonly dropout: number;
+  readonly targetModules: readonly LoraModule[];
+  readonly useRslora: boolean;
+}
+
+/** peft's LoraConfig defaults (r 8, lora_alpha 8, no dropout; q_proj and v_proj for Llama/Qwen models). */
+export const LORA_DEFAULTS: LoraConfig = {
+  r: 8,
+  alpha: 8,
+  dropout: 0,
+  targetModules: ['q_proj', 'v_proj'],
+  useRslora: false,
+};
+
+/** Which parameter of a layer each target module adapts. */
+export const MODULE_WEIGHT: Readonly<Record<LoraModule, keyof LayerParams>> = {
+  q_proj: 'wq',
+  k_proj: 'wk',
+  v_proj: 'wv',
+  o_proj: 'wo',
+  gate_proj: 'wGate',
+  up_proj: 'wUp',
+  down_proj: 'wDown',
+};
+
+const MODULE_PATH: Readonly<Record<LoraModule, string>> = {
+  q_proj: 'self_attn.q_proj',
+  k_proj: 'self_attn.k_proj',
+  v_proj: 'self_attn.v_proj',
+  o_proj: 'self_attn.o_proj',
+  gate_proj: 'mlp.gate_proj',
+  up_proj: 'mlp.up_proj',
+  down_proj: 'mlp.down_proj',
+};
+
+/**
+ * Target modules as peft takes them: `all-linear` (every linear layer but the LM head), or module names, given as
+ * a list or comma-separated. Left: why not.
+ */
+export function parseTargetModules(v: unknown): E.Either<string, LoraModule[]> {
+  if (v === 'all-linear') return E.right([...LORA_MODULES]);
+  const list = typeof v === 'string' ? v.split(',').map((s) => s.trim()) : v;
+  if (!Array.isArray(list) || list.length === 0)
+    return E.left('must be "all-linear" or a non-empty list of module names');
+  const out: LoraModule[] = [];
+  for (const name of list) {
+    if (!(LORA_MODULES as readonly unknown[]).includes(name))
+      return E.left(`names ${JSON.stringify(name)}, not one of all-linear, ${LORA_MODULES.join(', ')}`);
+    if (!out.includes(name as LoraModule)) out.push(name as LoraModule);
+  }
+  // In a fixed order, so the same set always gives the same adapters, draws and files.
+  return E.right(LORA_MODULES.filter((m) => out.includes(m)));
+}
+
+/** Why a LoRA config is unusable, or null. */
+export function loraConfigProblem(c: LoraConfig): { field: keyof LoraConfig; why: string } | null {
+  if (!(Number.isInteger(c.r) && c.r >= 1)) return { field: 'r', why: 'must be a positive integer' };
+  if (!(Number.isFinite(c.alpha) && c.alpha > 0)) return { field: 'alpha', why: 'must be > 0' };
+  if (!(c.dropout >= 0 && c.dropout < 1)) return { field: 'dropout', why: 'must be in [0, 1)' };
+  if (c.targetModules.length === 0) return { field: 'targetModules', why: 'must name at least one module' };
+  return null;
+}
+
+export const loraScaling = (c: LoraConfig): number => (c.useRslora ? c.alpha / Math.sqrt(c.r) : c.alpha / c.r);
+
+/** [out, in] of a module's base weight. */
+function moduleShape(config: TransformerConfig, module: LoraModule): [number, number] {
+  const s = paramShapes(config).layers[0]![MODULE_WEIGHT[module]]!;
+  return [s[0]!, s[1]!];
+}
+
+/** Fresh adapters: A uniform in +-1/sqrt(in), B zero, drawn layer by layer, module by module in LORA_MODULES order. */
+export function initLora(
+  config: TransformerConfig,
+  lora: LoraConfig,
+  rng: Rng,
+  opts: { readonly backend: Backend; readonly dtype?: DType },
+): LoraWeights {
+  const on = { dtype: opts.dtype ?? 'f32', backend: opts.backend };
+  const layers: LoraLayer[] = [];
+  for (let l = 0; l < config.nLayers; l++) {
+    const layer: Partial<Record<LoraModule, LoraPair>> = {};
+    for (const m of lora.targetModules) {
+      const [out, inp] = moduleShape(config, m);
+      const bound = 1 / Math.sqrt(inp);
+      layer[m] = { a: uniform([lora.r, inp], rng, -bound, bound, on), b: zeros([out, lora.r], on) };
+    }
+    layers.push(layer);
+  }
+  return { scaling: loraScaling(lora), dropout: lora.dropout, layers };
+}
+
+/** The policy with adapters attached (the base tensors are shared, not copied). */
+export const withLora = (params: TransformerParams, lora: LoraWeights): TransformerParams => ({ ...params, lora });
+
+/** The base model: the same weights with the adapters switched off (peft's `disable_adapter()`). */
+export function withoutLora(params: TransformerParams): TransformerParams {
+  const { lora: _, ...base } = params;
+  return base;
+}
+
+/** What an optimizer updates: the adapters' tensors when the policy has them, else every parameter. */
+export function trainableOf(params: TransformerParams): PyTree {
+  return params.lora ? (params.lora.layers as PyTree) : (params as unknown as PyTree);
+}
+
+/** `params` with its trainable part replaced by `t` (a tree shaped as `trainableOf(params)`). */
+export function withTrainable(params: TransformerParams, t: PyTree): TransformerParams {
+  return params.lora
+    ? { ...params, lora: { ...params.lora, layers: t as unknown as readonly LoraLayer[] } }
+    : (t as unknown as TransformerParams);
+}
+
+/**
+ * The base weights with every adapter merged in, W + scaling * B A (peft's `merge_and_unload`): new tensors for the
+ * adapted weights, new handles over the same storage for the rest, so disposing the result frees only what it made.
+ */
+export function mergeLora(params: TransformerParams): TransformerParams {
+  const lora = params.lora;
+  const base = stopGradient(withoutLora(params));
+  if (!lora) return base;
+  return tidy(() => ({
+    ...base,
+    layers: base.layers.map((layer, l) => {
+      const adapters = lora.layers[l] ?? {};
+      const merged: Record<string, Tensor> = { ...(layer as unknown as Record<string, Tensor>) };
+      for (const m of LORA_MODULES) {
+        const pair = adapters[m];
+        if (!pair) continue;
+        const key = MODULE_WEIGHT[m];
+        const w = layer[key]!;
+        merged[key] = add(w, mul(matmul(pair.b, pair.a), lora.scaling));
+        w.dispose();
+      }
+      return merged as unknown as LayerParams;
+    }),
+  }));
+}
+
+/** peft's tensor name of a layer's adapter matrix. */
+export const peftName = (layer: number, module: LoraModule, which: 'A' | 'B'): string =>
+  `base_model.model.model.layers.${layer}.${MODULE_PATH[module]}.lora_${which}.weight`;
+
+/** Every adapter tensor under its peft name (for pytrees shaped like the adapters' layers: moments too). */
+export function peftNames<T>(layers: readonly { readonly [K in LoraModule]?: { a: T; b: T } }[]): Map<string, T> {
+  const out = new Map<string, T>();
+  layers.forEach((layer, l) => {
+    for (const m of LORA_MODULES) {
+      const pair = layer[m];
+      if (!pair) continue;
+      out.set(peftName(l, m, 'A'), pair.a);
+      out.set(peftName(l, m, 'B'), pair.b);
+    }
+  });
+  return out;
+}
+
+export const ADAPTER_FILES = { config: 'adapter_config.json', model: 'adapter_model.safetensors' } as const;
+
+/** `adapter_config.json` as peft writes it for a LoRA adapter of a causal LM. */
+export function adapterConfigJson(lora: LoraConfig, baseModel: string | null): Record<string, unknown> {
+  return {
+    peft_type: 'LORA',
+    task_type: 'CAUSAL_LM',
+    base_model_name_or_path: baseModel,
+    r: lora.r,
+    lora_alpha: lora.alpha,
+    lora_dropout: lora.dropout,
+    target_modules: [...lora.targetModules],
+    bias: 'none',
+    use_rslora: lora.useRslora,
+    use_dora: false,
+    fan_in_fan_out: false,
+    inference_mode: true,
+    init_lora_weights: true,
+    modules_to_save: null,
+    layers_to_transform: null,
+    layers_pattern: null,
+    rank_pattern: {},
+    alpha_pattern: {},
+    revision: null,
+  };
+}
+
+const bad = (field: string, detail: string): E.Either<CheckpointError, never> =>
+  E.left(new CheckpointError('bad-config', field, detail, ADAPTER_FILES.config));
+
+const emptyish = (v: unknown): boolean =>
+  v === undefined || v === null || (typeof v === 'object' && Object.keys(v as object).length === 0);
+
+/**
+ * Read `adapter_config.json`: a LoRA adapter for a causal LM whose every setting this project computes the same way.
+ * What it cannot (DoRA, trained biases, per-module ranks, fan_in_fan_out, extra trained modules, a layer subset) is
+ * refused naming the field, never approximated.
+ */
+export function parseAdapterConfig(json: unknown): E.Either<CheckpointError, LoraConfig> {
+  if (typeof json !== 'object' || json === null || Array.isArray(json))
+    return bad('adapter_config', 'is not an object');
+  const j = json as Record<string, unknown>;
+  if (j.peft_type !== 'LORA') return bad('peft_type', `is ${JSON.stringify(j.peft_type)}, only "LORA" is supported`);
+  if (j.task_type !== undefined && j.task_type !== null && j.task_type !== 'CAUSAL_LM')
+    return bad('task_type', `is ${JSON.stringify(j.task_type)}, expected "CAUSAL_LM"`);
+  if ((j.bias ?? 'none') !== 'none') return bad('bias', `is ${JSON.stringify(j.bias)}, only "none" is supported`);
+  for (const f of ['use_dora', 'fan_in_fan_out'] as const)
+    if (j[f] !== undefined && j[f] !== false) return bad(f, `is ${JSON.stringify(j[f])}, only false is supported`);
+  for (const f of ['rank_pattern', 'alpha_pattern', 'modules_to_save', 'layers_to_transform'] as const)
+    if (!emptyish(j[f])) return bad(f, `is ${JSON.stringify(j[f]).slice(0, 80)}, which is not supported`);
+  const targets = parseTargetModules(j.target_modules);
+  if (E.isLeft(targets)) return bad('target_modules', targets.left);
+  const useRslora = j.use_rslora ?? false;
+  if (typeof useRslora !== 'boolean') return bad('use_rslora', 'must be a boolean');
+  const cfg: LoraConfig = {
+    r: j.r as number,
+    alpha: j.lora_alpha as number,
+    dropout: (j.lora_dropout ?? 0) as number,
+    targetModules: targets.right,
+    useRslora,
+  };
+  const problem = loraConfigProblem(cfg);
+  if (problem) {
+    const field = { r: 'r', alpha: 'lora_alpha', dropout: 'lora_dropout', targetModules: 'target_modules' }[
+      problem.field as 'r' | 'alpha' | 'dropout' | 'targetModules'
+    ];
+    return bad(field, `${problem.why}, got ${JSON.stringify(j[field])}`);
+  }
+  return E.right(cfg);
+}
+
+/** The adapter tensors to write, as f32, under peft's names. */
+export function adapterTensors(lora: LoraWeights): TensorToWrite[] {
+  return [...peftNames(lora.layers)].map(([name, t]) => ({ name, shape: t.shape, values: () => t.data() }));
+}
+
+/** Write `adapter_config.json` and `adapter_model.safetensors` into `dir` (an existing directory). */
+export async function writeAdapterFiles(
+  dir: string,
+  lora: LoraWeights,
+  config: LoraConfig,
+  baseModel: string | null,
+): Promise<void> {
+  await writeFile(
+    join(dir, ADAPTER_FILES.config),
+    `${JSON.stringify(adapterConfigJson(config, baseModel), null, 2)}\n`,
+  );
+  await writeSafetensorsFile(join(dir, ADAPTER_FILES.model), adapterTensors(lora), 'F32', { format: 'pt' });
+}
+
+/**
+ * Read a peft LoRA adapter directory for a model of `config`: its config, then every adapter tensor (by name and
+ * shape; a missing, unexpected or misshapen one is a `CheckpointError` naming it), uploaded as f32.
+ */
+export async function readAdapter(
+  dir: string,
+  config: TransformerConfig,
+  backend: Backend,
+  opts: { readonly allowNonFinite?: boolean } = {},
+): Promise<E.Either<CheckpointError, { config: LoraConfig; lora: LoraWeights }>> {
+  let text: string;
+  try {
+    text = await readRegularFile(join(dir, ADAPTER_FILES.config), 'utf8');
+  } catch (e) {
+    const kind = (e as NodeJS.ErrnoException).code === 'ENOENT' ? 'missing-file' : 'io';
+    const path = join(dir, ADAPTER_FILES.config);
+    return E.left(new CheckpointError(kind, ADAPTER_FILES.config, fileErrorLine(path, e), ADAPTER_FILES.config));
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (e) {
+    return bad('adapter_config', `not valid JSON (${(e as Error).message})`);
+  }
+  const parsed = parseAdapterConfig(json);
+  if (E.isLeft(parsed)) return parsed;
+  const lc = parsed.right;
+  const index = await readSafetensorsIndex(join(dir, ADAPTER_FILES.model));
+  if (E.isLeft(index)) return index;
+  const file = ADAPTER_FILES.model;
+  const expected = new Map<string, number[]>();
+  for (let l = 0; l < config.nLayers; l++)
+    for (const m of lc.targetModules) {
+      const [out, inp] = moduleShape(config, m);
+      expected.set(peftName(l, m, 'A'), [lc.r, inp]);
+      expected.set(peftName(l, m, 'B'), [out, lc.r]);
+    }
+  for (const [name, shape] of expected) {
+    const e = index.right.entries.get(name);
+    if (!e) return E.left(new CheckpointError('missing-tensor', name, `expected shape [${shape.join(', ')}]`, file));
+    if (e.shape.length !== 2 || e.shape[0] !== shape[0] || e.shape[1] !== shape[1])
+      return E.left(
+        new CheckpointError('wrong-shape', name, `has shape [${e.shape.join(', ')}], expected [${shape}]`, file),
+      );
+    if (e.dtype === 'i32') return E.left(new CheckpointError('bad-dtype', name, 'must be a float tensor', file));
+  }
+  for (const name of index.right.entries.keys())
+    if (!expected.has(name))
+      return E.left(new CheckpointError('unexpected-tensor', name, 'is not an adapter of this model and config', file));
+  const loaded = new Map<string, Tensor>();
+  try {
+    await streamTensors(index.right, [...expected.keys()], (name, t) => {
+      if (!opts.allowNonFinite) {
+        const i = t.data.findIndex((v) => !Number.isFinite(v));
+        if (i >= 0) throw new CheckpointError('non-finite', name, `holds ${t.data[i]} at flat index ${i}`, file);
+      }
+      loaded.set(name, tensor(Float32Array.from(t.data), t.shape, { dtype: 'f32', backend }));
+    });
+  } catch (e) {
+    dispose([...loaded.values()]);
+    if (e instanceof CheckpointError) return E.left(e);
+    return E.left(new CheckpointError('io', file, fileErrorLine(join(dir, file), e), file));
+  }
+  const layers: LoraLayer[] = Array.from({ length: config.nLayers }, (_, l) =>
+    Object.fromEntries(
+      lc.targetModules.map((m) => [m, { a: loaded.get(peftName(l, m, 'A'))!, b: loaded.get(peftName(l, m, 'B'))! }]),
+    ),
+  );
+  return E.right({ config: lc, lora: { scaling: loraScaling(lc), dropout: lc.dropout, layers } });
+}
