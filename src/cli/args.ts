@@ -11,6 +11,7 @@ import { OBJECTIVES, OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { TASKS } from '../tasks/registry.js';
 import { BACKEND_NAMES } from '../backends/registry.js';
 import { EXIT_CODE_HELP } from './exit-codes.js';
+import { LORA_DEFAULTS, LORA_MODULES } from '../nn/lora.js';
 
 /**
  * `rlvr train` options, named as TRL's GRPOConfig names them where it has the setting (--num-generations,
@@ -97,8 +98,15 @@ const OBJECTIVE_HELP: Readonly<Record<string, [string, string]>> = {
 
 const STRING_FLAGS = [
   ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'],
-  ...['model', 'dataset', 'save-dtype', 'bicc-placement', 'digits'],
+  ...['model', 'dataset', 'save-dtype', 'bicc-placement', 'digits', 'lora-target-modules', 'adapter'],
 ] as const;
+
+/** LoRA's numbers, as peft names them (`r`, `lora_alpha`, `lora_dropout`); any LoRA flag turns LoRA on. */
+const LORA_NUMBER_FLAGS: Readonly<Record<string, 'r' | 'alpha' | 'dropout'>> = {
+  'lora-r': 'r',
+  'lora-alpha': 'alpha',
+  'lora-dropout': 'dropout',
+};
 
 /** The column descriptions start at (after two spaces and the flag with its placeholder). */
 const COLUMN = 33;
@@ -133,6 +141,16 @@ export const TRAIN_USAGE = [
   row('--digits N|A,B', "digits per operand of arithmetic tasks; A,B: first and second (default: the task's, 2)"),
   row('--backend NAME', `where tensors live, ${BACKEND_NAMES.join('|')} (default ${d.backend}; rlvr info)`),
   '',
+  'LoRA (train adapters on a frozen base, as peft does; any of these turns it on, the rest take peft defaults):',
+  row('--lora-r N', `adapter rank (default ${LORA_DEFAULTS.r})`),
+  row('--lora-alpha X', `scaling numerator: scaling = alpha / r (default ${LORA_DEFAULTS.alpha})`),
+  row('--lora-dropout X', `dropout on the adapters' input while training (default ${LORA_DEFAULTS.dropout})`),
+  row('--lora-target-modules LIST', `all-linear or some of these (default ${LORA_DEFAULTS.targetModules.join(',')}):`),
+  more(LORA_MODULES.join(',')),
+  row('--use-rslora', 'scaling = alpha / sqrt(r) (rsLoRA; off unless given)'),
+  row('--adapter DIR', 'continue from a saved adapter in peft layout (default: new adapters)'),
+  row('--merge-lora', 'also write OUTPUT/model with the adapters merged (off unless given)'),
+  '',
   'where it goes:',
   row('--output DIR', 'metrics.jsonl, checkpoints, OUTPUT/model (default: none, nothing saved)'),
   row('--resume DIR', 'continue from a checkpoint, e.g. OUTPUT/checkpoint (default: a new run)'),
@@ -162,14 +180,24 @@ export const TRAIN_FLAGS: readonly string[] = [
   'bicc',
   'overwrite',
   'allow-non-finite-weights',
+  'use-rslora',
+  'merge-lora',
+  ...Object.keys(LORA_NUMBER_FLAGS),
   ...NUMBER_FLAGS.map((f) => f.flag),
   ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
   ...Object.keys(OBJECTIVE_STRING_FLAGS),
 ];
 
-const BOOLEAN_FLAGS: ReadonlySet<string> = new Set(['bicc', 'overwrite', 'allow-non-finite-weights']);
+const BOOLEAN_FLAGS: ReadonlySet<string> = new Set([
+  'bicc',
+  'overwrite',
+  'allow-non-finite-weights',
+  'use-rslora',
+  'merge-lora',
+]);
 const VALUE_FLAGS: ReadonlySet<string> = new Set([
   ...NUMBER_FLAGS.map((x) => x.flag),
+  ...Object.keys(LORA_NUMBER_FLAGS),
   ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
   ...Object.keys(OBJECTIVE_STRING_FLAGS),
   ...STRING_FLAGS,
@@ -272,6 +300,17 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
       return E.left(new TrainConfigError('--digits', digits, 'is not N or A,B'));
     input.digits = parts.length === 1 ? parts[0] : parts;
   }
+  const lora: Record<string, unknown> = {};
+  for (const [flag, key] of Object.entries(LORA_NUMBER_FLAGS)) {
+    const v = num(flag);
+    if (E.isLeft(v)) return v;
+    if (v.right !== undefined) lora[key] = v.right;
+  }
+  if (str('lora-target-modules')) lora.targetModules = str('lora-target-modules');
+  if (values['use-rslora']) lora.useRslora = true;
+  if (Object.keys(lora).length > 0) input.lora = lora;
+  if (str('adapter')) input.adapter = str('adapter');
+  if (values['merge-lora']) input.mergeLora = true;
   if (values.overwrite) input.overwrite = true;
   if (values['allow-non-finite-weights']) input.allowNonFiniteWeights = true;
   if (str('on-non-finite')) input.onNonFinite = str('on-non-finite');

@@ -139,7 +139,7 @@ const decodeFinite = (opts: CheckpointLoadOptions) => (bytes: Uint8Array) =>
   );
 
 /** The directory a checkpoint path names (following the atomic writer's link), verified against its manifest. */
-function openDir(dir: string): TE.TaskEither<CheckpointError, string> {
+export function openDir(dir: string): TE.TaskEither<CheckpointError, string> {
   return pipe(
     TE.tryCatch(async () => {
       const resolved = await resolveDir(dir);
@@ -251,7 +251,7 @@ export interface SavedState {
   readonly trainerState: Json;
 }
 
-function loadState(path: string): TE.TaskEither<CheckpointError, SavedState> {
+export function loadState(path: string): TE.TaskEither<CheckpointError, SavedState> {
   return pipe(
     TE.fromTask(() => exists(path)),
     TE.chain((present) =>

@@ -1,3 +1,4 @@
+import type { Rng } from '../core/rng.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
@@ -19,6 +20,8 @@ export function scaleLogits(logits: Tensor, temperature: number): Tensor {
 export interface ScoreOptions {
   /** The temperature the completions were sampled at (default 1), as TRL scores them. */
   readonly temperature?: number;
+  /** Draws LoRA dropout masks: a training forward's (none: the adapters see their input as it is). */
+  readonly dropoutRng?: Rng | undefined;
 }
 
 /**
@@ -32,7 +35,7 @@ export function scoreLogProbs(
   batch: SequenceBatch,
   opts: ScoreOptions = {},
 ): Tensor {
-  const { logits, targets, mask } = completionLogits(params, config, batch);
+  const { logits, targets, mask } = completionLogits(params, config, batch, opts.dropoutRng);
   // The temperature scale is applied inside the fused kernel (as scaleLogits would): no scaled copy of the logits.
   const t = opts.temperature ?? 1;
   return where(mask, tokenLogProbs(logits, targets, t === 1 || t === 0 ? 1 : 1 / t), 0);
@@ -43,6 +46,7 @@ export function completionLogits(
   params: TransformerParams,
   config: TransformerConfig,
   batch: SequenceBatch,
+  dropoutRng?: Rng,
 ): { logits: Tensor; targets: Tensor; mask: Tensor } {
   const b = batch.batchSize;
   const t = seqLen(batch);
@@ -54,6 +58,7 @@ export function completionLogits(
   const { hidden } = hiddenStates(params, config, tensor(batch.tokens, [b, t], { dtype: 'i32', backend }), {
     positions: tensor(positions, [b, t], { dtype: 'i32', backend }),
     keyBias: tensor(keyBias, [b, t], { dtype, backend }),
+    ...(dropoutRng ? { dropoutRng } : {}),
   });
   // Position P - 1 + j predicts completion token j: only those C rows go through the LM head.
   const h = slice(hidden, [0, p - 1, 0], [b, c, config.dModel]);

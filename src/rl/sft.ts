@@ -1,3 +1,4 @@
+import type { Rng } from '../core/rng.js';
 import type { Tensor } from '../core/tensor.js';
 import { div, neg } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
@@ -32,8 +33,13 @@ export function sftBatch(
 }
 
 /** Mean cross-entropy over the completion tokens of the batch (prompt tokens and padding are not targets). */
-export function sftLoss(params: TransformerParams, config: TransformerConfig, batch: SequenceBatch): Tensor {
+export function sftLoss(
+  params: TransformerParams,
+  config: TransformerConfig,
+  batch: SequenceBatch,
+  opts: { readonly dropoutRng?: Rng | undefined } = {},
+): Tensor {
   let count = 0;
   for (const m of batch.completionMask) count += m;
-  return div(neg(sum(scoreLogProbs(params, config, batch))), Math.max(1, count));
+  return div(neg(sum(scoreLogProbs(params, config, batch, opts))), Math.max(1, count));
 }

@@ -8,6 +8,7 @@ import { TASK_NAMES, type Digits, type TaskName } from '../tasks/registry.js';
 
 export { TASK_NAMES, type Digits, type TaskName };
 import { BICC_PLACEMENTS, type BiccPlacement } from '../rl/bicc-options.js';
+import { LORA_DEFAULTS, loraConfigProblem, parseTargetModules, type LoraConfig } from '../nn/lora.js';
 import {
   anyRecord,
   bool,
@@ -114,6 +115,15 @@ export interface TrainConfig {
   readonly memoryLimitGb: number | null;
   /** Load weights holding NaN or infinities (a Hub model's or a checkpoint's; refused by default). */
   readonly allowNonFiniteWeights: boolean;
+  /**
+   * Train LoRA adapters on a frozen base (null: every weight). Given partly, the rest is peft's default (r 8,
+   * alpha 8, dropout 0, q_proj and v_proj).
+   */
+  readonly lora: LoraConfig | null;
+  /** A saved adapter (peft's layout) to continue from; its adapter_config.json is the run's LoRA config. */
+  readonly adapter: string | null;
+  /** With LoRA: also write OUTPUT/model with the adapters merged into the weights. */
+  readonly mergeLora: boolean;
 }
 
 export const TRAIN_DEFAULTS: TrainConfig = {
@@ -159,6 +169,9 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   saveDtype: 'f32',
   memoryLimitGb: null,
   allowNonFiniteWeights: false,
+  lora: null,
+  adapter: null,
+  mergeLora: false,
 };
 
 /** A bad training setting: the field, the value and why. */
@@ -194,6 +207,25 @@ const modelSpec: Spec<ModelSize> = {
   dFf: positiveInt,
   maxSeqLen: positiveInt,
 };
+
+const targetModules: Check<LoraConfig['targetModules']> = (v) => {
+  const parsed = parseTargetModules(v);
+  return E.isRight(parsed) ? parsed : fail(parsed.left);
+};
+const loraSpec: Spec<LoraConfig> = {
+  r: positiveInt,
+  alpha: positive,
+  dropout: num((x) => x >= 0 && x < 1, 'must be in [0, 1)'),
+  targetModules,
+  useRslora: bool,
+};
+// peft's names for the same settings.
+const LORA_ALIASES = {
+  lora_alpha: 'alpha',
+  lora_dropout: 'dropout',
+  loraAlpha: 'alpha',
+  loraDropout: 'dropout',
+} as const;
 
 const SPEC: Spec<TrainConfig> = {
   task: oneOf(TASK_NAMES),
@@ -238,16 +270,34 @@ const SPEC: Spec<TrainConfig> = {
   saveDtype: oneOf(['f32', 'bf16']),
   memoryLimitGb: nullable(positive),
   allowNonFiniteWeights: bool,
+  lora: nullable(record(loraSpec, LORA_ALIASES, LORA_DEFAULTS)),
+  adapter: nullable(str),
+  mergeLora: bool,
 };
 
 // A pretrained model needs no supervised warm-start unless one is asked for.
 const pretrainedWarmStart: Post<TrainConfig> = (c, given) =>
   E.right(c.modelDir !== null && !given.has('warmStartSteps') ? { ...c, warmStartSteps: 0 } : c);
 
+// An adapter directory brings its own LoRA config; merging needs adapters.
+const loraRules: Post<TrainConfig> = (c) => {
+  if (c.adapter !== null && c.lora !== null)
+    return E.left({ path: ['lora'], reason: 'is given with adapter, whose adapter_config.json says how it was made' });
+  if (c.mergeLora && c.adapter === null && c.lora === null)
+    return E.left({ path: ['mergeLora'], reason: 'needs LoRA adapters (lora or adapter)' });
+  if (c.mergeLora && c.modelDir === null)
+    return E.left({ path: ['mergeLora'], reason: 'writes OUTPUT/model, a Hub model: it needs modelDir (--model)' });
+  const problem = c.lora ? loraConfigProblem(c.lora) : null;
+  if (problem) return E.left({ path: ['lora', problem.field], reason: problem.why });
+  return E.right(c);
+};
+
 const toError = (field: string, value: unknown, reason: string): TrainConfigError =>
   new TrainConfigError(field, value, reason);
 
 /** Fill defaults and validate (camelCase or snake_case keys, unknown keys rejected); names the first bad field. */
 export function parseTrainConfig(input: Partial<TrainConfig> = {}): E.Either<TrainConfigError, TrainConfig> {
-  return parseWith(toError, SPEC, {}, TRAIN_DEFAULTS, input, pretrainedWarmStart);
+  return parseWith(toError, SPEC, {}, TRAIN_DEFAULTS, input, (c, given) =>
+    E.chain((d: TrainConfig) => loraRules(d, given))(pretrainedWarmStart(c, given)),
+  );
 }

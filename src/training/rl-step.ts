@@ -5,6 +5,8 @@ import { valueAndGrad } from '../core/transforms.js';
 import { tensor } from '../ops/creation.js';
 import { adamwStep, type OptimizerState } from '../nn/optim.js';
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
+import type { PyTree } from '../core/pytree.js';
+import { trainableOf, withTrainable } from '../nn/lora.js';
 import type { BoundObjective } from '../objectives/registry.js';
 import type { RolloutBatch } from '../objectives/batch.js';
 import type { Metrics } from '../objectives/types.js';
@@ -34,7 +36,8 @@ export interface UpdateInputs {
 
 export interface OptimState {
   readonly params: TransformerParams;
-  readonly opt: OptimizerState<TransformerParams>;
+  /** AdamW's state over `trainableOf(params)`. */
+  readonly opt: OptimizerState<PyTree>;
 }
 
 export interface AdamWSettings {
@@ -64,6 +67,7 @@ export function updatePolicy(
   inputs: UpdateInputs,
   lrFor: (step: number) => AdamWSettings,
   rng: Rng,
+  dropoutRng?: Rng,
 ): UpdateResult {
   const { rollouts: ro, objective } = inputs;
   const g = ro.groupSize;
@@ -98,24 +102,28 @@ export function updatePolicy(
           lengths: rows.map((r) => ro.completionLengths[r]!),
           maxCompletionLength: inputs.maxCompletionLength,
         };
-        const lossFn = (p: TransformerParams): [Tensor, Metrics] => {
-          const logProbs = scoreLogProbs(p, config, scored, { temperature: ro.scoringTemperature });
+        // Only the trainable part is differentiated (under LoRA the adapters: no gradient for the frozen base).
+        const current = params;
+        const lossFn = (t: PyTree): [Tensor, Metrics] => {
+          const scoring = { temperature: ro.scoringTemperature, dropoutRng };
+          const logProbs = scoreLogProbs(withTrainable(current, t), config, scored, scoring);
           const result = objective.loss({ ...batch, logProbs }, inputs.progress);
           return [result.loss, result.metrics];
         };
-        const [[loss, m], grads] = valueAndGrad(lossFn, { hasAux: true })(params);
-        const stepped = adamwStep(params, grads, opt, {
+        const trainable = trainableOf(params);
+        const [[loss, m], grads] = valueAndGrad(lossFn, { hasAux: true })(trainable);
+        const stepped = adamwStep(trainable, grads, opt, {
           lr: settings.lr,
           maxGradNorm: settings.maxGradNorm,
           weightDecay: settings.weightDecay,
         });
         return {
-          params: stepped.params,
+          params: withTrainable(params, stepped.params),
           opt: stepped.state,
           metrics: { ...m, loss, grad_norm: stepped.gradNorm } as Metrics,
         };
       });
-      if (params !== state.params) dispose([params, opt]);
+      if (params !== state.params) dispose([trainableOf(params), opt]);
       ({ params, opt, metrics } = next);
     }
   }

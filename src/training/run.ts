@@ -28,6 +28,10 @@ import { METRICS_FILE, metricsBytes } from './output-dir.js';
 import { runIdentity, type RunIdentity } from './resume-check.js';
 import type { MemoryEstimate } from '../nn/memory.js';
 import type { PretrainedParts } from './pretrained.js';
+import type { PyTree } from '../core/pytree.js';
+import type { LoraLayer } from '../nn/adapters.js';
+import { trainableOf, type LoraConfig } from '../nn/lora.js';
+import { saveLoraCheckpoint } from '../nn/lora-checkpoint.js';
 
 /** The default of `keepRecords`: about 5 MB of records. */
 export const DEFAULT_KEEP_RECORDS = 10_000;
@@ -111,9 +115,13 @@ export interface Run {
   readonly identity: RunIdentity;
   readonly writer: MetricsWriter;
   readonly records: MetricRecord[];
+  /** The adapters' config when the run trains LoRA adapters on a frozen base, else null. */
+  readonly lora: LoraConfig | null;
   rng: Rng;
+  /** The policy (with its adapters, under LoRA). */
   params: TransformerParams;
-  opt: OptimizerState<TransformerParams>;
+  /** AdamW's state over what the run trains, `trainableOf(params)`: every weight, or only the adapters. */
+  opt: OptimizerState<PyTree>;
   reference: TransformerParams | null;
   at: Phase;
   warmStartEval: EvalResult | null;
@@ -129,6 +137,7 @@ export function setup(
   cfg: TrainConfig,
   userTask: Task<Problem> | undefined,
   pretrained: PretrainedParts | null,
+  lora: LoraConfig | null,
 ): E.Either<
   TrainConfigError,
   Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng' | 'noSignal' | 'stale'>
@@ -167,6 +176,7 @@ export function setup(
     objective: objective.right,
     needsReference: objective.right.klToReference || cfg.advantage === 'rcc',
     heldOut,
+    lora,
     identity: runIdentity(cfg, objective.right.config),
     writer: new MetricsWriter(cfg.outputDir ? join(cfg.outputDir, METRICS_FILE) : null),
     records: [],
@@ -221,13 +231,27 @@ export async function save(run: Run, dir: string): Promise<void> {
     identity: { ...run.identity },
     metricsBytes: await metricsBytes(run.cfg.outputDir),
   };
-  const res = await saveCheckpoint(dir, {
-    config: run.config,
-    params: run.params,
-    optimizer: run.opt,
-    rngs: { train: run.rng.state() },
-    trainerState,
-  })();
+  const rngs = { train: run.rng.state() };
+  const res = run.lora
+    ? await saveLoraCheckpoint(
+        dir,
+        {
+          config: run.config,
+          lora: run.lora,
+          params: run.params,
+          optimizer: run.opt as OptimizerState<readonly LoraLayer[]>,
+          rngs,
+          trainerState,
+        },
+        { withBase: run.cfg.modelDir === null, baseModel: run.cfg.modelDir },
+      )()
+    : await saveCheckpoint(dir, {
+        config: run.config,
+        params: run.params,
+        optimizer: run.opt as OptimizerState<TransformerParams>,
+        rngs,
+        trainerState,
+      })();
   if (E.isLeft(res)) throw res.left;
 }
 
@@ -240,16 +264,17 @@ export function adoptOrSkip(
   run: Run,
   phase: 'warmstart' | 'rl',
   metrics: Readonly<Record<string, number>>,
-  next: { params: TransformerParams; opt: OptimizerState<TransformerParams> },
+  next: { params: TransformerParams; opt: OptimizerState<PyTree> },
 ): string | null {
   const bad = firstNonFinite(metrics);
+  // Only the trained part is new each step: a frozen base is shared by the old and the new policy.
   if (!bad) {
-    dispose([run.params, run.opt]);
+    dispose([trainableOf(run.params), run.opt]);
     run.params = next.params;
     run.opt = next.opt;
     return null;
   }
-  dispose([next.params, next.opt]);
+  dispose([trainableOf(next.params), next.opt]);
   if (run.cfg.onNonFinite === 'stop') throw new DivergedError(phase, run.at.step + 1, bad[0], bad[1]);
   return `${bad[0]} = ${bad[1]}`;
 }

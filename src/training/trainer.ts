@@ -6,13 +6,33 @@
  * opens the run, runs the two loops and ends it.
  */
 import * as E from 'fp-ts/lib/Either.js';
-import { dirname, join, resolve } from '../platform/files.js';
+import { dirname, join, readRegularFile, resolve } from '../platform/files.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
 import { dispose } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
 import { loadCheckpoint, saveCheckpoint } from '../nn/checkpoint.js';
-import { adamwInit } from '../nn/optim.js';
+import { adamwInit, type OptimizerState } from '../nn/optim.js';
+import type { PyTree } from '../core/pytree.js';
+import type { RngState } from '../core/rng.js';
+import type { Json } from '../nn/checkpoint.js';
+import {
+  ADAPTER_FILES,
+  initLora,
+  mergeLora,
+  parseAdapterConfig,
+  readAdapter,
+  trainableOf,
+  withLora,
+  withoutLora,
+  writeAdapterFiles,
+  type LoraConfig,
+  type LoraWeights,
+} from '../nn/lora.js';
+import { isLoraCheckpoint, loadLoraCheckpoint } from '../nn/lora-checkpoint.js';
+import { writePlainDirAtomic } from '../nn/atomic-dir.js';
+import { CheckpointError } from '../nn/safetensors.js';
+import { fileErrorLine } from '../platform/errors.js';
 import { initParams, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import { openBackend } from '../backends/registry.js';
 import type { Problem, Task } from '../tasks/task.js';
@@ -22,7 +42,7 @@ import type { MetricRecord } from './metrics.js';
 import { yieldToEventLoop } from '../platform/host.js';
 import { abortReason, InterruptedError } from './interrupted.js';
 import { METRICS_FILE, type OutputLock, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
-import { checkResume } from './resume-check.js';
+import { checkResume, ResumeMismatchError } from './resume-check.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
 import { checkFits, estimateTrainingMemory, type MemoryLimits } from '../nn/memory.js';
 import {
@@ -153,10 +173,7 @@ async function trainOn(
   const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
   run.finalEval = final;
   if (checkpointDir && !finished) await save(run, checkpointDir);
-  // A run from a Hub model ends with a Hub model directory (weights, config, tokenizer) that transformers loads.
-  if (pretrained && cfg.outputDir) {
-    await savePretrained(join(cfg.outputDir, 'model'), run.params, pretrained, cfg.saveDtype);
-  }
+  if (cfg.outputDir) await saveOutputs(run, pretrained, cfg.outputDir);
   if (run.reference) dispose(run.reference);
   if (run.stale) dispose(run.stale);
   dispose(run.opt);
@@ -176,7 +193,9 @@ async function openRun(
   held: OutputLock[],
 ): Promise<{ run: Run; pretrained: PretrainedParts | null }> {
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
-  const base = setup(cfg, opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined), pretrained);
+  const lora = cfg.adapter ? await adapterConfig(cfg.adapter) : cfg.lora;
+  const task = opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined);
+  const base = setup(cfg, task, pretrained, lora);
   if (E.isLeft(base)) throw base.left;
   if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
   checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg);
@@ -194,14 +213,15 @@ async function openRun(
     const inputs = [['--model', cfg.modelDir] as const, ['--dataset', cfg.dataset] as const];
     held.push(await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite, inputs }));
   }
+  const allowNonFinite = cfg.allowNonFiniteWeights;
+  const loadBase = async () => await loadPretrainedParams(pretrained!, backend, { allowNonFinite });
   const started = cfg.resume
-    ? await resume(cfg.resume, backend, base.right)
-    : pretrained
-      ? startFrom(
-          await loadPretrainedParams(pretrained, backend, { allowNonFinite: cfg.allowNonFiniteWeights }),
-          cfg.seed,
-        )
-      : fresh(base.right.config, cfg.seed, backend);
+    ? await resume(cfg.resume, backend, base.right, pretrained ? loadBase : null)
+    : await withAdapters(
+        pretrained ? startFrom(await loadBase(), cfg.seed) : fresh(base.right.config, cfg.seed, backend),
+        base.right,
+        backend,
+      );
   return { run: { ...base.right, ...started }, pretrained };
 }
 
@@ -215,10 +235,14 @@ async function beginRl(run: Run, hooks: TrainHooks, backend: Backend): Promise<v
     run.warmStartEval = await runEval(run, hooks, 'after-warmstart');
     // Tensors are immutable, so the reference is new handles over the same storage (no copy).
     dispose(run.opt);
-    run.opt = adamwInit(run.params);
+    run.opt = adamwInit(trainableOf(run.params));
     run.at = { phase: 'rl', step: 0 };
-    if (run.needsReference) run.reference = stopGradient(run.params);
-    if (cfg.outputDir) await saveReference(run.config, run.params, join(cfg.outputDir, 'reference'));
+    // Under LoRA the reference is the base model with the adapters switched off, as TRL does with peft: no second
+    // copy of the weights and nothing to save (the base is --model's, or the checkpoint's own).
+    if (run.needsReference) run.reference = stopGradient(withoutLora(run.params));
+    if (cfg.outputDir && !run.lora) await saveReference(run.config, run.params, join(cfg.outputDir, 'reference'));
+  } else if (run.needsReference && run.lora) {
+    run.reference = stopGradient(withoutLora(run.params));
   } else if (run.needsReference) {
     const from = join(dirname(cfg.resume!), 'reference');
     run.reference = await loadReference(from, backend);
@@ -226,6 +250,52 @@ async function beginRl(run: Run, hooks: TrainHooks, backend: Backend): Promise<v
     const to = cfg.outputDir ? join(cfg.outputDir, 'reference') : null;
     if (to && resolve(to) !== resolve(from)) await saveReference(run.config, run.reference, to);
   }
+}
+
+/**
+ * A checkpoint of the kind the command asks for: a LoRA run's (adapters on the base of --model, or on its own
+ * base weights) or a full one. A LoRA command on a full checkpoint, the other way round, or adapters made another
+ * way (rank, alpha, targets, ...) differ from the run the command states: refused, naming what differs.
+ */
+async function loadAnyCheckpoint(
+  dir: string,
+  backend: Backend,
+  command: Pick<Run, 'cfg' | 'lora'>,
+  loadBase: (() => Promise<TransformerParams>) | null,
+): Promise<{
+  config: TransformerConfig;
+  params: TransformerParams;
+  optimizer?: OptimizerState<PyTree>;
+  rngs?: Readonly<Record<string, RngState>>;
+  trainerState?: Json;
+}> {
+  const allowNonFinite = command.cfg.allowNonFiniteWeights;
+  const isLora = await isLoraCheckpoint(dir);
+  if (isLora !== (command.lora !== null))
+    throw new ResumeMismatchError(
+      'lora',
+      isLora ? 'LoRA adapters' : 'full fine-tuning',
+      command.lora ? 'LoRA adapters' : 'full fine-tuning',
+    );
+  if (!command.lora) {
+    const res = await loadCheckpoint(dir, { backend, allowNonFinite })();
+    if (E.isLeft(res)) throw res.left;
+    return res.right as typeof res.right & { optimizer?: OptimizerState<PyTree> };
+  }
+  const base = loadBase ? await loadBase() : undefined;
+  const res = await loadLoraCheckpoint(dir, { backend, allowNonFinite, ...(base ? { base } : {}) })();
+  if (E.isLeft(res)) {
+    if (base) dispose(base);
+    throw res.left;
+  }
+  const ck = res.right;
+  for (const key of Object.keys(command.lora) as (keyof LoraConfig)[]) {
+    if (JSON.stringify(ck.lora[key]) !== JSON.stringify(command.lora[key])) {
+      dispose([ck.params, ck.optimizer]);
+      throw new ResumeMismatchError(`lora.${key}`, ck.lora[key], command.lora[key]);
+    }
+  }
+  return ck as typeof ck & { optimizer: OptimizerState<PyTree> };
 }
 
 async function saveReference(config: TransformerConfig, params: TransformerParams, dir: string): Promise<void> {
@@ -245,6 +315,77 @@ type RunStart = Pick<
   'rng' | 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'noSignal' | 'stale'
 >;
 
+/**
+ * Under LoRA, the policy's adapters: a saved adapter's (`--adapter`) or new ones drawn from the run's generator
+ * (after the base, so a new model draws as before); the optimizer then holds their state only.
+ */
+async function withAdapters(
+  start: RunStart,
+  run: Pick<Run, 'cfg' | 'config' | 'lora'>,
+  backend: Backend,
+): Promise<RunStart> {
+  if (!run.lora) return start;
+  let lora: LoraWeights;
+  if (run.cfg.adapter) {
+    const read = await readAdapter(run.cfg.adapter, run.config, backend, {
+      allowNonFinite: run.cfg.allowNonFiniteWeights,
+    });
+    if (E.isLeft(read)) {
+      dispose([start.params, start.opt]);
+      throw read.left;
+    }
+    lora = read.right.lora;
+  } else {
+    lora = initLora(run.config, run.lora, start.rng, { backend });
+  }
+  dispose(start.opt);
+  const params = withLora(start.params, lora);
+  return { ...start, params, opt: adamwInit(trainableOf(params)) };
+}
+
+/** The LoRA config of a saved adapter (`--adapter DIR`), read before anything is allocated. */
+async function adapterConfig(dir: string): Promise<LoraConfig> {
+  const json = await readRegularFile(join(dir, ADAPTER_FILES.config), 'utf8').catch((e: unknown) => {
+    throw new CheckpointError('io', ADAPTER_FILES.config, fileErrorLine(join(dir, ADAPTER_FILES.config), e));
+  });
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(json);
+  } catch (e) {
+    throw new CheckpointError(
+      'bad-config',
+      'adapter_config',
+      `not valid JSON (${(e as Error).message})`,
+      ADAPTER_FILES.config,
+    );
+  }
+  const config = parseAdapterConfig(parsed);
+  if (E.isLeft(config)) throw config.left;
+  return config.right;
+}
+
+/**
+ * What a run leaves in its output directory at the end: under LoRA the adapter in peft's layout (`OUTPUT/adapter`),
+ * and a Hub model (`OUTPUT/model`: weights, config, tokenizer, which transformers loads) for a run from one: its
+ * trained weights, or under LoRA with --merge-lora the base with the adapters merged in.
+ */
+async function saveOutputs(run: Run, pretrained: PretrainedParts | null, out: string): Promise<void> {
+  const { cfg } = run;
+  if (run.lora) {
+    const lora = run.lora;
+    await writePlainDirAtomic(join(out, 'adapter'), (tmp) =>
+      writeAdapterFiles(tmp, run.params.lora!, lora, cfg.modelDir),
+    );
+  }
+  if (!pretrained || (run.lora && !cfg.mergeLora)) return;
+  const model = run.lora ? mergeLora(run.params) : run.params;
+  try {
+    await savePretrained(join(out, 'model'), model, pretrained, cfg.saveDtype);
+  } finally {
+    if (model !== run.params) dispose(model);
+  }
+}
+
 function fresh(config: TransformerConfig, seed: number, backend: Backend): RunStart {
   const rng = new Rng(seed);
   return startFrom(initParams(config, rng, { backend }), seed, rng);
@@ -254,7 +395,7 @@ function startFrom(params: TransformerParams, seed: number, rng = new Rng(seed))
   return {
     rng,
     params,
-    opt: adamwInit(params),
+    opt: adamwInit(trainableOf(params)),
     reference: null,
     at: { phase: 'warmstart', step: 0 },
     warmStartEval: null,
@@ -267,11 +408,10 @@ function startFrom(params: TransformerParams, seed: number, rng = new Rng(seed))
 async function resume(
   dir: string,
   backend: Backend,
-  command: Pick<Run, 'cfg' | 'config' | 'identity'>,
+  command: Pick<Run, 'cfg' | 'config' | 'identity' | 'lora'>,
+  loadBase: (() => Promise<TransformerParams>) | null,
 ): Promise<RunStart> {
-  const res = await loadCheckpoint(dir, { backend, allowNonFinite: command.cfg.allowNonFiniteWeights })();
-  if (E.isLeft(res)) throw res.left;
-  const ck = res.right;
+  const ck = await loadAnyCheckpoint(dir, backend, command, loadBase);
   const refuse = (e: Error): never => {
     dispose([ck.params, ck.optimizer]);
     throw e;

@@ -4,7 +4,8 @@ import { tidy } from '../core/scope.js';
 import { valueAndGrad } from '../core/transforms.js';
 import { adamwStep } from '../nn/optim.js';
 import { lrAt } from '../nn/schedule.js';
-import type { TransformerParams } from '../nn/transformer.js';
+import type { PyTree } from '../core/pytree.js';
+import { trainableOf, withTrainable } from '../nn/lora.js';
 import { sampleRollouts } from '../rl/sampler.js';
 import { sftBatch, sftExamples, sftLoss } from '../rl/sft.js';
 import { sampleProblems } from '../tasks/task.js';
@@ -57,14 +58,18 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
     },
     run.opt.step,
   );
+  const dropoutRng = run.params.lora?.dropout ? run.rng : undefined;
   const next = tidy(() => {
-    const [loss, grads] = valueAndGrad((p: TransformerParams) => sftLoss(p, run.config, batch))(run.params);
-    const stepped = adamwStep(run.params, grads, run.opt, {
+    // Only the trainable part is differentiated (under LoRA the adapters: no gradient for the frozen base).
+    const trainable = trainableOf(run.params);
+    const lossOf = (t: PyTree) => sftLoss(withTrainable(run.params, t), run.config, batch, { dropoutRng });
+    const [loss, grads] = valueAndGrad(lossOf)(trainable);
+    const stepped = adamwStep(trainable, grads, run.opt, {
       lr,
       maxGradNorm: cfg.maxGradNorm,
       weightDecay: cfg.weightDecay,
     });
-    return { params: stepped.params, opt: stepped.state, loss, gradNorm: stepped.gradNorm };
+    return { params: withTrainable(run.params, stepped.params), opt: stepped.state, loss, gradNorm: stepped.gradNorm };
   });
   const read = await readMetrics({ loss: next.loss, grad_norm: next.gradNorm });
   const [loss, grad_norm] = [read.loss!, read.grad_norm!];

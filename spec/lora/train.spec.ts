@@ -1,0 +1,159 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
+import { describe, expect, it } from 'vitest';
+import * as T from '../../src/index.js';
+import { parseTrainArgs } from '../../src/cli/args.js';
+import { parseTrainConfig } from '../../src/training/config.js';
+import { tinyRun } from '../training/helpers/tiny-run.js';
+
+/**
+ * LoRA through the trainer, on the project's own policy (a tiny run): the base stays bit for bit the model the seed
+ * draws, only adapters train (the optimizer and the checkpoint hold them alone), the KL reference is the base with
+ * the adapters off (no reference copy on disk), OUTPUT/adapter is peft's layout, and a LoRA run killed after a
+ * checkpoint resumes exactly.
+ */
+const tmp = (tag: string): string => mkdtempSync(join(tmpdir(), `rlvr-lora-${tag}-`));
+const LORA = { r: 4, alpha: 8, dropout: 0, targetModules: [...T.LORA_MODULES], useRslora: false };
+const mixedReward = T.withReward(T.additionTask(), (completion) => completion.length % 2);
+
+describe('LoRA settings at the boundary', () => {
+  it('takes peft names and defaults, on the command line and in the config, and names a bad one', () => {
+    const cli = parseTrainArgs(['--lora-r', '16', '--lora-target-modules', 'all-linear', '--use-rslora']);
+    expect(E.isRight(cli) && cli.right.lora).toEqual({
+      r: 16,
+      alpha: 8,
+      dropout: 0,
+      targetModules: [...T.LORA_MODULES],
+      useRslora: true,
+    });
+    const peft = parseTrainConfig({ lora: { r: 4, lora_alpha: 16, target_modules: 'v_proj,q_proj' } as never });
+    expect(E.isRight(peft) && peft.right.lora).toEqual({
+      r: 4,
+      alpha: 16,
+      dropout: 0,
+      targetModules: ['q_proj', 'v_proj'],
+      useRslora: false,
+    });
+    const field = (argv: string[]): string | null => {
+      const r = parseTrainArgs(argv);
+      return E.isLeft(r) ? r.left.field : null;
+    };
+    expect(field(['--lora-r', '0'])).toBe('lora.r');
+    expect(field(['--lora-r', 'x'])).toBe('--lora-r');
+    expect(field(['--lora-dropout', '1'])).toBe('lora.dropout');
+    expect(field(['--lora-target-modules', 'q_proj,lm_head'])).toBe('lora.targetModules');
+    expect(field(['--adapter', 'A', '--lora-r', '4'])).toBe('lora');
+    expect(field(['--merge-lora'])).toBe('mergeLora');
+    expect(field(['--merge-lora', '--lora-r', '4'])).toBe('mergeLora');
+    expect(field(['--merge-lora', '--lora-r', '4', '--model', 'M'])).toBeNull();
+  });
+});
+
+describe('a LoRA training run', () => {
+  it('trains only the adapters: the base is the seed model bit for bit, the optimizer and checkpoint hold adapters', async () => {
+    const out = tmp('run');
+    const cfg = tinyRun({ objective: 'grpo', objectiveOptions: { beta: 0.04 }, lora: LORA, outputDir: out });
+    const result = await T.train(cfg, { task: mixedReward });
+    const backend = result.backend;
+    const seedModel = T.initParams(result.config, new T.Rng(cfg.seed), { backend });
+    const base = T.treeLeaves(T.withoutLora(result.params));
+    const fresh = T.treeLeaves(seedModel);
+    expect(base.length).toBe(fresh.length);
+    for (let i = 0; i < base.length; i++) expect(base[i]!.dataSync()).toEqual(fresh[i]!.dataSync());
+    // The adapters moved: some B is no longer zero.
+    const bs = result.params.lora!.layers.flatMap((l) => Object.values(l).map((p) => p!.b.dataSync()));
+    expect(bs.some((b) => b.some((x) => x !== 0))).toBe(true);
+
+    // The checkpoint: adapters in peft's layout, their moments only, the base (a new model's) beside them.
+    const ck = join(out, 'checkpoint');
+    const files = readdirSync(ck).sort();
+    expect(files).toEqual(
+      [
+        'adapter_config.json',
+        'adapter_model.safetensors',
+        'config.json',
+        'manifest.json',
+        'model.safetensors',
+        'optimizer.safetensors',
+        'trainer_state.json',
+      ].sort(),
+    );
+    const opt = T.decodeSafetensors(readFileSync(join(ck, 'optimizer.safetensors')));
+    if (E.isLeft(opt)) throw opt.left;
+    const names = [...opt.right.tensors.keys()];
+    const adapters = 1 * 7 * 2; // layers x modules x (A, B)
+    expect(names).toHaveLength(2 * adapters);
+    expect(
+      names.every((n) => /^exp_avg(_sq)?\.base_model\.model\.model\.layers\.0\..*\.lora_[AB]\.weight$/.test(n)),
+    ).toBe(true);
+    // The KL reference is the base with the adapters off: nothing is written for it.
+    expect(existsSync(join(out, 'reference'))).toBe(false);
+    // OUTPUT/adapter: peft's files, which reload to the trained adapters.
+    const back = await T.readAdapter(join(out, 'adapter'), result.config, backend);
+    if (E.isLeft(back)) throw back.left;
+    expect(back.right.config).toEqual(LORA);
+    const trained = T.treeLeaves(result.params.lora);
+    const reread = T.treeLeaves(back.right.lora);
+    expect(reread.map((t) => Array.from(t.dataSync()))).toEqual(trained.map((t) => Array.from(t.dataSync())));
+    T.dispose([seedModel, back.right.lora]);
+  });
+
+  it('killed after a checkpoint and resumed, it continues exactly as the uninterrupted run', async () => {
+    const cfg = { objective: 'grpo' as const, steps: 4, checkpointEvery: 1, lora: LORA, learningRate: 1e-2 };
+    const full: T.MetricRecord[] = [];
+    await T.train(tinyRun({ ...cfg, outputDir: tmp('full') }), { task: mixedReward, onRecord: (r) => full.push(r) });
+    const dir = tmp('killed');
+    await expect(
+      T.train(tinyRun({ ...cfg, outputDir: dir }), {
+        task: mixedReward,
+        onRecord: (r) => {
+          if (r.phase === 'rl' && r.step === 3) throw new Error('killed');
+        },
+      }),
+    ).rejects.toThrow('killed');
+    const resumed: T.MetricRecord[] = [];
+    await T.train(tinyRun({ ...cfg, outputDir: dir, resume: join(dir, 'checkpoint') }), {
+      task: mixedReward,
+      onRecord: (r) => resumed.push(r),
+    });
+    const pick = (rs: T.MetricRecord[]) =>
+      rs.filter((r) => r.phase === 'rl' && r.step >= 3).map((r) => [r.step, r.grad_norm, r.reward, r.loss]);
+    expect(pick(resumed)).toHaveLength(2);
+    expect(pick(full).every(([, gradNorm]) => Number(gradNorm) > 0)).toBe(true);
+    expect(pick(resumed)).toEqual(pick(full));
+  });
+
+  it('refuses to resume a LoRA checkpoint as full fine-tuning, or with other adapters, naming the field', async () => {
+    const dir = tmp('mismatch');
+    await T.train(tinyRun({ objective: 'grpo', steps: 1, lora: LORA, outputDir: dir }), { task: mixedReward });
+    const resume = join(dir, 'checkpoint');
+    await expect(T.train(tinyRun({ objective: 'grpo', steps: 2, resume }), { task: mixedReward })).rejects.toThrow(
+      /resume: lora differs/,
+    );
+    await expect(
+      T.train(tinyRun({ objective: 'grpo', steps: 2, resume, lora: { ...LORA, r: 2 } }), { task: mixedReward }),
+    ).rejects.toThrow(/resume: lora\.r differs: the checkpoint has 4, the command 2/);
+  });
+
+  it('continues from a saved adapter (--adapter): the run starts from its weights', async () => {
+    const first = tmp('first');
+    const a = await T.train(
+      tinyRun({ objective: 'grpo', steps: 2, lora: LORA, outputDir: first, learningRate: 1e-2 }),
+      {
+        task: mixedReward,
+      },
+    );
+    // No steps: the policy is the adapter as loaded, on the same seed's base.
+    const b = await T.train(
+      tinyRun({ objective: 'grpo', steps: 0, warmStartSteps: 0, adapter: join(first, 'adapter') }),
+      {
+        task: mixedReward,
+      },
+    );
+    const want = T.treeLeaves(a.params.lora).map((t) => Array.from(t.dataSync()));
+    expect(T.treeLeaves(b.params.lora).map((t) => Array.from(t.dataSync()))).toEqual(want);
+    expect(b.params.lora!.scaling).toBe(a.params.lora!.scaling);
+  });
+});
