@@ -25,7 +25,7 @@ export * from './core/errors.js';
 export { Tensor, liveTensors } from './core/tensor.js';
 export { tidy, keep, dispose } from './core/scope.js';
 export { treeLeaves, treeMap, treeUnflatten, treeZip, type PyTree } from './core/pytree.js';
-export { grad, valueAndGrad, vjp, stopGradient, type VjpFn } from './core/transforms.js';
+export { grad, valueAndGrad, vjp, stopGradient, checkpoint, type VjpFn } from './core/transforms.js';
 export { withoutTapes as noGrad } from './core/tape.js';
 export { Rng, type RngState } from './core/rng.js';
 export { getDefaultBackend, setDefaultBackend } from './core/runtime.js';

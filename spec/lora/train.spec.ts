@@ -157,3 +157,22 @@ describe('a LoRA training run', () => {
     expect(b.params.lora!.scaling).toBe(a.params.lora!.scaling);
   });
 });
+
+describe('gradient checkpointing through the trainer', () => {
+  it('trains the same policy as without it, to rounding (LoRA and full fine-tuning)', async () => {
+    for (const lora of [LORA, null]) {
+      const runs = await Promise.all(
+        [false, true].map(async (gradientCheckpointing) => {
+          const records: T.MetricRecord[] = [];
+          await T.train(tinyRun({ objective: 'grpo', steps: 2, lora, gradientCheckpointing }), {
+            task: mixedReward,
+            onRecord: (r) => records.push(r),
+          });
+          return records.filter((r) => r.phase !== 'eval').map((r) => Number(r.grad_norm));
+        }),
+      );
+      expect(runs[1]).toHaveLength(runs[0]!.length);
+      runs[0]!.forEach((g, i) => expect(Math.abs(runs[1]![i]! - g)).toBeLessThanOrEqual(1e-4 * Math.abs(g)));
+    }
+  });
+});

@@ -150,6 +150,8 @@ export const TRAIN_USAGE = [
   row('--use-rslora', 'scaling = alpha / sqrt(r) (rsLoRA; off unless given)'),
   row('--adapter DIR', 'continue from a saved adapter in peft layout (default: new adapters)'),
   row('--merge-lora', 'also write OUTPUT/model with the adapters merged (off unless given)'),
+  row('--gradient-checkpointing', "recompute each layer in the backward: memory of one layer's input per layer"),
+  more('instead of all activations, for a second forward (off unless given)'),
   '',
   'where it goes:',
   row('--output DIR', 'metrics.jsonl, checkpoints, OUTPUT/model (default: none, nothing saved)'),
@@ -182,6 +184,7 @@ export const TRAIN_FLAGS: readonly string[] = [
   'allow-non-finite-weights',
   'use-rslora',
   'merge-lora',
+  'gradient-checkpointing',
   ...Object.keys(LORA_NUMBER_FLAGS),
   ...NUMBER_FLAGS.map((f) => f.flag),
   ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
@@ -194,6 +197,7 @@ const BOOLEAN_FLAGS: ReadonlySet<string> = new Set([
   'allow-non-finite-weights',
   'use-rslora',
   'merge-lora',
+  'gradient-checkpointing',
 ]);
 const VALUE_FLAGS: ReadonlySet<string> = new Set([
   ...NUMBER_FLAGS.map((x) => x.flag),
@@ -311,6 +315,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (Object.keys(lora).length > 0) input.lora = lora;
   if (str('adapter')) input.adapter = str('adapter');
   if (values['merge-lora']) input.mergeLora = true;
+  if (values['gradient-checkpointing']) input.gradientCheckpointing = true;
   if (values.overwrite) input.overwrite = true;
   if (values['allow-non-finite-weights']) input.allowNonFiniteWeights = true;
   if (str('on-non-finite')) input.onNonFinite = str('on-non-finite');

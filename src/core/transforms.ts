@@ -1,8 +1,8 @@
 import { ArgumentError, ShapeError } from './errors.js';
 import { kernelsFor } from './kernels.js';
-import { treeLeaves, treeMap } from './pytree.js';
+import { treeLeaves, treeMap, treeUnflatten } from './pytree.js';
 import { tidy } from './scope.js';
-import { recordOp, Tape, withTape } from './tape.js';
+import { recordOp, Tape, withoutTapes, withTape } from './tape.js';
 import { Tensor } from './tensor.js';
 
 /**
@@ -166,4 +166,46 @@ export function vjp<P, Out>(f: (params: P) => Out, params: P): [Out, VjpFn<P, Ou
     traced.tape.dispose();
   };
   return [traced.out, pullback];
+}
+
+/**
+ * `jax.checkpoint` (rematerialisation): `checkpoint(f)(args)` computes f(args) without keeping f's intermediates for
+ * the backward pass; the one node it records recomputes them from `args` when its cotangent arrives, and
+ * differentiates only the leaves some tape watches (frozen weights among `args` get no gradient). It trades a
+ * second forward of f for f's activations: a transformer layer under it keeps only its input. f must be a pure
+ * function of `args` (every tensor it reads among them, so the tape keeps them alive) and deterministic.
+ */
+export function checkpoint<A>(f: (args: A) => Tensor): (args: A) => Tensor {
+  return (args) => {
+    const leaves = treeLeaves(args);
+    const out = withoutTapes(() => tidy(() => f(args)));
+    recordOp('checkpoint', leaves, out, (cotangent, needs) => {
+      const wanted = leaves.flatMap((_, i) => (needs[i] ? [i] : []));
+      const grads = new Array<Tensor | null>(leaves.length).fill(null);
+      if (wanted.length === 0) return grads;
+      const ofWanted = (sub: readonly Tensor[]): A => {
+        const all = [...leaves];
+        wanted.forEach((i, k) => {
+          all[i] = sub[k]!;
+        });
+        return treeUnflatten(args, all);
+      };
+      const computed = tidy(() => {
+        const [, pullback] = vjp(
+          (sub: Tensor[]) => f(ofWanted(sub)),
+          wanted.map((i) => leaves[i]!),
+        );
+        try {
+          return pullback(cotangent);
+        } finally {
+          pullback.dispose();
+        }
+      });
+      wanted.forEach((i, k) => {
+        grads[i] = computed[k]!;
+      });
+      return grads;
+    });
+    return out;
+  };
 }

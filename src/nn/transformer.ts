@@ -1,10 +1,10 @@
 import type { DType } from '../core/dtype.js';
 import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
-import type { Rng } from '../core/rng.js';
+import { Rng } from '../core/rng.js';
 import { getDefaultBackend } from '../core/runtime.js';
 import type { Backend } from '../core/backend.js';
 import type { Tensor } from '../core/tensor.js';
-import { stopGradient } from '../core/transforms.js';
+import { checkpoint, stopGradient } from '../core/transforms.js';
 import { causalAttention } from '../ops/attention.js';
 import { ones, randn, tensor, zeros } from '../ops/creation.js';
 import { add, equal, mul, where } from '../ops/elementwise.js';
@@ -207,6 +207,11 @@ export interface ForwardOptions {
    * with dropout 0, the adapters see their input as it is.
    */
   readonly dropoutRng?: Rng;
+  /**
+   * Gradient checkpointing (Hugging Face's `gradient_checkpointing`): each layer is `checkpoint`ed, so the backward
+   * keeps one layer's input per layer and recomputes the rest, one layer at a time. Forwards without a cache only.
+   */
+  readonly remat?: boolean;
   /** Position of each new token [B, T] (i32), for RoPE; default 0..T-1 after the cache's length. */
   readonly positions?: Tensor;
   /**
@@ -263,6 +268,11 @@ export function hiddenStates(
   if (config.padTokenId !== undefined) {
     x = where(reshape(equal(tokens, config.padTokenId), [b, t, 1]), stopGradient(x), x);
   }
+  if (opts.remat) {
+    if (opts.cache !== undefined)
+      throw new ArgumentError('transformer', 'gradient checkpointing (remat) is for forwards without a KV cache');
+    return { hidden: rematLayers(params, x, ctx, lora), cache: null };
+  }
   // Each residual add is fused with the RMSNorm that follows it (the next block's, or the final one).
   let h = rmsNorm(x, params.layers[0]?.attnNorm ?? params.finalNorm, config.rmsEps);
   const layers: { k: Tensor; v: Tensor }[] = [];
@@ -279,6 +289,43 @@ export function hiddenStates(
   });
   const hidden = h;
   return { hidden, cache: opts.cache !== undefined ? { layers, keyBias, length: past + t, capacity } : null };
+}
+
+/**
+ * The layers under gradient checkpointing: each one a pure function of its input, its weights, its adapters and
+ * the step's RoPE tables and key bias, so its backward can recompute it. A layer ends with the residual sum; the
+ * next one starts with its own RMSNorm (unfused, unlike the plain path's addRmsNorm across layers). LoRA dropout
+ * draws from a generator seeded per layer, so the recomputation draws the same masks.
+ */
+function rematLayers(
+  params: TransformerParams,
+  embedded: Tensor,
+  ctx: AttentionContext,
+  lora: { weights: LoraWeights; rng: Rng | null } | null,
+): Tensor {
+  const { config, b, t } = ctx;
+  let x = embedded;
+  params.layers.forEach((p, l) => {
+    const adapters = lora ? adapterOf(lora, l) : null;
+    const seed = adapters?.rng && adapters.dropout > 0 ? adapters.rng.nextU32() : null;
+    const block = (a: { x: Tensor; p: LayerParams; lora: LoraLayer | null; rope: typeof ctx.rope; bias?: Tensor }) => {
+      const layerCtx: AttentionContext = { ...ctx, rope: a.rope, bias: a.bias };
+      const ad = adapters && a.lora ? { ...adapters, layer: a.lora, rng: seed === null ? null : new Rng(seed) } : null;
+      const h = rmsNorm(a.x, a.p.attnNorm, config.rmsEps);
+      const { out } = attention(a.p, reshape(h, [b * t, config.dModel]), layerCtx, undefined, ad);
+      const mid = addRmsNorm(a.x, reshape(out, [b, t, config.dModel]), a.p.mlpNorm, config.rmsEps);
+      const mlp = reshape(swiGlu(a.p, reshape(mid.normed, [b * t, config.dModel]), ad), [b, t, config.dModel]);
+      return add(mid.sum, mlp);
+    };
+    x = checkpoint(block)({
+      x,
+      p,
+      lora: adapters?.layer ?? null,
+      rope: ctx.rope,
+      ...(ctx.bias ? { bias: ctx.bias } : {}),
+    });
+  });
+  return rmsNorm(x, params.finalNorm, config.rmsEps);
 }
 
 interface AttentionContext {

@@ -22,6 +22,8 @@ export interface ScoreOptions {
   readonly temperature?: number;
   /** Draws LoRA dropout masks: a training forward's (none: the adapters see their input as it is). */
   readonly dropoutRng?: Rng | undefined;
+  /** Gradient checkpointing: recompute each layer in the backward instead of keeping its activations. */
+  readonly remat?: boolean;
 }
 
 /**
@@ -35,7 +37,7 @@ export function scoreLogProbs(
   batch: SequenceBatch,
   opts: ScoreOptions = {},
 ): Tensor {
-  const { logits, targets, mask } = completionLogits(params, config, batch, opts.dropoutRng);
+  const { logits, targets, mask } = completionLogits(params, config, batch, opts);
   // The temperature scale is applied inside the fused kernel (as scaleLogits would): no scaled copy of the logits.
   const t = opts.temperature ?? 1;
   return where(mask, tokenLogProbs(logits, targets, t === 1 || t === 0 ? 1 : 1 / t), 0);
@@ -46,7 +48,7 @@ export function completionLogits(
   params: TransformerParams,
   config: TransformerConfig,
   batch: SequenceBatch,
-  dropoutRng?: Rng,
+  opts: Pick<ScoreOptions, 'dropoutRng' | 'remat'> = {},
 ): { logits: Tensor; targets: Tensor; mask: Tensor } {
   const b = batch.batchSize;
   const t = seqLen(batch);
@@ -58,7 +60,8 @@ export function completionLogits(
   const { hidden } = hiddenStates(params, config, tensor(batch.tokens, [b, t], { dtype: 'i32', backend }), {
     positions: tensor(positions, [b, t], { dtype: 'i32', backend }),
     keyBias: tensor(keyBias, [b, t], { dtype, backend }),
-    ...(dropoutRng ? { dropoutRng } : {}),
+    ...(opts.dropoutRng ? { dropoutRng: opts.dropoutRng } : {}),
+    ...(opts.remat ? { remat: true } : {}),
   });
   // Position P - 1 + j predicts completion token j: only those C rows go through the LM head.
   const h = slice(hidden, [0, p - 1, 0], [b, c, config.dModel]);

@@ -37,7 +37,7 @@ export function sftLoss(
   params: TransformerParams,
   config: TransformerConfig,
   batch: SequenceBatch,
-  opts: { readonly dropoutRng?: Rng | undefined } = {},
+  opts: { readonly dropoutRng?: Rng | undefined; readonly remat?: boolean } = {},
 ): Tensor {
   let count = 0;
   for (const m of batch.completionMask) count += m;

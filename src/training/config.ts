@@ -124,6 +124,11 @@ export interface TrainConfig {
   readonly adapter: string | null;
   /** With LoRA: also write OUTPUT/model with the adapters merged into the weights. */
   readonly mergeLora: boolean;
+  /**
+   * Recompute each layer's activations in the backward pass instead of keeping them (Hugging Face's
+   * gradient_checkpointing): a training forward holds one layer's input per layer, at the cost of a second forward.
+   */
+  readonly gradientCheckpointing: boolean;
 }
 
 export const TRAIN_DEFAULTS: TrainConfig = {
@@ -172,6 +177,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   lora: null,
   adapter: null,
   mergeLora: false,
+  gradientCheckpointing: false,
 };
 
 /** A bad training setting: the field, the value and why. */
@@ -273,6 +279,7 @@ const SPEC: Spec<TrainConfig> = {
   lora: nullable(record(loraSpec, LORA_ALIASES, LORA_DEFAULTS)),
   adapter: nullable(str),
   mergeLora: bool,
+  gradientCheckpointing: bool,
 };
 
 // A pretrained model needs no supervised warm-start unless one is asked for.

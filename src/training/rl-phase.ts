@@ -86,7 +86,7 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
       },
       settings,
       run.rng,
-      run.params.lora?.dropout ? run.rng : undefined,
+      { dropoutRng: run.params.lora?.dropout ? run.rng : undefined, remat: cfg.gradientCheckpointing },
     ),
   );
   const metrics = await readMetrics(result.metrics);

@@ -67,7 +67,7 @@ export function updatePolicy(
   inputs: UpdateInputs,
   lrFor: (step: number) => AdamWSettings,
   rng: Rng,
-  dropoutRng?: Rng,
+  training: { readonly dropoutRng?: Rng | undefined; readonly remat?: boolean } = {},
 ): UpdateResult {
   const { rollouts: ro, objective } = inputs;
   const g = ro.groupSize;
@@ -105,7 +105,7 @@ export function updatePolicy(
         // Only the trainable part is differentiated (under LoRA the adapters: no gradient for the frozen base).
         const current = params;
         const lossFn = (t: PyTree): [Tensor, Metrics] => {
-          const scoring = { temperature: ro.scoringTemperature, dropoutRng };
+          const scoring = { temperature: ro.scoringTemperature, ...training };
           const logProbs = scoreLogProbs(withTrainable(current, t), config, scored, scoring);
           const result = objective.loss({ ...batch, logProbs }, inputs.progress);
           return [result.loss, result.metrics];

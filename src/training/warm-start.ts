@@ -59,10 +59,11 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
     run.opt.step,
   );
   const dropoutRng = run.params.lora?.dropout ? run.rng : undefined;
+  const remat = cfg.gradientCheckpointing;
   const next = tidy(() => {
     // Only the trainable part is differentiated (under LoRA the adapters: no gradient for the frozen base).
     const trainable = trainableOf(run.params);
-    const lossOf = (t: PyTree) => sftLoss(withTrainable(run.params, t), run.config, batch, { dropoutRng });
+    const lossOf = (t: PyTree) => sftLoss(withTrainable(run.params, t), run.config, batch, { dropoutRng, remat });
     const [loss, grads] = valueAndGrad(lossOf)(trainable);
     const stepped = adamwStep(trainable, grads, run.opt, {
       lr,
