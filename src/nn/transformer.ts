@@ -404,13 +404,16 @@ function project(
 ): Tensor {
   const base = bias ? add(linear(h, w), bias) : linear(h, w);
   const pair = lora?.layer[module];
-  return pair ? add(base, mul(loraPath(h, pair, lora!), lora!.scaling)) : base;
+  return pair ? add(base, loraPath(h, pair, lora!)) : base;
 }
 
-/** B (A drop(x)) for x [N, in]: [N, r], then [N, out]. */
+/**
+ * scaling * B (A drop(x)) for x [N, in]: [N, r], scaled there (r is small: one [N, out] temporary fewer than
+ * scaling the result, as peft does), then [N, out].
+ */
 function loraPath(x: Tensor, pair: LoraPair, lora: LayerAdapters): Tensor {
   const input = lora.rng && lora.dropout > 0 ? dropoutOf(x, lora.dropout, lora.rng) : x;
-  return linear(linear(input, pair.a), pair.b);
+  return linear(mul(linear(input, pair.a), lora.scaling), pair.b);
 }
 
 /** Inverted dropout (torch.nn.Dropout in train mode): each entry kept with 1 - p and scaled by 1 / (1 - p). */
