@@ -8,6 +8,8 @@ export const sha256Hex: typeof Node.sha256Hex = () => {
   throw new NodeOnlyError('sha256Hex');
 };
 
+export const sha256File: typeof Node.sha256File = () => Promise.reject(new NodeOnlyError('sha256File'));
+
 export const processTag: typeof Node.processTag = () => 'page';
 
 export const crashPoint: typeof Node.crashPoint = () => {};

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
 import { hostname, totalmem } from 'node:os';
+import { openRegular } from './files.js';
 
 /**
- * The host process (Node): its memory, a hash, and the test-only crash points. The browser build replaces this
+ * The host process (Node): its memory, a hash (of bytes, or of a file in chunks), and the test-only crash points. The browser build replaces this
  * file with `host.browser.ts` (same exports).
  */
 
@@ -10,6 +11,32 @@ import { hostname, totalmem } from 'node:os';
 export const totalMemoryBytes = (): number => totalmem();
 
 export const sha256Hex = (data: Uint8Array): string => createHash('sha256').update(data).digest('hex');
+
+/** Bytes per read of `sha256File`: big enough that the hash, not the system calls, sets the pace. */
+const HASH_CHUNK_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A regular file's size and SHA-256, read a chunk at a time, so a file of any size is hashed in 4 MiB of memory
+ * (a whole-file read fails past 2 GiB). Positions are plain numbers, exact up to 2^53. Errors are Node's, with
+ * the path (see `openRegular`).
+ */
+export async function sha256File(path: string): Promise<{ size: number; sha256: string }> {
+  const handle = await openRegular(path);
+  try {
+    const hash = createHash('sha256');
+    const chunk = new Uint8Array(HASH_CHUNK_BYTES);
+    let size = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(chunk, 0, chunk.length, size);
+      if (bytesRead === 0) break;
+      hash.update(chunk.subarray(0, bytesRead));
+      size += bytesRead;
+    }
+    return { size, sha256: hash.digest('hex') };
+  } finally {
+    await handle.close();
+  }
+}
 
 /** A name unique to this process, for temporary files beside others' (a write probe). */
 export const processTag = (): string => String(process.pid);
