@@ -6,7 +6,6 @@ import {
   mkdir,
   open,
   readdir,
-  readFile,
   readlink,
   readRegularFile,
   rename,
@@ -15,15 +14,18 @@ import {
   symlink,
   unlink,
 } from '../platform/files.js';
-import { crashPoint, processTag, sha256Hex } from '../platform/host.js';
+import { crashPoint, processTag, sha256File } from '../platform/host.js';
 import { FileSystemError } from '../platform/errors.js';
+import { RlvrError } from '../core/errors.js';
 
 /**
  * A directory that appears whole or not at all. `writeDirAtomic(dir, write)` lets `write` fill a fresh sibling
  * directory, writes a manifest (every file's size and SHA-256) last, fsyncs the files and the directory, and then
  * points `dir` at it by renaming a symbolic link over the old one (rename is atomic; readers see the old or the
- * new directory, never a mix). Older generations are removed afterwards. `verifyManifest` checks a directory
- * against its manifest on load. Any writer of a set of files (trainer checkpoints, Hugging Face exports) can
+ * new directory, never a mix). Older generations are removed afterwards; a save that fails (a throw, not a kill)
+ * removes its own partial generation, so only a killed save leaves one, which the next save removes. Files are
+ * hashed in chunks (`sha256File`), never read whole, so they may be of any size. `verifyManifest` checks a
+ * directory against its manifest on load. Any writer of a set of files (trainer checkpoints, Hugging Face exports) can
  * use it: it only needs a callback that writes files into the directory it is given.
  *
  * Layout: `dir` -> `dir.gen-<n>/` (a relative symlink), `dir.gen-<n>/manifest.json`. A `dir` that is a plain
@@ -75,7 +77,14 @@ async function generations(dir: string): Promise<{ name: string; n: number }[]> 
     .sort((a, b) => a.n - b.n);
 }
 
-/** Write a directory atomically (see the module comment). Throws `FileSystemError` naming the path and cause. */
+/** Remove what a failed save made; the error being thrown says what went wrong, so a failure here adds nothing. */
+const discard = (path: string): Promise<void> => rm(path, { recursive: true, force: true }).catch(() => undefined);
+
+/**
+ * Write a directory atomically (see the module comment). Throws `FileSystemError` naming the path and cause (a
+ * typed error of `write`'s own, a `CheckpointError` say, as it is); if `write` or anything before the swap
+ * throws, the new generation is removed first and `dir` is as it was.
+ */
 export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Promise<void>): Promise<void> {
   const parent = dirname(dir);
   const base = basename(dir);
@@ -87,7 +96,10 @@ export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Pro
   const next = (gens.at(-1)?.n ?? 0) + 1;
   const genName = `${base}.gen-${next}`;
   const genDir = join(parent, genName);
+  const asideDir = join(parent, `${base}.gen-0`);
   let step = genDir;
+  let movedAside = false;
+  let swapped = false;
   try {
     await rm(genDir, { recursive: true, force: true });
     await mkdir(genDir);
@@ -96,8 +108,7 @@ export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Pro
     const files: Record<string, ManifestEntry> = {};
     for (const rel of await listFiles(genDir)) {
       step = join(genDir, rel);
-      const data = await readFile(step);
-      files[rel] = { size: data.byteLength, sha256: sha256Hex(data) };
+      files[rel] = await sha256File(step);
       await fsyncPath(step);
     }
     step = join(genDir, MANIFEST);
@@ -115,7 +126,8 @@ export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Pro
     // A plain directory from an older save cannot be replaced by a rename of a link: move it aside first.
     if (current?.isDirectory()) {
       step = dir;
-      await rename(dir, join(parent, `${base}.gen-0`));
+      await rename(dir, asideDir);
+      movedAside = true;
     }
     const link = join(parent, `${base}.link-${next}`);
     step = link;
@@ -123,10 +135,18 @@ export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Pro
     await symlink(genName, link);
     step = dir;
     await rename(link, dir);
+    swapped = true;
     await fsyncPath(parent);
     crashPoint('checkpoint:after-swap');
   } catch (e) {
-    throw FileSystemError.from(step, e);
+    // Before the swap the new generation is an orphan (a failed write of a 2 GB file left 3.3 GB of one): remove
+    // it, and put back a plain directory moved aside. After the swap it is the checkpoint: keep it.
+    if (!swapped) {
+      await discard(join(parent, `${base}.link-${next}`));
+      if (movedAside) await rename(asideDir, dir).catch(() => undefined);
+      await discard(genDir);
+    }
+    throw e instanceof RlvrError ? e : FileSystemError.from(step, e);
   }
   // Older generations are garbage now; failing to remove them loses nothing.
   for (const g of await generations(dir))
@@ -139,7 +159,9 @@ export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Pro
  * Replacing an existing `dir` takes two renames (a directory cannot be renamed over a non-empty one): the old is
  * moved to `dir.old-<pid>` first and removed once the new one is in place, so a crash between the two leaves the
  * complete old copy beside a complete new one, never a mixed directory. An older version's `dir` link and its
- * generations are removed the same way. Throws `FileSystemError` naming the path and cause.
+ * generations are removed the same way. Throws `FileSystemError` naming the path and cause (a typed error of
+ * `write`'s own as it is); a failure before the new directory is in place removes `dir.tmp-<pid>` and leaves
+ * `dir` as it was.
  */
 export async function writePlainDirAtomic(dir: string, write: (tmpDir: string) => Promise<void>): Promise<void> {
   const parent = dirname(dir);
@@ -147,6 +169,8 @@ export async function writePlainDirAtomic(dir: string, write: (tmpDir: string) =
   const tmp = join(parent, `${base}.tmp-${processTag()}`);
   const old = join(parent, `${base}.old-${processTag()}`);
   let step = parent;
+  let movedAside = false;
+  let placed = false;
   try {
     await mkdir(parent, { recursive: true });
     step = tmp;
@@ -164,12 +188,18 @@ export async function writePlainDirAtomic(dir: string, write: (tmpDir: string) =
       step = dir;
       await rm(old, { recursive: true, force: true });
       await rename(dir, old);
+      movedAside = true;
     }
     step = dir;
     await rename(tmp, dir);
+    placed = true;
     await fsyncPath(parent);
   } catch (e) {
-    throw FileSystemError.from(step, e);
+    if (!placed) {
+      if (movedAside) await rename(old, dir).catch(() => undefined);
+      await discard(tmp);
+    }
+    throw e instanceof RlvrError ? e : FileSystemError.from(step, e);
   }
   // The old copy (or link) and an older version's generations are garbage now; failing to remove them loses nothing.
   await rm(old, { recursive: true, force: true }).catch(() => undefined);
@@ -263,10 +293,13 @@ export async function verifyManifest(dir: string): Promise<ManifestProblem | nul
   const regular = new Set(present.map((e) => e.rel));
   for (const [rel, entry] of Object.entries(files)) {
     if (!regular.has(rel)) return { file: rel, detail: 'is listed in the manifest but missing' };
-    const data = await readRegularFile(join(dir, rel));
-    if (data.byteLength !== entry.size)
-      return { file: rel, detail: `has ${data.byteLength} bytes, the manifest says ${entry.size}` };
-    if (sha256Hex(data) !== entry.sha256) return { file: rel, detail: 'does not match its SHA-256 in the manifest' };
+    // The size first (a stat), so a truncated file is named without hashing it; then the hash, in chunks.
+    const size = (await stat(join(dir, rel))).size;
+    if (size !== entry.size) return { file: rel, detail: `has ${size} bytes, the manifest says ${entry.size}` };
+    const read = await sha256File(join(dir, rel));
+    if (read.size !== entry.size)
+      return { file: rel, detail: `has ${read.size} bytes, the manifest says ${entry.size}` };
+    if (read.sha256 !== entry.sha256) return { file: rel, detail: 'does not match its SHA-256 in the manifest' };
   }
   return null;
 }
