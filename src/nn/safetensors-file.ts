@@ -1,21 +1,28 @@
 import { basename, open, openRegular, type FileHandle } from '../platform/files.js';
-import { fileErrorLine } from '../platform/errors.js';
+import { FileSystemError, fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
-import type { TypedArray } from '../core/dtype.js';
+import type { DType, TypedArray } from '../core/dtype.js';
 import {
   CheckpointError,
   checkTiling,
   decodeBytes,
+  encodeHeader,
+  fileOrder,
+  hostLayoutArray,
   parseEntry,
+  parseMetadata,
+  toLittleEndian,
   type EntrySpec,
   type HostTensor,
 } from './safetensors.js';
 
 /**
  * safetensors files read and written a tensor at a time, so host memory stays near the largest tensor instead
- * of the whole file (a 0.6B-parameter checkpoint is 1.2 GB in bf16). Reading validates the whole header first:
- * entries, and that the file holds every byte the header promises (a truncated download is an error naming the
- * file and the first tensor cut off, before anything is uploaded).
+ * of the whole file (a 0.6B-parameter checkpoint is 1.2 GB in bf16; a 278M-parameter run's optimizer state 2.2
+ * GB, past what one fs call or one buffer takes). Reading validates the whole header first: entries, metadata,
+ * and that the file holds every byte the header promises (a truncated download is an error naming the file and
+ * the first tensor cut off, before anything is uploaded). Every read and write moves at most `IO_CHUNK_BYTES`
+ * (Node refuses, or aborts on, one call over 2 GiB), and file positions are numbers, exact to 2^53.
  */
 export interface SafetensorsIndex {
   readonly path: string;
@@ -27,6 +34,9 @@ export interface SafetensorsIndex {
 
 const MAX_HEADER = 100 * 1024 * 1024;
 
+/** The most one read or write call moves: far under Node's 2 GiB limit per call, big enough to cost nothing. */
+export const IO_CHUNK_BYTES = 64 * 1024 * 1024;
+
 const fail = (
   kind: CheckpointError['kind'],
   field: string,
@@ -34,15 +44,34 @@ const fail = (
   path: string,
 ): E.Either<CheckpointError, never> => E.left(new CheckpointError(kind, field, detail, basename(path)));
 
-async function readAt(handle: FileHandle, position: number, length: number): Promise<Uint8Array> {
-  const out = new Uint8Array(length);
+/** Fill `out` from the file at `position`, a chunk per call; the bytes read (fewer only at the end of the file). */
+async function readInto(handle: FileHandle, out: Uint8Array, position: number): Promise<number> {
   let done = 0;
-  while (done < length) {
-    const { bytesRead } = await handle.read(out, done, length - done, position + done);
+  while (done < out.length) {
+    const n = Math.min(out.length - done, IO_CHUNK_BYTES);
+    const { bytesRead } = await handle.read(out, done, n, position + done);
     if (bytesRead === 0) break;
     done += bytesRead;
   }
+  return done;
+}
+
+async function readAt(handle: FileHandle, position: number, length: number): Promise<Uint8Array> {
+  const out = new Uint8Array(length);
+  const done = await readInto(handle, out, position);
   return done === length ? out : out.subarray(0, done);
+}
+
+/** One tensor's elements: read straight into its array when the stored bytes are the host's, else converted. */
+async function readTensor(handle: FileHandle, dataStart: number, e: EntrySpec): Promise<TypedArray> {
+  const length = e.end - e.begin;
+  const count = e.shape.reduce((a, d) => a * d, 1);
+  const direct = hostLayoutArray(e.code, count);
+  const bytes = direct ? new Uint8Array(direct.buffer) : new Uint8Array(length);
+  const done = await readInto(handle, bytes, dataStart + e.begin);
+  // The index checked the size; a file cut since then must not pass zeros off as weights.
+  if (done !== length) throw Object.assign(new Error('the file ended inside a tensor'), { code: 'EIO' });
+  return direct ?? decodeBytes(bytes, e.code);
 }
 
 /** Open a safetensors file and validate its header against the file's size. */
@@ -73,7 +102,10 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
     let metadata: Record<string, string> = {};
     for (const [name, entry] of Object.entries(header as Record<string, unknown>)) {
       if (name === '__metadata__') {
-        metadata = (entry ?? {}) as Record<string, string>;
+        // null is how some writers say "none"; anything else must be a map of strings, as the format says.
+        const m = parseMetadata(entry ?? {});
+        if (E.isLeft(m)) return E.left(new CheckpointError(m.left.kind, m.left.field, m.left.detail, basename(path)));
+        metadata = m.right;
         continue;
       }
       const spec = parseEntry(name, entry, Number.MAX_SAFE_INTEGER);
@@ -102,37 +134,61 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
   }
 }
 
-/** Read named tensors of one file, in file order, handing each to `use` before reading the next. */
+/**
+ * Read named tensors of one file, in file order, handing each to `use` (awaited) before reading the next, so
+ * only one tensor is in host memory at a time if `use` keeps none (uploading it, say). File errors are Node's.
+ */
 export async function streamTensors(
   index: SafetensorsIndex,
   names: readonly string[],
-  use: (name: string, t: HostTensor) => void,
+  use: (name: string, t: HostTensor) => void | Promise<void>,
 ): Promise<void> {
   const ordered = [...names].sort((a, b) => index.entries.get(a)!.begin - index.entries.get(b)!.begin);
   const handle = await openRegular(index.path);
   try {
     for (const name of ordered) {
       const e = index.entries.get(name)!;
-      const bytes = await readAt(handle, index.dataStart + e.begin, e.end - e.begin);
-      use(name, { dtype: e.dtype, shape: e.shape, data: decodeBytes(bytes, e.code) });
+      await use(name, { dtype: e.dtype, shape: e.shape, data: await readTensor(handle, index.dataStart, e) });
     }
   } finally {
     await handle.close();
   }
 }
 
-/** What a written tensor is: its name, shape and stored dtype; its f32 values are asked for when it is written. */
+/** What a written tensor is: its name, shape and stored dtype; its values are asked for when it is written. */
 export interface TensorToWrite {
   readonly name: string;
   readonly shape: readonly number[];
+  /** How this tensor is stored; default: the file's dtype. */
+  readonly dtype?: StoredDType;
   readonly values: () => Promise<TypedArray>;
 }
 
-export type StoredDType = 'F32' | 'BF16';
+export type StoredDType = 'F32' | 'BF16' | 'F64' | 'I32';
+
+const STORED_BYTES: Record<StoredDType, number> = { F32: 4, BF16: 2, F64: 8, I32: 4 };
+
+/** How a tensor of ours is stored as it is (what `encodeSafetensors` writes for it). */
+export const STORED: Readonly<Record<DType, StoredDType>> = { f32: 'F32', f64: 'F64', i32: 'I32' };
+
+/** Write all of `bytes` at `position`, a chunk per call (a call may write fewer bytes than asked); the end. */
+async function writeAt(handle: FileHandle, bytes: Uint8Array, position: number): Promise<number> {
+  let done = 0;
+  while (done < bytes.length) {
+    const n = Math.min(bytes.length - done, IO_CHUNK_BYTES);
+    const { bytesWritten } = await handle.write(bytes, done, n, position + done);
+    done += bytesWritten;
+  }
+  return position + done;
+}
 
 /**
- * Write a safetensors file tensor by tensor (names sorted, as the Python library writes them). BF16 rounds each
- * f32 to nearest even, as `tensor.to(torch.bfloat16)` does.
+ * Write a safetensors file tensor by tensor (names sorted, as the Python library writes them): the header, then
+ * each tensor's values, asked for just before they are written and converted a chunk at a time, so host memory
+ * holds one tensor (and one chunk). F32, F64 and I32 tensors are written as their little-endian bytes (the same
+ * file, byte for byte, as `encodeSafetensors` of the same tensors and metadata); BF16 rounds each f32 to nearest
+ * even, as `tensor.to(torch.bfloat16)` does. A file operation that fails throws `FileSystemError` naming `path`;
+ * values that do not fit their entry throw `CheckpointError` naming the tensor.
  */
 export async function writeSafetensorsFile(
   path: string,
@@ -140,40 +196,78 @@ export async function writeSafetensorsFile(
   dtype: StoredDType,
   metadata: Readonly<Record<string, string>> = {},
 ): Promise<void> {
-  const bytesPer = dtype === 'F32' ? 4 : 2;
-  const sorted = [...tensors].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  const header: Record<string, unknown> = Object.keys(metadata).length > 0 ? { __metadata__: metadata } : {};
-  let offset = 0;
-  for (const t of sorted) {
-    const bytes = t.shape.reduce((a, d) => a * d, 1) * bytesPer;
-    header[t.name] = { dtype, shape: [...t.shape], data_offsets: [offset, offset + bytes] };
-    offset += bytes;
-  }
-  let json = JSON.stringify(header);
-  json += ' '.repeat((8 - (new TextEncoder().encode(json).length % 8)) % 8);
-  const headerBytes = new TextEncoder().encode(json);
-  const handle = await open(path, 'w');
+  const byName = new Map(tensors.map((t) => [t.name, t]));
+  if (byName.size !== tensors.length)
+    throw new CheckpointError('bad-header', 'tensors', 'two tensors of one file share a name', basename(path));
+  const sorted = fileOrder(byName.keys()).map((name) => byName.get(name)!);
+  const stored = (t: TensorToWrite): StoredDType => t.dtype ?? dtype;
+  const count = (t: TensorToWrite): number => t.shape.reduce((a, d) => a * d, 1);
+  const head = encodeHeader(
+    sorted.map((t) => ({
+      name: t.name,
+      code: stored(t),
+      shape: t.shape,
+      byteLength: count(t) * STORED_BYTES[stored(t)],
+    })),
+    metadata,
+  );
+  const handle = await open(path, 'w').catch((e: unknown) => {
+    throw FileSystemError.from(path, e);
+  });
   try {
-    const prefix = new Uint8Array(8);
-    new DataView(prefix.buffer).setBigUint64(0, BigInt(headerBytes.length), true);
-    await handle.write(prefix);
-    await handle.write(headerBytes);
-    for (const t of sorted) await handle.write(encodeValues(await t.values(), dtype));
+    let at = await writeAt(handle, head, 0).catch(fileFailure(path));
+    for (const t of sorted) {
+      const values = await t.values();
+      if (values.length !== count(t))
+        throw new CheckpointError(
+          'wrong-shape',
+          t.name,
+          `has ${values.length} values for shape [${t.shape.join(', ')}]`,
+          basename(path),
+        );
+      for (const chunk of encodeChunks(values, stored(t), t.name, path))
+        at = await writeAt(handle, chunk, at).catch(fileFailure(path));
+    }
   } finally {
     await handle.close();
   }
 }
 
-function encodeValues(values: TypedArray, dtype: StoredDType): Uint8Array {
-  const f32 = values instanceof Float32Array ? values : Float32Array.from(values);
-  const view = new DataView(f32.buffer, f32.byteOffset, f32.byteLength);
-  const out = new Uint8Array(f32.length * (dtype === 'F32' ? 4 : 2));
-  const target = new DataView(out.buffer);
-  for (let i = 0; i < f32.length; i++) {
-    const bits = view.getUint32(i * 4, true);
-    if (dtype === 'F32') target.setUint32(i * 4, bits, true);
-    else target.setUint16(i * 2, f32ToBf16(bits), true);
+const fileFailure =
+  (path: string) =>
+  (e: unknown): never => {
+    throw FileSystemError.from(path, e);
+  };
+
+/** Elements converted per chunk when the stored bytes are not the values' own (bf16, a widened or narrowed float). */
+const CONVERT_CHUNK = 4 * 1024 * 1024;
+
+/** A tensor's stored bytes, in chunks: views of the values where they are already the stored bytes, else copies. */
+function* encodeChunks(values: TypedArray, dtype: StoredDType, name: string, path: string): Generator<Uint8Array> {
+  const native =
+    (dtype === 'F32' && values instanceof Float32Array) ||
+    (dtype === 'F64' && values instanceof Float64Array) ||
+    (dtype === 'I32' && values instanceof Int32Array);
+  if (!native && dtype === 'I32')
+    throw new CheckpointError('bad-dtype', name, 'I32 is written from i32 values only', basename(path));
+  const step = native ? IO_CHUNK_BYTES / values.BYTES_PER_ELEMENT : CONVERT_CHUNK;
+  for (let i = 0; i < values.length; i += step) {
+    const part = values.subarray(i, Math.min(values.length, i + step));
+    if (native) yield toLittleEndian(part);
+    else if (dtype === 'F64') yield toLittleEndian(Float64Array.from(part));
+    else {
+      const f32 = part instanceof Float32Array ? part : Float32Array.from(part);
+      if (dtype === 'F32') yield toLittleEndian(f32);
+      else yield bf16Bytes(f32);
+    }
   }
+}
+
+function bf16Bytes(f32: Float32Array): Uint8Array {
+  const bits = new Uint32Array(f32.buffer, f32.byteOffset, f32.length);
+  const out = new Uint8Array(f32.length * 2);
+  const target = new DataView(out.buffer);
+  for (let i = 0; i < bits.length; i++) target.setUint16(i * 2, f32ToBf16(bits[i]!), true);
   return out;
 }
 

@@ -64,27 +64,55 @@ const READ: Record<string, { dtype: DType; bytes: number }> = {
 const LITTLE_ENDIAN = new Uint8Array(new Uint16Array([1]).buffer)[0] === 1;
 const MAX_HEADER = 100 * 1024 * 1024;
 
-export function encodeSafetensors(
-  tensors: ReadonlyMap<string, HostTensor>,
+/** One tensor of a header: its name, stored dtype code, shape and byte length in the data section. */
+export interface HeaderEntry {
+  readonly name: string;
+  readonly code: string;
+  readonly shape: readonly number[];
+  readonly byteLength: number;
+}
+
+/**
+ * The bytes before the data section: the 8-byte length and the JSON header (padded with spaces to a multiple of
+ * 8), with `entries` laid out in the order given. The one definition both writers use (`encodeSafetensors` in
+ * memory, `writeSafetensorsFile` a tensor at a time), so their files are byte for byte the same.
+ */
+export function encodeHeader(
+  entries: readonly HeaderEntry[],
   metadata: Readonly<Record<string, string>> = {},
 ): Uint8Array {
-  const names = [...tensors.keys()].sort();
   const header: Record<string, unknown> = {};
   if (Object.keys(metadata).length > 0) header.__metadata__ = metadata;
   let offset = 0;
-  for (const name of names) {
-    const t = tensors.get(name)!;
-    const bytes = t.data.length * t.data.BYTES_PER_ELEMENT;
-    header[name] = { dtype: CODE[t.dtype], shape: [...t.shape], data_offsets: [offset, offset + bytes] };
-    offset += bytes;
+  for (const e of entries) {
+    header[e.name] = { dtype: e.code, shape: [...e.shape], data_offsets: [offset, offset + e.byteLength] };
+    offset += e.byteLength;
   }
   let json = JSON.stringify(header);
   json += ' '.repeat((8 - (new TextEncoder().encode(json).length % 8)) % 8);
   const headerBytes = new TextEncoder().encode(json);
-  const out = new Uint8Array(8 + headerBytes.length + offset);
+  const out = new Uint8Array(8 + headerBytes.length);
   new DataView(out.buffer).setBigUint64(0, BigInt(headerBytes.length), true);
   out.set(headerBytes, 8);
-  let at = 8 + headerBytes.length;
+  return out;
+}
+
+/** The names of a file's tensors in the order they are written: sorted, as the Python library writes them. */
+export const fileOrder = (names: Iterable<string>): string[] => [...names].sort();
+
+export function encodeSafetensors(
+  tensors: ReadonlyMap<string, HostTensor>,
+  metadata: Readonly<Record<string, string>> = {},
+): Uint8Array {
+  const names = fileOrder(tensors.keys());
+  const entries = names.map((name) => {
+    const t = tensors.get(name)!;
+    return { name, code: CODE[t.dtype], shape: t.shape, byteLength: t.data.length * t.data.BYTES_PER_ELEMENT };
+  });
+  const head = encodeHeader(entries, metadata);
+  const out = new Uint8Array(head.length + entries.reduce((a, e) => a + e.byteLength, 0));
+  out.set(head);
+  let at = head.length;
   for (const name of names) {
     const t = tensors.get(name)!;
     out.set(toLittleEndian(t.data), at);
@@ -93,7 +121,8 @@ export function encodeSafetensors(
   return out;
 }
 
-function toLittleEndian(a: TypedArray): Uint8Array {
+/** A typed array's elements as little-endian bytes: a view of it on a little-endian host, a copy otherwise. */
+export function toLittleEndian(a: TypedArray): Uint8Array {
   if (LITTLE_ENDIAN) return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
   const out = new Uint8Array(a.byteLength);
   const view = new DataView(out.buffer);
@@ -137,11 +166,9 @@ export function decodeSafetensors(bytes: Uint8Array): E.Either<CheckpointError, 
   if (E.isLeft(tiled)) return tiled;
   for (const [name, entry] of Object.entries(header)) {
     if (name === '__metadata__') {
-      if (!isRecord(entry)) return fail('bad-header', '__metadata__', 'is not an object');
-      for (const [k, v] of Object.entries(entry)) {
-        if (typeof v !== 'string') return fail('bad-header', `__metadata__.${k}`, 'is not a string');
-        metadata[k] = v;
-      }
+      const m = parseMetadata(entry);
+      if (E.isLeft(m)) return m;
+      Object.assign(metadata, m.right);
       continue;
     }
     const t = decodeEntry(name, entry, body);
@@ -149,6 +176,17 @@ export function decodeSafetensors(bytes: Uint8Array): E.Either<CheckpointError, 
     tensors.set(name, t.right);
   }
   return E.right({ tensors, metadata });
+}
+
+/** The header's `__metadata__`: a map of strings (the format allows nothing else). */
+export function parseMetadata(entry: unknown): E.Either<CheckpointError, Record<string, string>> {
+  if (!isRecord(entry)) return fail('bad-header', '__metadata__', 'is not an object');
+  const metadata: Record<string, string> = {};
+  for (const [k, v] of Object.entries(entry)) {
+    if (typeof v !== 'string') return fail('bad-header', `__metadata__.${k}`, 'is not a string');
+    metadata[k] = v;
+  }
+  return E.right(metadata);
 }
 
 /** A validated header entry: the stored dtype code, shape and byte range in the data section. */
@@ -221,6 +259,19 @@ function decodeEntry(name: string, entry: unknown, body: Uint8Array): E.Either<C
     data: decodeBytes(body.subarray(e.begin, e.end), e.code),
   });
   return E.map(decode)(parseEntry(name, entry, body.length));
+}
+
+/**
+ * An empty array for `count` elements of `code` if its stored bytes are its host bytes (F32, F64, I32 on a
+ * little-endian host), so a reader can read a tensor straight into it (one copy of it in memory, not two); null
+ * when the bytes must be converted (`decodeBytes`).
+ */
+export function hostLayoutArray(code: string, count: number): TypedArray | null {
+  const spec = READ[code];
+  if (!LITTLE_ENDIAN || !spec) return null;
+  if (spec.dtype === 'f64') return spec.bytes === 8 ? new Float64Array(count) : null;
+  if (spec.dtype === 'i32') return spec.bytes === 4 ? new Int32Array(count) : null;
+  return spec.bytes === 4 ? new Float32Array(count) : null;
 }
 
 /**
