@@ -4,7 +4,10 @@ import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TypedArray } from '../../src/core/dtype.js';
-import { FORMAT } from '../../src/nn/checkpoint.js';
+import { Rng } from '../../src/core/rng.js';
+import { CHECKPOINT_FILES, FORMAT, hostTensors, saveCheckpoint } from '../../src/nn/checkpoint.js';
+import { toHfNames } from '../../src/nn/hf.js';
+import { adamwInit } from '../../src/nn/optim.js';
 import { encodeHeader, encodeSafetensors, type HostTensor } from '../../src/nn/safetensors.js';
 import {
   f32ToBf16,
@@ -14,6 +17,8 @@ import {
   streamTensors,
   writeSafetensorsFile,
 } from '../../src/nn/safetensors-file.js';
+import { initParams } from '../../src/nn/transformer.js';
+import { tinyConfig } from './helpers/fixtures.js';
 
 /**
  * Issue 25 item 5: checkpoints are written a tensor at a time (`writeSafetensorsFile`), and the files are the
@@ -102,6 +107,31 @@ describe('writeSafetensorsFile writes what encodeSafetensors encodes', () => {
     const floats = [{ name: 'ids', shape: [2], dtype: 'I32' as const, values: async () => new Float32Array([1.5, 2]) }];
     await expect(writeSafetensorsFile(path, floats, 'F32')).rejects.toMatchObject({ kind: 'bad-dtype', field: 'ids' });
   });
+});
+
+describe('saveCheckpoint writes the files the in-memory encoder wrote', () => {
+  for (const dtype of ['f32', 'f64'] as const) {
+    it(`model.safetensors and optimizer.safetensors of ${dtype} parameters, byte for byte`, async () => {
+      const config = tinyConfig();
+      const params = initParams(config, new Rng(5), { dtype });
+      const opt = { ...adamwInit(params), step: 3 };
+      const dir = join(tmp, `ck-${dtype}`);
+      const saved = await saveCheckpoint(dir, { config, params, optimizer: opt })();
+      if (E.isLeft(saved)) throw saved.left;
+      const model = encodeSafetensors(await hostTensors(toHfNames(params)), {
+        format: 'pt',
+        producer: FORMAT,
+        dtypes: dtype,
+      });
+      const moments = new Map([
+        ...(await hostTensors(toHfNames(opt.m), 'exp_avg.')),
+        ...(await hostTensors(toHfNames(opt.v), 'exp_avg_sq.')),
+      ]);
+      const optimizer = encodeSafetensors(moments, { step: '3', producer: FORMAT });
+      expect(readFileSync(join(dir, CHECKPOINT_FILES.model)).equals(model)).toBe(true);
+      expect(readFileSync(join(dir, CHECKPOINT_FILES.optimizer)).equals(optimizer)).toBe(true);
+    });
+  }
 });
 
 describe("the streaming reader checks the header's metadata as the in-memory one does", () => {

@@ -1,7 +1,10 @@
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import * as E from 'fp-ts/lib/Either.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { Rng } from '../../src/core/rng.js';
+import { liveTensors } from '../../src/core/tensor.js';
 import {
   FileSystemError,
   resolveDir,
@@ -9,7 +12,12 @@ import {
   writeDirAtomic,
   writePlainDirAtomic,
 } from '../../src/nn/atomic-dir.js';
-import { CheckpointError } from '../../src/nn/safetensors.js';
+import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint } from '../../src/nn/checkpoint.js';
+import { adamwInit } from '../../src/nn/optim.js';
+import { CheckpointError, decodeSafetensors, encodeSafetensors } from '../../src/nn/safetensors.js';
+import { initParams } from '../../src/nn/transformer.js';
+import { tinyConfig } from '../policy/helpers/fixtures.js';
+import { resealManifest } from './helpers/manifest.js';
 
 /**
  * Issue 25 item 5: a save that fails leaves nothing behind. A 2.2 GB optimizer file that could not be written
@@ -152,5 +160,47 @@ describe('a failed writePlainDirAtomic removes its temporary directory', () => {
     expect(e).toBeInstanceOf(FileSystemError);
     expect(readdirSync(parent)).toEqual(['model']);
     expect(readFileSync(join(dir, 'w.bin'), 'utf8')).toBe('old');
+  });
+});
+
+describe('a failed saveCheckpoint', () => {
+  const config = tinyConfig();
+  it('a tensor that cannot be read part way through the optimizer file: typed error, no orphan, old one loads', async () => {
+    const parent = parentOf('ckpt');
+    const dir = join(parent, 'checkpoint');
+    const params = initParams(config, new Rng(1));
+    const first = await saveCheckpoint(dir, { config, params, optimizer: adamwInit(params) })();
+    expect(E.isRight(first)).toBe(true);
+    const model = readFileSync(join(dir, CHECKPOINT_FILES.model));
+    const opt = adamwInit(params);
+    opt.v.finalNorm.dispose(); // read after the model file and after some moments are written
+    const second = await saveCheckpoint(dir, { config, params, optimizer: opt })();
+    expect(E.isLeft(second) && second.left).toMatchObject({ name: 'CheckpointError', kind: 'io' });
+    expect(readdirSync(parent).sort()).toEqual(['checkpoint', 'checkpoint.gen-1']);
+    expect(readFileSync(join(dir, CHECKPOINT_FILES.model))).toEqual(model);
+    expect(E.isRight(await loadCheckpoint(dir)())).toBe(true);
+  });
+});
+
+describe('a failed loadCheckpoint frees what it uploaded', () => {
+  it('a negative second moment (the last file read) leaves no live tensor behind', async () => {
+    const config = tinyConfig();
+    const dir = join(parentOf('load'), 'checkpoint');
+    const params = initParams(config, new Rng(1));
+    await saveCheckpoint(dir, { config, params, optimizer: adamwInit(params) })();
+    const path = join(dir, CHECKPOINT_FILES.optimizer);
+    const file = decodeSafetensors(readFileSync(path));
+    if (E.isLeft(file)) throw file.left;
+    const tensors = new Map(file.right.tensors);
+    const names = [...tensors.keys()].filter((n) => n.startsWith('exp_avg_sq.')).sort();
+    const last = names.at(-1)!;
+    const t = tensors.get(last)!;
+    tensors.set(last, { ...t, data: Float32Array.from(t.data, (_, i) => (i === 0 ? -1 : 0)) });
+    writeFileSync(path, encodeSafetensors(tensors, file.right.metadata));
+    resealManifest(dir);
+    const live = liveTensors();
+    const r = await loadCheckpoint(dir)();
+    expect(E.isLeft(r) && r.left).toMatchObject({ kind: 'bad-state', field: last });
+    expect(liveTensors()).toBe(live);
   });
 });

@@ -3,13 +3,24 @@ import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import { pipe } from 'fp-ts/lib/function.js';
 import type { RngState } from '../core/rng.js';
+import { getDefaultBackend } from '../core/runtime.js';
+import { dispose } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
+import { tensor } from '../ops/creation.js';
 import { crashPoint } from '../platform/host.js';
 import { FileSystemError } from '../platform/errors.js';
 import { resolveDir, verifyManifest, writeDirAtomic } from './atomic-dir.js';
-import { fromHfConfig, fromHfNames, toHfConfig, toHfNames, type LoadOptions } from './hf.js';
+import { buildParams, checkHfNames, fromHfConfig, toHfConfig, toHfNames, type LoadOptions } from './hf.js';
 import type { OptimizerState } from './optim.js';
-import { CheckpointError, decodeSafetensors, encodeSafetensors, type HostTensor } from './safetensors.js';
+import { CheckpointError, type HostTensor } from './safetensors.js';
+import {
+  readSafetensorsIndex,
+  STORED,
+  streamTensors,
+  writeSafetensorsFile,
+  type SafetensorsIndex,
+  type TensorToWrite,
+} from './safetensors-file.js';
 import type { TransformerConfig, TransformerParams } from './transformer.js';
 
 /**
@@ -20,6 +31,8 @@ import type { TransformerConfig, TransformerParams } from './transformer.js';
  * The directory is written whole or not at all (`writeDirAtomic`: a sibling generation, fsync, an atomic swap
  * of the `dir` link), so a run killed during a save leaves the previous checkpoint loadable; loading verifies
  * the manifest and refuses non-finite weights unless `allowNonFinite`. Restoring all of it resumes a run exactly.
+ * Both safetensors files are written and read a tensor at a time (`safetensors-file.ts`), so host memory stays
+ * near the largest tensor and a file may be of any size (one buffer, or one fs call, stops at 2 GiB).
  */
 export type Json = null | boolean | number | string | readonly Json[] | { readonly [key: string]: Json };
 
@@ -51,36 +64,46 @@ export async function hostTensors(named: Map<string, Tensor>, prefix = ''): Prom
 const io =
   (field: string) =>
   (e: unknown): CheckpointError => {
+    if (e instanceof CheckpointError) return e;
     const detail = e instanceof FileSystemError ? e.message : FileSystemError.from(field, e).message;
     return new CheckpointError('io', field, detail.startsWith(`${field}: `) ? detail.slice(field.length + 2) : detail);
   };
 
-async function writeFileAt(dir: string, name: string, data: Uint8Array | string): Promise<void> {
+async function writeFileAt(dir: string, name: string, data: string): Promise<void> {
   await writeFile(join(dir, name), data);
   crashPoint('checkpoint:file');
 }
 
+/** Tensors to write as they are stored (f32, f64, i32), each read from its backend only when it is written. */
+const toWrite = (named: ReadonlyMap<string, Tensor>, prefix = ''): TensorToWrite[] =>
+  [...named].map(([name, t]) => ({
+    name: prefix + name,
+    shape: t.shape,
+    dtype: STORED[t.dtype],
+    values: () => t.data(),
+  }));
+
 export function saveCheckpoint(dir: string, ckpt: Checkpoint): TE.TaskEither<CheckpointError, void> {
   return TE.tryCatch(async () => {
-    // Everything is read back from the device before the first byte is written.
-    const model = await hostTensors(toHfNames(ckpt.params));
+    const named = toHfNames(ckpt.params);
     const opt = ckpt.optimizer;
-    const moments = opt
-      ? new Map([
-          ...(await hostTensors(toHfNames(opt.m), 'exp_avg.')),
-          ...(await hostTensors(toHfNames(opt.v), 'exp_avg_sq.')),
-        ])
-      : null;
     await writeDirAtomic(dir, async (tmp) => {
-      const dtypes = [...new Set([...model.values()].map((t) => t.dtype))].join(',');
-      await writeFileAt(
-        tmp,
-        CHECKPOINT_FILES.model,
-        encodeSafetensors(model, { format: 'pt', producer: FORMAT, dtypes }),
-      );
-      if (moments && opt) {
-        const bytes = encodeSafetensors(moments, { step: String(opt.step), producer: FORMAT });
-        await writeFileAt(tmp, CHECKPOINT_FILES.optimizer, bytes);
+      // Each tensor is read back from its backend as it is written: host memory holds one tensor, not the file.
+      // A failure part way leaves nothing behind (writeDirAtomic removes the generation).
+      const dtypes = [...new Set([...named.values()].map((t) => t.dtype))].join(',');
+      await writeSafetensorsFile(join(tmp, CHECKPOINT_FILES.model), toWrite(named), 'F32', {
+        format: 'pt',
+        producer: FORMAT,
+        dtypes,
+      });
+      crashPoint('checkpoint:file');
+      if (opt) {
+        const moments = [...toWrite(toHfNames(opt.m), 'exp_avg.'), ...toWrite(toHfNames(opt.v), 'exp_avg_sq.')];
+        await writeSafetensorsFile(join(tmp, CHECKPOINT_FILES.optimizer), moments, 'F32', {
+          step: String(opt.step),
+          producer: FORMAT,
+        });
+        crashPoint('checkpoint:file');
       }
       const torchDtype = ckpt.params.embed.weight.dtype === 'f64' ? 'float64' : 'float32';
       const hfConfig = { ...toHfConfig(ckpt.config), torch_dtype: torchDtype };
@@ -96,9 +119,6 @@ const exists = (path: string): Promise<boolean> =>
     () => true,
     () => false,
   );
-
-const readBytes = (path: string): TE.TaskEither<CheckpointError, Uint8Array> =>
-  TE.tryCatch(() => readRegularFile(path), io(path));
 
 const readJson = (path: string): TE.TaskEither<CheckpointError, unknown> =>
   pipe(
@@ -116,27 +136,49 @@ export interface CheckpointLoadOptions extends LoadOptions {
   readonly allowNonFinite?: boolean;
 }
 
-/** The first non-finite value among decoded tensors, as a typed error (unless allowed). */
-function checkFinite(
-  tensors: ReadonlyMap<string, HostTensor>,
-  opts: CheckpointLoadOptions,
-): E.Either<CheckpointError, void> {
-  if (opts.allowNonFinite) return E.right(undefined);
-  for (const [name, t] of tensors) {
-    if (t.dtype === 'i32') continue;
-    const i = t.data.findIndex((v) => !Number.isFinite(v));
-    if (i < 0) continue;
-    const detail = `holds ${t.data[i]} at flat index ${i} (load with allowNonFinite to accept)`;
-    return E.left(new CheckpointError('non-finite', name, detail));
-  }
-  return E.right(undefined);
+/** A tensor's first non-finite value, as a typed error (unless allowed). */
+function nonFinite(name: string, t: HostTensor, opts: CheckpointLoadOptions): CheckpointError | null {
+  if (opts.allowNonFinite || t.dtype === 'i32') return null;
+  const i = t.data.findIndex((v) => !Number.isFinite(v));
+  if (i < 0) return null;
+  const detail = `holds ${t.data[i]} at flat index ${i} (load with allowNonFinite to accept)`;
+  return new CheckpointError('non-finite', name, detail);
 }
 
-const decodeFinite = (opts: CheckpointLoadOptions) => (bytes: Uint8Array) =>
-  pipe(
-    decodeSafetensors(bytes),
-    E.chainFirst((f) => checkFinite(f.tensors, opts)),
-  );
+/** A checkpoint's safetensors file, its header validated against the file (nothing else read yet). */
+const indexOf =
+  (path: string): TE.TaskEither<CheckpointError, SafetensorsIndex> =>
+  () =>
+    readSafetensorsIndex(path);
+
+/**
+ * The parameter pytrees of a file, one per name prefix, whose names and shapes were checked against the config.
+ * Tensors are read in file order, each checked (finite unless allowed, then `check`) and uploaded before the
+ * next is read; on any failure what was uploaded is disposed.
+ */
+function uploadTrees(
+  index: SafetensorsIndex,
+  config: TransformerConfig,
+  opts: CheckpointLoadOptions,
+  prefixes: readonly string[],
+  check: (name: string, t: HostTensor) => CheckpointError | null = () => null,
+): TE.TaskEither<CheckpointError, TransformerParams[]> {
+  return async () => {
+    const backend = opts.backend ?? getDefaultBackend();
+    const loaded = new Map<string, Tensor>();
+    try {
+      await streamTensors(index, [...index.entries.keys()], (name, t) => {
+        const bad = nonFinite(name, t, opts) ?? check(name, t);
+        if (bad) throw bad;
+        loaded.set(name, tensor(t.data, t.shape, { dtype: opts.dtype ?? t.dtype, backend }));
+      });
+    } catch (e) {
+      dispose([...loaded.values()]);
+      return E.left(io(index.path)(e));
+    }
+    return E.right(prefixes.map((p) => buildParams(config, (name) => loaded.get(p + name)!) as TransformerParams));
+  };
+}
 
 /** The directory a checkpoint path names (following the atomic writer's link), verified against its manifest. */
 export function openDir(dir: string): TE.TaskEither<CheckpointError, string> {
@@ -168,22 +210,41 @@ export function loadCheckpoint(
     openDir(path),
     TE.bindTo('dir'),
     TE.bind('config', ({ dir }) => pipe(readJson(join(dir, CHECKPOINT_FILES.config)), TE.chainEitherK(fromHfConfig))),
-    TE.bind('params', ({ dir, config }) =>
+    TE.bind('params', ({ dir, config }) => loadParams(join(dir, CHECKPOINT_FILES.model), config, opts)),
+    TE.bind('rest', ({ dir, config, params }) =>
       pipe(
-        readBytes(join(dir, CHECKPOINT_FILES.model)),
-        TE.chainEitherK(decodeFinite(opts)),
-        TE.chainEitherK((f) => fromHfNames(f.tensors, config, opts)),
+        TE.Do,
+        TE.bind('optimizer', () => loadOptimizer(join(dir, CHECKPOINT_FILES.optimizer), config, opts)),
+        TE.bind('state', ({ optimizer }) =>
+          pipe(
+            loadState(join(dir, CHECKPOINT_FILES.state)),
+            TE.orElseFirst(() => TE.fromIO(() => dispose(optimizer))),
+          ),
+        ),
+        // What was uploaded is of no use to a caller who gets an error: free it.
+        TE.orElseFirst(() => TE.fromIO(() => dispose(params))),
       ),
     ),
-    TE.bind('optimizer', ({ dir, config }) => loadOptimizer(join(dir, CHECKPOINT_FILES.optimizer), config, opts)),
-    TE.bind('state', ({ dir }) => loadState(join(dir, CHECKPOINT_FILES.state))),
-    TE.map(({ config, params, optimizer, state }) => ({
+    TE.map(({ config, params, rest: { optimizer, state } }) => ({
       config,
       params,
       ...(optimizer ? { optimizer } : {}),
       rngs: state.rngs,
       trainerState: state.trainerState,
     })),
+  );
+}
+
+function loadParams(
+  path: string,
+  config: TransformerConfig,
+  opts: CheckpointLoadOptions,
+): TE.TaskEither<CheckpointError, TransformerParams> {
+  return pipe(
+    indexOf(path),
+    TE.chainFirstEitherK((index) => checkHfNames(index.entries, config)),
+    TE.chain((index) => uploadTrees(index, config, opts, [''])),
+    TE.map(([params]) => params!),
   );
 }
 
@@ -198,10 +259,9 @@ function loadOptimizer(
       !present
         ? TE.right(null)
         : pipe(
-            readBytes(path),
-            TE.chainEitherK(decodeFinite(opts)),
-            TE.chainEitherK((f) => {
-              const stray = [...f.tensors.keys()].find(
+            indexOf(path),
+            TE.chainEitherK((index) => {
+              const stray = [...index.entries.keys()].find(
                 (n) => !n.startsWith('exp_avg.') && !n.startsWith('exp_avg_sq.'),
               );
               if (stray)
@@ -212,38 +272,38 @@ function loadOptimizer(
                     'optimizer tensors are named exp_avg.* or exp_avg_sq.*',
                   ),
                 );
-              // A second moment is a mean of squares: a negative one makes AdamW's sqrt NaN.
-              for (const [name, t] of f.tensors) {
-                if (!name.startsWith('exp_avg_sq.')) continue;
-                const i = t.data.findIndex((x) => x < 0);
-                if (i >= 0)
-                  return E.left(
-                    new CheckpointError(
-                      'bad-state',
-                      name,
-                      `holds ${t.data[i]} at flat index ${i}; second moments are >= 0`,
-                    ),
-                  );
-              }
-              const step = Number(f.metadata.step);
+              const step = Number(index.metadata.step);
               if (!Number.isSafeInteger(step) || step < 0)
                 return E.left(
                   new CheckpointError(
                     'bad-state',
                     'optimizer __metadata__.step',
-                    `expected a step count, got ${JSON.stringify(f.metadata.step)}`,
+                    `expected a step count, got ${JSON.stringify(index.metadata.step)}`,
                   ),
                 );
               return pipe(
-                E.Do,
-                E.bind('m', () => fromHfNames(f.tensors, config, { ...opts, prefix: 'exp_avg.' })),
-                E.bind('v', () => fromHfNames(f.tensors, config, { ...opts, prefix: 'exp_avg_sq.' })),
-                E.map(({ m, v }): OptimizerState<TransformerParams> => ({ step, m, v })),
+                checkHfNames(index.entries, config, 'exp_avg.'),
+                E.chain(() => checkHfNames(index.entries, config, 'exp_avg_sq.')),
+                E.map(() => ({ index, step })),
               );
             }),
+            TE.chain(({ index, step }) =>
+              pipe(
+                uploadTrees(index, config, opts, ['exp_avg.', 'exp_avg_sq.'], negativeMoment),
+                TE.map(([m, v]): OptimizerState<TransformerParams> => ({ step, m: m!, v: v! })),
+              ),
+            ),
           ),
     ),
   );
+}
+
+/** A second moment is a mean of squares: a negative one makes AdamW's sqrt NaN. */
+function negativeMoment(name: string, t: HostTensor): CheckpointError | null {
+  if (!name.startsWith('exp_avg_sq.')) return null;
+  const i = t.data.findIndex((x) => x < 0);
+  if (i < 0) return null;
+  return new CheckpointError('bad-state', name, `holds ${t.data[i]} at flat index ${i}; second moments are >= 0`);
 }
 
 export interface SavedState {

@@ -109,15 +109,15 @@ export interface LoadOptions {
 }
 
 /**
- * Build the parameter pytree from named host tensors, checking that every expected tensor is there with its
- * shape and nothing else is (an untied lm_head or a bias this model lacks is an error, not silently dropped).
+ * Check named tensors (their dtype and shape; the data need not be read yet) against a config: every expected
+ * tensor is there with its shape and a float dtype, and nothing else under `prefix` is (an untied lm_head or a
+ * bias this model lacks is an error, not silently dropped).
  */
-export function fromHfNames(
-  tensors: ReadonlyMap<string, HostTensor>,
+export function checkHfNames(
+  tensors: ReadonlyMap<string, { readonly dtype: DType; readonly shape: readonly number[] }>,
   config: TransformerConfig,
-  opts: LoadOptions = {},
-): E.Either<CheckpointError, TransformerParams> {
-  const prefix = opts.prefix ?? '';
+  prefix = '',
+): E.Either<CheckpointError, void> {
   const shapes = expectedShapes(config);
   for (const name of tensors.keys()) {
     if (name.startsWith(prefix) && !shapes.has(name.slice(prefix.length))) {
@@ -125,7 +125,6 @@ export function fromHfNames(
       return E.left(new CheckpointError('unexpected-tensor', name, why));
     }
   }
-  const loaded = new Map<string, HostTensor>();
   for (const [name, shape] of shapes) {
     const t = tensors.get(prefix + name);
     if (!t) return E.left(new CheckpointError('missing-tensor', prefix + name, `expected shape [${shape.join(', ')}]`));
@@ -140,11 +139,22 @@ export function fromHfNames(
     }
     if (t.dtype === 'i32')
       return E.left(new CheckpointError('bad-dtype', prefix + name, 'a parameter must be a float tensor'));
-    loaded.set(name, t);
   }
+  return E.right(undefined);
+}
+
+/** Build the parameter pytree from named host tensors, checked first by `checkHfNames`. */
+export function fromHfNames(
+  tensors: ReadonlyMap<string, HostTensor>,
+  config: TransformerConfig,
+  opts: LoadOptions = {},
+): E.Either<CheckpointError, TransformerParams> {
+  const prefix = opts.prefix ?? '';
+  const checked = checkHfNames(tensors, config, prefix);
+  if (E.isLeft(checked)) return checked;
   const backend = opts.backend ?? getDefaultBackend();
   const up = (name: string): Tensor => {
-    const t = loaded.get(name)!;
+    const t = tensors.get(prefix + name)!;
     const dtype = opts.dtype ?? t.dtype;
     return tensor(t.data, t.shape, { dtype, backend });
   };
