@@ -1,8 +1,8 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { Rng } from '../../src/core/rng.js';
 import { liveTensors } from '../../src/core/tensor.js';
 import {
@@ -55,7 +55,9 @@ afterEach(() => {
   fail.symlink = false;
 });
 
-const parentOf = (name: string): string => mkdtempSync(join(tmpdir(), `rlvr-failed-${name}-`));
+const root = mkdtempSync(join(tmpdir(), 'rlvr-failed-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+const parentOf = (name: string): string => mkdtempSync(join(root, `${name}-`));
 
 /** A directory written by writeDirAtomic holding one file with `text`. */
 async function saved(parent: string, text: string): Promise<string> {
