@@ -40,6 +40,8 @@ export interface Backend {
   readonly maxBufferBytes?: number;
   /** The most memory it can hold in all (a WebAssembly memory's size limit); undefined: the host's memory. */
   readonly maxMemoryBytes?: number;
+  /** What limits `maxMemoryBytes`, in words, for a refusal ("the cpu backend's WebAssembly memory: 4 GiB"). */
+  readonly memoryNote?: string;
   /**
    * The backend name whose kernels run a kernel this backend has not registered, on this backend's storage ("my
    * storage is readable by that backend's kernels": `'reference'` for a host backend whose storage is typed

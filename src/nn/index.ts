@@ -73,6 +73,8 @@ export {
   type RunShape,
   MemoryError,
   countParameters,
+  countLoraParameters,
+  type RunLora,
   estimateTrainingMemory,
   describeEstimate,
   checkFits,

@@ -1,22 +1,37 @@
 import { RlvrError } from '../core/errors.js';
 import { paramShapes } from './hf.js';
 import { headDim, type TransformerConfig } from './transformer.js';
+import type { LoraModule } from './adapters.js';
 
 /**
  * A training run's memory, estimated from the config before anything is allocated, so a run that cannot fit is
- * refused at the start instead of failing midway. f32 throughout (4 bytes). It is an estimate: activations count
- * the tensors the backward pass keeps per token and layer (norm inputs, q/k/v before and after RoPE, attention
- * probabilities, the MLP's gate/up/product), not every transient.
+ * refused at the start instead of failing midway. It is meant as an upper bound of what the backends carve, and
+ * it counts what this engine holds, not what an ideal one would:
+ * - the tape keeps every intermediate of a training forward until its backward ends, and the backward's
+ *   cotangents live until the step's scope closes (with gradient checkpointing, one layer's input per layer and
+ *   one layer recomputed at a time);
+ * - an AdamW step makes the new parameters and moments before the old ones are freed;
+ * - a full fine-tune's KL reference keeps the weights RL started from alive once the policy moves (under LoRA the
+ *   reference is the base with the adapters off: nothing more);
+ * - the backends' pools never shrink and hand out blocks in size classes (the CPU backend's round up by at most
+ *   1/8), so the sampling and the training phases' blocks are counted side by side, plus 1/4 for rounding and
+ *   blocks one phase leaves that another cannot use.
+ * Frozen base weights are counted in the dtype they are held in; everything trained is f32.
  */
 export interface MemoryEstimate {
   readonly parameters: number;
+  /** Parameters the optimizer updates: all of them, or the LoRA adapters'. */
+  readonly trainableParameters: number;
+  /** The model's weights as held (a frozen base in its dtype, adapters in f32). */
   readonly weights: number;
-  /** Gradients (one f32 per parameter) and AdamW's two moments. */
+  /** Gradients of the trained parameters (f32) and AdamW's two moments. */
   readonly gradients: number;
   readonly adamMoments: number;
-  /** A frozen reference policy held beside the trained one (KL or RCC). */
+  /** An AdamW step's new parameters and moments, made before the old ones are freed. */
+  readonly optimizerStep: number;
+  /** A full fine-tune's reference policy (KL or RCC): the weights RL started from, kept alive. */
   readonly reference: number;
-  /** Saved activations of one minibatch forward + backward, the LM head's logits included. */
+  /** Activations of the widest forward + backward (an RL minibatch or a warm-start batch), logits included. */
   readonly activations: number;
   /** Sampling: the KV cache and the per-token [B, V] log-probs. */
   readonly sampling: number;
@@ -25,13 +40,21 @@ export interface MemoryEstimate {
    * built on the host, then uploaded (counted twice).
    */
   readonly rope: number;
+  /** The pools' size-class rounding and unusable free blocks (1/4 of the rest). */
+  readonly allocator: number;
   readonly total: number;
   /** The largest single tensor (one buffer on a GPU). */
   readonly largestTensor: number;
 }
 
+/** LoRA as the estimate sees it: the rank and the adapted modules. */
+export interface RunLora {
+  readonly r: number;
+  readonly targetModules: readonly LoraModule[];
+}
+
 export interface RunShape {
-  /** Rows sampled per step (prompts x G). */
+  /** Rows sampled per step (prompts x G, or the held-out evaluation's rows if more). */
   readonly sampledRows: number;
   /** Rows per optimisation minibatch (groups per minibatch x G). */
   readonly minibatchRows: number;
@@ -41,32 +64,86 @@ export interface RunShape {
   readonly promptTokens: number;
   readonly completionTokens: number;
   readonly withReference: boolean;
+  /** LoRA adapters on a frozen base (absent: full fine-tuning). */
+  readonly lora?: RunLora | null;
+  /** Bytes per frozen base parameter as held (default 4, f32; 2 for weights kept in bf16/f16). */
+  readonly frozenBytesPerParameter?: number;
+  /** Gradient checkpointing: one layer's activations at a time. */
+  readonly remat?: boolean;
+  /** pi_old is re-scored by a forward over the sampled batch (a backend whose results depend on the batch's shape). */
+  readonly rescores?: boolean;
 }
 
 const F32 = 4;
 
+const size = (shape: readonly number[] | undefined): number => (shape ? shape.reduce((a, d) => a * d, 1) : 0);
+
 export function countParameters(config: TransformerConfig): number {
   const s = paramShapes(config);
-  const size = (shape: readonly number[] | undefined): number => (shape ? shape.reduce((a, d) => a * d, 1) : 0);
   const perLayer = s.layers
     .map((l) => Object.values(l).reduce((a, shape) => a + size(shape), 0))
     .reduce((a, n) => a + n, 0);
   return size(s.embed.weight) + perLayer + size(s.finalNorm) + size(s.lmHead?.weight);
 }
 
+const WEIGHT_OF: Readonly<Record<LoraModule, 'wq' | 'wk' | 'wv' | 'wo' | 'wGate' | 'wUp' | 'wDown'>> = {
+  q_proj: 'wq',
+  k_proj: 'wk',
+  v_proj: 'wv',
+  o_proj: 'wo',
+  gate_proj: 'wGate',
+  up_proj: 'wUp',
+  down_proj: 'wDown',
+};
+
+/** [out, in] of every adapted module of one layer. */
+function adaptedShapes(config: TransformerConfig, lora: RunLora): [number, number][] {
+  const layer = paramShapes(config).layers[0]!;
+  return lora.targetModules.map((m) => {
+    const [out, inp] = layer[WEIGHT_OF[m]]!;
+    return [out!, inp!];
+  });
+}
+
+/** The adapters' parameters: r (in + out) per adapted module and layer. */
+export function countLoraParameters(config: TransformerConfig, lora: RunLora): number {
+  return config.nLayers * adaptedShapes(config, lora).reduce((a, [out, inp]) => a + lora.r * (out + inp), 0);
+}
+
 export function estimateTrainingMemory(config: TransformerConfig, run: RunShape): MemoryEstimate {
   const c = config;
   const dh = headDim(c);
+  const q = c.nHeads * dh;
+  const kv = c.nKvHeads * dh;
   const t = run.promptTokens + run.completionTokens;
   const parameters = countParameters(c);
-  const weights = parameters * F32;
+  const lora = run.lora ?? null;
+  const adapters = lora ? countLoraParameters(c, lora) : 0;
+  const trainableParameters = lora ? adapters : parameters;
+  const frozen = lora ? (run.frozenBytesPerParameter ?? F32) : F32;
+  const weights = lora ? parameters * frozen + adapters * F32 : parameters * F32;
+  const trained = trainableParameters * F32;
   // The widest forward and backward of the run: an RL minibatch or a warm-start batch.
   const rows = Math.max(run.minibatchRows, run.warmStartRows ?? 0);
-  const perTokenLayer = 8 * c.dModel + 6 * c.nHeads * dh + 4 * c.nKvHeads * dh + 2 * c.nHeads * t + 5 * c.dFf;
+  // What one layer's forward makes per token (norms and residual sums, projections, q/k norms, rotations, the
+  // attention output and its row statistics, the MLP), held by the tape, and as much again for the backward.
+  const forward =
+    6 * c.dModel + 4 * q + 4 * kv + (c.qkNorm ? q + kv : 0) + (c.qkvBias ? q + 2 * kv : 0) + 3 * c.dFf + 2 * c.nHeads;
+  // A LoRA module adds [N, r] twice and [N, out] once forward; [N, r] twice and [N, in] twice backward.
+  const adapterPaths = lora
+    ? adaptedShapes(c, lora).reduce((a, [out, inp]) => a + 2 * out + 2 * inp + 4 * lora.r, 0)
+    : 0;
+  const perLayer = 2 * forward + adapterPaths;
+  const layers = run.remat ? c.nLayers * 2 * c.dModel + perLayer : c.nLayers * perLayer;
   const logits = rows * run.completionTokens * c.vocabSize * 3;
-  const activations = (rows * t * c.nLayers * perTokenLayer + logits) * F32;
-  const sampling = (run.sampledRows * c.nLayers * 2 * c.nKvHeads * t * dh + 3 * run.sampledRows * c.vocabSize) * F32;
-  const reference = run.withReference ? weights : 0;
+  const activations = (rows * t * layers + logits) * F32;
+  // Sampling: the KV cache and each token's [B, V] log-probs; the prompts' forward and the sampled batch's forward
+  // without a tape (the reference's log-probs, or pi_old re-scored) free each layer's intermediates as they go.
+  const noGradForward = forward + adapterPaths / 2 + c.nLayers * 2 * c.dModel;
+  const scored =
+    run.withReference || run.rescores ? run.sampledRows * (t * noGradForward + run.completionTokens * c.vocabSize) : 0;
+  const sampling = (run.sampledRows * c.nLayers * 2 * kv * t + 3 * run.sampledRows * c.vocabSize + scored) * F32;
+  const reference = run.withReference && !lora ? parameters * F32 : 0;
   const ropeTable = c.maxSeqLen * (dh / 2) * F32;
   const rope = 2 * 2 * ropeTable;
   const largestTensor =
@@ -76,17 +153,23 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
       rows * run.completionTokens * c.vocabSize,
       rows * c.nHeads * t * t,
     ) * F32;
-  const total = weights + weights + 2 * weights + reference + activations + sampling + rope;
+  const held = weights + trained + 2 * trained + 3 * trained + reference + activations + sampling + rope;
+  // The pools' rounding and the blocks one phase leaves that another's sizes cannot use: measured at up to 1.2x
+  // the rest on the CPU backend over full and LoRA runs, with and without checkpointing (bench/RESULTS.md).
+  const allocator = held / 4;
   return {
     parameters,
+    trainableParameters,
     weights,
-    gradients: weights,
-    adamMoments: 2 * weights,
+    gradients: trained,
+    adamMoments: 2 * trained,
+    optimizerStep: 3 * trained,
     reference,
     activations,
     sampling,
     rope,
-    total,
+    allocator,
+    total: held + allocator,
     largestTensor,
   };
 }
@@ -95,11 +178,16 @@ const fmt = (bytes: number): string =>
   bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 
 export function describeEstimate(e: MemoryEstimate): string {
+  const trained =
+    e.trainableParameters === e.parameters
+      ? `${(e.parameters / 1e6).toFixed(2)}M parameters`
+      : `${(e.parameters / 1e6).toFixed(2)}M parameters, ${(e.trainableParameters / 1e6).toFixed(2)}M trained`;
   return (
-    `memory estimate: ${fmt(e.total)} = weights ${fmt(e.weights)} (${(e.parameters / 1e6).toFixed(2)}M parameters)` +
-    ` + gradients ${fmt(e.gradients)} + AdamW moments ${fmt(e.adamMoments)}` +
+    `memory estimate: ${fmt(e.total)} = weights ${fmt(e.weights)} (${trained})` +
+    ` + gradients ${fmt(e.gradients)} + AdamW moments ${fmt(e.adamMoments)} + AdamW step ${fmt(e.optimizerStep)}` +
     `${e.reference ? ` + reference ${fmt(e.reference)}` : ''} + activations ${fmt(e.activations)}` +
-    ` + sampling ${fmt(e.sampling)} + RoPE tables ${fmt(e.rope)}; largest tensor ${fmt(e.largestTensor)}`
+    ` + sampling ${fmt(e.sampling)} + RoPE tables ${fmt(e.rope)} + allocator ${fmt(e.allocator)};` +
+    ` largest tensor ${fmt(e.largestTensor)}`
   );
 }
 
@@ -107,6 +195,8 @@ export function describeEstimate(e: MemoryEstimate): string {
 export interface MemoryLimits {
   readonly totalBytes: number;
   readonly maxBufferBytes?: number;
+  /** Where `totalBytes` comes from, for the refusal ("the cpu backend's WebAssembly memory", "--memory-limit-gb"). */
+  readonly source?: string;
 }
 
 export class MemoryError extends RlvrError {
@@ -114,15 +204,32 @@ export class MemoryError extends RlvrError {
     readonly estimate: MemoryEstimate,
     readonly limits: MemoryLimits,
     reason: string,
+    /** Changes to the run that would fit, each with its estimate ("--lora-r 16 (1.10 GiB)"). */
+    readonly alternatives: readonly string[] = [],
   ) {
-    super(`the run would not fit: ${reason}. ${describeEstimate(estimate)}`);
+    const fits = alternatives.length > 0 ? ` What would fit: ${alternatives.join('; ')}.` : '';
+    super(`the run would not fit: ${reason}.${fits} ${describeEstimate(estimate)}`);
   }
 }
 
-/** null when the estimate fits, else the error to refuse the run with. */
-export function checkFits(e: MemoryEstimate, limits: MemoryLimits): MemoryError | null {
-  if (e.total > limits.totalBytes)
-    return new MemoryError(e, limits, `${fmt(e.total)} needed, ${fmt(limits.totalBytes)} available`);
+/** A size for a message: GiB, or MiB below one. */
+export const formatBytes = fmt;
+
+/** null when the estimate fits, else the error to refuse the run with (naming what would fit, when told). */
+export function checkFits(
+  e: MemoryEstimate,
+  limits: MemoryLimits,
+  alternatives: () => readonly string[] = () => [],
+): MemoryError | null {
+  if (e.total > limits.totalBytes) {
+    const of = limits.source ? ` (${limits.source})` : '';
+    return new MemoryError(
+      e,
+      limits,
+      `${fmt(e.total)} needed, ${fmt(limits.totalBytes)} available${of}`,
+      alternatives(),
+    );
+  }
   if (limits.maxBufferBytes !== undefined && e.largestTensor > limits.maxBufferBytes) {
     return new MemoryError(
       e,

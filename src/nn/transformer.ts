@@ -5,6 +5,7 @@ import { getDefaultBackend } from '../core/runtime.js';
 import type { Backend } from '../core/backend.js';
 import type { Tensor } from '../core/tensor.js';
 import { checkpoint, stopGradient } from '../core/transforms.js';
+import { tidy } from '../core/scope.js';
 import { causalAttention } from '../ops/attention.js';
 import { ones, randn, tensor, zeros } from '../ops/creation.js';
 import { add, equal, mul, where } from '../ops/elementwise.js';
@@ -277,15 +278,20 @@ export function hiddenStates(
   let h = rmsNorm(x, params.layers[0]?.attnNorm ?? params.finalNorm, config.rmsEps);
   const layers: { k: Tensor; v: Tensor }[] = [];
   params.layers.forEach((p, l) => {
-    const adapters = lora ? adapterOf(lora, l) : null;
-    const { out, k, v } = attention(p, reshape(h, [b * t, config.dModel]), ctx, cache?.layers[l], adapters);
-    layers.push({ k, v });
-    const mid = addRmsNorm(x, reshape(out, [b, t, config.dModel]), p.mlpNorm, config.rmsEps);
-    const next = params.layers[l + 1]?.attnNorm ?? params.finalNorm;
-    const mlp = reshape(swiGlu(p, reshape(mid.normed, [b * t, config.dModel]), adapters), [b, t, config.dModel]);
-    const end = addRmsNorm(mid.sum, mlp, next, config.rmsEps);
-    x = end.sum;
-    h = end.normed;
+    // One scope per layer: a forward without a tape (sampling, scoring a reference) frees each layer's
+    // intermediates as it goes; under a tape nothing changes (the tape holds what its rules need).
+    const out = tidy(() => {
+      const adapters = lora ? adapterOf(lora, l) : null;
+      const a = attention(p, reshape(h, [b * t, config.dModel]), ctx, cache?.layers[l], adapters);
+      const mid = addRmsNorm(x, reshape(a.out, [b, t, config.dModel]), p.mlpNorm, config.rmsEps);
+      const next = params.layers[l + 1]?.attnNorm ?? params.finalNorm;
+      const mlp = reshape(swiGlu(p, reshape(mid.normed, [b * t, config.dModel]), adapters), [b, t, config.dModel]);
+      const end = addRmsNorm(mid.sum, mlp, next, config.rmsEps);
+      return { x: end.sum, h: end.normed, k: a.k, v: a.v };
+    });
+    layers.push({ k: out.k, v: out.v });
+    x = out.x;
+    h = out.h;
   });
   const hidden = h;
   return { hidden, cache: opts.cache !== undefined ? { layers, keyBias, length: past + t, capacity } : null };

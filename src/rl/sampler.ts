@@ -24,6 +24,11 @@ export interface SamplerOptions {
   readonly useKvCache?: boolean;
   /** A frozen reference policy; when given, its log-probs of the sampled tokens are recorded too. */
   readonly refParams?: TransformerParams | null;
+  /**
+   * Score the reference as gradient checkpointing's forward does, layer by layer, keeping no layer's
+   * intermediates (the same numbers as the training forward under `remat`).
+   */
+  readonly remat?: boolean;
 }
 
 /** Sampled completions in the `SequenceBatch` layout, with what the objectives need beside them. */
@@ -206,7 +211,8 @@ export async function sampleRollouts(
   const scoringTemperature = temperature === 0 ? 1 : temperature;
   let refLogProbs: Float32Array | null = null;
   if (opts.refParams) {
-    const ref = tidy(() => scoreLogProbs(opts.refParams!, config, batch, { temperature: scoringTemperature }));
+    const scoring = { temperature: scoringTemperature, remat: opts.remat ?? false };
+    const ref = tidy(() => scoreLogProbs(opts.refParams!, config, batch, scoring));
     refLogProbs = new Float32Array(await ref.data());
     ref.dispose();
   }

@@ -93,8 +93,10 @@ export async function rescoreOldLogProbs<R extends Rescorable>(
   params: TransformerParams,
   config: TransformerConfig,
   rollouts: R,
+  opts: Pick<ScoreOptions, 'remat'> = {},
 ): Promise<R> {
-  const logProbs = tidy(() => scoreLogProbs(params, config, rollouts, { temperature: rollouts.scoringTemperature }));
+  const scoring = { temperature: rollouts.scoringTemperature, remat: opts.remat ?? false };
+  const logProbs = tidy(() => scoreLogProbs(params, config, rollouts, scoring));
   const values = await logProbs.data();
   logProbs.dispose();
   return { ...rollouts, oldLogProbs: Float32Array.from(values) };

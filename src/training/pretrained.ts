@@ -7,7 +7,7 @@ import { Rng } from '../core/rng.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { fromHfConfig } from '../nn/hf-config.js';
 import { COMPANION_FILES, fileError, HF_FILES, loadHfCheckpoint, saveHfCheckpoint } from '../nn/hf-checkpoint.js';
-import type { RunShape, MemoryLimits } from '../nn/memory.js';
+import type { RunLora, RunShape, MemoryLimits } from '../nn/memory.js';
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 import {
   DatasetError,
@@ -269,6 +269,8 @@ export function runShape(
   tokenizer: Tokenizer,
   task: Task<Problem>,
   withReference: boolean,
+  lora: RunLora | null = cfg.lora,
+  rescores = false,
 ): RunShape {
   const rng = new Rng(cfg.seed + 7);
   let longest = 1;
@@ -281,10 +283,14 @@ export function runShape(
     promptTokens: Math.ceil(longest * 1.25),
     completionTokens: cfg.maxCompletionLength,
     withReference,
+    lora,
+    remat: cfg.gradientCheckpointing,
+    rescores,
   };
 }
 
 /** The host's memory, or the configured limit. */
-export const defaultMemoryLimits = (cfg: TrainConfig): MemoryLimits => ({
-  totalBytes: cfg.memoryLimitGb !== null ? cfg.memoryLimitGb * 2 ** 30 : totalMemoryBytes(),
-});
+export const defaultMemoryLimits = (cfg: TrainConfig): MemoryLimits & { source: string } =>
+  cfg.memoryLimitGb !== null
+    ? { totalBytes: cfg.memoryLimitGb * 2 ** 30, source: '--memory-limit-gb' }
+    : { totalBytes: totalMemoryBytes(), source: "the host's memory" };

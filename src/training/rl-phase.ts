@@ -48,12 +48,17 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
       temperature: cfg.temperature,
       topP: cfg.topP,
       refParams: run.needsReference ? run.reference : null,
+      remat: cfg.gradientCheckpointing,
     },
   );
   // Where the sampler's numbers may depend on the batch's shape, pi_old is re-scored by the training forward so
   // that the first ratio is exactly 1.
   const batchInvariant = run.params.embed.weight.backend.batchInvariant;
-  const rollouts = batchInvariant ? sampled : await rescoreOldLogProbs(run.params, run.config, sampled);
+  const rollouts = batchInvariant
+    ? sampled
+    : await rescoreOldLogProbs(run.params, run.config, sampled, {
+        remat: cfg.gradientCheckpointing,
+      });
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
   // What the objective learns from: the rewards, unless a spec flips the signal's sign.
   const signal = faults.flipAdvantageSign ? reflected(rewards) : rewards;

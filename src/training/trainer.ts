@@ -18,6 +18,7 @@ import type { RngState } from '../core/rng.js';
 import type { Json } from '../nn/checkpoint.js';
 import {
   ADAPTER_FILES,
+  LORA_MODULES,
   initLora,
   mergeLora,
   parseAdapterConfig,
@@ -44,7 +45,7 @@ import { abortReason, InterruptedError } from './interrupted.js';
 import { METRICS_FILE, type OutputLock, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
 import { checkResume, ResumeMismatchError } from './resume-check.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
-import { checkFits, estimateTrainingMemory, type MemoryLimits } from '../nn/memory.js';
+import { checkFits, estimateTrainingMemory, formatBytes, type MemoryLimits, type RunShape } from '../nn/memory.js';
 import {
   checkDatasetRows,
   checkTokenizerCarries,
@@ -199,15 +200,20 @@ async function openRun(
   if (E.isLeft(base)) throw base.left;
   if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
   checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg);
-  const shape = runShape(cfg, base.right.tokenizer, base.right.task, base.right.needsReference);
+  const { tokenizer: tok, task: runTask, needsReference } = base.right;
+  const shape = runShape(cfg, tok, runTask, needsReference, lora, !backend.batchInvariant);
   const estimate = estimateTrainingMemory(base.right.config, shape);
   opts.onMemoryEstimate?.(estimate);
   const host = defaultMemoryLimits(cfg);
+  const device = backend.maxMemoryBytes ?? Number.POSITIVE_INFINITY;
   const limits = opts.memoryLimits ?? {
-    totalBytes: Math.min(host.totalBytes, backend.maxMemoryBytes ?? Number.POSITIVE_INFINITY),
+    totalBytes: Math.min(host.totalBytes, device),
     maxBufferBytes: backend.maxBufferBytes,
+    source: device < host.totalBytes ? (backend.memoryNote ?? `the ${backend.name} backend's memory`) : host.source,
   };
-  const refusal = checkFits(estimate, limits);
+  const refusal = checkFits(estimate, limits, () =>
+    fittingAlternatives(base.right.config, shape, limits.totalBytes, cfg, backend.name, host.totalBytes),
+  );
   if (refusal) throw refusal;
   if (cfg.outputDir) {
     const inputs = [['--model', cfg.modelDir] as const, ['--dataset', cfg.dataset] as const];
@@ -217,12 +223,37 @@ async function openRun(
   const loadBase = async () => await loadPretrainedParams(pretrained!, backend, { allowNonFinite });
   const started = cfg.resume
     ? await resume(cfg.resume, backend, base.right, pretrained ? loadBase : null)
-    : await withAdapters(
-        pretrained ? startFrom(await loadBase(), cfg.seed) : fresh(base.right.config, cfg.seed, backend),
-        base.right,
-        backend,
-      );
+    : await startRun(base.right, backend, pretrained ? await loadBase() : null);
   return { run: { ...base.right, ...started }, pretrained };
+}
+
+/**
+ * What would fit where the run does not, each with its estimate: LoRA, gradient checkpointing, both, one group per
+ * minibatch, or a backend without the CPU backend's WebAssembly limit.
+ */
+function fittingAlternatives(
+  config: TransformerConfig,
+  shape: RunShape,
+  limit: number,
+  cfg: TrainConfig,
+  backendName: string,
+  hostBytes: number,
+): string[] {
+  const out: string[] = [];
+  const allLinear = { r: 16, targetModules: LORA_MODULES };
+  const tryShape = (label: string, over: Partial<RunShape>): void => {
+    const e = estimateTrainingMemory(config, { ...shape, ...over });
+    if (e.total <= limit) out.push(`${label} (${formatBytes(e.total)})`);
+  };
+  if (!shape.lora) tryShape('LoRA: --lora-r 16 --lora-target-modules all-linear', { lora: allLinear });
+  if (!shape.remat) tryShape('--gradient-checkpointing', { remat: true });
+  if (!shape.lora && !shape.remat)
+    tryShape('LoRA (r 16, all-linear) with --gradient-checkpointing', { lora: allLinear, remat: true });
+  if (shape.minibatchRows > cfg.numGenerations)
+    tryShape('--groups-per-minibatch 1', { minibatchRows: cfg.numGenerations });
+  if (backendName === 'cpu' && estimateTrainingMemory(config, shape).total <= hostBytes)
+    out.push(`--backend webgpu, whose memory is the device's, not a WebAssembly memory's`);
+  return out;
 }
 
 /**
@@ -316,31 +347,33 @@ type RunStart = Pick<
 >;
 
 /**
- * Under LoRA, the policy's adapters: a saved adapter's (`--adapter`) or new ones drawn from the run's generator
- * (after the base, so a new model draws as before); the optimizer then holds their state only.
+ * A new run's policy: the Hub model's weights or a new model drawn from the seed, and under LoRA its adapters (a
+ * saved adapter's, `--adapter`, or new ones drawn after the base, so a new model draws as before). The optimizer's
+ * state is made last, for what the run trains only (a full model's moments made and dropped would stay in the
+ * CPU backend's pool, whose blocks other sizes cannot use).
  */
-async function withAdapters(
-  start: RunStart,
+async function startRun(
   run: Pick<Run, 'cfg' | 'config' | 'lora'>,
   backend: Backend,
+  pretrained: TransformerParams | null,
 ): Promise<RunStart> {
-  if (!run.lora) return start;
+  const rng = new Rng(run.cfg.seed);
+  const base = pretrained ?? initParams(run.config, rng, { backend });
+  if (!run.lora) return startFrom(base, rng);
   let lora: LoraWeights;
   if (run.cfg.adapter) {
     const read = await readAdapter(run.cfg.adapter, run.config, backend, {
       allowNonFinite: run.cfg.allowNonFiniteWeights,
     });
     if (E.isLeft(read)) {
-      dispose([start.params, start.opt]);
+      dispose(base);
       throw read.left;
     }
     lora = read.right.lora;
   } else {
-    lora = initLora(run.config, run.lora, start.rng, { backend });
+    lora = initLora(run.config, run.lora, rng, { backend });
   }
-  dispose(start.opt);
-  const params = withLora(start.params, lora);
-  return { ...start, params, opt: adamwInit(trainableOf(params)) };
+  return startFrom(withLora(base, lora), rng);
 }
 
 /** The LoRA config of a saved adapter (`--adapter DIR`), read before anything is allocated. */
@@ -386,12 +419,7 @@ async function saveOutputs(run: Run, pretrained: PretrainedParts | null, out: st
   }
 }
 
-function fresh(config: TransformerConfig, seed: number, backend: Backend): RunStart {
-  const rng = new Rng(seed);
-  return startFrom(initParams(config, rng, { backend }), seed, rng);
-}
-
-function startFrom(params: TransformerParams, seed: number, rng = new Rng(seed)): RunStart {
+function startFrom(params: TransformerParams, rng: Rng): RunStart {
   return {
     rng,
     params,

@@ -23,6 +23,12 @@ export interface CpuOptions {
    * Without it the kernels run on one thread in an ordinary memory of a fixed 1 GiB.
    */
   readonly sharedMemory?: boolean;
+  /**
+   * Hold at most this many bytes (default: all the WebAssembly memory can: 4 GiB shared, 1 GiB otherwise), as a
+   * smaller device would: a run's memory estimate is checked against it, and an allocation past it fails as running
+   * out of memory does.
+   */
+  readonly memoryLimitBytes?: number;
 }
 
 /** The thread count a CPU backend takes by default: `RLVR_THREADS` if set, else the machine's cores. */
@@ -59,6 +65,7 @@ export class CpuBackend implements HostBackend, WasmHost {
   readonly minParallelWork: number;
   /** A shared WebAssembly memory holds at most 4 GiB (its heap starts after 1 MiB of kernel data); else 1 GiB. */
   readonly maxMemoryBytes: number;
+  readonly memoryNote: string;
   private buffers = 0;
   private bytes = 0;
   private scratchPtr = 0;
@@ -71,8 +78,15 @@ export class CpuBackend implements HostBackend, WasmHost {
     this.minParallelWork = opts.minParallelWork ?? 1 << 20;
     const shared = opts.sharedMemory ?? canShareMemory();
     const module = kernelsModule(shared);
-    this.rt = new WasmRuntime(module, kernelExports(module), threads, shared);
-    this.maxMemoryBytes = (shared ? 4 * 1024 ** 3 : UNSHARED_BYTES) - (1 << 21);
+    const whole = (shared ? 4 * 1024 ** 3 : UNSHARED_BYTES) - (1 << 21);
+    this.maxMemoryBytes = Math.min(whole, opts.memoryLimitBytes ?? Number.POSITIVE_INFINITY);
+    this.memoryNote =
+      this.maxMemoryBytes < whole
+        ? `the cpu backend's memoryLimitBytes`
+        : shared
+          ? "the cpu backend's WebAssembly memory: 4 GiB at most, one 32-bit memory"
+          : "the cpu backend's WebAssembly memory: 1 GiB where threads cannot share it (a page without cross-origin isolation)";
+    this.rt = new WasmRuntime(module, kernelExports(module), threads, shared, this.maxMemoryBytes + (1 << 21));
   }
 
   get threads(): number {

@@ -96,6 +96,10 @@ export class WasmRuntime {
   private readonly args: Float64Array;
   private readonly workers: HostThread[] = [];
   private readonly free = new Map<number, number[]>();
+  /** Blocks lent from a larger class than their request's, by address: they go back to that class. */
+  private readonly lentClass = new Map<number, number>();
+  /** The heap's end may not pass this (the memory's maximum, or a smaller limit the backend was given). */
+  private readonly limit: number;
   private top = HEAP_START;
   private live = 0;
   private liveBytes = 0;
@@ -107,9 +111,16 @@ export class WasmRuntime {
    * `module` must import a shared memory when `shared` (then `threads` >= 1 threads), an ordinary one otherwise
    * (one thread, and a fixed size of `UNSHARED_BYTES`: growing an ordinary memory would detach every view of it).
    */
-  constructor(module: WebAssembly.Module, names: readonly string[], threads: number, shared: boolean) {
+  constructor(
+    module: WebAssembly.Module,
+    names: readonly string[],
+    threads: number,
+    shared: boolean,
+    limitBytes = Number.POSITIVE_INFINITY,
+  ) {
     this.threads = shared ? threads : 1;
     const pages = shared ? HEAP_START / PAGE + 16 : UNSHARED_BYTES / PAGE;
+    this.limit = Math.min(limitBytes, (shared ? 65536 : pages) * PAGE);
     this.memory = new WebAssembly.Memory({ initial: pages, maximum: shared ? 65536 : pages, shared });
     const instance = new WebAssembly.Instance(module, { env: { memory: this.memory } });
     this.fns = names.map((n, i) => {
@@ -193,28 +204,53 @@ export class WasmRuntime {
     }
   }
 
-  /** A 64-byte aligned block of at least `bytes` bytes from the pool (grows the memory when it must). */
+  /**
+   * A 64-byte aligned block of at least `bytes` bytes from the pool: a free block of its size class, else the
+   * smallest free block of a class at most twice as large, else new memory (grown when it must). Lending larger
+   * blocks keeps the heap from growing with every size a tensor takes from step to step (a batch's completion
+   * length varies): without it each new size class carves blocks of its own that no other size can use.
+   */
   alloc(bytes: number): number {
     const cls = sizeClass(bytes);
     this.live++;
-    this.liveBytes += cls;
     const list = this.free.get(cls);
     if (list !== undefined && list.length > 0) {
       this.reused++;
+      this.liveBytes += cls;
       return list.pop()!;
     }
+    const lent = this.smallestFreeAbove(cls);
+    if (lent !== null) {
+      const ptr = this.free.get(lent)!.pop()!;
+      this.lentClass.set(ptr, lent);
+      this.reused++;
+      this.liveBytes += lent;
+      return ptr;
+    }
+    this.liveBytes += cls;
     const ptr = this.top;
     const end = ptr + cls;
     const have = this.memory.buffer.byteLength;
+    if (end > this.limit) throw new RangeError(`the pool's limit of ${this.limit} bytes is reached`);
     if (end > have) this.memory.grow(Math.ceil((end - have) / PAGE));
     this.top = end;
     this.carved++;
     return ptr;
   }
 
+  /** The smallest class in (cls, 2 cls] with a free block, or null. */
+  private smallestFreeAbove(cls: number): number | null {
+    let best: number | null = null;
+    for (const [c, list] of this.free)
+      if (c > cls && c <= 2 * cls && list.length > 0 && (best === null || c < best)) best = c;
+    return best;
+  }
+
   /** Return a block of `bytes` (as asked of `alloc`) at `ptr` to the pool. */
   release(ptr: number, bytes: number): void {
-    const cls = sizeClass(bytes);
+    const lent = this.lentClass.get(ptr);
+    if (lent !== undefined) this.lentClass.delete(ptr);
+    const cls = lent ?? sizeClass(bytes);
     this.live--;
     this.liveBytes -= cls;
     const list = this.free.get(cls);
