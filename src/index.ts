@@ -20,7 +20,8 @@ export {
   type AdamWHyper,
   type AdamWManyHyper,
 } from './core/kernels.js';
-export type { DType, TypedArray } from './core/dtype.js';
+export { isHalf, type DType, type HalfDType, type HostArray, type TypedArray } from './core/dtype.js';
+export { roundBf16, roundF16, bf16Value, f16Value, roundToHalf, widenHalf } from './core/half.js';
 export * from './core/errors.js';
 export { Tensor, liveTensors } from './core/tensor.js';
 export { tidy, keep, dispose } from './core/scope.js';

@@ -1,4 +1,4 @@
-import type { DType, TypedArray } from './dtype.js';
+import type { DType, HostArray, TypedArray } from './dtype.js';
 import type { Shape } from './shape.js';
 
 /**
@@ -49,7 +49,9 @@ export interface Backend {
    */
   readonly fallbackKernels?: string;
 
-  upload(values: TypedArray, dtype: DType): Storage;
+  /** New storage holding `values` (the 16-bit words themselves for bf16 and f16: `values` is a Uint16Array). */
+  upload(values: HostArray, dtype: DType): Storage;
+  /** The values on the host; a bf16/f16 tensor's widened to f32 (exactly). */
   read(x: KernelTensor): Promise<TypedArray>;
   readSync(x: KernelTensor): TypedArray;
   free(storage: Storage): void;

@@ -1,4 +1,5 @@
-import { ArgumentError, ShapeError } from './errors.js';
+import { isHalf } from './dtype.js';
+import { ArgumentError, DTypeError, ShapeError } from './errors.js';
 import { kernelsFor } from './kernels.js';
 import { treeLeaves, treeMap, treeUnflatten } from './pytree.js';
 import { tidy } from './scope.js';
@@ -46,6 +47,16 @@ interface Traced<Out> {
 function trace<P, Out>(op: string, f: (params: P) => Out, params: P): Traced<Out> {
   const tape = new Tape();
   const primals: Tensor[] = [];
+  // A bf16/f16 tensor is frozen storage: no gradient can be written into it, so it is refused as a leaf here
+  // (before anything is traced) rather than met by a rule halfway through a backward pass.
+  treeLeaves(params).forEach((t, i) => {
+    if (isHalf(t.dtype))
+      throw new DTypeError(
+        op,
+        `leaf ${i} of the differentiated argument is ${t.dtype}: bf16/f16 tensors are frozen and get no gradient ` +
+          '(pass them in another argument)',
+      );
+  });
   const watched = treeMap(params, (t) => {
     const a = alias(op, t);
     tape.watch(a);

@@ -1,3 +1,4 @@
+import { computeDType } from '../core/dtype.js';
 import { access, join, readRegularFile, stat, writeFile } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
@@ -57,7 +58,9 @@ export const FORMAT = 'rlvr-wgpu/1';
 
 export async function hostTensors(named: Map<string, Tensor>, prefix = ''): Promise<Map<string, HostTensor>> {
   const out = new Map<string, HostTensor>();
-  for (const [name, t] of named) out.set(prefix + name, { dtype: t.dtype, shape: t.shape, data: await t.data() });
+  // A frozen bf16/f16 weight reads back widened to f32 and is saved so.
+  for (const [name, t] of named)
+    out.set(prefix + name, { dtype: computeDType(t.dtype), shape: t.shape, data: await t.data() });
   return out;
 }
 

@@ -1,5 +1,5 @@
 import type { Backend } from '../core/backend.js';
-import { allocArray, type DType } from '../core/dtype.js';
+import { allocArray, computeDType, type DType } from '../core/dtype.js';
 import { ArgumentError } from '../core/errors.js';
 import { keep } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
@@ -39,8 +39,8 @@ export function ropeTables(
   const hit = perBackend.get(key);
   if (hit && !hit.cos.isDisposed && !hit.sin.isDisposed) return hit;
   const half = headDim / 2;
-  const cos = allocArray(dtype, maxSeqLen * half);
-  const sin = allocArray(dtype, maxSeqLen * half);
+  const cos = allocArray(computeDType(dtype), maxSeqLen * half);
+  const sin = allocArray(computeDType(dtype), maxSeqLen * half);
   for (let p = 0; p < maxSeqLen; p++) {
     for (let i = 0; i < half; i++) {
       const angle = p * theta ** ((-2 * i) / headDim);

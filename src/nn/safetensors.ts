@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import type { DType, TypedArray } from '../core/dtype.js';
+import { computeDType, type DType, type TypedArray, type WideDType } from '../core/dtype.js';
 import { RlvrError } from '../core/errors.js';
 
 /**
@@ -52,7 +52,7 @@ export interface SafetensorsFile {
   readonly metadata: Readonly<Record<string, string>>;
 }
 
-const CODE: Record<DType, string> = { f32: 'F32', f64: 'F64', i32: 'I32' };
+const CODE: Record<WideDType, string> = { f32: 'F32', f64: 'F64', i32: 'I32' };
 /** Readable dtypes: ours, plus the half precisions real checkpoints use (widened to f32 on read). */
 const READ: Record<string, { dtype: DType; bytes: number }> = {
   F32: { dtype: 'f32', bytes: 4 },
@@ -107,7 +107,9 @@ export function encodeSafetensors(
   const names = fileOrder(tensors.keys());
   const entries = names.map((name) => {
     const t = tensors.get(name)!;
-    return { name, code: CODE[t.dtype], shape: t.shape, byteLength: t.data.length * t.data.BYTES_PER_ELEMENT };
+    // A bf16/f16 tensor's host data is its values widened to f32 (what `data()` reads), written as F32.
+    const code = CODE[computeDType(t.dtype)];
+    return { name, code, shape: t.shape, byteLength: t.data.length * t.data.BYTES_PER_ELEMENT };
   });
   const head = encodeHeader(entries, metadata);
   const out = new Uint8Array(head.length + entries.reduce((a, e) => a + e.byteLength, 0));

@@ -1,12 +1,12 @@
 import type { BinaryOp, UnaryOp } from '../core/kernels.js';
-import { isFloat, promote, type DType } from '../core/dtype.js';
-import { ArgumentError } from '../core/errors.js';
+import { isFloat, isHalf, promote, type DType, type WideDType } from '../core/dtype.js';
+import { ArgumentError, DTypeError } from '../core/errors.js';
 import { broadcastShapes } from '../core/shape.js';
 import { setAccumulate } from '../core/tape.js';
 import { Tensor } from '../core/tensor.js';
 import { full } from './creation.js';
 import { unbroadcast } from './broadcast.js';
-import { identityOp, kt, runOp } from './op.js';
+import { halfInputError, identityOp, kt, runOp } from './op.js';
 
 /** Elementwise ops: forwards and vector-Jacobian rules. Their scalar kernels are in `core/elementwise-kernels.ts`. */
 export type Operand = Tensor | number;
@@ -29,8 +29,20 @@ const FLOAT_ONLY: ReadonlySet<UnaryOp> = new Set<UnaryOp>([
   ...['geluGrad', 'siluGrad'],
 ] as UnaryOp[]);
 
+/** Refuse a bf16/f16 operand before promotion would widen it silently into a whole f32 copy. */
+function refuseHalf(op: string, ...xs: Tensor[]): void {
+  for (const x of xs) if (isHalf(x.dtype)) throw halfInputError(op, x.dtype);
+}
+
+/**
+ * x converted to `dtype`. A bf16/f16 tensor casts to f32 only (exact: an explicit widening, a whole f32 copy); no
+ * cast makes half-precision storage (create it with `tensor(values, shape, { dtype })` or `fromHalfBits`).
+ */
 export function cast(x: Tensor, dtype: Tensor['dtype']): Tensor {
   if (x.dtype === dtype) return identityOp('cast', x);
+  if (isHalf(dtype)) throw new DTypeError('cast', `cannot cast to ${dtype}; make one with tensor() or fromHalfBits()`);
+  if (isHalf(x.dtype) && dtype !== 'f32')
+    throw new DTypeError('cast', `a ${x.dtype} tensor casts to f32 only, not ${dtype}`);
   return runOp(
     'cast',
     [x],
@@ -72,8 +84,9 @@ function binary(
     throw new ArgumentError(op, 'needs at least one tensor operand');
   const ta = a instanceof Tensor ? a : lift(a, b as Tensor);
   const tb = b instanceof Tensor ? b : lift(b, ta);
+  refuseHalf(op, ta, tb);
   if (ta.dtype !== tb.dtype) {
-    const d = promote(ta.dtype, tb.dtype);
+    const d = promote(ta.dtype as WideDType, tb.dtype as WideDType);
     return binary(op, cast(ta, d), cast(tb, d), vjp);
   }
   if (op === 'div' && ta.dtype === 'i32') return binary(op, cast(ta, 'f32'), cast(tb, 'f32'), vjp);
@@ -127,8 +140,9 @@ export const greaterEqual = (a: Operand, b: Operand): Tensor => binary('ge', a, 
 export function where(cond: Tensor, a: Operand, b: Operand): Tensor {
   let ta = a instanceof Tensor ? a : lift(a, b instanceof Tensor ? b : cond);
   let tb = b instanceof Tensor ? b : lift(b, ta);
+  refuseHalf('where', cond, ta, tb);
   if (ta.dtype !== tb.dtype) {
-    const d = promote(ta.dtype, tb.dtype);
+    const d = promote(ta.dtype as WideDType, tb.dtype as WideDType);
     ta = cast(ta, d);
     tb = cast(tb, d);
   }

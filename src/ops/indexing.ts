@@ -1,4 +1,5 @@
 import { deferCheck } from '../core/deferred.js';
+import { computeDType } from '../core/dtype.js';
 import { DTypeError, IndexRangeError, ShapeError } from '../core/errors.js';
 import { keep, tidy } from '../core/scope.js';
 import { normAxis } from '../core/shape.js';
@@ -57,7 +58,8 @@ function deferRangeCheck(op: string, indices: Tensor, size: number): void {
 /**
  * Rows of x along `axis` picked by `indices`: out.shape = x.shape[:axis] + indices.shape + x.shape[axis+1:].
  * `gather(embeddings, tokenIds, 0)` is an embedding lookup. Indices lie in [0, size) (`checkIndices`). The adjoint adds the
- * cotangent rows back at their indices (repeated indices sum).
+ * cotangent rows back at their indices (repeated indices sum). A bf16/f16 x (frozen embeddings) gives f32 rows,
+ * widened as they are copied.
  */
 export function gather(x: Tensor, indices: Tensor, axis = 0): Tensor {
   const a = normAxis('gather', axis, x.rank);
@@ -67,7 +69,7 @@ export function gather(x: Tensor, indices: Tensor, axis = 0): Tensor {
     'gather',
     [x, indices],
     shape,
-    x.dtype,
+    computeDType(x.dtype),
     (k) => k.gather(kt('gather', x), kt('gather', indices), a),
     () => (g, needs) => [needs[0] ? scatterAdd(g, indices, a, x.shape) : null, null],
   );

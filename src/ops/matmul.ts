@@ -1,10 +1,10 @@
-import { ShapeError } from '../core/errors.js';
+import { DTypeError, ShapeError } from '../core/errors.js';
 import { broadcastShapes } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
 import { unbroadcast } from './broadcast.js';
 import { cast } from './elementwise.js';
-import { promote } from '../core/dtype.js';
-import { reshape, squeeze } from './movement.js';
+import { isHalf, promote, type WideDType } from '../core/dtype.js';
+import { reshape, squeeze, transpose } from './movement.js';
 import { kt, runOp } from './op.js';
 
 export interface MatmulOptions {
@@ -16,11 +16,19 @@ export interface MatmulOptions {
 /**
  * Batched matrix product with NumPy semantics: [..., M, K] @ [..., K, N] -> [..., M, N], batch dims broadcast,
  * a 1-D operand is promoted to a matrix and its axis dropped from the result. Transposes are fused, not copied.
+ *
+ * b may be a frozen bf16/f16 weight beside an f32 a: the kernel widens its elements to f32 as it loads them (no
+ * f32 copy of b is made), and the product is exactly the one with b widened beforehand. The gradient flows to a
+ * only (a bf16/f16 tensor is never differentiated: see `valueAndGrad`).
  */
 export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
   if (a.rank === 0 || b.rank === 0) throw new ShapeError('matmul', [a.shape, b.shape], 'operands must have rank >= 1');
-  if (a.dtype !== b.dtype) {
-    const d = promote(a.dtype, b.dtype);
+  if (isHalf(a.dtype))
+    throw new DTypeError('matmul', `a is ${a.dtype}: only the B operand may be bf16/f16 (pass the weight as b)`);
+  if (isHalf(b.dtype) && a.dtype !== 'f32')
+    throw new DTypeError('matmul', `a ${b.dtype} b needs an f32 a, got ${a.dtype}`);
+  if (a.dtype !== b.dtype && !isHalf(b.dtype)) {
+    const d = promote(a.dtype as WideDType, b.dtype);
     return matmul(cast(a, d), cast(b, d), opts);
   }
   if (a.rank === 1 || b.rank === 1) {
@@ -47,9 +55,12 @@ export function matmul(a: Tensor, b: Tensor, opts: MatmulOptions = {}): Tensor {
     (k) => k.matmul(kt('matmul', a), kt('matmul', b), transA, transB, shape),
     () => (g, needs) => {
       // With A' = op(A), B' = op(B): dA' = G B'^T and dB' = A'^T G; transposed operands take the transposed adjoint.
+      // A bf16/f16 b stays the B operand (dA = (G B'^T)^T when A is transposed): only B may be half.
       const ga = needs[0]
         ? transA
-          ? matmul(b, g, { transA: transB, transB: true })
+          ? isHalf(b.dtype)
+            ? transpose(matmul(g, b, { transB: !transB }), -1, -2)
+            : matmul(b, g, { transA: transB, transB: true })
           : matmul(g, b, { transB: !transB })
         : null;
       const gb = needs[1]

@@ -1,6 +1,6 @@
 import type { Backend, KernelTensor, Storage } from '../core/backend.js';
 import { kernelsFor, type Kernels } from '../core/kernels.js';
-import type { DType } from '../core/dtype.js';
+import { isHalf, type DType } from '../core/dtype.js';
 import {
   BackendMismatchError,
   DTypeError,
@@ -88,12 +88,29 @@ function checkFinite(op: string, y: Tensor): void {
     if (!Number.isFinite(values[i]!)) throw new NonFiniteError(`${op} output`, i, values[i]!);
 }
 
-/** Every input alive and on one backend: the checks of every form. */
+/**
+ * The ops whose kernels read bf16/f16 storage, widening each element to f32 as they load it: matmul (its B
+ * operand), gather (an embedding lookup) and cast (to f32, an explicit widening). Each checks which operand may
+ * be half itself. Any other op would read the 16-bit words as garbage, or need a whole f32 copy of a weight that
+ * is stored narrow to save memory: refused here, naming the op.
+ */
+const HALF_READERS: ReadonlySet<string> = new Set(['matmul', 'gather', 'cast']);
+
+/** Every input alive and on one backend, and no bf16/f16 input to an op that cannot read it: every form's checks. */
 function admit(op: string, inputs: readonly Tensor[]): Backend {
   throwDeferredFailure();
   for (const x of inputs) x.storageFor(op);
+  if (!HALF_READERS.has(op)) for (const x of inputs) if (isHalf(x.dtype)) throw halfInputError(op, x.dtype);
   return backendOf(op, inputs);
 }
+
+/** The error of an op given a bf16/f16 tensor it cannot read. */
+export const halfInputError = (op: string, dtype: DType): DTypeError =>
+  new DTypeError(
+    op,
+    `got a ${dtype} tensor; bf16/f16 storage is read only by matmul (as its B operand), gather and cast to f32 ` +
+      `(cast(x, 'f32') makes a whole f32 copy)`,
+  );
 
 /** The common tail of every form: debug checks, then the rules on the tapes. */
 function finish(op: string, inputs: readonly Tensor[], ys: readonly Tensor[], rules: readonly VjpRule[] | null): void {

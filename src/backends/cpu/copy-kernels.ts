@@ -1,4 +1,6 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
+import { isHalf, type HalfDType } from '../../core/dtype.js';
+import { widenHalf } from '../../core/half.js';
 import { sizeOf } from '../../core/shape.js';
 import type { WasmHost } from './wasm-kernels.js';
 
@@ -42,9 +44,13 @@ export function updateSlice(
   return store(out);
 }
 
-/** Rows of x along axis 0 (an embedding lookup): out[j] = x[indices[j]], each row one block copy. */
+/**
+ * Rows of x along axis 0 (an embedding lookup): out[j] = x[indices[j]], each row one block copy; rows of a frozen
+ * bf16/f16 x are widened to f32 as they are copied (the whole table never is).
+ */
 export function gather(h: WasmHost, x: KernelTensor, indices: KernelTensor, axis: number): Storage | null {
   if (axis !== 0 || indices.dtype !== 'i32') return null;
+  if (isHalf(x.dtype)) return gatherHalfRows(h, x, indices);
   const row = sizeOf(x.shape.slice(1));
   const idx = indices.storage as unknown as Int32Array;
   const xs = view(x.storage);
@@ -55,6 +61,21 @@ export function gather(h: WasmHost, x: KernelTensor, indices: KernelTensor, axis
     // An index out of range reads zeros, as the reference kernel's does (the op layer range-checks before).
     if (i >= 0 && i < n) out.set(xs.subarray(i * row, (i + 1) * row), j * row);
     else out.fill(0, j * row, (j + 1) * row);
+  }
+  return store(out);
+}
+
+function gatherHalfRows(h: WasmHost, x: KernelTensor, indices: KernelTensor): Storage {
+  const row = sizeOf(x.shape.slice(1));
+  const idx = indices.storage as unknown as Int32Array;
+  const words = x.storage as unknown as Uint16Array;
+  const out = h.allocRaw('f32', idx.length * row) as Float32Array;
+  const n = x.shape[0]!;
+  for (let j = 0; j < idx.length; j++) {
+    const i = idx[j]!;
+    const dst = out.subarray(j * row, (j + 1) * row);
+    if (i >= 0 && i < n) widenHalf(x.dtype as HalfDType, words.subarray(i * row, (i + 1) * row), dst);
+    else dst.fill(0);
   }
   return store(out);
 }

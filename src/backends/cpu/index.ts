@@ -1,8 +1,8 @@
 import type { KernelTensor, MemoryInfo, Storage } from '../../core/backend.js';
-import type { DType, TypedArray } from '../../core/dtype.js';
+import { isHalf, type DType, type HostArray, type TypedArray } from '../../core/dtype.js';
 import { BackendError } from '../../core/errors.js';
 import { canShareMemory, hardwareThreads } from '../../platform/threads.js';
-import type { HostBackend } from '../reference/host.js';
+import { checkKernelDType, readHost, type HostBackend } from '../reference/host.js';
 // The reference kernels this backend falls back to (registered for 'reference' when that module loads).
 import '../reference/index.js';
 import { kernelExports, kernelsModule } from './kernels-module.js';
@@ -43,7 +43,13 @@ export function defaultThreads(): number {
   return Math.max(1, hardwareThreads());
 }
 
-const CONSTRUCTORS = { f32: Float32Array, f64: Float64Array, i32: Int32Array } as const;
+const CONSTRUCTORS = {
+  f32: Float32Array,
+  f64: Float64Array,
+  i32: Int32Array,
+  bf16: Uint16Array,
+  f16: Uint16Array,
+} as const;
 
 /**
  * The CPU backend, the default one: WebAssembly kernels with 128-bit SIMD (`assembly/`) on `threads` threads that
@@ -119,6 +125,12 @@ export class CpuBackend implements HostBackend, WasmHost {
 
   /** Uninitialised: for kernels that write every entry. */
   allocRaw(dtype: DType, size: number): TypedArray {
+    checkKernelDType('cpu', dtype);
+    return this.carve(dtype, size) as TypedArray;
+  }
+
+  /** An array of `size` elements of `dtype` in the WebAssembly memory, counted (bf16/f16: 16-bit words). */
+  private carve(dtype: DType, size: number): HostArray {
     const bytes = size * CONSTRUCTORS[dtype].BYTES_PER_ELEMENT;
     let ptr: number;
     try {
@@ -151,8 +163,8 @@ export class CpuBackend implements HostBackend, WasmHost {
     this.free(a as unknown as Storage);
   }
 
-  upload(values: TypedArray, dtype: DType): Storage {
-    const a = this.allocRaw(dtype, values.length);
+  upload(values: HostArray, dtype: DType): Storage {
+    const a = isHalf(dtype) ? this.carve(dtype, values.length) : this.allocRaw(dtype, values.length);
     a.set(values);
     return a as unknown as Storage;
   }
@@ -163,10 +175,7 @@ export class CpuBackend implements HostBackend, WasmHost {
 
   /** A copy in the JavaScript heap (never a view of the shared memory). */
   readSync(x: KernelTensor): TypedArray {
-    const v = x.storage as unknown as TypedArray;
-    const out = new CONSTRUCTORS[x.dtype](v.length);
-    out.set(v);
-    return out;
+    return readHost(x, x.storage as unknown as HostArray);
   }
 
   free(storage: Storage): void {

@@ -31,6 +31,10 @@ const last = (s: Shape): number => s[s.length - 1]!;
 
 let gemmScratchBytes = 0;
 
+/** `gemmHalfB`'s code for a bf16 or f16 B (the words are widened while B's panels are packed). */
+const HALF_KIND: Partial<Record<DType, number>> = { bf16: 1, f16: 2 };
+
+/** f32 A and B (`gemm`), or f32 A and a frozen bf16/f16 B (`gemmHalfB`); C is f32. */
 export function matmul(
   h: WasmHost,
   a: KernelTensor,
@@ -39,7 +43,9 @@ export function matmul(
   transB: boolean,
   outShape: Shape,
 ): Storage | null {
-  if (!f32(a, b)) return null;
+  const halfKind = a.dtype === 'f32' ? HALF_KIND[b.dtype] : undefined;
+  if (!f32(a, b) && halfKind === undefined) return null;
+  const bBytes = halfKind === undefined ? 4 : 2;
   const r = outShape.length;
   const m = outShape[r - 2]!;
   const n = outShape[r - 1]!;
@@ -63,25 +69,23 @@ export function matmul(
       ao += idx[d]! * aStr[d]!;
       bo += idx[d]! * bStr[d]!;
     }
-    h.rt.run(
-      'gemm',
-      [
-        ptr(a) + ao * 4,
-        ptr(b) + bo * 4,
-        out.byteOffset + t * m * n * 4,
-        m,
-        n,
-        k,
-        sai,
-        sak,
-        sbk,
-        sbj,
-        n,
-        sc.ptr,
-        sc.stride,
-      ],
-      parallel,
-    );
+    const args = [
+      ptr(a) + ao * 4,
+      ptr(b) + bo * bBytes,
+      out.byteOffset + t * m * n * 4,
+      m,
+      n,
+      k,
+      sai,
+      sak,
+      sbk,
+      sbj,
+      n,
+      sc.ptr,
+      sc.stride,
+    ];
+    if (halfKind === undefined) h.rt.run('gemm', args, parallel);
+    else h.rt.run('gemmHalfB', [...args, halfKind], parallel);
     for (let d = batch.length - 1; d >= 0; d--) {
       if (++idx[d]! < batch[d]!) break;
       idx[d] = 0;

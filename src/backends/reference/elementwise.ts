@@ -1,9 +1,10 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
-import type { DType } from '../../core/dtype.js';
+import { isHalf, type DType } from '../../core/dtype.js';
+import { widenHalf } from '../../core/half.js';
 import { BINARY_KERNELS, UNARY_KERNELS } from '../../core/elementwise-kernels.js';
 import { registerKernels, type BinaryOp, type UnaryOp } from '../../core/kernels.js';
 import { sizeOf, type Shape } from '../../core/shape.js';
-import { data, store, type HostBackend } from './host.js';
+import { data, halfData, store, type HostBackend } from './host.js';
 import { broadcastOffsets } from './strided.js';
 
 /**
@@ -19,8 +20,9 @@ export function fill(b: HostBackend, shape: Shape, dtype: DType, value: number):
   return store(a);
 }
 
-// x [n] -> out [n] in dtype; to i32 truncates toward zero
+// x [n] -> out [n] in dtype; to i32 truncates toward zero; bf16/f16 widen to f32 (the only cast the op allows them)
 export function cast(b: HostBackend, x: KernelTensor, dtype: DType): Storage {
+  if (isHalf(x.dtype)) return store(widenHalf(x.dtype, halfData(x), b.alloc('f32', sizeOf(x.shape)) as Float32Array));
   const src = data(x);
   const out = b.alloc(dtype, src.length);
   if (dtype === 'i32') for (let i = 0; i < src.length; i++) out[i] = Math.trunc(src[i]!);

@@ -1,5 +1,5 @@
 import type { KernelTensor, MemoryInfo, Storage } from '../../core/backend.js';
-import type { DType, TypedArray } from '../../core/dtype.js';
+import type { DType, HostArray, TypedArray } from '../../core/dtype.js';
 import { HeapMemory, type HostBackend } from './host.js';
 // Each family registers its kernels for 'reference' when it loads.
 import './elementwise.js';
@@ -37,7 +37,7 @@ export class ReferenceBackend implements HostBackend {
     return this.heap.alloc(dtype, size);
   }
 
-  upload(values: TypedArray, dtype: DType): Storage {
+  upload(values: HostArray, dtype: DType): Storage {
     return this.heap.upload(values, dtype);
   }
 

@@ -1,7 +1,9 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
+import { computeDType, isHalf, type HalfDType } from '../../core/dtype.js';
+import { halfReader } from '../../core/half.js';
 import { registerKernels } from '../../core/kernels.js';
 import { sizeOf, type Shape } from '../../core/shape.js';
-import { data, splitAt, store, type HostBackend } from './host.js';
+import { data, halfData, splitAt, store, type HostBackend } from './host.js';
 import { addAt, axisOffsets, takeAt } from './strided.js';
 
 /**
@@ -10,12 +12,18 @@ import { addAt, axisOffsets, takeAt } from './strided.js';
  * with `addAt` (out of range skipped, duplicates summed in order).
  */
 
-// x [outer, len, inner], indices [...] (i32) -> out [outer, ...indices, inner] = x[o, indices[j], k]
+// x [outer, len, inner], indices [...] (i32) -> out [outer, ...indices, inner] = x[o, indices[j], k]; a bf16/f16 x
+// gives f32, each word widened as it is read
 export function gather(b: HostBackend, x: KernelTensor, indices: KernelTensor, axis: number): Storage {
   const dims = splitAt(x.shape, axis);
   const idx = data(indices);
-  const out = b.alloc(x.dtype, dims[0] * idx.length * dims[2]);
-  takeAt(data(x), axisOffsets(dims, idx.length, idx, true), out);
+  const out = b.alloc(computeDType(x.dtype), dims[0] * idx.length * dims[2]);
+  const offsets = axisOffsets(dims, idx.length, idx, true);
+  if (isHalf(x.dtype)) {
+    const widen = halfReader(x.dtype as HalfDType);
+    const words = halfData(x);
+    for (let i = 0; i < out.length; i++) out[i] = offsets[i]! >= 0 ? widen(words[offsets[i]!]!) : 0;
+  } else takeAt(data(x), offsets, out);
   return store(out);
 }
 

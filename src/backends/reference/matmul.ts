@@ -1,12 +1,14 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
-import type { TypedArray } from '../../core/dtype.js';
+import { isHalf, type HalfDType, type HostArray, type TypedArray } from '../../core/dtype.js';
+import { halfReader } from '../../core/half.js';
 import { registerKernels } from '../../core/kernels.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../core/shape.js';
-import { data, store, type HostBackend } from './host.js';
+import { data, halfData, store, type HostBackend } from './host.js';
 import { stridedOffsets } from './strided.js';
 
 // a [...batchA, M, K] (transA: [..., K, M]), b [...batchB, K, N] (transB: [..., N, K]) -> out [...batch, M, N];
-// its backward is two matmuls (the op's rule)
+// b may be bf16/f16 beside an f32 a (a frozen weight): its words are widened as B is packed, so the product is the
+// one with b widened beforehand; its backward is two matmuls (the op's rule)
 export function matmul(
   b: HostBackend,
   x: KernelTensor,
@@ -16,7 +18,8 @@ export function matmul(
   outShape: Shape,
 ): Storage {
   const out = b.alloc(x.dtype, sizeOf(outShape));
-  matmulLoop(data(x), x.shape, data(y), y.shape, transA, transB, outShape, out);
+  const widen = isHalf(y.dtype) ? halfReader(y.dtype as HalfDType) : null;
+  matmulLoop(data(x), x.shape, widen ? halfData(y) : data(y), y.shape, transA, transB, outShape, out, widen);
   return store(out);
 }
 
@@ -29,12 +32,13 @@ export function matmul(
 function matmulLoop(
   a: TypedArray,
   aShape: Shape,
-  b: TypedArray,
+  b: HostArray,
   bShape: Shape,
   transA: boolean,
   transB: boolean,
   outShape: Shape,
   out: TypedArray,
+  widenB: ((word: number) => number) | null,
 ): void {
   const r = outShape.length;
   const m = outShape[r - 2]!;
@@ -56,7 +60,9 @@ function matmulLoop(
   for (let t = 0; t < sizeOf(batch); t++) {
     // Broadcast batches reuse the packed operand.
     if (aBatch[t] !== lastA) packA(a, aBatch[t]!, m, k, transA, ap);
-    if (bBatch[t] !== lastB) packB(b, bBatch[t]!, k, n, transB, bp);
+    if (bBatch[t] !== lastB)
+      if (widenB) packHalfB(b as Uint16Array, widenB, bBatch[t]!, k, n, transB, bp);
+      else packB(b as TypedArray, bBatch[t]!, k, n, transB, bp);
     lastA = aBatch[t]!;
     lastB = bBatch[t]!;
     multiplyPacked(ap, bp, m, k, n, out, t * m * n);
@@ -73,6 +79,20 @@ function packA(a: TypedArray, off: number, m: number, k: number, trans: boolean,
 function packB(b: TypedArray, off: number, k: number, n: number, trans: boolean, bp: Float64Array): void {
   if (!trans) for (let i = 0; i < k * n; i++) bp[i] = b[off + i]!;
   else for (let j = 0; j < n; j++) for (let kk = 0; kk < k; kk++) bp[kk * n + j] = b[off + j * k + kk]!;
+}
+
+/** packB of bf16/f16 words, each widened to its f32 value. */
+function packHalfB(
+  b: Uint16Array,
+  widen: (word: number) => number,
+  off: number,
+  k: number,
+  n: number,
+  trans: boolean,
+  bp: Float64Array,
+): void {
+  if (!trans) for (let i = 0; i < k * n; i++) bp[i] = widen(b[off + i]!);
+  else for (let j = 0; j < n; j++) for (let kk = 0; kk < k; kk++) bp[kk * n + j] = widen(b[off + j * k + kk]!);
 }
 
 function multiplyPacked(

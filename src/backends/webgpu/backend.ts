@@ -1,5 +1,6 @@
 import type { Backend, KernelTensor, MemoryInfo, Storage } from '../../core/backend.js';
-import { allocArray, type DType, type TypedArray } from '../../core/dtype.js';
+import { isHalf, type DType, type HalfDType, type HostArray, type TypedArray } from '../../core/dtype.js';
+import { widenHalf } from '../../core/half.js';
 import { BackendError } from '../../core/errors.js';
 import { sizeOf } from '../../core/shape.js';
 import type { AcquireOptions, AdapterDescription } from './device.js';
@@ -26,8 +27,9 @@ export interface WebGpuBackendOptions extends AcquireOptions, RuntimeOptions {}
  * The WebGPU backend: the device and its memory. Its kernels, WGSL compute shaders run through Dawn, are
  * registered for `'webgpu'` by the files of `kernels/` (every kernel of `core/kernels.ts`; no fallback).
  * Kernels encode work and return at once (`synchronous` is false); `read()` is the only way back to the host.
- * Storage is f32 or i32 (f64 is CPU-only). Create it with `createWebGpuBackend()`, and `dispose()` it so the
- * device is destroyed and the process can exit.
+ * Storage is f32 or i32 (f64 is CPU-only), or bf16/f16 packed two to a u32 word (element 2i in the low half, an
+ * odd count padded to a whole word), which the kernels that read it unpack in the shader. Create it with
+ * `createWebGpuBackend()`, and `dispose()` it so the device is destroyed and the process can exit.
  */
 export class WebGpuBackend implements Backend {
   readonly name = 'webgpu';
@@ -47,10 +49,11 @@ export class WebGpuBackend implements Backend {
   }
 
   supportsDType(dtype: DType): boolean {
-    return dtype === 'f32' || dtype === 'i32';
+    return dtype === 'f32' || dtype === 'i32' || isHalf(dtype);
   }
 
-  upload(values: TypedArray, dtype: DType): Storage {
+  upload(values: HostArray, dtype: DType): Storage {
+    if (isHalf(dtype)) return asStorage(this.runtime.upload(packHalves(values as Uint16Array)));
     wgslType('upload', dtype);
     const data =
       values.BYTES_PER_ELEMENT === 4 && (dtype === 'i32') === values instanceof Int32Array
@@ -60,8 +63,12 @@ export class WebGpuBackend implements Backend {
   }
 
   async read(x: KernelTensor): Promise<TypedArray> {
-    wgslType('read', x.dtype);
     const n = sizeOf(x.shape);
+    if (isHalf(x.dtype)) {
+      const bytes = await this.runtime.read(gpuStorage(x.storage).buffer, Math.ceil(n / 2) * 4);
+      return widenHalf(x.dtype as HalfDType, new Uint16Array(bytes, 0, n));
+    }
+    wgslType('read', x.dtype);
     const bytes = await this.runtime.read(gpuStorage(x.storage).buffer, n * 4);
     return x.dtype === 'i32' ? new Int32Array(bytes) : new Float32Array(bytes);
   }
@@ -99,10 +106,18 @@ export class WebGpuBackend implements Backend {
   }
 }
 
-function toDType(values: TypedArray, dtype: DType): TypedArray {
-  const out = allocArray(dtype, values.length);
+function toDType(values: HostArray, dtype: DType): TypedArray {
+  const out = dtype === 'i32' ? new Int32Array(values.length) : new Float32Array(values.length);
   if (dtype === 'i32') for (let i = 0; i < values.length; i++) out[i] = Math.trunc(values[i]!);
   else out.set(values);
+  return out;
+}
+
+/** bf16/f16 words as the shaders read them: two per u32 (little-endian, so word i's low half is element 2i). */
+function packHalves(words: Uint16Array): Uint16Array {
+  if (words.length % 2 === 0 && words.byteOffset % 4 === 0) return words;
+  const out = new Uint16Array(words.length + (words.length % 2));
+  out.set(words);
   return out;
 }
 

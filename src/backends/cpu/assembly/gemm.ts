@@ -69,7 +69,92 @@ function packB(bp: usize, b: usize, pc: i32, jc: i32, kc: i32, nc: i32, sbk: i32
   }
 }
 
-function packA(ap: usize, a: usize, ic: i32, pc: i32, mc: i32, kc: i32, sai: i32, sak: i32): void {
+// Frozen weights stored as bf16 or f16 (kind 1 or 2) are packed into the same f32 panels, each element widened
+// exactly as it is copied, so the micro-kernel and the sums are those of the f32 product with the weight widened
+// beforehand, and no f32 copy of the weight exists outside this thread's KC x NC panel.
+const BF16: i32 = 1;
+
+/** Four 16-bit words (zero-extended in 32-bit lanes) as the f32 values they encode. */
+@inline function widen4(w: v128, kind: i32): v128 {
+  // bf16 is the top half of an f32.
+  if (kind == BF16) return i32x4.shl(w, 16);
+  // f16: the exponent and mantissa shifted into f32 position are the value times 2^-112 (subnormals included:
+  // wasm keeps f32 subnormals, and a power-of-two product is exact); infinities and NaNs get the f32 exponent.
+  const em = v128.and(w, i32x4.splat(0x7fff));
+  const shifted = i32x4.shl(em, 13);
+  const finite = f32x4.mul(shifted, f32x4.splat(<f32>5.192296858534828e33)); // 2^112
+  const special = v128.or(shifted, i32x4.splat(0x7f800000));
+  const value = v128.bitselect(special, finite, i32x4.ge_u(em, i32x4.splat(0x7c00)));
+  return v128.or(value, i32x4.shl(v128.and(w, i32x4.splat(0x8000)), 16));
+}
+
+/** One 16-bit word as the f32 it encodes (widen4's arithmetic, one lane). */
+@inline function widen1(w: u32, kind: i32): f32 {
+  if (kind == BF16) return reinterpret<f32>(w << 16);
+  const em = w & 0x7fff;
+  const sign = (w & 0x8000) << 16;
+  if (em >= 0x7c00) return reinterpret<f32>(sign | 0x7f800000 | (em << 13));
+  return reinterpret<f32>(sign | reinterpret<u32>(reinterpret<f32>(em << 13) * <f32>5.192296858534828e33));
+}
+
+// packB for a bf16/f16 B (kind BF16 or F16): element (k, j) of op(B) at b + 2 (k sbk + j sbj).
+function packHalfB(bp: usize, b: usize, pc: i32, jc: i32, kc: i32, nc: i32, sbk: i32, sbj: i32, kind: i32): void {
+  for (let jp = 0; jp < nc; jp += NR) {
+    const w = min(NR, nc - jp);
+    let dst = bp + (<usize>(jp * kc) << 2);
+    if (sbj == 1 && w == NR) {
+      // B as stored [K, N]: 8 consecutive words of a row are one panel row.
+      for (let kk = 0; kk < kc; kk++) {
+        const words = v128.load(b + (<usize>((pc + kk) * sbk + jc + jp) << 1));
+        v128.store(dst, widen4(i32x4.extend_low_i16x8_u(words), kind));
+        v128.store(dst, widen4(i32x4.extend_high_i16x8_u(words), kind), 16);
+        dst += NR << 2;
+      }
+    } else if (sbk == 1 && w == NR) {
+      // B transposed (a weight stored [out, in]): 4 words along k of each of the 8 columns, transposed 4 x 4.
+      const row = <usize>sbj << 1;
+      const src = b + (<usize>((jc + jp) * sbj + pc) << 1);
+      let kk = 0;
+      for (; kk + 4 <= kc; kk += 4) {
+        const o = src + (<usize>kk << 1);
+        store4x4(
+          dst,
+          NR << 2,
+          widen4(i32x4.extend_low_i16x8_u(v128.load64_zero(o)), kind),
+          widen4(i32x4.extend_low_i16x8_u(v128.load64_zero(o + row)), kind),
+          widen4(i32x4.extend_low_i16x8_u(v128.load64_zero(o + 2 * row)), kind),
+          widen4(i32x4.extend_low_i16x8_u(v128.load64_zero(o + 3 * row)), kind),
+        );
+        store4x4(
+          dst + 16,
+          NR << 2,
+          widen4(i32x4.extend_low_i16x8_u(v128.load64_zero(o + 4 * row)), kind),
+          widen4(i32x4.extend_low_i16x8_u(v128.load64_zero(o + 5 * row)), kind),
+          widen4(i32x4.extend_low_i16x8_u(v128.load64_zero(o + 6 * row)), kind),
+          widen4(i32x4.extend_low_i16x8_u(v128.load64_zero(o + 7 * row)), kind),
+        );
+        dst += 4 * NR << 2;
+      }
+      for (; kk < kc; kk++) {
+        for (let jj = 0; jj < NR; jj++)
+          store<f32>(dst + (<usize>jj << 2), widen1(<u32>load<u16>(src + <usize>jj * row + (<usize>kk << 1)), kind));
+        dst += NR << 2;
+      }
+    } else {
+      for (let kk = 0; kk < kc; kk++) {
+        for (let jj = 0; jj < NR; jj++) {
+          const v: f32 =
+            jj < w ? widen1(<u32>load<u16>(b + (<usize>((pc + kk) * sbk + (jc + jp + jj) * sbj) << 1)), kind) : 0;
+          store<f32>(dst + (<usize>jj << 2), v);
+        }
+        dst += NR << 2;
+      }
+    }
+  }
+}
+
+// Inlined into both drivers (gemm had it inlined when it was its only caller).
+@inline function packA(ap: usize, a: usize, ic: i32, pc: i32, mc: i32, kc: i32, sai: i32, sak: i32): void {
   // ap[(ip * kc + kk) * MR + ii] = A[ic + ip * MR + ii, pc + kk], zero past mc.
   for (let ip = 0; ip < mc; ip += MR) {
     const h = min(MR, mc - ip);
@@ -181,6 +266,56 @@ export function gemm(
     for (let pc = 0; pc < k; pc += KC) {
       const kc = min(KC, k - pc);
       packB(bp, b, pc, jc, kc, nc, sbk, sbj);
+      for (let ic = m0; ic < m1; ic += MC) {
+        const mc = min(MC, m1 - ic);
+        packA(ap, a, ic, pc, mc, kc, sai, sak);
+        for (let jr = 0; jr < nc; jr += NR) {
+          const bpan = bp + (<usize>(jr * kc) << 2);
+          for (let ir = 0; ir < mc; ir += MR) {
+            const cp = c + (<usize>((ic + ir) * ldc + jc + jr) << 2);
+            micro(ap + (<usize>(ir * kc) << 2), bpan, kc, cp, ldc, pc == 0, min(MR, mc - ir), min(NR, nc - jr), tile);
+          }
+        }
+      }
+    }
+  }
+}
+
+/**
+ * `gemm` with B stored as bf16 (kind 1) or f16 (kind 2) words, A and C f32: B's elements are widened while its
+ * panels are packed (`packHalfB`); the split among threads, the blocking and the micro-kernel are gemm's. (A copy
+ * of gemm's driver rather than a shared one with a kind argument: gemm's compiled code stays what it was.)
+ */
+export function gemmHalfB(
+  a: usize, b: usize, c: usize, m: i32, n: i32, k: i32, sai: i32, sak: i32, sbk: i32, sbj: i32, ldc: i32,
+  scratch: usize, scratchBytes: usize, kind: i32, tid: i32, nthreads: i32,
+): void {
+  let m0 = 0, m1 = m, n0 = 0, n1 = n;
+  const mp = (m + MR - 1) / MR;
+  const np = (n + NR - 1) / NR;
+  if (np >= mp) {
+    const per = (np + nthreads - 1) / nthreads;
+    n0 = min(n, tid * per * NR);
+    n1 = min(n, (tid + 1) * per * NR);
+  } else {
+    const per = (mp + nthreads - 1) / nthreads;
+    m0 = min(m, tid * per * MR);
+    m1 = min(m, (tid + 1) * per * MR);
+  }
+  if (m0 >= m1 || n0 >= n1) return;
+  if (k == 0) {
+    for (let i = m0; i < m1; i++)
+      for (let j = n0; j < n1; j++) store<f32>(c + (<usize>(i * ldc + j) << 2), 0);
+    return;
+  }
+  const bp = scratch + <usize>tid * scratchBytes;
+  const ap = bp + (<usize>(KC * NC) << 2);
+  const tile = ap + (<usize>(MC * KC) << 2);
+  for (let jc = n0; jc < n1; jc += NC) {
+    const nc = min(NC, n1 - jc);
+    for (let pc = 0; pc < k; pc += KC) {
+      const kc = min(KC, k - pc);
+      packHalfB(bp, b, pc, jc, kc, nc, sbk, sbj, kind);
       for (let ic = m0; ic < m1; ic += MC) {
         const mc = min(MC, m1 - ic);
         packA(ap, a, ic, pc, mc, kc, sai, sak);
