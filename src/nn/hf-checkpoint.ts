@@ -3,18 +3,20 @@ import { fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import type { Backend } from '../core/backend.js';
-import type { DType } from '../core/dtype.js';
+import type { DType, HalfDType } from '../core/dtype.js';
+import { halfReader } from '../core/half.js';
 import { getDefaultBackend } from '../core/runtime.js';
 import { dispose } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
-import { tensor } from '../ops/creation.js';
+import { fromHalfBits, tensor } from '../ops/creation.js';
 import { buildParams, expectedShapes, LM_HEAD, toHfNames } from './hf.js';
 import { fromHfConfig, toHfConfig } from './hf-config.js';
-import { CheckpointError } from './safetensors.js';
+import { CheckpointError, type HostTensor } from './safetensors.js';
 import {
   readSafetensorsIndex,
-  streamTensors,
+  streamTensorsKeepingHalf,
   writeSafetensorsFile,
+  type HalfHostTensor,
   type SafetensorsIndex,
 } from './safetensors-file.js';
 import type { TransformerConfig, TransformerParams } from './transformer.js';
@@ -62,18 +64,34 @@ export interface HfTokenIds {
 export interface HfLoadOptions {
   /** Parameter dtype on the backend (default f32; bf16 and f16 are widened exactly). */
   readonly dtype?: DType;
+  /**
+   * Keep the matrices a checkpoint stores as BF16 or F16 (the embedding, the linear weights, an untied LM head)
+   * in that dtype on the backend, uploaded from their 16-bit words without a round trip through f32: frozen weights
+   * at half an f32 copy's memory, widened inside the kernels that read them (matmul, gather). Norm gains and biases
+   * (1-D), and matrices stored as F32, get `dtype`. Such tensors get no gradient: a run that trains them loads
+   * without this (default false: every tensor in `dtype`).
+   */
+  readonly keepDType?: boolean;
   /** Accept NaN or infinite weights (refused by default: kind 'non-finite', naming the tensor and file). */
   readonly allowNonFinite?: boolean;
 }
 
+/** The first word of a bf16/f16 tensor that encodes NaN or an infinity (all exponent bits set), as `nonFinite`. */
+function nonFiniteHalf(name: string, dtype: HalfDType, words: Uint16Array, file: string): CheckpointError | null {
+  const exponent = dtype === 'bf16' ? 0x7f80 : 0x7c00;
+  for (let i = 0; i < words.length; i++)
+    if ((words[i]! & exponent) === exponent) return nonFinite(name, [halfReader(dtype)(words[i]!)], file, i);
+  return null;
+}
+
 /** The first NaN or infinity of a tensor read from `file`, as the error to refuse it with. */
-function nonFinite(name: string, data: ArrayLike<number>, file: string): CheckpointError | null {
+function nonFinite(name: string, data: ArrayLike<number>, file: string, offset = 0): CheckpointError | null {
   for (let i = 0; i < data.length; i++) {
     if (!Number.isFinite(data[i]!))
       return new CheckpointError(
         'non-finite',
         name,
-        `holds ${data[i]} at flat index ${i} (--allow-non-finite-weights, or allowNonFinite, accepts it)`,
+        `holds ${data[i]} at flat index ${i + offset} (--allow-non-finite-weights, or allowNonFinite, accepts it)`,
         file,
       );
   }
@@ -250,13 +268,23 @@ export function loadHfCheckpoint(
     if (E.isLeft(reads)) return reads;
     const loaded = new Map<string, Tensor>();
     const dtype = opts.dtype ?? 'f32';
+    // Matrices only: a norm's gain or a bias is tiny and is read by ops that compute in f32.
+    const keep = (_: string, entry: { readonly shape: readonly number[] }): boolean =>
+      opts.keepDType === true && entry.shape.length === 2;
     try {
       for (const [file, names] of reads.right) {
-        await streamTensors(shards.get(file)!, names, (name, t) => {
+        const use = (name: string, t: HostTensor | HalfHostTensor): void => {
+          if ('words' in t) {
+            const bad = opts.allowNonFinite ? null : nonFiniteHalf(name, t.dtype, t.words, file);
+            if (bad) throw bad;
+            loaded.set(name, fromHalfBits(t.words, t.shape, t.dtype, { backend }));
+            return;
+          }
           const bad = opts.allowNonFinite ? null : nonFinite(name, t.data, file);
           if (bad) throw bad;
           loaded.set(name, tensor(t.data, t.shape, { dtype, backend }));
-        });
+        };
+        await streamTensorsKeepingHalf(shards.get(file)!, names, use, keep);
       }
     } catch (e) {
       dispose([...loaded.values()]);

@@ -10,6 +10,7 @@ export {
   headDim,
   initParams,
   hiddenStates,
+  activationDType,
   lmHead,
   forward,
   forwardWithCache,
@@ -62,6 +63,8 @@ export {
 export {
   readSafetensorsIndex,
   streamTensors,
+  streamTensorsKeepingHalf,
+  type HalfHostTensor,
   writeSafetensorsFile,
   type SafetensorsIndex,
   type TensorToWrite,

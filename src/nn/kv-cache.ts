@@ -1,7 +1,13 @@
 import { ArgumentError } from '../core/errors.js';
 import { dispose } from '../core/scope.js';
 import { zeros } from '../ops/creation.js';
-import { headDim, type KvCache, type TransformerConfig, type TransformerParams } from './transformer.js';
+import {
+  activationDType,
+  headDim,
+  type KvCache,
+  type TransformerConfig,
+  type TransformerParams,
+} from './transformer.js';
 
 /** Making and disposing KV caches; their type, `KvCache`, is the transformer forward's (transformer.ts). */
 export type { KvCache };
@@ -20,7 +26,7 @@ export function createKvCache(
     throw new ArgumentError('createKvCache', `need integer batch >= 1 and capacity >= 1, got ${batch}, ${capacity}`);
   if (capacity > config.maxSeqLen)
     throw new ArgumentError('createKvCache', `capacity ${capacity} exceeds maxSeqLen ${config.maxSeqLen}`);
-  const o = { dtype: params.embed.weight.dtype, backend: params.embed.weight.backend };
+  const o = { dtype: activationDType(params), backend: params.embed.weight.backend };
   const shape = [batch, capacity, config.nKvHeads, headDim(config)];
   const layers = params.layers.map(() => ({ k: zeros(shape, o), v: zeros(shape, o) }));
   return { layers, keyBias: zeros([batch, capacity], o), length: 0, capacity };

@@ -1,11 +1,12 @@
 import { basename, open, openRegular, type FileHandle } from '../platform/files.js';
 import { FileSystemError, fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
-import type { DType, TypedArray } from '../core/dtype.js';
+import type { DType, HalfDType, TypedArray } from '../core/dtype.js';
 import {
   CheckpointError,
   checkTiling,
   decodeBytes,
+  decodeHalfWords,
   encodeHeader,
   fileOrder,
   hostLayoutArray,
@@ -134,6 +135,15 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
   }
 }
 
+/** A BF16 or F16 tensor as its file stores it: the 16-bit words, not widened. */
+export interface HalfHostTensor {
+  readonly dtype: HalfDType;
+  readonly shape: readonly number[];
+  readonly words: Uint16Array;
+}
+
+const HALF_CODES: Readonly<Record<string, HalfDType>> = { BF16: 'bf16', F16: 'f16' };
+
 /**
  * Read named tensors of one file, in file order, handing each to `use` (awaited) before reading the next, so
  * only one tensor is in host memory at a time if `use` keeps none (uploading it, say). File errors are Node's.
@@ -143,12 +153,36 @@ export async function streamTensors(
   names: readonly string[],
   use: (name: string, t: HostTensor) => void | Promise<void>,
 ): Promise<void> {
+  await streamTensorsKeepingHalf(
+    index,
+    names,
+    (name, t) => use(name, t as HostTensor),
+    () => false,
+  );
+}
+
+/**
+ * `streamTensors`, but a BF16/F16 tensor for which `keep(name, entry)` holds is handed over as its words
+ * (`HalfHostTensor`), never widened: one copy of its bytes in host memory, half an f32 copy's size.
+ */
+export async function streamTensorsKeepingHalf(
+  index: SafetensorsIndex,
+  names: readonly string[],
+  use: (name: string, t: HostTensor | HalfHostTensor) => void | Promise<void>,
+  keep: (name: string, entry: EntrySpec) => boolean,
+): Promise<void> {
   const ordered = [...names].sort((a, b) => index.entries.get(a)!.begin - index.entries.get(b)!.begin);
   const handle = await openRegular(index.path);
   try {
     for (const name of ordered) {
       const e = index.entries.get(name)!;
-      await use(name, { dtype: e.dtype, shape: e.shape, data: await readTensor(handle, index.dataStart, e) });
+      const half = HALF_CODES[e.code];
+      if (half !== undefined && keep(name, e)) {
+        const bytes = new Uint8Array(e.end - e.begin);
+        const done = await readInto(handle, bytes, index.dataStart + e.begin);
+        if (done !== bytes.length) throw Object.assign(new Error('the file ended inside a tensor'), { code: 'EIO' });
+        await use(name, { dtype: half, shape: e.shape, words: decodeHalfWords(bytes) });
+      } else await use(name, { dtype: e.dtype, shape: e.shape, data: await readTensor(handle, index.dataStart, e) });
     }
   } finally {
     await handle.close();
@@ -168,8 +202,11 @@ export type StoredDType = 'F32' | 'BF16' | 'F64' | 'I32';
 
 const STORED_BYTES: Record<StoredDType, number> = { F32: 4, BF16: 2, F64: 8, I32: 4 };
 
-/** How a tensor of ours is stored as it is (what `encodeSafetensors` writes for it). */
-export const STORED: Readonly<Record<DType, StoredDType>> = { f32: 'F32', f64: 'F64', i32: 'I32' };
+/**
+ * How a tensor of ours is stored as it is (what `encodeSafetensors` writes for it); a bf16/f16 tensor's values
+ * are read back widened, and written as F32.
+ */
+export const STORED: Readonly<Record<DType, StoredDType>> = { f32: 'F32', f64: 'F64', i32: 'I32', bf16: 'F32', f16: 'F32' };
 
 /** Write all of `bytes` at `position`, a chunk per call (a call may write fewer bytes than asked); the end. */
 async function writeAt(handle: FileHandle, bytes: Uint8Array, position: number): Promise<number> {

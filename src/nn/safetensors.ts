@@ -263,6 +263,16 @@ function decodeEntry(name: string, entry: unknown, body: Uint8Array): E.Either<C
   return E.map(decode)(parseEntry(name, entry, body.length));
 }
 
+/** The 16-bit words of a BF16 or F16 tensor's little-endian bytes, as they are (no round trip through f32). */
+export function decodeHalfWords(bytes: Uint8Array): Uint16Array {
+  const count = bytes.length / 2;
+  if (LITTLE_ENDIAN && bytes.byteOffset % 2 === 0) return new Uint16Array(bytes.buffer, bytes.byteOffset, count);
+  const out = new Uint16Array(count);
+  const raw = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < count; i++) out[i] = raw.getUint16(i * 2, true);
+  return out;
+}
+
 /**
  * An empty array for `count` elements of `code` if its stored bytes are its host bytes (F32, F64, I32 on a
  * little-endian host), so a reader can read a tensor straight into it (one copy of it in memory, not two); null

@@ -1,4 +1,4 @@
-import type { DType } from '../core/dtype.js';
+import { computeDType, type DType } from '../core/dtype.js';
 import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
 import { getDefaultBackend } from '../core/runtime.js';
@@ -228,7 +228,13 @@ export interface ForwardOptions {
  */
 export const PAD_BIAS = -1e9;
 
-/** x [N, in] times a Hugging Face weight [out, in]. */
+/**
+ * The dtype the model computes in (activations, RoPE tables, key biases, caches): the embedding's, or f32 when the
+ * embedding is a frozen bf16/f16 table.
+ */
+export const activationDType = (params: TransformerParams): DType => computeDType(params.embed.weight.dtype);
+
+/** x [N, in] times a Hugging Face weight [out, in] (a frozen bf16/f16 one is widened inside the matmul kernel). */
 const linear = (x: Tensor, w: Tensor): Tensor => matmul(x, w, { transB: true });
 
 /**
@@ -254,7 +260,7 @@ export function hiddenStates(
     throw new ShapeError('transformer', [tokens.shape], `${past} cached + ${t} new positions exceed ${limit}`);
   if (cache?.layers[0] && cache.layers[0].k.shape[0] !== b)
     throw new ShapeError('transformer', [tokens.shape, cache.layers[0].k.shape], 'the cache holds another batch');
-  const dtype = params.embed.weight.dtype;
+  const dtype = activationDType(params);
   const backend = params.embed.weight.backend;
   const positions = opts.positions ?? defaultPositions(b, t, past, backend);
   const rope = ropeAt(ropeTables(headDim(config), config.maxSeqLen, config.ropeTheta, dtype, backend), positions);

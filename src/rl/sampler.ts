@@ -6,7 +6,14 @@ import { tensor } from '../ops/creation.js';
 import { slice } from '../ops/movement.js';
 import { logSoftmax } from '../ops/softmax.js';
 import { createKvCache, disposeCache, type KvCache } from '../nn/kv-cache.js';
-import { hiddenStates, lmHead, PAD_BIAS, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
+import {
+  activationDType,
+  hiddenStates,
+  lmHead,
+  PAD_BIAS,
+  type TransformerConfig,
+  type TransformerParams,
+} from '../nn/transformer.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import { encodePrompt, type SequenceBatch } from './batch.js';
 import { pickToken } from './sampling.js';
@@ -108,7 +115,7 @@ export async function sampleRollouts(
   const logProbs = new Float32Array(b * maxNew);
   const lengths = new Array<number>(b).fill(0);
   const finished = new Array<boolean>(b).fill(false);
-  const dtype = params.embed.weight.dtype;
+  const dtype = activationDType(params);
   const backend = params.embed.weight.backend;
   const vocab = config.vocabSize;
   const stops = new Set(tokenizer.stopIds);

@@ -5,7 +5,14 @@ import { tensor } from '../ops/creation.js';
 import { mul, where } from '../ops/elementwise.js';
 import { tokenLogProbs } from '../ops/loss.js';
 import { slice } from '../ops/movement.js';
-import { hiddenStates, lmHead, PAD_BIAS, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
+import {
+  activationDType,
+  hiddenStates,
+  lmHead,
+  PAD_BIAS,
+  type TransformerConfig,
+  type TransformerParams,
+} from '../nn/transformer.js';
 import { positionsAndBias, seqLen, type SequenceBatch } from './batch.js';
 
 /**
@@ -54,7 +61,7 @@ export function completionLogits(
   const t = seqLen(batch);
   const p = batch.promptLen;
   const c = batch.completionLen;
-  const dtype = params.embed.weight.dtype;
+  const dtype = activationDType(params);
   const backend = params.embed.weight.backend;
   const { positions, keyBias } = positionsAndBias(batch, PAD_BIAS);
   const { hidden } = hiddenStates(params, config, tensor(batch.tokens, [b, t], { dtype: 'i32', backend }), {

@@ -4,7 +4,7 @@ import type { Rng } from '../core/rng.js';
 import { valueAndGrad } from '../core/transforms.js';
 import { tensor } from '../ops/creation.js';
 import { adamwStep, type OptimizerState } from '../nn/optim.js';
-import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
+import { activationDType, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import type { PyTree } from '../core/pytree.js';
 import { trainableOf, withTrainable } from '../nn/lora.js';
 import type { BoundObjective } from '../objectives/registry.js';
@@ -89,7 +89,7 @@ export function updatePolicy(
       dispose(metrics);
       const next = tidy(() => {
         const backend = params.embed.weight.backend;
-        const dtype = params.embed.weight.dtype;
+        const dtype = activationDType(params);
         const shape = [rows.length, c];
         const on = { dtype, backend };
         const batch: Omit<RolloutBatch, 'logProbs'> = {
