@@ -13,11 +13,15 @@ import type { BindingKind } from './pipelines.js';
  * - the launch (`launch.ts`): the bind-group layout, the dispatch size from the workgroup size, the uniform block
  *   packed by field name (`grid_x`, the dispatch's workgroups along x, filled in by the launch);
  * - the dtype rule: a tensor bound to an `f32` or `vec4<f32>` binding must be f32, to an `i32` binding i32; a
- *   `u32` binding moves 32-bit words, of either.
+ *   `u32` binding moves 32-bit words, of either; a `bf16x2` (`f16x2`) binding, declared `array<u32>`, holds a bf16
+ *   (f16) tensor two elements per word, which the body unpacks (`kernels/half.ts`).
  * A body declares no binding, no `Params` and no numeric workgroup size (`defineProgram` refuses one that does):
  * its entry points say `@compute @workgroup_size(WG_X, WG_Y, WG_Z)`.
  */
-export type ElementType = 'f32' | 'i32' | 'u32' | 'vec4<f32>';
+export type ElementType = 'f32' | 'i32' | 'u32' | 'vec4<f32>' | 'bf16x2' | 'f16x2';
+
+/** The WGSL element type a binding is declared with: packed halves are u32 words. */
+const declared = (t: ElementType): string => (t === 'bf16x2' || t === 'f16x2' ? 'u32' : t);
 
 /** A uniform field: a 32-bit scalar, a vec4 of u32, or an array of them (u32 words, 16-byte aligned). */
 export type UniformType = 'u32' | 'i32' | 'f32' | 'vec4<u32>' | `array<vec4<u32>, ${number}>`;
@@ -138,9 +142,10 @@ function header(
   ];
   if (fields.length > 0) lines.push(`struct Params {\n${fields.map((f) => `  ${f.name}: ${f.type},`).join('\n')}\n};`);
   let binding = 0;
-  for (const [n, t] of inputs) lines.push(`@group(0) @binding(${binding++}) var<storage, read> ${n}: array<${t}>;`);
+  for (const [n, t] of inputs)
+    lines.push(`@group(0) @binding(${binding++}) var<storage, read> ${n}: array<${declared(t)}>;`);
   for (const [n, t] of outputs)
-    lines.push(`@group(0) @binding(${binding++}) var<storage, read_write> ${n}: array<${t}>;`);
+    lines.push(`@group(0) @binding(${binding++}) var<storage, read_write> ${n}: array<${declared(t)}>;`);
   if (fields.length > 0) lines.push(`@group(0) @binding(${binding}) var<uniform> params: Params;`);
   if (fields.some((f) => f.name === GRID_X)) {
     lines.push(
@@ -157,6 +162,8 @@ const ACCEPTS: Readonly<Record<ElementType, readonly DType[]>> = {
   'vec4<f32>': ['f32'],
   i32: ['i32'],
   u32: ['f32', 'i32'],
+  bf16x2: ['bf16'],
+  f16x2: ['f16'],
 };
 
 /** A tensor, as opposed to a launcher's own buffer (a temporary, the statistics between two dispatches). */
@@ -172,7 +179,14 @@ export function checkInputs(program: Program, kernel: string, inputs: readonly (
     if (!isTensor(t)) return;
     const [binding, type] = program.inputs[i]!;
     if (!ACCEPTS[type].includes(t.dtype)) {
-      const want = type === 'u32' ? '32-bit values (f32 or i32)' : type === 'vec4<f32>' ? 'f32' : type;
+      const want =
+        type === 'u32'
+          ? '32-bit values (f32 or i32)'
+          : type === 'vec4<f32>'
+            ? 'f32'
+            : type === 'bf16x2' || type === 'f16x2'
+              ? type.slice(0, -2)
+              : type;
       throw new DTypeError(kernel, `the WebGPU kernel needs ${want} for ${binding}, got ${t.dtype}`);
     }
   });

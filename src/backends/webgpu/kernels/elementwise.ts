@@ -1,6 +1,6 @@
 import type { KernelTensor } from '../../../core/backend.js';
 import { registerKernels, type BinaryOp, type UnaryOp } from '../../../core/kernels.js';
-import type { DType } from '../../../core/dtype.js';
+import { isHalf, type DType } from '../../../core/dtype.js';
 import { DTypeError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import { BINARY_KERNELS, UNARY_KERNELS } from '../../../core/elementwise-kernels.js';
@@ -12,6 +12,7 @@ import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { checkRank, collapse, isContiguous } from './layout.js';
+import { widenHalf } from './half.js';
 
 /**
  * Launcher of the generic elementwise kernel (shaders/elementwise.wgsl), for a WGSL expression over named inputs
@@ -136,6 +137,8 @@ function source(inputs: readonly EwInput[], modes: readonly Mode[], rank: number
 
 registerKernels<GpuBackend>('webgpu', {
   cast: (b, x, dtype) => {
+    // bf16/f16 cast to f32 only (the op refuses any other): unpacked by its own kernel.
+    if (isHalf(x.dtype)) return asStorage(widenHalf(b.runtime, x));
     const t = wgslType('cast', dtype);
     return asStorage(elementwise(b.runtime, `cast.${x.dtype}.${dtype}`, [{ name: 'x', x }], `${t}(x)`, x.shape, dtype));
   },

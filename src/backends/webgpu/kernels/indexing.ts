@@ -1,6 +1,7 @@
 import type { KernelTensor } from '../../../core/backend.js';
 import { sizeOf, type Shape } from '../../../core/shape.js';
 import gatherSrc from '../../../../shaders/gather.wgsl';
+import gatherHalfSrc from '../../../../shaders/gather_half.wgsl';
 import scatterSrc from '../../../../shaders/scatter_add.wgsl';
 import { launch } from '../launch.js';
 import { cachedProgram, defineProgram, type Program } from '../program.js';
@@ -8,6 +9,8 @@ import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
 import { registerKernels } from '../../../core/kernels.js';
+import { isHalf, type HalfDType } from '../../../core/dtype.js';
+import { halfBinding, halfReaders } from './half.js';
 
 /** gather / takeAlongAxis (reads) and their adjoints scatterAdd / putAlongAxisAdd (owner-computes sums). */
 
@@ -30,6 +33,17 @@ const GATHER = defineProgram({
   body: gatherSrc,
   entryPoints: ['gather', 'take_along_axis'],
 });
+
+/** gather of a frozen bf16/f16 table: f32 rows, each element widened as it is read. */
+const gatherHalfProgram = (dtype: HalfDType): Program =>
+  cachedProgram(`gather:${dtype}`, () => ({
+    name: 'gather',
+    inputs: { x: halfBinding(dtype), idx: 'i32' },
+    outputs: { out: 'f32' },
+    uniforms: UNIFORMS,
+    workgroupSize: 256,
+    body: `${halfReaders(dtype, 'x')}\n${gatherHalfSrc}`,
+  }));
 
 /** Their adjoints, summing values of type `t`: scatter_add and put_along_axis_add. */
 const scatterProgram = (t: 'f32' | 'i32'): Program =>
@@ -68,6 +82,10 @@ function run(
 export function gather(rt: GpuRuntime, x: KernelTensor, indices: KernelTensor, axis: number): GPUBuffer {
   const [outer, len, inner] = split(x.shape, axis);
   const n = sizeOf(indices.shape);
+  if (isHalf(x.dtype)) {
+    const program = gatherHalfProgram(x.dtype as HalfDType);
+    return run(rt, 'gather', program, 'main', x, indices, [outer, len, inner], n, outer * n * inner);
+  }
   return run(rt, 'gather', GATHER, 'gather', x, indices, [outer, len, inner], n, outer * n * inner);
 }
 

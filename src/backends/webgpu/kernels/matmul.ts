@@ -11,6 +11,8 @@ import { fillTemplate } from '../wgsl.js';
 import { fillInto } from './movement.js';
 import { collapse } from './layout.js';
 import { registerKernels } from '../../../core/kernels.js';
+import { isHalf, type HalfDType } from '../../../core/dtype.js';
+import { halfBinding, halfReaders } from './half.js';
 
 /**
  * Launcher of the matmul kernels: the tiled kernel with workgroup memory (shaders/matmul.wgsl), used on GPUs,
@@ -71,7 +73,16 @@ interface Variant {
   readonly vecB: boolean;
   readonly vecC: boolean;
   readonly full: boolean;
+  /** B is a frozen bf16/f16 weight, two elements per u32 word, widened as each load reads it (null: f32). */
+  readonly halfB: HalfDType | null;
 }
+
+/**
+ * The loads of B: a vec4 of elements i..i+3, or element i. For a half B they read packed words and widen them
+ * (kernels/half.ts), giving the same f32 values in the same places, so the arithmetic is the f32 kernel's.
+ */
+const bVec4 = (v: Variant, i: string): string => (v.halfB ? `B_vec4(${i})` : `B[(${i}) / 4u]`);
+const bAt = (v: Variant, i: string): string => (v.halfB ? `B_at(${i})` : `B[${i}]`);
 
 const guard = (full: boolean, cond: string, body: string): string =>
   full ? `    ${body}` : `    if (${cond}) {\n      ${body}\n    }`;
@@ -134,7 +145,7 @@ function loadB(v: Variant): string {
     let gn = n0 + 4u * nq;
     let gk = k0 + k;
     var val = vec4<f32>(0.0);
-${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[(b_off + gk * params.N + gn) / 4u];')}
+${guard(v.full, 'gk < params.K && gn < params.N', `val = ${bVec4(v, 'b_off + gk * params.N + gn')};`)}
     Bs[k * TN4 + nq] = val;
   }`;
   }
@@ -145,7 +156,7 @@ ${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[(b_off + gk * params.
     let gn = n0 + n;
     let gk = k0 + k;
     var val = 0.0;
-${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[b_off + gk * params.N + gn];')}
+${guard(v.full, 'gk < params.K && gn < params.N', `val = ${bAt(v, 'b_off + gk * params.N + gn')};`)}
     Bs[k * TN4 + n / 4u][n % 4u] = val;
   }`;
   }
@@ -156,7 +167,7 @@ ${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[b_off + gk * params.N
     let gn = n0 + n;
     let gk = k0 + 4u * kq;
     var val = vec4<f32>(0.0);
-${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[(b_off + gn * params.K + gk) / 4u];')}
+${guard(v.full, 'gk < params.K && gn < params.N', `val = ${bVec4(v, 'b_off + gn * params.K + gk')};`)}
     let s = 4u * kq * TN4 + n / 4u;
     let c = n % 4u;
     Bs[s][c] = val.x;
@@ -171,7 +182,7 @@ ${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[(b_off + gn * params.
     let gn = n0 + n;
     let gk = k0 + k;
     var val = 0.0;
-${guard(v.full, 'gk < params.K && gn < params.N', 'val = B[b_off + gn * params.K + gk];')}
+${guard(v.full, 'gk < params.K && gn < params.N', `val = ${bAt(v, 'b_off + gn * params.K + gk')};`)}
     Bs[k * TN4 + n / 4u][n % 4u] = val;
   }`;
 }
@@ -230,12 +241,12 @@ ${TRANSPOSE4}`;
 
 function directLoadB(v: Variant): string {
   if (!v.transB && v.vecB) {
-    const row = (i: number): string => `B[(b_off + (k + ${i}u) * params.N + n) / 4u]`;
+    const row = (i: number): string => bVec4(v, `b_off + (k + ${i}u) * params.N + n`);
     if (v.full) return `  return array<vec4<f32>, 4>(${[0, 1, 2, 3].map(row).join(', ')});`;
     return `  var rows: array<vec4<f32>, 4>;
   for (var i = 0u; i < 4u; i++) {
     if (k + i < params.K && n < params.N) {
-      rows[i] = B[(b_off + (k + i) * params.N + n) / 4u];
+      rows[i] = ${bVec4(v, 'b_off + (k + i) * params.N + n')};
     }
   }
   return rows;`;
@@ -245,7 +256,7 @@ function directLoadB(v: Variant): string {
     return `  var t: array<vec4<f32>, 4>;
   for (var c = 0u; c < 4u; c++) {
     if (${v.full ? 'true' : 'n + c < params.N && k < params.K'}) {
-      t[c] = B[(b_off + (n + c) * params.K + k) / 4u];
+      t[c] = ${bVec4(v, 'b_off + (n + c) * params.K + k')};
     }
   }
 ${TRANSPOSE4}`;
@@ -255,7 +266,7 @@ ${TRANSPOSE4}`;
   for (var i = 0u; i < 4u; i++) {
     for (var c = 0u; c < 4u; c++) {
       if (k + i < params.K && n + c < params.N) {
-        rows[i][c] = B[${at}];
+        rows[i][c] = ${bAt(v, at)};
       }
     }
   }
@@ -274,15 +285,16 @@ const UNIFORMS = {
 
 /** The program of one configuration and variant (transposes, vec4 operands, bounds checks). */
 export function matmulProgram(cfg: TileConfig, v: Variant): Program {
-  const flags = `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}`;
+  const flags = `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}${v.halfB ? `:${v.halfB}` : ''}`;
   return cachedProgram(`matmul:${cfg.kind}:${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`, () => ({
     name: 'matmul',
-    inputs: { A: v.vecA ? 'vec4<f32>' : 'f32', B: v.vecB ? 'vec4<f32>' : 'f32' },
+    inputs: { A: v.vecA ? 'vec4<f32>' : 'f32', B: v.halfB ? halfBinding(v.halfB) : v.vecB ? 'vec4<f32>' : 'f32' },
     outputs: { C: v.vecC ? 'vec4<f32>' : 'f32' },
     uniforms: UNIFORMS,
     workgroupSize: [cfg.wx, cfg.wy, 1],
     body:
-      cfg.kind === 'direct'
+      (v.halfB ? halfReaders(v.halfB, 'B') : '') +
+      (cfg.kind === 'direct'
         ? fillTemplate('matmul_direct.wgsl', directSrc, {
             RM: cfg.rm,
             RN: cfg.rn,
@@ -297,7 +309,7 @@ export function matmulProgram(cfg: TileConfig, v: Variant): Program {
             LOAD_A: loadA(v),
             LOAD_B: loadB(v),
             STORE: store(v),
-          }),
+          })),
   }));
 }
 
@@ -322,6 +334,7 @@ export function matmul(
     vecA: (transA ? m : k) % 4 === 0,
     vecB: (transB ? k : n) % 4 === 0,
     vecC: n % 4 === 0,
+    halfB: isHalf(b.dtype) ? (b.dtype as HalfDType) : null,
     full:
       cfg.kind === 'direct'
         ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0
