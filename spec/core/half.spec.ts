@@ -343,6 +343,14 @@ describe('bf16/f16 tensors are refused where they cannot be read', () => {
     expect((caught as Error).message).toMatch(/bf16|f16/);
   });
 
+  it('views read no element and take them: reshape, a no-op transpose, and so a 1-D B in matmul', () => {
+    const w = T.reshape(half, [4]);
+    expect(w.dtype).toBe('bf16');
+    expect(T.transpose(T.reshape(half, [4, 1]), 0, 0).dtype).toBe('bf16');
+    expect(Array.from(T.matmul(f, T.reshape(w, [2, 2])).dataSync())).toEqual([7, 10, 15, 22]);
+    expect(Array.from(T.matmul(T.tensor([1, 1, 1, 1], [1, 4], { backend }), w).dataSync())).toEqual([10]);
+  });
+
   it('valueAndGrad refuses a bf16/f16 leaf (no gradient flows into frozen storage), naming it', () => {
     expect(() => T.valueAndGrad((p: { w: T.Tensor }) => T.sum(T.matmul(f, p.w)))({ w: half })).toThrow(
       /valueAndGrad: leaf 0 of the differentiated argument is bf16/,

@@ -96,11 +96,14 @@ function checkFinite(op: string, y: Tensor): void {
  */
 const HALF_READERS: ReadonlySet<string> = new Set(['matmul', 'gather', 'cast']);
 
-/** Every input alive and on one backend, and no bf16/f16 input to an op that cannot read it: every form's checks. */
-function admit(op: string, inputs: readonly Tensor[]): Backend {
+/**
+ * Every input alive and on one backend, and no bf16/f16 input to an op that cannot read it: every form's checks.
+ * A view or an identity (`runView`, `identityOp`) reads no element, so it takes any dtype (`halfOk`).
+ */
+function admit(op: string, inputs: readonly Tensor[], halfOk = HALF_READERS.has(op)): Backend {
   throwDeferredFailure();
   for (const x of inputs) x.storageFor(op);
-  if (!HALF_READERS.has(op)) for (const x of inputs) if (isHalf(x.dtype)) throw halfInputError(op, x.dtype);
+  if (!halfOk) for (const x of inputs) if (isHalf(x.dtype)) throw halfInputError(op, x.dtype);
   return backendOf(op, inputs);
 }
 
@@ -120,7 +123,7 @@ function finish(op: string, inputs: readonly Tensor[], ys: readonly Tensor[], ru
 
 /** An op whose result is one of its inputs unchanged (a no-op reshape, cast or permute): checked like any op. */
 export function identityOp(op: string, x: Tensor): Tensor {
-  admit(op, [x]);
+  admit(op, [x], true);
   return x;
 }
 
@@ -205,7 +208,7 @@ export function runDonating(
 
 /** A new handle over x's storage with another shape of the same size (no kernel runs). */
 export function runView(op: string, x: Tensor, shape: Shape, vjp: (y: Tensor) => VjpRule): Tensor {
-  admit(op, [x]);
+  admit(op, [x], true);
   const y = Tensor.view(x, shape);
   finish(op, [x], [y], [vjp(y)]);
   return y;
