@@ -206,7 +206,13 @@ const STORED_BYTES: Record<StoredDType, number> = { F32: 4, BF16: 2, F64: 8, I32
  * How a tensor of ours is stored as it is (what `encodeSafetensors` writes for it); a bf16/f16 tensor's values
  * are read back widened, and written as F32.
  */
-export const STORED: Readonly<Record<DType, StoredDType>> = { f32: 'F32', f64: 'F64', i32: 'I32', bf16: 'F32', f16: 'F32' };
+export const STORED: Readonly<Record<DType, StoredDType>> = {
+  f32: 'F32',
+  f64: 'F64',
+  i32: 'I32',
+  bf16: 'F32',
+  f16: 'F32',
+};
 
 /** Write all of `bytes` at `position`, a chunk per call (a call may write fewer bytes than asked); the end. */
 async function writeAt(handle: FileHandle, bytes: Uint8Array, position: number): Promise<number> {
