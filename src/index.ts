@@ -1,5 +1,6 @@
 /** Public entry point: tensors, autodiff transformations, ops and backends. */
 export type { Backend, KernelTensor, MemoryInfo, Storage } from './core/backend.js';
+export { readBackBytes, resetReadBackBytes } from './core/backend.js';
 export {
   registerKernel,
   registerKernels,

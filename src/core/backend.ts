@@ -59,3 +59,22 @@ export interface Backend {
   /** Release the device. The backend is unusable afterwards. */
   dispose(): void;
 }
+
+const readBack = new WeakMap<Backend, number>();
+
+/**
+ * Called by a backend's `read` and `readSync` with the bytes each copies to the host: what a sampler that picks
+ * tokens on the device saves (issue 25). Tensors read by kernels in place are not reads.
+ */
+export function countReadBack(backend: Backend, bytes: number): void {
+  readBack.set(backend, (readBack.get(backend) ?? 0) + bytes);
+}
+
+/** Bytes this backend instance has copied to the host through `read`/`readSync` since it was made (or reset). */
+export function readBackBytes(backend: Backend): number {
+  return readBack.get(backend) ?? 0;
+}
+
+export function resetReadBackBytes(backend: Backend): void {
+  readBack.delete(backend);
+}

@@ -1,4 +1,4 @@
-import type { KernelTensor, MemoryInfo, Storage } from '../../core/backend.js';
+import { countReadBack, type KernelTensor, type MemoryInfo, type Storage } from '../../core/backend.js';
 import { isHalf, type DType, type HostArray, type TypedArray } from '../../core/dtype.js';
 import { BackendError } from '../../core/errors.js';
 import { canShareMemory, hardwareThreads } from '../../platform/threads.js';
@@ -175,7 +175,9 @@ export class CpuBackend implements HostBackend, WasmHost {
 
   /** A copy in the JavaScript heap (never a view of the shared memory). */
   readSync(x: KernelTensor): TypedArray {
-    return readHost(x, x.storage as unknown as HostArray);
+    const out = readHost(x, x.storage as unknown as HostArray);
+    countReadBack(this, out.byteLength);
+    return out;
   }
 
   free(storage: Storage): void {

@@ -1,4 +1,4 @@
-import type { KernelTensor, MemoryInfo, Storage } from '../../core/backend.js';
+import { countReadBack, type KernelTensor, type MemoryInfo, type Storage } from '../../core/backend.js';
 import type { DType, HostArray, TypedArray } from '../../core/dtype.js';
 import { HeapMemory, type HostBackend } from './host.js';
 // Each family registers its kernels for 'reference' when it loads.
@@ -46,7 +46,9 @@ export class ReferenceBackend implements HostBackend {
   }
 
   readSync(x: KernelTensor): TypedArray {
-    return this.heap.readSync(x);
+    const out = this.heap.readSync(x);
+    countReadBack(this, out.byteLength);
+    return out;
   }
 
   free(storage: Storage): void {

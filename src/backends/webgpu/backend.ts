@@ -1,5 +1,5 @@
-import type { Backend, KernelTensor, MemoryInfo, Storage } from '../../core/backend.js';
-import { isHalf, type DType, type HalfDType, type HostArray, type TypedArray } from '../../core/dtype.js';
+import { countReadBack, type Backend, type KernelTensor, type MemoryInfo, type Storage } from '../../core/backend.js';
+import { allocArray, isHalf, type DType, type HalfDType, type HostArray, type TypedArray } from '../../core/dtype.js';
 import { widenHalf } from '../../core/half.js';
 import { BackendError } from '../../core/errors.js';
 import { sizeOf } from '../../core/shape.js';
@@ -65,10 +65,12 @@ export class WebGpuBackend implements Backend {
   async read(x: KernelTensor): Promise<TypedArray> {
     const n = sizeOf(x.shape);
     if (isHalf(x.dtype)) {
+      countReadBack(this, Math.ceil(n / 2) * 4);
       const bytes = await this.runtime.read(gpuStorage(x.storage).buffer, Math.ceil(n / 2) * 4);
       return widenHalf(x.dtype as HalfDType, new Uint16Array(bytes, 0, n));
     }
     wgslType('read', x.dtype);
+    countReadBack(this, n * 4);
     const bytes = await this.runtime.read(gpuStorage(x.storage).buffer, n * 4);
     return x.dtype === 'i32' ? new Int32Array(bytes) : new Float32Array(bytes);
   }
