@@ -71,6 +71,7 @@ export * from './ops/rope.js';
 export * from './ops/swiglu.js';
 export * from './ops/loss.js';
 export * from './ops/optim.js';
+export * from './ops/sampling.js';
 export { setDebugNans } from './ops/op.js';
 export { FileSystemError, NodeOnlyError } from './platform/errors.js';
 export * as objectives from './objectives/index.js';

@@ -201,6 +201,14 @@ export interface Kernels {
     sumSquares: KernelTensor | null,
     hyper: AdamWManyHyper,
   ): [Storage, Storage, Storage][];
+
+  /**
+   * One token per row of log-probs [B, V] (temperature already applied, log-softmaxed), as `chooseToken`
+   * (core/sampling.ts) defines it: greedy, the first argmax; else the top-p nucleus and the inverse CDF at the
+   * row's uniform draw `draws[row]` in [0, 1) (draws [B], f32 or f64; ignored when greedy). Returns [ids [B] (i32),
+   * the log-prob of each chosen id [B] (logProbs' dtype)], so a sampler reads back 2 B numbers instead of B V.
+   */
+  sampleTokens(logProbs: KernelTensor, draws: KernelTensor, greedy: boolean, topP: number): [Storage, Storage];
 }
 
 export type KernelName = keyof Kernels;
@@ -240,6 +248,7 @@ const KERNEL_NAME_SET: Readonly<Record<KernelName, true>> = {
   tokenLogProbsBackward: true,
   sumSquares: true,
   adamwMany: true,
+  sampleTokens: true,
 };
 export const KERNEL_NAMES = Object.keys(KERNEL_NAME_SET) as readonly KernelName[];
 

@@ -9,6 +9,7 @@ import './reduce.js';
 import './matmul.js';
 import './rows.js';
 import './fused.js';
+import './sampling.js';
 
 export type { HostBackend } from './host.js';
 

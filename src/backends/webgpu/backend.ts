@@ -15,6 +15,7 @@ import './kernels/movement.js';
 import './kernels/multi-tensor.js';
 import './kernels/norm.js';
 import './kernels/reduce.js';
+import './kernels/sampling.js';
 import './kernels/softmax.js';
 import { acquireDevice } from './platform.js';
 import { GpuRuntime, type RuntimeOptions, type RuntimeStats } from './runtime.js';
