@@ -1,5 +1,8 @@
 import { expect, it } from 'vitest';
 import * as T from '../../src/index.js';
+import { initParams, smallConfig } from '../../src/nn/index.js';
+import { sampleRollouts } from '../../src/rl/index.js';
+import { additionTask, tokenizerFor, type Tokenizer } from '../../src/tasks/index.js';
 import { cpu, describeGpu } from './helpers.js';
 
 /**
@@ -214,6 +217,41 @@ describeGpu('webgpu sampleTokens', (gpu) => {
           const [want, got] = await Promise.all([cpu, gpu].map((backend) => idsOf(backend, lp, b, v, draws, topP)));
           expect(Array.from(got!)).toEqual(Array.from(want!));
         }
+    }
+  });
+
+  it('the sampler on the GPU reads back 2 numbers per row and token, 2 B 4 bytes, at V = 64 and at V = 4096', async () => {
+    const base = tokenizerFor(additionTask());
+    // No stop id: every row runs maxNewTokens.
+    const tokenizer: Tokenizer = {
+      vocabSize: base.vocabSize,
+      bos: base.bos,
+      pad: base.pad,
+      eos: -1,
+      stopIds: [],
+      promptIds: (prompt) => base.promptIds(prompt),
+      encode: (text) => base.encode(text),
+      decode: (ids) => ids.join(' '),
+    };
+    for (const vocab of [64, 4096]) {
+      const config = smallConfig(vocab, { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, dFf: 16, maxSeqLen: 32 });
+      const params = initParams(config, new T.Rng(1), { backend: gpu, std: 0.5 });
+      for (const [temperature, topP] of [
+        [1, 1],
+        [0.7, 0.5],
+        [0, 1],
+      ] as const) {
+        const before = T.readBackBytes(gpu);
+        const ro = await sampleRollouts(params, config, tokenizer, ['12+34=', '5+6='], new T.Rng(2), {
+          groupSize: 3,
+          maxNewTokens: 5,
+          temperature,
+          topP,
+        });
+        expect(ro.completionLen).toBe(5);
+        expect((T.readBackBytes(gpu) - before) / 5).toBe(2 * ro.batchSize * 4);
+      }
+      T.dispose(params);
     }
   });
 });

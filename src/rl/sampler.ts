@@ -1,9 +1,10 @@
 import { ArgumentError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
-import { tidy } from '../core/scope.js';
+import { dispose, tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
-import { slice } from '../ops/movement.js';
+import { reshape, slice } from '../ops/movement.js';
+import { sampleTokens, type SampledTokens } from '../ops/sampling.js';
 import { logSoftmax } from '../ops/softmax.js';
 import { createKvCache, disposeCache, type KvCache } from '../nn/kv-cache.js';
 import {
@@ -16,7 +17,6 @@ import {
 } from '../nn/transformer.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import { encodePrompt, type SequenceBatch } from './batch.js';
-import { pickToken } from './sampling.js';
 import { scaleLogits, scoreLogProbs } from './score.js';
 
 export interface SamplerOptions {
@@ -62,9 +62,11 @@ export interface Rollouts extends SequenceBatch {
 }
 
 /**
- * Sample G completions for each prompt, all rows of a step in one batch. One readback per generated token (the
- * last position's log-probs, [B, V]); the token choice is on the host with the seeded `rng`. Finished rows are
- * fed PAD (masked as keys) until every row has stopped or maxNewTokens is reached; C is the number of steps run.
+ * Sample G completions for each prompt, all rows of a step in one batch. The tokens are chosen where the
+ * log-probs are (`sampleTokens`), with one uniform draw per unfinished row from the seeded `rng` (drawn on the
+ * host, uploaded as [B]; none when greedy), so each generated token reads back only the B ids and their B
+ * log-probs, whatever the vocabulary. Finished rows are fed PAD (masked as keys) until every row has stopped or
+ * maxNewTokens is reached; C is the number of steps run.
  */
 export async function sampleRollouts(
   params: TransformerParams,
@@ -117,8 +119,10 @@ export async function sampleRollouts(
   const finished = new Array<boolean>(b).fill(false);
   const dtype = activationDType(params);
   const backend = params.embed.weight.backend;
-  const vocab = config.vocabSize;
   const stops = new Set(tokenizer.stopIds);
+  const greedy = temperature === 0;
+  // Draws keep the Rng's full precision where the backend stores f64 (the host's pickToken sees exactly these).
+  const drawType = backend.supportsDType('f64') ? 'f64' : 'f32';
 
   // Inputs for columns [from, to): tokens, positions and key bias, uploaded as [B, to - from].
   const inputs = (from: number, to: number): { tokens: Tensor; positions: Tensor; keyBias: Tensor } => {
@@ -143,7 +147,15 @@ export async function sampleRollouts(
   const lastLogProbs = (hidden: Tensor): Tensor => {
     const n = hidden.shape[1]!;
     const last = slice(hidden, [0, n - 1, 0], [b, 1, config.dModel]);
-    return logSoftmax(scaleLogits(lmHead(params, last), temperature), -1);
+    return reshape(logSoftmax(scaleLogits(lmHead(params, last), temperature), -1), [b, config.vocabSize]);
+  };
+  // The next token of every row, chosen on the backend: one draw per unfinished row, in row order, as
+  // pickToken drew them on the host (a finished row's result is ignored).
+  const pick = (hidden: Tensor): SampledTokens => {
+    const u = new Float64Array(b);
+    if (!greedy) for (let r = 0; r < b; r++) if (!finished[r]) u[r] = rng.uniform();
+    const draws = tensor(u, [b], { dtype: drawType, backend });
+    return sampleTokens(lastLogProbs(hidden), draws, { greedy, topP });
   };
 
   const useCache = opts.useKvCache ?? true;
@@ -152,25 +164,25 @@ export async function sampleRollouts(
     // Room for every position a step will write (prompt + new tokens): each step writes its column in place.
     const cache = useCache ? { cache: createKvCache(params, config, b, width) } : {};
     const out = hiddenStates(params, config, tk, { ...rest, ...cache });
-    return { lp: lastLogProbs(out.hidden), cache: out.cache };
+    return { picked: pick(out.hidden), cache: out.cache };
   });
-  let lp: Tensor | null = first.lp;
+  let picked: SampledTokens | null = first.picked;
   let cache: KvCache | null = first.cache;
   let steps = 0;
   try {
     for (let s = 0; s < maxNew; s++) {
-      const values: ArrayLike<number> = await lp!.data();
-      lp!.dispose();
-      lp = null;
+      const [ids, chosen] = await Promise.all([picked!.ids.data(), picked!.logProbs.data()]);
+      dispose(picked);
+      picked = null;
       const col = p + s;
       for (let r = 0; r < b; r++) {
         if (finished[r]) {
           mask[r * width + col] = 0;
           continue;
         }
-        const id = pickToken(values, r * vocab, vocab, rng, temperature === 0, topP);
+        const id = ids[r]!;
         tokens[r * width + col] = id;
-        logProbs[r * maxNew + s] = values[r * vocab + id]!;
+        logProbs[r * maxNew + s] = chosen[r]!;
         lengths[r]!++;
         if (stops.has(id)) finished[r] = true;
       }
@@ -184,14 +196,14 @@ export async function sampleRollouts(
           keyBias: input.keyBias,
           ...(useCache ? { cache: prev } : {}),
         });
-        return { lp: lastLogProbs(out.hidden), cache: out.cache };
+        return { picked: pick(out.hidden), cache: out.cache };
       });
       disposeCache(prev);
       cache = next.cache;
-      lp = next.lp;
+      picked = next.picked;
     }
   } finally {
-    lp?.dispose();
+    if (picked) dispose(picked);
     disposeCache(cache);
   }
 
