@@ -1,5 +1,5 @@
 import { countReadBack, type Backend, type KernelTensor, type MemoryInfo, type Storage } from '../../core/backend.js';
-import { allocArray, isHalf, type DType, type HalfDType, type HostArray, type TypedArray } from '../../core/dtype.js';
+import { isHalf, type DType, type HalfDType, type HostArray, type TypedArray } from '../../core/dtype.js';
 import { widenHalf } from '../../core/half.js';
 import { BackendError } from '../../core/errors.js';
 import { sizeOf } from '../../core/shape.js';
