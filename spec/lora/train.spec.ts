@@ -7,6 +7,7 @@ import * as T from '../../src/index.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
 import { parseTrainConfig } from '../../src/training/config.js';
 import { tinyRun } from '../training/helpers/tiny-run.js';
+import { TINY_HUB_CONFIG, tinyHubDir } from '../hf/tiny-hub.js';
 
 /**
  * LoRA through the trainer, on the project's own policy (a tiny run): the base stays bit for bit the model the seed
@@ -174,5 +175,79 @@ describe('gradient checkpointing through the trainer', () => {
       expect(runs[1]).toHaveLength(runs[0]!.length);
       runs[0]!.forEach((g, i) => expect(Math.abs(runs[1]![i]! - g)).toBeLessThanOrEqual(1e-4 * Math.abs(g)));
     }
+  });
+});
+
+describe('LoRA on a Hub model', () => {
+  /** The tiny Qwen3-layout Hub directory, its weights stored in bf16 as real checkpoints ship. */
+  async function bf16HubDir(): Promise<string> {
+    const dir = await tinyHubDir();
+    const cpu = new T.CpuBackend({ threads: 1 });
+    const loaded = await T.loadHfCheckpoint(dir, cpu)();
+    if (E.isLeft(loaded)) throw loaded.left;
+    const extraConfig = { eos_token_id: 258, bos_token_id: null };
+    const saved = await T.saveHfCheckpoint(dir, loaded.right.params, TINY_HUB_CONFIG, { dtype: 'bf16', extraConfig })();
+    if (E.isLeft(saved)) throw saved.left;
+    T.dispose(loaded.right.params);
+    return dir;
+  }
+  const hubRun = (model: string, over: Partial<T.TrainConfig>) =>
+    tinyRun({
+      modelDir: model,
+      objective: 'grpo',
+      objectiveOptions: { beta: 0.04 },
+      steps: 1,
+      promptsPerStep: 2,
+      numGenerations: 2,
+      maxCompletionLength: 4,
+      evalPrompts: 2,
+      evalK: 1,
+      ...over,
+    });
+
+  it('keeps the frozen matrices in bf16, holds under 1/4 of full fine-tuning, and --merge-lora exports the merge', async () => {
+    const model = await bf16HubDir();
+    const held = async (lora: T.LoraConfig | null, out: string | null) => {
+      const backend = new T.CpuBackend({ threads: 1 });
+      let bytes = 0;
+      const result = await T.train(hubRun(model, { lora, outputDir: out, mergeLora: lora !== null && out !== null }), {
+        backend,
+        task: mixedReward,
+        // After the RL step: the policy, its optimizer state and the reference, as the run holds them.
+        onRecord: (r) => {
+          if (r.phase === 'rl') bytes = backend.memory().bytes;
+        },
+      });
+      return { result, bytes, backend };
+    };
+    const full = await held(null, null);
+    const out = tmp('hub');
+    const lora = await held({ ...LORA, r: 1, targetModules: ['q_proj', 'v_proj'] }, out);
+    expect(full.result.params.layers[0]!.wq.dtype).toBe('f32');
+    const p = lora.result.params;
+    expect([p.embed.weight.dtype, p.layers[0]!.wq.dtype, p.layers[0]!.wDown.dtype]).toEqual(['bf16', 'bf16', 'bf16']);
+    expect(p.layers[0]!.attnNorm.dtype).toBe('f32');
+    expect(p.lora!.layers[0]!.q_proj!.a.dtype).toBe('f32');
+    expect(lora.bytes).toBeGreaterThan(0);
+    expect(lora.bytes).toBeLessThanOrEqual(full.bytes / 4);
+
+    // The merged export loads through the Hub loader to the adapted model's logits (1e-5 of the largest).
+    const merged = await T.loadHfCheckpoint(join(out, 'model'), lora.backend)();
+    if (E.isLeft(merged)) throw merged.left;
+    const tokens = T.tensor(new Int32Array([256, 72, 101, 108, 108, 111, 257]), [1, 7], {
+      dtype: 'i32',
+      backend: lora.backend,
+    });
+    const a = T.forward(p, TINY_HUB_CONFIG, tokens).dataSync();
+    const b = T.forward(merged.right.params, TINY_HUB_CONFIG, tokens).dataSync();
+    const scale = Math.max(...Array.from(a, Math.abs));
+    for (let i = 0; i < a.length; i++) expect(Math.abs(a[i]! - b[i]!)).toBeLessThanOrEqual(1e-5 * scale);
+    // The adapters trained: the merge is not the base.
+    const base = await T.loadHfCheckpoint(model, lora.backend)();
+    if (E.isLeft(base)) throw base.left;
+    const c = T.forward(base.right.params, TINY_HUB_CONFIG, tokens).dataSync();
+    expect(Math.max(...Array.from(a, (x, i) => Math.abs(x - c[i]!)))).toBeGreaterThan(0);
+    const adapter = await T.readAdapter(join(out, 'adapter'), TINY_HUB_CONFIG, lora.backend);
+    expect(E.isRight(adapter)).toBe(true);
   });
 });

@@ -7,7 +7,7 @@ import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import type { PyTree } from '../core/pytree.js';
 import { tensor, uniform, zeros } from '../ops/creation.js';
-import { add, mul } from '../ops/elementwise.js';
+import { add, cast, mul } from '../ops/elementwise.js';
 import { matmul } from '../ops/matmul.js';
 import { join, readRegularFile, writeFile } from '../platform/files.js';
 import { fileErrorLine } from '../platform/errors.js';
@@ -163,7 +163,8 @@ export function mergeLora(params: TransformerParams): TransformerParams {
         if (!pair) continue;
         const key = MODULE_WEIGHT[m];
         const w = layer[key]!;
-        merged[key] = add(w, mul(matmul(pair.b, pair.a), lora.scaling));
+        // A frozen weight held in bf16/f16 is widened first: the merged one is trained, f32.
+        merged[key] = add(w.dtype === 'f32' ? w : cast(w, 'f32'), mul(matmul(pair.b, pair.a), lora.scaling));
         w.dispose();
       }
       return merged as unknown as LayerParams;

@@ -32,6 +32,8 @@ export interface PretrainedParts {
   readonly tokenizer: HfTokenizer;
   /** config.json's token ids, kept when the trained model is saved. */
   readonly extraConfig: Readonly<Record<string, unknown>>;
+  /** Bytes per weight as config.json says they are stored (`torch_dtype`/`dtype`: 2 for bf16/f16, else 4). */
+  readonly storedBytesPerParameter: number;
 }
 
 /** Read config.json and the tokenizer of a model directory (no weights yet). */
@@ -70,15 +72,20 @@ export async function readPretrained(dir: string): Promise<PretrainedParts> {
   const extraConfig = Object.fromEntries(
     ['bos_token_id', 'eos_token_id', 'pad_token_id'].filter((k) => j[k] !== undefined).map((k) => [k, j[k]]),
   );
-  return { dir, config: config.right, tokenizer: tok, extraConfig };
+  const stored = j.torch_dtype ?? j.dtype;
+  const storedBytesPerParameter = stored === 'bfloat16' || stored === 'float16' ? 2 : 4;
+  return { dir, config: config.right, tokenizer: tok, extraConfig, storedBytesPerParameter };
 }
 
 export async function loadPretrainedParams(
   parts: PretrainedParts,
   backend: Backend,
-  opts: { allowNonFinite?: boolean } = {},
+  opts: { allowNonFinite?: boolean; keepDType?: boolean } = {},
 ): Promise<TransformerParams> {
-  const model = await loadHfCheckpoint(parts.dir, backend, { allowNonFinite: opts.allowNonFinite ?? false })();
+  const model = await loadHfCheckpoint(parts.dir, backend, {
+    allowNonFinite: opts.allowNonFinite ?? false,
+    keepDType: opts.keepDType ?? false,
+  })();
   if (E.isLeft(model)) throw model.left;
   return model.right.params;
 }
@@ -271,6 +278,7 @@ export function runShape(
   withReference: boolean,
   lora: RunLora | null = cfg.lora,
   rescores = false,
+  frozenBytesPerParameter = 4,
 ): RunShape {
   const rng = new Rng(cfg.seed + 7);
   let longest = 1;
@@ -286,6 +294,7 @@ export function runShape(
     lora,
     remat: cfg.gradientCheckpointing,
     rescores,
+    frozenBytesPerParameter,
   };
 }
 

@@ -201,7 +201,9 @@ async function openRun(
   if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
   checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg);
   const { tokenizer: tok, task: runTask, needsReference } = base.right;
-  const shape = runShape(cfg, tok, runTask, needsReference, lora, !backend.batchInvariant);
+  // Under LoRA a Hub model's frozen matrices stay in their stored dtype (bf16/f16), widened inside the kernels.
+  const frozenBytes = lora && pretrained ? pretrained.storedBytesPerParameter : 4;
+  const shape = runShape(cfg, tok, runTask, needsReference, lora, !backend.batchInvariant, frozenBytes);
   const estimate = estimateTrainingMemory(base.right.config, shape);
   opts.onMemoryEstimate?.(estimate);
   const host = defaultMemoryLimits(cfg);
@@ -220,7 +222,8 @@ async function openRun(
     held.push(await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite, inputs }));
   }
   const allowNonFinite = cfg.allowNonFiniteWeights;
-  const loadBase = async () => await loadPretrainedParams(pretrained!, backend, { allowNonFinite });
+  const loadBase = async () =>
+    await loadPretrainedParams(pretrained!, backend, { allowNonFinite, keepDType: lora !== null });
   const started = cfg.resume
     ? await resume(cfg.resume, backend, base.right, pretrained ? loadBase : null)
     : await startRun(base.right, backend, pretrained ? await loadBase() : null);
