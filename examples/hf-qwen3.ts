@@ -150,4 +150,32 @@ console.log(
     ? `\nthe trained policy is a Hub directory: ${join(output, 'model')} (pass@1 ${result.final.passAt1.toFixed(3)}${zeroNote})`
     : `\ntrained (pass@1 ${result.final.passAt1.toFixed(3)}${zeroNote}); the run's directory was temporary: --output DIR keeps it`,
 );
+dispose(result.params);
+
+// 4. The same run with LoRA (as `--lora-r 8 --lora-target-modules all-linear --merge-lora`): the base model stays
+// frozen, in bf16 as its checkpoint stores it; only the adapters, their gradients and AdamW moments are trained and
+// saved; the KL reference is the base with the adapters off. OUTPUT/adapter is peft's layout
+// (PeftModel.from_pretrained(base, "OUTPUT/adapter")), and --merge-lora also writes the merged OUTPUT/model.
+const loraOutput = values.output ? `${values.output}-lora` : await tempDir('qwen3-lora-');
+const loraCfg = must(
+  parseTrainConfig({
+    ...cfg,
+    outputDir: loraOutput,
+    lora: { r: 8, alpha: 16, dropout: 0, targetModules: 'all-linear', useRslora: false } as never,
+    mergeLora: true,
+  }),
+);
+console.log('\nthe same with LoRA (r 8, all linear layers, the base frozen in bf16):');
+const loraResult = await train(loraCfg, {
+  backend,
+  onRecord: show,
+  onMemoryEstimate: (e) => console.log(describeEstimate(e)),
+});
+const wq = loraResult.params.layers[0]!.wq;
+console.log(
+  `base weights held as ${wq.dtype}; ${join(loraOutput, 'adapter')} holds adapter_config.json and ` +
+    `adapter_model.safetensors (peft's layout), ${join(loraOutput, 'model')} the merged model` +
+    (values.output ? '' : ' (temporary: --output DIR keeps it, as DIR-lora)'),
+);
+dispose(loraResult.params);
 if (backend.name !== 'cpu') backend.dispose();

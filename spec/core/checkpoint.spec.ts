@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
-import { treeLeaves, treeMap } from '../../src/core/pytree.js';
+import { expectTreeGradientsMatch } from '../helpers/gradcheck.js';
 import { sftLoss } from '../../src/rl/sft.js';
 import { encodeCompletion, encodePrompt, packSequences } from '../../src/rl/batch.js';
 import { tokenizer, tinyConfig } from '../policy/helpers/fixtures.js';
@@ -93,25 +93,7 @@ describe('gradient checkpointing in the transformer', () => {
       const [value, grads] = T.valueAndGrad(loss)(trainable);
       const plain = sftLoss(params, config, batch);
       expect(Math.abs(value.itemSync() - plain.itemSync())).toBeLessThan(1e-12);
-      const leaves = treeLeaves(trainable);
-      const gradLeaves = treeLeaves(grads);
-      const rng = new T.Rng(17);
-      const h = 1e-6;
-      for (let trial = 0; trial < 20; trial++) {
-        const li = rng.int(leaves.length);
-        const leaf = leaves[li]!;
-        const ei = rng.int(leaf.size);
-        const at = (delta: number): number =>
-          T.tidy(() => {
-            const v = Float64Array.from(leaf.dataSync());
-            v[ei] = v[ei]! + delta;
-            const bumped = T.tensor(v, leaf.shape, on);
-            return loss(treeMap(trainable, (t, i) => (i === li ? bumped : t)));
-          }).itemSync();
-        const numeric = (at(h) - at(-h)) / (2 * h);
-        const analytic = gradLeaves[li]!.dataSync()[ei]!;
-        expect(Math.abs(analytic - numeric)).toBeLessThan(1e-7 + 1e-5 * Math.abs(numeric));
-      }
+      expectTreeGradientsMatch(loss, trainable, grads);
     }
   });
 

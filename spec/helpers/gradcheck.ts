@@ -1,6 +1,6 @@
 import { expect } from 'vitest';
 import fc from 'fast-check';
-import { grad, mul, sum, tensor, tidy, type Tensor } from '../../src/index.js';
+import { grad, mul, Rng, sum, tensor, tidy, treeLeaves, treeMap, type Tensor } from '../../src/index.js';
 
 /** A tensor's values and shape as plain numbers, so fast-check can generate and shrink them. */
 export interface Arg {
@@ -91,4 +91,36 @@ export function checkGradient(
       }
     }
   });
+}
+
+/**
+ * Gradients of a pytree against central differences (f64): `trials` random entries of random leaves, each within
+ * 1e-7 + 1e-5 of the numeric value. `grads` mirrors `tree` (what `valueAndGrad(loss)(tree)` returned).
+ */
+export function expectTreeGradientsMatch(
+  loss: (tree: never) => Tensor,
+  tree: unknown,
+  grads: unknown,
+  opts: { trials?: number; seed?: number; h?: number } = {},
+): void {
+  const leaves = treeLeaves(tree);
+  const gradLeaves = treeLeaves(grads);
+  expect(gradLeaves.length).toBe(leaves.length);
+  const rng = new Rng(opts.seed ?? 17);
+  const h = opts.h ?? 1e-6;
+  for (let trial = 0; trial < (opts.trials ?? 20); trial++) {
+    const li = rng.int(leaves.length);
+    const leaf = leaves[li]!;
+    const ei = rng.int(leaf.size);
+    const at = (delta: number): number =>
+      tidy(() => {
+        const v = Float64Array.from(leaf.dataSync());
+        v[ei] = v[ei]! + delta;
+        const bumped = tensor(v, leaf.shape, { dtype: 'f64', backend: leaf.backend });
+        return loss(treeMap(tree, (t, i) => (i === li ? bumped : t)) as never);
+      }).itemSync();
+    const numeric = (at(h) - at(-h)) / (2 * h);
+    const analytic = gradLeaves[li]!.dataSync()[ei]!;
+    expect(Math.abs(analytic - numeric)).toBeLessThan(1e-7 + 1e-5 * Math.abs(numeric));
+  }
 }

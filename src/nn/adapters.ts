@@ -8,6 +8,17 @@ import type { Tensor } from '../core/tensor.js';
 export const LORA_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
 export type LoraModule = (typeof LORA_MODULES)[number];
 
+/** Which parameter of a layer (`LayerParams` in transformer.ts) each target module adapts. */
+export const MODULE_WEIGHT = {
+  q_proj: 'wq',
+  k_proj: 'wk',
+  v_proj: 'wv',
+  o_proj: 'wo',
+  gate_proj: 'wGate',
+  up_proj: 'wUp',
+  down_proj: 'wDown',
+} as const satisfies Record<LoraModule, string>;
+
 /** One adapted linear: A [r, in] and B [out, r], stored as peft stores `lora_A.weight` and `lora_B.weight`. */
 export type LoraPair = { readonly a: Tensor; readonly b: Tensor };
 

@@ -11,13 +11,20 @@ import { add, cast, mul } from '../ops/elementwise.js';
 import { matmul } from '../ops/matmul.js';
 import { join, readRegularFile, writeFile } from '../platform/files.js';
 import { fileErrorLine } from '../platform/errors.js';
-import { LORA_MODULES, type LoraLayer, type LoraModule, type LoraPair, type LoraWeights } from './adapters.js';
+import {
+  LORA_MODULES,
+  MODULE_WEIGHT,
+  type LoraLayer,
+  type LoraModule,
+  type LoraPair,
+  type LoraWeights,
+} from './adapters.js';
 import { paramShapes } from './hf.js';
 import { CheckpointError } from './safetensors.js';
 import { readSafetensorsIndex, streamTensors, writeSafetensorsFile, type TensorToWrite } from './safetensors-file.js';
 import type { LayerParams, TransformerConfig, TransformerParams } from './transformer.js';
 
-export { LORA_MODULES, type LoraLayer, type LoraModule, type LoraPair, type LoraWeights };
+export { LORA_MODULES, MODULE_WEIGHT, type LoraLayer, type LoraModule, type LoraPair, type LoraWeights };
 
 /**
  * LoRA (Hu et al. 2021) on the policy, in peft's manner: a targeted linear W [out, in] computes
@@ -44,17 +51,6 @@ export const LORA_DEFAULTS: LoraConfig = {
   dropout: 0,
   targetModules: ['q_proj', 'v_proj'],
   useRslora: false,
-};
-
-/** Which parameter of a layer each target module adapts. */
-export const MODULE_WEIGHT: Readonly<Record<LoraModule, keyof LayerParams>> = {
-  q_proj: 'wq',
-  k_proj: 'wk',
-  v_proj: 'wv',
-  o_proj: 'wo',
-  gate_proj: 'wGate',
-  up_proj: 'wUp',
-  down_proj: 'wDown',
 };
 
 const MODULE_PATH: Readonly<Record<LoraModule, string>> = {

