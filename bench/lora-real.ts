@@ -9,7 +9,8 @@
  *   npm run bench:lora-real [-- --rounds 2 --steps 1 --prompts 4 --generations 4 --new 64 --threads 2 --no-torch]
  *
  * Each side runs in its own process (peak RSS is a process's), the model directory is written once (in the
- * system's temporary directory, removed at the end) and both read it.
+ * system's temporary directory, removed at the end) and both read it. `--merged-export` instead writes the model
+ * merged with random adapters as f32 (about 2.4 GB) and checks that it loads back to the adapted model's logits.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -22,6 +23,7 @@ import {
   ReferenceBackend,
   Rng,
   saveHfCheckpoint,
+  tensor as tensorFrom,
   train,
   CpuBackend,
   type MetricRecord,
@@ -37,9 +39,13 @@ const { values } = parseArgs({
     new: { type: 'string', default: '64' },
     threads: { type: 'string', default: '2' },
     'no-torch': { type: 'boolean', default: false },
+    // Instead of timing: write the model merged with random adapters in f32 (about 2.4 GB), load it back in a
+    // fresh backend and compare its logits with the adapted model's.
+    'merged-export': { type: 'boolean', default: false },
     // Internal: the roles of the child processes.
     build: { type: 'string' },
     ours: { type: 'string' },
+    merge: { type: 'string' },
   },
 });
 
@@ -109,6 +115,81 @@ async function ours(model: string): Promise<void> {
   );
 }
 
+/**
+ * The merged f32 export at this size: the base (bf16) with LoRA r 16 on every linear layer, B drawn so the merge
+ * moves every adapted weight, merged (W + scaling B A) and saved as f32 safetensors, then loaded back by the Hub
+ * loader into a second backend: its logits against the adapted model's, within 1e-5 of the largest.
+ */
+async function mergedExport(model: string): Promise<void> {
+  const { loadHfCheckpoint, initLora, withLora, mergeLora, forward, randn, dispose, LORA_MODULES } = await import(
+    '../src/index.js'
+  );
+  const { statSync } = await import('node:fs');
+  const first = new CpuBackend({ threads: Number(values.threads) });
+  const loaded = await loadHfCheckpoint(model, first, { keepDType: true })();
+  if (E.isLeft(loaded)) throw loaded.left;
+  const rng = new Rng(1);
+  const lora = initLora(
+    QWEN3_0_6B,
+    { r: 16, alpha: 32, dropout: 0, targetModules: LORA_MODULES, useRslora: false },
+    rng,
+    {
+      backend: first,
+    },
+  );
+  const moved = {
+    ...lora,
+    layers: lora.layers.map((l) =>
+      Object.fromEntries(
+        Object.entries(l).map(([m, p]) => [m, { a: p!.a, b: randn(p!.b.shape, rng, { std: 0.01, backend: first }) }]),
+      ),
+    ),
+  };
+  const ids = [151644, 872, 198, 18, 22, 10, 20, 28, 151645, 198, 151644, 77091, 198];
+  const logitsOn = (params: Parameters<typeof forward>[0], backend: CpuBackend): Float32Array => {
+    const tokens = tensorOf(ids, backend);
+    const out = forward(params, QWEN3_0_6B, tokens).dataSync() as Float32Array;
+    tokens.dispose();
+    return out;
+  };
+  const adapted = logitsOn(withLora(loaded.right.params, moved), first);
+  const merged = mergeLora(withLora(loaded.right.params, moved));
+  const out = mkdtempSync(join(tmpdir(), 'rlvr-merged-'));
+  try {
+    const t0 = performance.now();
+    const saved = await saveHfCheckpoint(out, merged, QWEN3_0_6B, { dtype: 'f32' })();
+    if (E.isLeft(saved)) throw saved.left;
+    const writeSeconds = (performance.now() - t0) / 1000;
+    dispose(merged);
+    first.dispose();
+    const second = new CpuBackend({ threads: Number(values.threads) });
+    const back = await loadHfCheckpoint(out, second)();
+    if (E.isLeft(back)) throw back.left;
+    const reloaded = logitsOn(back.right.params, second);
+    let worst = 0;
+    let scale = 0;
+    for (let i = 0; i < adapted.length; i++) {
+      worst = Math.max(worst, Math.abs(adapted[i]! - reloaded[i]!));
+      scale = Math.max(scale, Math.abs(adapted[i]!));
+    }
+    console.log(
+      JSON.stringify({
+        merged_file_bytes: statSync(join(out, 'model.safetensors')).size,
+        write_seconds: writeSeconds,
+        max_abs_logit_difference: worst,
+        largest_logit: scale,
+        within: worst <= 1e-5 * scale,
+      }),
+    );
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+}
+
+function tensorOf(ids: number[], backend: CpuBackend) {
+  return tensorFrom(new Int32Array(ids), [1, ids.length], { dtype: 'i32', backend });
+}
+
 function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Record<string, unknown> {
   const r = spawnSync(cmd, args, { encoding: 'utf8', env: { ...process.env, ...env }, maxBuffer: 1 << 26 });
   const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
@@ -125,11 +206,18 @@ const fmt = (xs: number[]): string => {
 async function main(): Promise<void> {
   if (values.build) return build(values.build);
   if (values.ours) return ours(values.ours);
+  if (values.merge) return mergedExport(values.merge);
   const dir = mkdtempSync(join(tmpdir(), 'rlvr-qwen3-0.6b-'));
   try {
     const t0 = performance.now();
     run(process.execPath, [process.argv[1]!, '--build', dir]);
     console.log(`wrote a Qwen3-0.6B-shaped bf16 model in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    if (values['merged-export']) {
+      console.log(
+        JSON.stringify(run(process.execPath, [process.argv[1]!, '--merge', dir, '--threads', values.threads!])),
+      );
+      return;
+    }
     const mine: Record<string, unknown>[] = [];
     const peer: Record<string, unknown>[] = [];
     const self = [process.argv[1]!, '--ours', dir, '--steps', values.steps!, '--threads', values.threads!];

@@ -149,7 +149,7 @@ export function mergeLora(params: TransformerParams): TransformerParams {
   const lora = params.lora;
   const base = stopGradient(withoutLora(params));
   if (!lora) return base;
-  return tidy(() => ({
+  return {
     ...base,
     layers: base.layers.map((layer, l) => {
       const adapters = lora.layers[l] ?? {};
@@ -159,13 +159,16 @@ export function mergeLora(params: TransformerParams): TransformerParams {
         if (!pair) continue;
         const key = MODULE_WEIGHT[m];
         const w = layer[key]!;
-        // A frozen weight held in bf16/f16 is widened first: the merged one is trained, f32.
-        merged[key] = add(w.dtype === 'f32' ? w : cast(w, 'f32'), mul(matmul(pair.b, pair.a), lora.scaling));
+        // A frozen weight held in bf16/f16 is widened first: the merged one is trained, f32. One scope per weight,
+        // so a model's merge holds one weight's temporaries at a time, not every weight's.
+        merged[key] = tidy(() =>
+          add(w.dtype === 'f32' ? w : cast(w, 'f32'), mul(matmul(pair.b, pair.a), lora.scaling)),
+        );
         w.dispose();
       }
       return merged as unknown as LayerParams;
     }),
-  }));
+  };
 }
 
 /** peft's tensor name of a layer's adapter matrix. */
