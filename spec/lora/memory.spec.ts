@@ -57,6 +57,27 @@ describe('the memory estimate on the cpu backend', () => {
     exact.dispose();
   });
 
+  it('counts the held-out evaluation: prompts x k rows at once (issue 26 item 13: 2.2 GB against 163 MiB)', async () => {
+    // 10 prompts x 1000 samples: the evaluation's rows outnumber a step's 16 by far.
+    const cfg = tinyRun({
+      ...shape,
+      objectiveOptions: {},
+      steps: 1,
+      evalPrompts: 10,
+      evalK: 1000,
+      maxCompletionLength: 4,
+    });
+    let estimate: T.MemoryEstimate | null = null;
+    const probe = new T.CpuBackend({ threads: 2, memoryLimitBytes: 1 });
+    await T.train(cfg, { backend: probe, task, onMemoryEstimate: (e) => (estimate = e) }).catch(() => null);
+    probe.dispose();
+    const exact = new T.CpuBackend({ threads: 2, memoryLimitBytes: Math.ceil(estimate!.total) });
+    const result = await T.train(cfg, { backend: exact, task });
+    expect(exact.poolStats().heapBytes).toBeGreaterThan(estimate!.total / 3);
+    T.dispose(result.params);
+    exact.dispose();
+  });
+
   it('a refusal names what would fit, with its estimate', async () => {
     const cfg = tinyRun({ ...shape, promptsPerStep: 16, numGenerations: 8, maxCompletionLength: 24 });
     let estimate: T.MemoryEstimate | null = null;

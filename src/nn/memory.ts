@@ -132,7 +132,11 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
   const noGradForward = forward + adapterPaths / 2 + c.nLayers * 2 * c.dModel;
   const scored =
     run.withReference || run.rescores ? run.sampledRows * (t * noGradForward + run.completionTokens * c.vocabSize) : 0;
-  const sampling = (run.sampledRows * c.nLayers * 2 * kv * t + 3 * run.sampledRows * c.vocabSize + scored) * F32;
+  // The prompts' forward (the cache's prefill) over every sampled row at once: the held-out evaluation's rows
+  // (prompts x k, up to 100 prompts a batch) can outnumber a step's by far.
+  const prefill = run.sampledRows * run.promptTokens * noGradForward;
+  const sampling =
+    (run.sampledRows * c.nLayers * 2 * kv * t + 3 * run.sampledRows * c.vocabSize + Math.max(prefill, scored)) * F32;
   const reference = run.withReference && !lora ? parameters * F32 : 0;
   const ropeTable = c.maxSeqLen * (dh / 2) * F32;
   const rope = 2 * 2 * ropeTable;
