@@ -54,8 +54,12 @@ async function runTrain(argv: string[]): Promise<number> {
     // Releasing the device lets the process exit (Dawn keeps the event loop alive while a device lives).
     backend.dispose();
   }
-  if (cfg.right.modelDir && cfg.right.outputDir) {
-    console.log(`rlvr: trained model (Hugging Face format) in ${join(cfg.right.outputDir, 'model')}`);
+  const out = cfg.right.outputDir;
+  const lora = cfg.right.lora !== null || cfg.right.adapter !== null;
+  if (out && lora) console.log(`rlvr: trained LoRA adapter (peft's layout) in ${join(out, 'adapter')}`);
+  if (out && cfg.right.modelDir && (!lora || cfg.right.mergeLora)) {
+    const what = lora ? 'the base with the adapter merged' : 'trained model';
+    console.log(`rlvr: ${what} (Hugging Face format) in ${join(out, 'model')}`);
   }
   console.log(heldOutLine(result.final.prompts, result.warmStart?.passAt1 ?? null, result.final.passAt1));
   return EXIT.ok;
