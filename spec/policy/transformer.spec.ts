@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/rng.js';
 import { tidy } from '../../src/core/scope.js';
 import type { Tensor } from '../../src/core/tensor.js';
-import { treeLeaves, treeMap } from '../../src/core/pytree.js';
+import { treeLeaves } from '../../src/core/pytree.js';
 import { valueAndGrad } from '../../src/core/transforms.js';
 import { tensor } from '../../src/ops/creation.js';
 import { sum } from '../../src/ops/reduce.js';
@@ -24,6 +24,7 @@ import { scoreLogProbs } from '../../src/rl/score.js';
 import { sftLoss } from '../../src/rl/sft.js';
 import { getDefaultBackend } from '../../src/core/runtime.js';
 import { tokenizer, tinyConfig, peakedParams } from './helpers/fixtures.js';
+import { expectTreeGradientsMatch } from '../helpers/gradcheck.js';
 
 const ids = (rows: number[][]): Tensor =>
   tensor(new Int32Array(rows.flat()), [rows.length, rows[0]!.length], { dtype: 'i32' });
@@ -39,25 +40,7 @@ describe('transformer', () => {
     );
     const loss = (p: TransformerParams): Tensor => sftLoss(p, config, batch);
     const [, grads] = valueAndGrad(loss)(params);
-    const leaves = treeLeaves(params);
-    const gradLeaves = treeLeaves(grads);
-    const rng = new Rng(17);
-    const h = 1e-6;
-    for (let trial = 0; trial < 24; trial++) {
-      const li = rng.int(leaves.length);
-      const leaf = leaves[li]!;
-      const ei = rng.int(leaf.size);
-      const at = (delta: number): number =>
-        tidy(() => {
-          const v = Float64Array.from(leaf.dataSync());
-          v[ei] = v[ei]! + delta;
-          const bumped = tensor(v, leaf.shape, { dtype: 'f64' });
-          return loss(treeMap(params, (t, i) => (i === li ? bumped : t)));
-        }).itemSync();
-      const numeric = (at(h) - at(-h)) / (2 * h);
-      const analytic = gradLeaves[li]!.dataSync()[ei]!;
-      expect(Math.abs(analytic - numeric)).toBeLessThan(1e-7 + 1e-5 * Math.abs(numeric));
-    }
+    expectTreeGradientsMatch(loss, params, grads, { trials: 24 });
   });
 
   it('RoPE makes q.k depend only on the relative position, and preserves norms', () => {
