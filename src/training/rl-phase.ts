@@ -12,7 +12,18 @@ import type { TrainConfig } from './config.js';
 import { readMetrics, type MetricRecord } from './metrics.js';
 import { updatePolicy, type AdamWSettings } from './rl-step.js';
 import { interventions } from './interventions.js';
-import { emit, adoptOrSkip, guardUpdate, type Run, type TrainHooks, type TrainWarning, type RlFaults } from './run.js';
+import {
+  emit,
+  adoptOrSkip,
+  guardUpdate,
+  updatedStateCheck,
+  withoutStateCheck,
+  type Run,
+  type TrainHooks,
+  type TrainWarning,
+  type RlFaults,
+} from './run.js';
+import { STATE_METRIC } from './divergence.js';
 
 /** RL steps in a row without a group of mixed rewards before the trainer warns. */
 export const NO_SIGNAL_WARN_STEPS = 5;
@@ -94,8 +105,12 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
       { dropoutRng: run.params.lora?.dropout ? run.rng : undefined, remat: cfg.gradientCheckpointing },
     ),
   );
-  const metrics = await readMetrics(result.metrics);
-  const skipped = result.skipped ?? (result.params === run.params ? null : adoptOrSkip(run, 'rl', metrics, result));
+  const updated = result.params !== run.params;
+  const read = await readMetrics(
+    updated ? { ...result.metrics, [STATE_METRIC]: updatedStateCheck(result) } : result.metrics,
+  );
+  const skipped = result.skipped ?? (updated ? adoptOrSkip(run, 'rl', read, result) : null);
+  const metrics = withoutStateCheck(read);
   run.at.step++;
   const seconds = (performance.now() - t0) / 1000;
   const stats = groupStats(rewards, rollouts.promptIndex);

@@ -23,7 +23,7 @@ import { BatchError } from '../objectives/errors.js';
 import { FileSystemError } from '../nn/atomic-dir.js';
 import { crashPoint } from '../platform/host.js';
 import { checkBounds } from './bounds.js';
-import { DivergedError, firstNonFinite } from './divergence.js';
+import { DivergedError, firstNonFinite, STATE_METRIC } from './divergence.js';
 import { METRICS_FILE, metricsBytes } from './output-dir.js';
 import { runIdentity, type RunIdentity } from './resume-check.js';
 import type { MemoryEstimate } from '../nn/memory.js';
@@ -31,6 +31,9 @@ import type { PretrainedParts } from './pretrained.js';
 import type { PyTree } from '../core/pytree.js';
 import type { LoraLayer } from '../nn/adapters.js';
 import { trainableOf, type LoraConfig } from '../nn/lora.js';
+import { treeLeaves } from '../core/pytree.js';
+import { sumSquares } from '../ops/optim.js';
+import type { Tensor } from '../core/tensor.js';
 import { saveLoraCheckpoint } from '../nn/lora-checkpoint.js';
 
 /** The default of `keepRecords`: about 5 MB of records. */
@@ -256,7 +259,25 @@ export async function save(run: Run, dir: string): Promise<void> {
 }
 
 /**
- * Take the new parameters and moments if the step's loss and gradient norm are finite. Otherwise stop with a
+ * The sum of squares of what an update wrote, the trained weights and AdamW's moments, as one scalar tensor read
+ * back with the step's metrics (under `STATE_METRIC`, never recorded): non-finite exactly when some new weight or
+ * moment is (or when the sum overflows f32, i.e. some entry is past about 1e19, which is no usable model either).
+ * A finite loss and gradient norm do not show this: a learning rate of 1e308 turns every weight into NaN from
+ * finite gradients. Under LoRA only the adapters change, so only they are summed. It only reads.
+ */
+export function updatedStateCheck(next: { params: TransformerParams; opt: OptimizerState<PyTree> }): Tensor {
+  return sumSquares(treeLeaves([trainableOf(next.params), next.opt.m, next.opt.v]));
+}
+
+/** The metrics without the state check's value, as a record shows them. */
+export function withoutStateCheck<T extends Record<string, number>>(metrics: T): T {
+  const { [STATE_METRIC]: _, ...rest } = metrics;
+  return rest as T;
+}
+
+/**
+ * Take the new parameters and moments if the step's loss, gradient norm and updated state
+ * (`updatedStateCheck`, read as `STATE_METRIC`) are finite. Otherwise stop with a
  * `DivergedError` (nothing is saved after it, so the last checkpoint is the last good state), or, with
  * `onNonFinite: 'skip'`, drop the update and keep the state from before the step. Returns what was skipped.
  */

@@ -10,7 +10,8 @@ import { sampleRollouts } from '../rl/sampler.js';
 import { sftBatch, sftExamples, sftLoss } from '../rl/sft.js';
 import { sampleProblems } from '../tasks/task.js';
 import { readMetrics, type MetricRecord } from './metrics.js';
-import { emit, adoptOrSkip, type Run, type TrainHooks } from './run.js';
+import { emit, adoptOrSkip, updatedStateCheck, type Run, type TrainHooks } from './run.js';
+import { STATE_METRIC } from './divergence.js';
 
 /**
  * With `warmStartUntil`: warm-start steps between validation checks, and the validation set's size. A policy's
@@ -70,9 +71,10 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
       maxGradNorm: cfg.maxGradNorm,
       weightDecay: cfg.weightDecay,
     });
-    return { params: withTrainable(run.params, stepped.params), opt: stepped.state, loss, gradNorm: stepped.gradNorm };
+    const updated = { params: withTrainable(run.params, stepped.params), opt: stepped.state };
+    return { ...updated, loss, gradNorm: stepped.gradNorm, stateCheck: updatedStateCheck(updated) };
   });
-  const read = await readMetrics({ loss: next.loss, grad_norm: next.gradNorm });
+  const read = await readMetrics({ loss: next.loss, grad_norm: next.gradNorm, [STATE_METRIC]: next.stateCheck });
   const [loss, grad_norm] = [read.loss!, read.grad_norm!];
   const skipped = adoptOrSkip(run, 'warmstart', read, next);
   run.at.step++;
