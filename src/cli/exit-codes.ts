@@ -17,7 +17,7 @@ export const EXIT = {
   usage: 2,
   /** A file could not be read or written, or a checkpoint or model directory is damaged or unusable. */
   io: 3,
-  /** Training diverged: a non-finite loss or gradient norm (the last good checkpoint is kept). */
+  /** Training diverged: a non-finite loss, gradient norm or updated weights (the last good checkpoint is kept). */
   diverged: 4,
   /** Stopped by SIGINT or SIGTERM at a step boundary, with the checkpoint written (a second signal: at once). */
   interrupted: 5,
@@ -28,7 +28,7 @@ export const EXIT_CODE_HELP = [
   `  ${EXIT.internal}  internal error (a bug; RLVR_DEBUG=1 prints the stack)`,
   `  ${EXIT.usage}  usage: bad arguments or settings, sizes over the limits, --output refused, resume mismatch`,
   `  ${EXIT.io}  a file could not be read or written, or a checkpoint or model directory is damaged or unusable`,
-  `  ${EXIT.diverged}  training diverged (non-finite loss or gradient norm)`,
+  `  ${EXIT.diverged}  training diverged (non-finite loss, gradient norm or updated weights)`,
   `  ${EXIT.interrupted}  interrupted by SIGINT or SIGTERM: stopped after a step with the checkpoint written`,
 ].join('\n');
 

@@ -103,7 +103,7 @@ export interface TrainConfig {
   readonly resume: string | null;
   /** Replace a non-empty output directory (refused otherwise, unless resuming in place). */
   readonly overwrite: boolean;
-  /** A non-finite loss or gradient norm: end the run with an error (`stop`) or drop that update (`skip`). */
+  /** A non-finite loss, gradient norm or updated weight: end the run with an error (`stop`) or drop that update (`skip`). */
   readonly onNonFinite: 'stop' | 'skip';
   /** A Hugging Face model directory (config.json, safetensors, tokenizer.json) to start from (null: a new model). */
   readonly modelDir: string | null;
