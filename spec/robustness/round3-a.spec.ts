@@ -5,7 +5,9 @@ import * as E from 'fp-ts/lib/Either.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { treeLeaves } from '../../src/core/pytree.js';
 import { loadCheckpoint } from '../../src/nn/checkpoint.js';
-import type { TrainConfig } from '../../src/training/config.js';
+import { parseTrainConfig, type TrainConfig } from '../../src/training/config.js';
+import { CpuBackend, defaultThreads, MAX_THREADS } from '../../src/backends/cpu/index.js';
+import { BackendError } from '../../src/core/errors.js';
 import { STATE_METRIC } from '../../src/training/divergence.js';
 import type { MetricRecord } from '../../src/training/metrics.js';
 import { train } from '../../src/training/trainer.js';
@@ -74,6 +76,43 @@ describe('1. an update that makes the weights non-finite is divergence, not a Na
     const r = rlvrSync(bundle.path, ['train', ...withArgs(TINY_ARGS, { '--learning-rate': '1e308' }), '--output', dir]);
     expect(r.status).toBe(4);
     expect(r.stderr).toMatch(/training diverged: updated_state_sum_sq = NaN at rl step 1/);
+  });
+});
+
+describe('2. a thread count past MAX_THREADS (256) is refused, not spawned until memory runs out', () => {
+  it('threads: the config names the field and the bound; 256 is accepted', () => {
+    const bad = parseTrainConfig({ threads: 1e9 });
+    expect(E.isLeft(bad) && bad.left).toMatchObject({ name: 'TrainConfigError', field: 'threads' });
+    expect(E.isLeft(bad) && bad.left.message).toMatch(/1\.\.256/);
+    expect(E.isRight(parseTrainConfig({ threads: MAX_THREADS }))).toBe(true);
+  });
+
+  it('RLVR_THREADS and the CpuBackend constructor refuse it before starting a worker', () => {
+    const was = process.env.RLVR_THREADS;
+    try {
+      process.env.RLVR_THREADS = '1e9';
+      expect(() => defaultThreads()).toThrow(/RLVR_THREADS must be a whole number in 1\.\.256, got '1e9'/);
+      process.env.RLVR_THREADS = '256';
+      expect(defaultThreads()).toBe(256);
+    } finally {
+      if (was === undefined) delete process.env.RLVR_THREADS;
+      else process.env.RLVR_THREADS = was;
+    }
+    expect(() => new CpuBackend({ threads: 1e9 })).toThrow(BackendError);
+  });
+
+  it('the CLI exits 2 with one line naming --threads or RLVR_THREADS', () => {
+    // 257, not 1e9: were the bound lost, this spec would start 257 workers, not exhaust the machine.
+    const flag = rlvrSync(bundle.path, ['train', ...withArgs(TINY_ARGS, { '--threads': '257' })]);
+    expect(flag.status).toBe(2);
+    expect(flag.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/threads = 257 must be an integer in 1\.\.256/),
+    ]);
+    const env = rlvrSync(bundle.path, ['train', ...TINY_ARGS], { RLVR_THREADS: '257' });
+    expect(env.status).toBe(2);
+    expect(env.stderr.trim().split('\n')).toEqual([
+      expect.stringMatching(/RLVR_THREADS must be a whole number in 1\.\.256/),
+    ]);
   });
 });
 

@@ -4,6 +4,7 @@ import { OBJECTIVE_NAMES, type ObjectiveName } from '../objectives/registry.js';
 import type { ConfigInput } from '../objectives/types.js';
 import type { TransformerConfig } from '../nn/transformer.js';
 import { BACKEND_NAMES, type BackendName } from '../backends/registry.js';
+import { MAX_THREADS } from '../backends/cpu/index.js';
 import { TASK_NAMES, type Digits, type TaskName } from '../tasks/registry.js';
 
 export { TASK_NAMES, type Digits, type TaskName };
@@ -61,7 +62,7 @@ export interface TrainConfig {
   readonly biccPlacement: BiccPlacement;
   /** Where the run's tensors live, by registry name; `train` opens it unless given a backend. */
   readonly backend: BackendName;
-  /** The CPU backend's threads (null: RLVR_THREADS, else the machine's cores); results do not depend on it. */
+  /** The CPU backend's threads, 1..MAX_THREADS (null: RLVR_THREADS, else the machine's cores); results do not depend on it. */
   readonly threads: number | null;
   readonly seed: number;
   readonly model: ModelSize;
@@ -244,7 +245,9 @@ const SPEC: Spec<TrainConfig> = {
   biccContextShare: openUnit,
   biccPlacement: oneOf(BICC_PLACEMENTS),
   backend: oneOf(BACKEND_NAMES),
-  threads: nullable(positiveInt),
+  threads: nullable(
+    num((x) => Number.isInteger(x) && x >= 1 && x <= MAX_THREADS, `must be an integer in 1..${MAX_THREADS}`),
+  ),
   seed: integer,
   model: record(modelSpec, {}, MODEL_DEFAULTS),
   warmStartSteps: nonNegativeInt,

@@ -11,7 +11,10 @@ import type { WasmHost } from './wasm-kernels.js';
 import { registerCpuKernels } from './registrations.js';
 
 export interface CpuOptions {
-  /** Threads for the kernels (default: `RLVR_THREADS`, else the machine's cores). 1 runs on the calling thread. */
+  /**
+   * Threads for the kernels, 1..MAX_THREADS (default: `RLVR_THREADS`, else the machine's cores). 1 runs on the
+   * calling thread.
+   */
   readonly threads?: number;
   /**
    * Work (flops, or elements x 8) below which a kernel runs on the calling thread alone (default 2^20): waking a
@@ -31,13 +34,21 @@ export interface CpuOptions {
   readonly memoryLimitBytes?: number;
 }
 
+/**
+ * The most threads a CPU backend starts (`threads`, `--threads`, `RLVR_THREADS`). Each is a worker with its own
+ * stack and WebAssembly instance, so a mistyped count (1e9) would spawn workers until memory ran out; 256 is more
+ * than the cores of any machine this runs on (the kernels split work per thread, so more threads than cores only
+ * add wake-ups), and a fixed bound keeps a setting's validity the same on every machine.
+ */
+export const MAX_THREADS = 256;
+
 /** The thread count a CPU backend takes by default: `RLVR_THREADS` if set, else the machine's cores. */
 export function defaultThreads(): number {
   const env = globalThis.process?.env?.RLVR_THREADS;
   if (env !== undefined && env !== '') {
     const n = Number(env);
-    if (!Number.isInteger(n) || n < 1)
-      throw new BackendError('cpu', `RLVR_THREADS must be a whole number >= 1, got '${env}'`);
+    if (!Number.isInteger(n) || n < 1 || n > MAX_THREADS)
+      throw new BackendError('cpu', `RLVR_THREADS must be a whole number in 1..${MAX_THREADS}, got '${env}'`);
     return n;
   }
   return Math.max(1, hardwareThreads());
@@ -79,8 +90,8 @@ export class CpuBackend implements HostBackend, WasmHost {
 
   constructor(opts: CpuOptions = {}) {
     const threads = opts.threads ?? defaultThreads();
-    if (!Number.isInteger(threads) || threads < 1)
-      throw new BackendError('cpu', `threads must be a whole number >= 1, got ${threads}`);
+    if (!Number.isInteger(threads) || threads < 1 || threads > MAX_THREADS)
+      throw new BackendError('cpu', `threads must be a whole number in 1..${MAX_THREADS}, got ${threads}`);
     this.minParallelWork = opts.minParallelWork ?? 1 << 20;
     const shared = opts.sharedMemory ?? canShareMemory();
     const module = kernelsModule(shared);
