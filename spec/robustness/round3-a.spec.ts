@@ -5,7 +5,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { treeLeaves } from '../../src/core/pytree.js';
 import { loadCheckpoint } from '../../src/nn/checkpoint.js';
-import { parseTrainConfig, type TrainConfig } from '../../src/training/config.js';
+import { MIN_TEMPERATURE, parseTrainConfig, type TrainConfig } from '../../src/training/config.js';
 import { CpuBackend, defaultThreads, MAX_THREADS } from '../../src/backends/cpu/index.js';
 import { BackendError } from '../../src/core/errors.js';
 import { STATE_METRIC } from '../../src/training/divergence.js';
@@ -113,6 +113,30 @@ describe('2. a thread count past MAX_THREADS (256) is refused, not spawned until
     expect(env.stderr.trim().split('\n')).toEqual([
       expect.stringMatching(/RLVR_THREADS must be a whole number in 1\.\.256/),
     ]);
+  });
+});
+
+describe('3. a temperature whose scaled logits overflow f32 is a usage error, not "training diverged"', () => {
+  it('temperature below MIN_TEMPERATURE (1e-4) is refused, naming the field; 1e-4 is accepted', () => {
+    for (const t of [1e-300, 1e-5]) {
+      const bad = parseTrainConfig({ temperature: t });
+      expect(E.isLeft(bad) && bad.left).toMatchObject({ name: 'TrainConfigError', field: 'temperature' });
+    }
+    expect(E.isRight(parseTrainConfig({ temperature: MIN_TEMPERATURE }))).toBe(true);
+  });
+
+  it('the CLI exits 2 for --temperature 1e-300 (it exited 4, "training diverged")', () => {
+    const r = rlvrSync(bundle.path, ['train', ...withArgs(TINY_ARGS, { '--temperature': '1e-300' })]);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/temperature = 1e-300 must be >= 0\.0001/)]);
+  });
+
+  it('the extremes that work are still accepted: --top-p 1e-300 and --temperature 1e-4 train to the end', () => {
+    const extremes: Record<string, string>[] = [{ '--top-p': '1e-300' }, { '--temperature': '1e-4' }];
+    for (const over of extremes) {
+      const r = rlvrSync(bundle.path, ['train', ...withArgs(TINY_ARGS, over)]);
+      expect(r.status, r.stderr).toBe(0);
+    }
   });
 });
 

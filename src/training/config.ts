@@ -197,6 +197,14 @@ export class TrainConfigError extends RlvrError {
 /** At most the first 80 characters of what a user typed, for a message (a 100 KB value is not echoed). */
 export const clip = (s: string, n = 80): string => (s.length > n ? `${s.slice(0, n)}... (${s.length} characters)` : s);
 
+/**
+ * The smallest sampling temperature. Sampling and scoring divide the logits by it in f32, which overflows past
+ * 3.4e38: at 1e-300 even 1/T is infinite and every log-prob NaN, which the run then reported as divergence. At 1e-4
+ * a logit would have to exceed 3.4e34 to overflow, far beyond any model's; and below it sampling is greedy already
+ * (a logit gap of 0.01 makes odds of e^100), so a smaller value would change nothing but that risk.
+ */
+export const MIN_TEMPERATURE = 1e-4;
+
 const MODEL_DEFAULTS = TRAIN_DEFAULTS.model;
 const oneDigitCount = (x: unknown): boolean => typeof x === 'number' && Number.isInteger(x) && x >= 1 && x <= 7;
 /** Operand digits: one count for both operands, or a pair [first, second] (a checkpoint's identity reads it too). */
@@ -257,7 +265,10 @@ const SPEC: Spec<TrainConfig> = {
   steps: nonNegativeInt,
   promptsPerStep: positiveInt,
   numGenerations: intAtLeast(2, ' (a group needs two rollouts to compare)'),
-  temperature: num((x) => x > 0, 'must be > 0 for RL sampling'),
+  temperature: num(
+    (x) => x >= MIN_TEMPERATURE,
+    `must be >= ${MIN_TEMPERATURE} (the logits are divided by it in f32; smaller is greedy already)`,
+  ),
   topP: unitHalfOpen,
   maxCompletionLength: positiveInt,
   learningRate: positive,
