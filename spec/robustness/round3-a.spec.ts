@@ -1,4 +1,5 @@
-import { existsSync, mkdtempSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
@@ -9,6 +10,9 @@ import { MIN_TEMPERATURE, parseTrainConfig, type TrainConfig } from '../../src/t
 import { CpuBackend, defaultThreads, MAX_THREADS } from '../../src/backends/cpu/index.js';
 import { BackendError } from '../../src/core/errors.js';
 import { STATE_METRIC } from '../../src/training/divergence.js';
+import { ResumeMismatchError } from '../../src/training/resume-check.js';
+import { parseTrainerState } from '../../src/training/trainer-state.js';
+import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
 import type { MetricRecord } from '../../src/training/metrics.js';
 import { train } from '../../src/training/trainer.js';
 import { TINY_RUN, tinyRun } from '../training/helpers/tiny-run.js';
@@ -137,6 +141,72 @@ describe('3. a temperature whose scaled logits overflow f32 is a usage error, no
       const r = rlvrSync(bundle.path, ['train', ...withArgs(TINY_ARGS, over)]);
       expect(r.status, r.stderr).toBe(0);
     }
+  });
+});
+
+describe('4. a resume on another dataset is a task mismatch, not a run that silently changes its data', () => {
+  const row = (prompt: string, answer: number): string => JSON.stringify({ prompt, answer });
+  const rows = (shift: number): string =>
+    `${Array.from({ length: 40 }, (_, i) => row(`${i}+${(i + shift) % 7}=`, i + ((i + shift) % 7))).join('\n')}\n`;
+  const write = (dir: string, name: string, text: string): string => {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return path;
+  };
+  const SMALL: Partial<TrainConfig> = { warmStartSteps: 2, steps: 1, objective: 'grpo' };
+  const dataRun = (over: Partial<TrainConfig>): TrainConfig => tinyRun({ ...SMALL, ...over });
+
+  it('the checkpoint records the path and SHA-256; other rows are refused, the same rows elsewhere resume', async () => {
+    const dir = tmp('dataset');
+    const a = write(dir, 'a.jsonl', rows(0));
+    const b = write(dir, 'b.jsonl', rows(3));
+    const out = join(dir, 'R');
+    await train(dataRun({ dataset: a, outputDir: out }));
+    const ck = await loadCheckpoint(join(out, 'checkpoint'))();
+    if (E.isLeft(ck)) throw ck.left;
+    const sha256 = createHash('sha256').update(rows(0)).digest('hex');
+    expect(ck.right.trainerState).toMatchObject({ identity: { dataset: { path: a, sha256 } } });
+
+    const resume = (over: Partial<TrainConfig>, name: string) =>
+      errorOf(train(dataRun({ steps: 2, resume: join(out, 'checkpoint'), outputDir: join(dir, name), ...over })));
+    const other = await resume({ dataset: b }, 'other');
+    expect(other).toBeInstanceOf(ResumeMismatchError);
+    expect(other).toMatchObject({ field: 'dataset', checkpointValue: { path: a, sha256 } });
+    expect(describeFailure(other).code).toBe(EXIT.usage);
+    // A built-in task is no dataset: refused too (here its vocabulary already differs).
+    expect(await resume({}, 'builtin')).toBeInstanceOf(ResumeMismatchError);
+    // The same rows under another path are the same dataset.
+    expect(await resume({ dataset: write(dir, 'moved.jsonl', rows(0)) }, 'moved')).toBeNull();
+  });
+
+  it('the CLI exits 2 naming the dataset (it exited 0)', async () => {
+    const dir = tmp('dataset-cli');
+    const a = write(dir, 'a.jsonl', rows(0));
+    const b = write(dir, 'b.jsonl', rows(3));
+    const args = withArgs(TINY_ARGS, { '--objective': 'grpo' });
+    expect(rlvrSync(bundle.path, ['train', ...args, '--dataset', a, '--output', join(dir, 'R')]).status).toBe(0);
+    const r = rlvrSync(bundle.path, [
+      'train',
+      ...withArgs(args, { '--steps': '2' }),
+      ...['--dataset', b, '--resume', join(dir, 'R', 'checkpoint'), '--output', join(dir, 'R2')],
+    ]);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim().split('\n')).toEqual([expect.stringMatching(/resume: dataset differs/)]);
+  });
+
+  it('a checkpoint written before datasets were recorded still loads: no dataset field reads as null', async () => {
+    const out = join(tmp('old-state'), 'R');
+    await train(cfgOf({ outputDir: out }));
+    const ck = await loadCheckpoint(join(out, 'checkpoint'))();
+    if (E.isLeft(ck)) throw ck.left;
+    const state = structuredClone(ck.right.trainerState) as { identity: Record<string, unknown> };
+    expect(state.identity.dataset).toBeNull();
+    delete state.identity.dataset;
+    const parsed = parseTrainerState(state);
+    expect(E.isRight(parsed) && parsed.right.identity.dataset).toBeNull();
+    // A dataset field of the wrong shape is damage, named.
+    const bad = parseTrainerState({ ...state, identity: { ...state.identity, dataset: { path: 'a', sha256: 'x' } } });
+    expect(E.isLeft(bad) && bad.left.message).toMatch(/trainerState\.identity\.dataset\.sha256/);
   });
 });
 

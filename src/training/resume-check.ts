@@ -7,7 +7,8 @@ import type { Digits, TrainConfig } from './config.js';
  * What a resumed run must share with the run that wrote the checkpoint. The rule (one, documented in
  * ARCHITECTURE.md): the command states the run, the checkpoint must agree with it, and a difference is a
  * `ResumeMismatchError` naming the field and both values; nothing is silently taken from either side.
- * - always: the model config (every field of config.json) and the task (name and digits);
+ * - always: the model config (every field of config.json) and the task (name and digits; for a `--dataset` run,
+ *   the dataset's content, by SHA-256: the same rows under another path resume, other rows are refused);
  * - once RL has taken a step: the objective with its parsed options, the advantage, the RCC delta and BICC. A
  *   checkpoint from the warm-start (or at RL step 0) carries nothing objective-specific, which is how one
  *   warm-start serves several methods.
@@ -25,10 +26,18 @@ export class ResumeMismatchError extends RlvrError {
 
 const show = (v: unknown): string => JSON.stringify(v) ?? String(v);
 
+/** A `--dataset` file as a run records it: the path as given, and the SHA-256 of its content. */
+export interface DatasetIdentity {
+  readonly path: string;
+  readonly sha256: string;
+}
+
 /** The run settings a checkpoint records in its trainer state. */
 export interface RunIdentity {
   readonly task: string;
   readonly digits: Digits | null;
+  /** The dataset the run trains on; null for a built-in task (or a checkpoint written before this was recorded). */
+  readonly dataset: DatasetIdentity | null;
   readonly objective: string;
   readonly objectiveConfig: Json;
   readonly advantage: string;
@@ -36,10 +45,15 @@ export interface RunIdentity {
   readonly bicc: boolean;
 }
 
-export function runIdentity(cfg: TrainConfig, objectiveConfig: unknown): RunIdentity {
+export function runIdentity(
+  cfg: TrainConfig,
+  objectiveConfig: unknown,
+  dataset: DatasetIdentity | null = null,
+): RunIdentity {
   return {
     task: cfg.task,
     digits: cfg.digits,
+    dataset,
     objective: cfg.objective,
     objectiveConfig: JSON.parse(JSON.stringify(objectiveConfig)) as Json,
     advantage: cfg.advantage,
@@ -49,6 +63,9 @@ export function runIdentity(cfg: TrainConfig, objectiveConfig: unknown): RunIden
 }
 
 const same = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
+/** Datasets are the same by content: a file moved or renamed is the same dataset. */
+const sameDataset = (a: DatasetIdentity | null, b: DatasetIdentity | null): boolean =>
+  (a?.sha256 ?? null) === (b?.sha256 ?? null);
 
 /**
  * Compare a checkpoint with the command; `saved` is null for a checkpoint written before identities were
@@ -64,6 +81,8 @@ export function checkResume(
   }
   const saved = checkpoint.identity;
   if (!saved) return null;
+  if (!sameDataset(saved.dataset, command.identity.dataset))
+    return new ResumeMismatchError('dataset', saved.dataset, command.identity.dataset);
   const always: (keyof RunIdentity)[] = ['task', 'digits'];
   const afterRl: (keyof RunIdentity)[] = ['objective', 'objectiveConfig', 'advantage', 'rccDelta', 'bicc'];
   for (const key of checkpoint.rlStepsTaken > 0 ? [...always, ...afterRl] : always) {

@@ -25,7 +25,7 @@ import { crashPoint } from '../platform/host.js';
 import { checkBounds } from './bounds.js';
 import { DivergedError, firstNonFinite, STATE_METRIC } from './divergence.js';
 import { METRICS_FILE, metricsBytes } from './output-dir.js';
-import { runIdentity, type RunIdentity } from './resume-check.js';
+import { runIdentity, type DatasetIdentity, type RunIdentity } from './resume-check.js';
 import type { MemoryEstimate } from '../nn/memory.js';
 import type { PretrainedParts } from './pretrained.js';
 import type { PyTree } from '../core/pytree.js';
@@ -141,6 +141,7 @@ export function setup(
   userTask: Task<Problem> | undefined,
   pretrained: PretrainedParts | null,
   lora: LoraConfig | null,
+  dataset: DatasetIdentity | null = null,
 ): E.Either<
   TrainConfigError,
   Omit<Run, 'params' | 'opt' | 'reference' | 'at' | 'warmStartEval' | 'finalEval' | 'rng' | 'noSignal' | 'stale'>
@@ -180,7 +181,7 @@ export function setup(
     needsReference: objective.right.klToReference || cfg.advantage === 'rcc',
     heldOut,
     lora,
-    identity: runIdentity(cfg, objective.right.config),
+    identity: runIdentity(cfg, objective.right.config, dataset),
     writer: new MetricsWriter(cfg.outputDir ? join(cfg.outputDir, METRICS_FILE) : null),
     records: [],
   });
@@ -231,7 +232,7 @@ export async function save(run: Run, dir: string): Promise<void> {
     step: run.at.step,
     warmStartEval: run.warmStartEval ? { ...run.warmStartEval } : null,
     finalEval: run.finalEval ? { ...run.finalEval } : null,
-    identity: { ...run.identity },
+    identity: { ...run.identity, dataset: run.identity.dataset ? { ...run.identity.dataset } : null },
     metricsBytes: await metricsBytes(run.cfg.outputDir),
   };
   const rngs = { train: run.rng.state() };

@@ -4,11 +4,13 @@ import {
   bool,
   type Check,
   exactRecord,
+  fail,
   nullable,
   num,
   oneOf,
   positiveInt,
   type Spec,
+  str,
 } from '../core/validate.js';
 import { CHECKPOINT_FILES, type Json } from '../nn/checkpoint.js';
 import { CheckpointError } from '../nn/safetensors.js';
@@ -16,7 +18,7 @@ import { OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { openRegular, stat } from '../platform/files.js';
 import { digitsCheck, TASK_NAMES } from './config.js';
 import type { EvalResult } from './evaluate.js';
-import type { RunIdentity } from './resume-check.js';
+import type { DatasetIdentity, RunIdentity } from './resume-check.js';
 
 /**
  * The trainer's part of a checkpoint (`trainer_state.json`'s `trainerState`), validated before a resumed run
@@ -48,15 +50,29 @@ const evalResult: Check<EvalResult> = exactRecord<EvalResult>({
   prompts: positiveInt,
 });
 
-const identity: Check<RunIdentity> = exactRecord<RunIdentity>({
+const datasetIdentity: Check<DatasetIdentity> = exactRecord<DatasetIdentity>({
+  path: str,
+  sha256: (v) => (typeof v === 'string' && /^[0-9a-f]{64}$/.test(v) ? E.right(v) : fail('must be 64 hex digits')),
+});
+
+const identityFields = exactRecord<RunIdentity>({
   task: oneOf(TASK_NAMES),
   digits: nullable(digitsCheck),
+  dataset: nullable(datasetIdentity),
   objective: oneOf(OBJECTIVE_NAMES),
   objectiveConfig: anyRecord as Check<unknown> as Check<Json>,
   advantage: oneOf(['group', 'rcc']),
   rccDelta: oneOf(['sum', 'mean']),
   bicc: bool,
 });
+
+/** A checkpoint written before datasets were recorded has no `dataset`: it reads as "no dataset" (null). */
+const identity: Check<RunIdentity> = (v) =>
+  identityFields(
+    typeof v === 'object' && v !== null && !Array.isArray(v) && !Object.hasOwn(v, 'dataset')
+      ? { ...v, dataset: null }
+      : v,
+  );
 
 const SPEC: Spec<TrainerState> = {
   phase: oneOf(['warmstart', 'rl']),

@@ -43,7 +43,9 @@ import type { MetricRecord } from './metrics.js';
 import { yieldToEventLoop } from '../platform/host.js';
 import { abortReason, InterruptedError } from './interrupted.js';
 import { METRICS_FILE, type OutputLock, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
-import { checkResume, ResumeMismatchError } from './resume-check.js';
+import { checkResume, ResumeMismatchError, type DatasetIdentity } from './resume-check.js';
+import { sha256File } from '../platform/host.js';
+import { FileSystemError } from '../nn/atomic-dir.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
 import { checkFits, estimateTrainingMemory, formatBytes, type MemoryLimits, type RunShape } from '../nn/memory.js';
 import {
@@ -196,7 +198,9 @@ async function openRun(
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
   const lora = cfg.adapter ? await adapterConfig(cfg.adapter) : cfg.lora;
   const task = opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined);
-  const base = setup(cfg, task, pretrained, lora);
+  // The dataset's identity for resuming: a checkpoint resumes only on the same rows (ResumeMismatchError).
+  const dataset = !opts.task && cfg.dataset ? await datasetIdentity(cfg.dataset) : null;
+  const base = setup(cfg, task, pretrained, lora, dataset);
   if (E.isLeft(base)) throw base.left;
   if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
   checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg);
@@ -488,4 +492,13 @@ async function resume(
     noSignal: null,
     stale: null,
   };
+}
+
+/** A dataset file's path as given and the SHA-256 of its content (read a chunk at a time). */
+async function datasetIdentity(path: string): Promise<DatasetIdentity> {
+  try {
+    return { path, sha256: (await sha256File(path)).sha256 };
+  } catch (e) {
+    throw FileSystemError.from(path, e);
+  }
 }
