@@ -300,8 +300,18 @@ export interface HfSaveOptions {
   readonly dtype?: 'f32' | 'bf16';
   /** Extra config.json fields (token ids, say); the model's own fields always win. */
   readonly extraConfig?: Readonly<Record<string, unknown>>;
-  /** A model directory whose tokenizer and generation files are copied beside the weights. */
+  /**
+   * A model directory whose tokenizer and generation files (COMPANION_FILES) are copied beside the weights: only
+   * its regular files. A companion that is a symbolic link, or anything but a regular file, is not copied and is
+   * named in `skippedCompanions`.
+   */
   readonly companionsFrom?: string;
+}
+
+/** What a save left out. */
+export interface HfSaveResult {
+  /** Companion files of `companionsFrom` not copied because they are not regular files (a link, a FIFO, ...). */
+  readonly skippedCompanions: readonly string[];
 }
 
 /**
@@ -313,7 +323,7 @@ export function saveHfCheckpoint(
   params: TransformerParams,
   config: TransformerConfig,
   opts: HfSaveOptions = {},
-): TE.TaskEither<CheckpointError, void> {
+): TE.TaskEither<CheckpointError, HfSaveResult> {
   return TE.tryCatch(
     async () => {
       await mkdir(dir, { recursive: true });
@@ -323,16 +333,27 @@ export function saveHfCheckpoint(
       const torchDtype = dtype === 'bf16' ? 'bfloat16' : 'float32';
       const json = toHfConfig(config, { ...opts.extraConfig, torch_dtype: torchDtype, dtype: torchDtype });
       await writeFile(join(dir, HF_FILES.config), `${JSON.stringify(json, null, 2)}\n`);
+      const skippedCompanions: string[] = [];
       if (opts.companionsFrom) {
         for (const f of COMPANION_FILES) {
-          // Read as a regular file (a FIFO cannot hang the copy); absent files are simply not copied.
-          const data = await readRegularFile(join(opts.companionsFrom, f)).catch((e: NodeJS.ErrnoException) => {
-            if (e.code === 'ENOENT') return null;
-            throw fileError(join(opts.companionsFrom!, f), e);
-          });
+          // Only a regular file of the directory itself is copied: a link (opened with O_NOFOLLOW, so it is never
+          // followed, to ~/.ssh or anywhere) or a FIFO, device or directory is skipped and reported, not refused.
+          // Skipped rather than refused because the save comes at the end of a run: the weights are what was
+          // trained, and a companion is an extra the caller can copy by hand once told it was left out.
+          const data = await readRegularFile(join(opts.companionsFrom, f), { noFollow: true }).catch(
+            (e: NodeJS.ErrnoException) => {
+              if (e.code === 'ENOENT') return null;
+              if (e.code === 'ELOOP' || e.code === 'ENOTREG') {
+                skippedCompanions.push(f);
+                return null;
+              }
+              throw fileError(join(opts.companionsFrom!, f), e);
+            },
+          );
           if (data !== null) await writeFile(join(dir, f), data);
         }
       }
+      return { skippedCompanions };
     },
     (e) => (e instanceof CheckpointError ? e : new CheckpointError('io', dir, fileErrorLine(dir, e))),
   );

@@ -59,6 +59,7 @@ export {
   type HfTokenIds,
   type HfLoadOptions,
   type HfSaveOptions,
+  type HfSaveResult,
 } from './hf-checkpoint.js';
 export {
   readSafetensorsIndex,

@@ -36,8 +36,11 @@ import { notRegularFile } from './errors.js';
  * hang it (nor a thread of the pool), and the handle is checked with fstat before anything is read: a directory,
  * FIFO, socket or device is an error with code ENOTREG and the path, as Node's own errors have.
  */
-export async function openRegular(path: string): Promise<Handle> {
-  const h = await openFile(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0));
+export async function openRegular(path: string, opts: { noFollow?: boolean } = {}): Promise<Handle> {
+  // noFollow: a symbolic link as the last component is refused by the open itself (ELOOP), not checked before it,
+  // so the file cannot be swapped for a link in between.
+  const noFollow = opts.noFollow ? (constants.O_NOFOLLOW ?? 0) : 0;
+  const h = await openFile(path, constants.O_RDONLY | (constants.O_NONBLOCK ?? 0) | noFollow);
   try {
     if ((await h.stat()).isFile()) return h;
   } catch (e) {
@@ -48,11 +51,15 @@ export async function openRegular(path: string): Promise<Handle> {
   throw notRegularFile(path);
 }
 
-/** A regular file's contents (see `openRegular`), as bytes or as UTF-8 text. */
-export async function readRegularFile(path: string): Promise<Buffer>;
+/**
+ * A regular file's contents (see `openRegular`), as bytes or as UTF-8 text. With `{ noFollow: true }` a path whose
+ * last component is a symbolic link fails with ELOOP.
+ */
+export async function readRegularFile(path: string, opts?: { noFollow?: boolean }): Promise<Buffer>;
 export async function readRegularFile(path: string, encoding: 'utf8'): Promise<string>;
-export async function readRegularFile(path: string, encoding?: 'utf8'): Promise<Buffer | string> {
-  const h = await openRegular(path);
+export async function readRegularFile(path: string, arg?: 'utf8' | { noFollow?: boolean }): Promise<Buffer | string> {
+  const encoding = typeof arg === 'string' ? arg : undefined;
+  const h = await openRegular(path, typeof arg === 'object' ? arg : {});
   try {
     return encoding ? await h.readFile({ encoding }) : await h.readFile();
   } finally {

@@ -90,13 +90,17 @@ export async function loadPretrainedParams(
   return model.right.params;
 }
 
-/** Write the policy as a Hub directory (weights, config, the source directory's tokenizer and generation files). */
+/**
+ * Write the policy as a Hub directory (weights, config, the source directory's tokenizer and generation files).
+ * Returns the companion files not copied because they are not regular files of the source (a symbolic link, ...).
+ */
 export async function savePretrained(
   dir: string,
   params: TransformerParams,
   parts: PretrainedParts,
   dtype: 'f32' | 'bf16',
-): Promise<void> {
+): Promise<readonly string[]> {
+  let skipped: readonly string[] = [];
   // A plain directory (cp -r copies it as it is), whole or not at all: written beside, then renamed into place.
   await writePlainDirAtomic(dir, async (tmp) => {
     const res = await saveHfCheckpoint(tmp, params, parts.config, {
@@ -105,7 +109,9 @@ export async function savePretrained(
       companionsFrom: parts.dir,
     })();
     if (E.isLeft(res)) throw res.left;
+    skipped = res.right.skippedCompanions;
   });
+  return skipped;
 }
 
 export { COMPANION_FILES };

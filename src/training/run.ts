@@ -67,14 +67,20 @@ export interface TrainHooks {
  * `no-signal`: for `steps` RL steps in a row every group's rewards were equal, so every advantage was zero and no
  * objective had anything to learn from (all wrong: the task is too hard for the policy as it samples; all right:
  * it is solved). Said once per such streak, when it reaches `NO_SIGNAL_WARN_STEPS`.
+ *
+ * `skipped-companions`: the trained model was saved without some of the model directory's tokenizer or
+ * generation files (`files`), because they are not regular files there (a symbolic link is never followed out of
+ * the directory). Said once, after the save; `steps` is 0 and `reward` NaN.
  */
 export interface TrainWarning {
-  readonly kind: 'no-signal';
+  readonly kind: 'no-signal' | 'skipped-companions';
   /** The RL step the warning is about (1-based, as in the metrics). */
   readonly step: number;
   readonly steps: number;
   /** The mean reward over those steps. */
   readonly reward: number;
+  /** `skipped-companions`: the files left out. */
+  readonly files?: readonly string[];
   readonly message: string;
 }
 

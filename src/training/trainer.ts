@@ -59,7 +59,16 @@ import {
   savePretrained,
   type PretrainedParts,
 } from './pretrained.js';
-import { DEFAULT_KEEP_RECORDS, runEval, save, setup, type RlFaults, type Run, type TrainHooks } from './run.js';
+import {
+  DEFAULT_KEEP_RECORDS,
+  runEval,
+  save,
+  setup,
+  type RlFaults,
+  type Run,
+  type TrainHooks,
+  type TrainWarning,
+} from './run.js';
 import { warmStartReached, warmStartStep } from './warm-start.js';
 import { rlStep } from './rl-phase.js';
 
@@ -176,7 +185,7 @@ async function trainOn(
   const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
   run.finalEval = final;
   if (checkpointDir && !finished) await save(run, checkpointDir);
-  if (cfg.outputDir) await saveOutputs(run, pretrained, cfg.outputDir);
+  if (cfg.outputDir) await saveOutputs(run, pretrained, cfg.outputDir, opts);
   if (run.reference) dispose(run.reference);
   if (run.stale) dispose(run.stale);
   dispose(run.opt);
@@ -409,7 +418,12 @@ async function adapterConfig(dir: string): Promise<LoraConfig> {
  * and a Hub model (`OUTPUT/model`: weights, config, tokenizer, which transformers loads) for a run from one: its
  * trained weights, or under LoRA with --merge-lora the base with the adapters merged in.
  */
-async function saveOutputs(run: Run, pretrained: PretrainedParts | null, out: string): Promise<void> {
+async function saveOutputs(
+  run: Run,
+  pretrained: PretrainedParts | null,
+  out: string,
+  hooks: TrainHooks,
+): Promise<void> {
   const { cfg } = run;
   if (run.lora) {
     const lora = run.lora;
@@ -419,11 +433,26 @@ async function saveOutputs(run: Run, pretrained: PretrainedParts | null, out: st
   }
   if (!pretrained || (run.lora && !cfg.mergeLora)) return;
   const model = run.lora ? mergeLora(run.params) : run.params;
+  let skipped: readonly string[];
   try {
-    await savePretrained(join(out, 'model'), model, pretrained, cfg.saveDtype);
+    skipped = await savePretrained(join(out, 'model'), model, pretrained, cfg.saveDtype);
   } finally {
     if (model !== run.params) dispose(model);
   }
+  if (skipped.length === 0) return;
+  const message =
+    `${join(out, 'model')} was saved without ${skipped.join(', ')} of ${pretrained.dir}: not a regular file there ` +
+    '(a symbolic link is not followed out of the model directory); copy what it should hold by hand';
+  const warning: TrainWarning = {
+    kind: 'skipped-companions',
+    step: run.at.step,
+    steps: 0,
+    reward: Number.NaN,
+    files: skipped,
+    message,
+  };
+  if (hooks.onWarning) hooks.onWarning(warning);
+  else console.warn(`warning: ${message}`);
 }
 
 function startFrom(params: TransformerParams, rng: Rng): RunStart {
