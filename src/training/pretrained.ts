@@ -119,15 +119,49 @@ export { COMPANION_FILES };
 /** Limits on a dataset file: a row's bytes (a prompt far beyond any model's context) and the number of rows. */
 export const DATASET_LIMITS = { lineBytes: 1 << 20, rows: 1 << 22 } as const;
 
+/** The offset of the first byte of `b` that does not begin a well-formed UTF-8 sequence (WHATWG), or -1. */
+export function invalidUtf8At(b: Uint8Array): number {
+  for (let i = 0; i < b.length; ) {
+    const c = b[i]!;
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    const n = c >= 0xc2 && c <= 0xdf ? 1 : c >= 0xe0 && c <= 0xef ? 2 : c >= 0xf0 && c <= 0xf4 ? 3 : 0;
+    if (n === 0) return i;
+    // The second byte's range excludes overlong forms, surrogates and code points past U+10FFFF.
+    const lo = c === 0xe0 ? 0xa0 : c === 0xf0 ? 0x90 : 0x80;
+    const hi = c === 0xed ? 0x9f : c === 0xf4 ? 0x8f : 0xbf;
+    for (let k = 1; k <= n; k++) {
+      const d = b[i + k];
+      if (d === undefined || d < (k === 1 ? lo : 0x80) || d > (k === 1 ? hi : 0xbf)) return i;
+    }
+    i += n + 1;
+  }
+  return -1;
+}
+
 /**
  * Read a JSON-lines file a chunk at a time, handing each line (with its number) to `use`; memory stays bounded by
  * the longest line allowed: a longer one is refused as soon as it passes the limit, without being held whole.
+ * Each line is decoded as strict UTF-8: a byte that is not (Latin-1 "caf\xe9", say) is `invalid(line, offset in
+ * the line, offset in the file)`, never replaced by U+FFFD and trained on.
  */
 async function forEachLine(
   path: string,
   use: (text: string, line: number) => void,
   tooLong: (line: number) => Error,
+  invalid: (line: number, at: number, fileAt: number) => Error,
 ): Promise<void> {
+  const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+  const decode = (bytes: Buffer, line: number, lineStart: number): string => {
+    try {
+      return utf8.decode(bytes);
+    } catch {
+      const at = invalidUtf8At(bytes);
+      throw invalid(line, at, lineStart + at);
+    }
+  };
   const h = await openRegular(path);
   try {
     const chunk = Buffer.alloc(1 << 16);
@@ -135,24 +169,27 @@ async function forEachLine(
     let held = 0;
     let line = 1;
     let position = 0;
+    let lineStart = 0;
     for (;;) {
       const { bytesRead } = await h.read(chunk, 0, chunk.length, position);
       if (bytesRead === 0) break;
+      const chunkStart = position;
       position += bytesRead;
       let start = 0;
       for (let nl = chunk.indexOf(0x0a, 0); nl >= 0 && nl < bytesRead; nl = chunk.indexOf(0x0a, start)) {
         if (held + nl - start > DATASET_LIMITS.lineBytes) throw tooLong(line);
         parts.push(Buffer.from(chunk.subarray(start, nl)));
-        use(Buffer.concat(parts).toString('utf8'), line++);
+        use(decode(Buffer.concat(parts), line, lineStart), line++);
         parts = [];
         held = 0;
         start = nl + 1;
+        lineStart = chunkStart + start;
       }
       held += bytesRead - start;
       if (held > DATASET_LIMITS.lineBytes) throw tooLong(line);
       parts.push(Buffer.from(chunk.subarray(start, bytesRead)));
     }
-    if (held > 0) use(Buffer.concat(parts).toString('utf8'), line);
+    if (held > 0) use(decode(Buffer.concat(parts), line, lineStart), line);
   } finally {
     await h.close();
   }
@@ -175,6 +212,13 @@ export async function loadDatasetTask(path: string): Promise<DatasetTask> {
         problems.push(p.right);
       },
       tooLong,
+      (line, at, fileAt) =>
+        new DatasetError(
+          path,
+          line,
+          'line',
+          `is not valid UTF-8: byte offset ${at} of the line (${fileAt} of the file)`,
+        ),
     );
   } catch (e) {
     if (e instanceof DatasetError) throw e;
