@@ -1,4 +1,13 @@
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
@@ -6,12 +15,14 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { CpuBackend } from '../../src/backends/cpu/index.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
 import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
+import { escapeControls } from '../../src/core/errors.js';
 import { dispose } from '../../src/core/scope.js';
-import { saveHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
+import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
 import { initParams } from '../../src/nn/transformer.js';
 import { Rng } from '../../src/core/rng.js';
 import { DatasetError } from '../../src/tasks/dataset.js';
-import { invalidUtf8At, loadDatasetTask } from '../../src/training/pretrained.js';
+import { invalidUtf8At, loadDatasetTask, readPretrained } from '../../src/training/pretrained.js';
+import { loadHfTokenizer } from '../../src/tokenizers/hf-tokenizer.js';
 import type { TrainWarning } from '../../src/training/run.js';
 import { train } from '../../src/training/trainer.js';
 import { TINY_HUB_CONFIG, tinyHubDir } from '../hf/tiny-hub.js';
@@ -141,5 +152,125 @@ describe('issue 26 item 2: invalid UTF-8 in a dataset is refused, not replaced b
       expect(at === -1, Buffer.from(b).toString('hex')).toBe(valid);
       if (!valid) expect(() => strict.decode(b.subarray(0, at))).not.toThrow();
     }
+  });
+});
+
+describe('issue 26 item 3: messages quote no foreign file and print no control character', () => {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: what a message must not hold
+  const RAW_CONTROL = /[\x00-\x1f\x7f-\x9f]/;
+  const SECRET = 'SECRET-TOKEN-abcdef: not json at all';
+  const secretFile = (): string => {
+    const path = join(tmp('foreign'), 'secret.txt');
+    writeFileSync(path, SECRET);
+    return path;
+  };
+  /** The error a promise ends with: a rejection, or the Left of an Either it resolves to. */
+  const messageOf = async (p: Promise<unknown>): Promise<string> => {
+    const e = await p.then(
+      (r) => {
+        const either = r as { _tag?: string; left?: unknown };
+        return either?._tag === 'Left' ? either.left : null;
+      },
+      (err: unknown) => err,
+    );
+    expect(e).toBeInstanceOf(Error);
+    return (e as Error).message;
+  };
+
+  it('escapeControls writes C0, DEL, C1 and bidi controls out, and is idempotent', () => {
+    const s = escapeControls('a\x00b\x1b[2Jc\nd\x7fe\x9bf\u2028g\u202eh\\boxed{1}é☕');
+    expect(s).toBe('a\\x00b\\x1b[2Jc\\x0ad\\x7fe\\x9bf\\u{2028}g\\u{202e}h\\boxed{1}é☕');
+    expect(escapeControls(s)).toBe(s);
+  });
+
+  it('a tokenizer.json linked to another file is refused without quoting it (V8 quoted "SECRET-TOK")', async () => {
+    const dir = await tinyHubDir();
+    rmSync(join(dir, 'tokenizer.json'));
+    symlinkSync(secretFile(), join(dir, 'tokenizer.json'));
+    const m = await messageOf(loadHfTokenizer(dir));
+    expect(m).toMatch(/tokenizer\.json.*not a valid JSON object \(Unexpected token\)/);
+    expect(m).not.toMatch(/SECRET|abcdef/);
+  });
+
+  it.skipIf(!existsSync('/etc/passwd'))('a tokenizer.json linked to /etc/passwd does not print its lines', async () => {
+    const dir = await tinyHubDir();
+    rmSync(join(dir, 'tokenizer.json'));
+    symlinkSync('/etc/passwd', join(dir, 'tokenizer.json'));
+    const m = await messageOf(loadHfTokenizer(dir));
+    expect(m).not.toContain(readFileSync('/etc/passwd', 'utf8').slice(0, 6));
+  });
+
+  it('a config.json or index linked elsewhere is refused without quoting it', async () => {
+    const dir = await tinyHubDir();
+    rmSync(join(dir, 'config.json'));
+    symlinkSync(secretFile(), join(dir, 'config.json'));
+    expect(await messageOf(loadHfCheckpoint(dir, cpu)())).not.toMatch(/SECRET|abcdef/);
+    expect(await messageOf(readPretrained(dir))).not.toMatch(/SECRET|abcdef/);
+    const other = await tinyHubDir();
+    symlinkSync(secretFile(), join(other, 'model.safetensors.index.json'));
+    expect(await messageOf(loadHfCheckpoint(other, cpu)())).not.toMatch(/SECRET|abcdef/);
+  });
+
+  it.skipIf(!existsSync('/proc/self/environ'))(
+    '--dataset /proc/self/environ echoes none of the environment',
+    async () => {
+      const environ = readFileSync('/proc/self/environ', 'latin1');
+      const e = await loadDatasetTask('/proc/self/environ').then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(e).toBeInstanceOf(DatasetError);
+      expect(describeFailure(e).code).toBe(EXIT.usage);
+      const m = (e as Error).message;
+      expect(m).toMatch(/^dataset \/proc\/self\/environ:1: line is not JSON \(Unexpected token\)$/);
+      for (const word of environ.split(/[\0=]/).filter((w) => w.length >= 4)) expect(m).not.toContain(word);
+    },
+  );
+
+  it('a dataset linked to another file does not quote it; a dataset of the user quotes its line escaped', async () => {
+    const linked = join(tmp('dslink'), 'data.jsonl');
+    symlinkSync(secretFile(), linked);
+    const m = await messageOf(loadDatasetTask(linked));
+    expect(m).toMatch(/line is not JSON/);
+    expect(m).not.toMatch(/SECRET|abcdef/);
+    const own = join(tmp('dsown'), 'data.jsonl');
+    writeFileSync(own, 'oops \x1b[31mred\x1b[0m\n');
+    const mine = await messageOf(loadDatasetTask(own));
+    expect(mine).toContain('oops'); // the user's own line may be quoted
+    expect(mine).not.toMatch(RAW_CONTROL);
+    // an answer the verifier cannot match is quoted from the user's file, not from a linked one
+    const answer = join(tmp('dsans'), 'data.jsonl');
+    writeFileSync(answer, `${JSON.stringify({ prompt: 'p', answer: 'SECRET{' })}\n`);
+    expect(await messageOf(loadDatasetTask(answer))).toContain('"SECRET{"');
+    const answerLink = join(tmp('dsanslink'), 'data.jsonl');
+    symlinkSync(answer, answerLink);
+    expect(await messageOf(loadDatasetTask(answerLink))).not.toContain('SECRET');
+  });
+
+  it('a weight_map shard name holding terminal escapes is printed escaped (exit 3)', async () => {
+    const dir = await tinyHubDir();
+    const evil = '\x1b]0;pwned\x07\x1b[2J\x9b31m\u202eevil.safetensors';
+    writeFileSync(
+      join(dir, 'model.safetensors.index.json'),
+      JSON.stringify({ weight_map: { 'model.embed_tokens.weight': evil } }),
+    );
+    const r = await loadHfCheckpoint(dir, cpu)();
+    expect(E.isLeft(r)).toBe(true);
+    const e = E.isLeft(r) ? r.left : null;
+    expect(e!.message).not.toMatch(RAW_CONTROL);
+    expect(e!.message).toContain('\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u{202e}evil.safetensors');
+    const { code, line } = describeFailure(e);
+    expect(code).toBe(EXIT.io);
+    expect(line).not.toMatch(RAW_CONTROL);
+  });
+
+  it('the CLI prints a failure whose text holds controls (a system error path, an internal error) escaped', () => {
+    const sys = Object.assign(new Error('ENOENT: no such file'), {
+      code: 'ENOENT',
+      syscall: 'open',
+      path: '/tmp/\x1b[2Jx\x00y',
+    });
+    expect(describeFailure(sys).line).toBe('/tmp/\\x1b[2Jx\\x00y: no such file or directory (ENOENT)');
+    expect(describeFailure(new TypeError('bad \x1b[31m')).line).not.toMatch(RAW_CONTROL);
   });
 });

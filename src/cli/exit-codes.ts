@@ -1,4 +1,4 @@
-import { RlvrError } from '../core/errors.js';
+import { escapeControls, RlvrError } from '../core/errors.js';
 import { FileSystemError } from '../nn/atomic-dir.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { DivergedError } from '../training/divergence.js';
@@ -37,8 +37,16 @@ const isSystemError = (e: unknown): e is NodeJS.ErrnoException =>
   typeof (e as NodeJS.ErrnoException).code === 'string' &&
   (e as NodeJS.ErrnoException).syscall !== undefined;
 
-/** The exit status and the one line to print for an error that ended a command. */
+/**
+ * The exit status and the one line to print for an error that ended a command, its control characters escaped
+ * (a path or name from a file can hold ESC sequences or a newline; see `escapeControls`).
+ */
 export function describeFailure(e: unknown): { code: number; line: string } {
+  const { code, line } = failure(e);
+  return { code, line: escapeControls(line) };
+}
+
+function failure(e: unknown): { code: number; line: string } {
   if (e instanceof DivergedError) return { code: EXIT.diverged, line: e.message };
   if (e instanceof InterruptedError) return { code: EXIT.interrupted, line: e.message };
   // A file that cannot be read or written, a damaged checkpoint, or a model directory the run cannot use (its

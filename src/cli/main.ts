@@ -8,6 +8,7 @@ import { heldOutLine, train } from '../training/trainer.js';
 import { OBJECTIVES } from '../objectives/registry.js';
 import { BACKENDS, openBackend } from '../backends/registry.js';
 import { describeFailure, EXIT, EXIT_CODE_HELP } from './exit-codes.js';
+import { escapeControls } from '../core/errors.js';
 import { describeEstimate } from '../nn/memory.js';
 import { CHILD_ENV, runQuietChild, wantsQuietGpu } from './quiet-gpu.js';
 
@@ -28,7 +29,7 @@ async function runTrain(argv: string[]): Promise<number> {
   }
   const cfg = parseTrainArgs(argv);
   if (E.isLeft(cfg)) {
-    console.error(`rlvr train: ${cfg.left.message}`);
+    console.error(`rlvr train: ${escapeControls(cfg.left.message)}`);
     return EXIT.usage;
   }
   const stop = stopOnSignals();
@@ -114,7 +115,7 @@ async function main(argv: string[]): Promise<number> {
       console.log(USAGE);
       return EXIT.ok;
     default:
-      console.error(`rlvr: unknown command '${command}'\n${USAGE}`);
+      console.error(`rlvr: unknown command '${escapeControls(command)}'\n${USAGE}`);
       return EXIT.usage;
   }
 }

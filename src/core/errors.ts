@@ -4,9 +4,39 @@ export type Shape = readonly number[];
 
 const fmt = (s: Shape): string => `[${s.join(', ')}]`;
 
+/**
+ * Text for a message, with every character that could act on a terminal written out: C0 controls (NUL, ESC, CR,
+ * LF, ...), DEL and C1 controls as `\xNN`, and the line and paragraph separators and bidirectional overrides as
+ * `\u{NNNN}`. Names and values that came from files (a weight_map's tensor names, a dataset line) can then be put
+ * in a message as they are: the message stays one line, and no escape sequence reaches a terminal. Idempotent.
+ */
+export function escapeControls(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: these are the characters it escapes
+  return text.replace(/[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u{${code.toString(16)}}`;
+  });
+}
+
+/**
+ * What a JSON.parse failure says, for a message. V8 quotes the text around an unexpected token (`Unexpected token
+ * 'r', "root:x:0:0"... is not valid JSON`): kept only with `quote` (a line of the user's own data, say). Without
+ * it (a model's or checkpoint's files, which may be links to anywhere), only the kind of error and its position.
+ */
+export function jsonSyntaxDetail(e: unknown, quote = false): string {
+  const message = e instanceof Error ? e.message : String(e);
+  if (quote) return message;
+  if (message === 'Unexpected end of JSON input') return message;
+  // The messages that quote nothing: fixed words and a position (`Expected ',' or '}' after property value in
+  // JSON at position 9`, with ` (line 1 column 10)` in newer V8).
+  if (/^[A-Za-z ,:'{}[\]-]+ JSON at position \d+( \(line \d+ column \d+\))?$/.test(message)) return message;
+  return message.startsWith('Unexpected token') ? 'Unexpected token' : 'a syntax error';
+}
+
 export class RlvrError extends Error {
   constructor(message: string) {
-    super(message);
+    // Messages are one line and may carry names from files: no control character reaches a terminal raw.
+    super(escapeControls(message));
     this.name = new.target.name;
   }
 }

@@ -16,7 +16,7 @@ import {
 } from '../platform/files.js';
 import { crashPoint, processTag, sha256File } from '../platform/host.js';
 import { FileSystemError } from '../platform/errors.js';
-import { RlvrError } from '../core/errors.js';
+import { RlvrError, jsonSyntaxDetail } from '../core/errors.js';
 
 /**
  * A directory that appears whole or not at all. `writeDirAtomic(dir, write)` lets `write` fill a fresh sibling
@@ -262,7 +262,7 @@ export async function verifyManifest(dir: string): Promise<ManifestProblem | nul
   try {
     manifest = JSON.parse(text) as Partial<Manifest>;
   } catch (e) {
-    return { file: MANIFEST, detail: `not valid JSON (${(e as Error).message})` };
+    return { file: MANIFEST, detail: `not valid JSON (${jsonSyntaxDetail(e)})` };
   }
   if (typeof manifest !== 'object' || manifest === null || Array.isArray(manifest))
     return { file: MANIFEST, detail: 'is not a JSON object' };

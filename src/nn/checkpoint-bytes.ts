@@ -1,4 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
+import { jsonSyntaxDetail } from '../core/errors.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import { pipe } from 'fp-ts/lib/function.js';
 import { FORMAT, hostTensors, parseState, type Checkpoint, type SavedState } from './checkpoint.js';
@@ -55,7 +56,7 @@ const jsonField = (metadata: Readonly<Record<string, string>>, field: string): E
   if (text === undefined) return E.left(new CheckpointError('bad-header', `__metadata__.${field}`, 'is missing'));
   return E.tryCatch(
     () => JSON.parse(text) as unknown,
-    (e) => new CheckpointError('bad-header', `__metadata__.${field}`, `is not valid JSON (${(e as Error).message})`),
+    (e) => new CheckpointError('bad-header', `__metadata__.${field}`, `is not valid JSON (${jsonSyntaxDetail(e)})`),
   );
 };
 

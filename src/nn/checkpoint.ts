@@ -1,4 +1,5 @@
 import { computeDType } from '../core/dtype.js';
+import { jsonSyntaxDetail } from '../core/errors.js';
 import { access, join, readRegularFile, stat, writeFile } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
@@ -129,7 +130,7 @@ const readJson = (path: string): TE.TaskEither<CheckpointError, unknown> =>
     TE.chainEitherK((text) =>
       E.tryCatch(
         () => JSON.parse(text) as unknown,
-        (e) => new CheckpointError('bad-state', path, `not valid JSON (${(e as Error).message})`),
+        (e) => new CheckpointError('bad-state', path, `not valid JSON (${jsonSyntaxDetail(e)})`),
       ),
     ),
   );

@@ -1,4 +1,5 @@
 import { basename, join, mkdir, readRegularFile, writeFile } from '../platform/files.js';
+import { jsonSyntaxDetail } from '../core/errors.js';
 import { fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
@@ -116,7 +117,7 @@ async function readJson(dir: string, file: string, optional: boolean): Promise<E
   }
   return E.tryCatch(
     () => JSON.parse(text) as unknown,
-    (e) => new CheckpointError('bad-config', file, `not valid JSON (${(e as Error).message})`, file),
+    (e) => new CheckpointError('bad-config', file, `not valid JSON (${jsonSyntaxDetail(e)})`, file),
   );
 }
 

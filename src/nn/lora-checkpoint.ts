@@ -1,4 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
+import { jsonSyntaxDetail } from '../core/errors.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import type { Backend } from '../core/backend.js';
 import type { RngState } from '../core/rng.js';
@@ -157,7 +158,7 @@ async function readConfig(path: string): Promise<E.Either<CheckpointError, Trans
   } catch (e) {
     return E.left(
       e instanceof SyntaxError
-        ? new CheckpointError('bad-config', CHECKPOINT_FILES.config, `not valid JSON (${e.message})`)
+        ? new CheckpointError('bad-config', CHECKPOINT_FILES.config, `not valid JSON (${jsonSyntaxDetail(e)})`)
         : io(path, e),
     );
   }

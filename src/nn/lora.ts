@@ -1,4 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
+import { jsonSyntaxDetail } from '../core/errors.js';
 import type { Backend } from '../core/backend.js';
 import type { DType } from '../core/dtype.js';
 import type { Rng } from '../core/rng.js';
@@ -301,7 +302,7 @@ export async function readAdapter(
   try {
     json = JSON.parse(text);
   } catch (e) {
-    return bad('adapter_config', `not valid JSON (${(e as Error).message})`);
+    return bad('adapter_config', `not valid JSON (${jsonSyntaxDetail(e)})`);
   }
   const parsed = parseAdapterConfig(json);
   if (E.isLeft(parsed)) return parsed;

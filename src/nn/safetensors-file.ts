@@ -1,4 +1,5 @@
 import { basename, open, openRegular, type FileHandle } from '../platform/files.js';
+import { jsonSyntaxDetail } from '../core/errors.js';
 import { FileSystemError, fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { DType, HalfDType, TypedArray } from '../core/dtype.js';
@@ -94,7 +95,7 @@ export async function readSafetensorsIndex(path: string): Promise<E.Either<Check
     try {
       header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(await readAt(handle, 8, n)));
     } catch (e) {
-      return fail('bad-header', 'header', `not valid UTF-8 JSON (${(e as Error).message})`, path);
+      return fail('bad-header', 'header', `not valid UTF-8 JSON (${jsonSyntaxDetail(e)})`, path);
     }
     if (typeof header !== 'object' || header === null || Array.isArray(header))
       return fail('bad-header', 'header', 'is not a JSON object', path);

@@ -1,6 +1,6 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { computeDType, type DType, type TypedArray, type WideDType } from '../core/dtype.js';
-import { RlvrError } from '../core/errors.js';
+import { RlvrError, jsonSyntaxDetail } from '../core/errors.js';
 
 /**
  * The safetensors format: an 8-byte little-endian header length N, N bytes of JSON header (padded with spaces
@@ -151,7 +151,7 @@ export function decodeSafetensors(bytes: Uint8Array): E.Either<CheckpointError, 
   try {
     header = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(8, 8 + Number(n))));
   } catch (e) {
-    return fail('bad-header', 'header', `not valid UTF-8 JSON (${(e as Error).message})`);
+    return fail('bad-header', 'header', `not valid UTF-8 JSON (${jsonSyntaxDetail(e)})`);
   }
   if (!isRecord(header)) return fail('bad-header', 'header', 'is not a JSON object');
   const body = bytes.subarray(8 + Number(n));

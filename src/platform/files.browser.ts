@@ -35,6 +35,7 @@ export const openRegular: typeof Node.openRegular = nodeOnlyAsync('openRegular')
 export const readRegularFile: typeof Node.readRegularFile = nodeOnlyAsync(
   'readRegularFile',
 ) as typeof Node.readRegularFile;
+export const isDirectFile: typeof Node.isDirectFile = nodeOnlyAsync('isDirectFile');
 export const appendFileSync: typeof Node.appendFileSync = nodeOnly('appendFileSync');
 export const mkdirSync: typeof Node.mkdirSync = nodeOnly('mkdirSync');
 export const basename: typeof Node.basename = nodeOnly('basename');

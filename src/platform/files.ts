@@ -28,7 +28,12 @@ export { appendFileSync, mkdirSync } from 'node:fs';
 export { basename, dirname, join, resolve, sep } from 'node:path';
 
 import { constants } from 'node:fs';
-import { open as openFile, type FileHandle as Handle } from 'node:fs/promises';
+import {
+  lstat as lstatFile,
+  open as openFile,
+  realpath as realpathFile,
+  type FileHandle as Handle,
+} from 'node:fs/promises';
 import { notRegularFile } from './errors.js';
 
 /**
@@ -64,5 +69,20 @@ export async function readRegularFile(path: string, arg?: 'utf8' | { noFollow?: 
     return encoding ? await h.readFile({ encoding }) : await h.readFile();
   } finally {
     await h.close();
+  }
+}
+
+/**
+ * Whether `path` names its file directly: not through a symbolic link as its last component, and not a kernel
+ * pseudo-file (/proc, /sys, /dev, where a "file" is the process's environment or memory). Only such a file's
+ * content is quoted in messages; false when it cannot be told.
+ */
+export async function isDirectFile(path: string): Promise<boolean> {
+  try {
+    if ((await lstatFile(path)).isSymbolicLink()) return false;
+    const real = await realpathFile(path);
+    return !/^\/(proc|sys|dev)(\/|$)/.test(real);
+  } catch {
+    return false;
   }
 }

@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { RlvrError } from '../core/errors.js';
+import { jsonSyntaxDetail, RlvrError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 import { boxed, extractBoxed, normalizeNumber } from './boxed.js';
 import type { Problem, Task } from './task.js';
@@ -38,12 +38,15 @@ export interface DatasetProblem extends Problem {
 /**
  * One line of a dataset file: `{ "prompt": non-empty string, "answer": string or finite number }`, its answer one
  * the verifier can match (its own worked solution, `\boxed{answer}`, scores 1: an answer with unbalanced braces,
- * or a number JavaScript writes in exponent form, never would). Null for a blank line.
+ * or a number JavaScript writes in exponent form, never would). Null for a blank line. Messages quote the line's
+ * text (escaped) only with `quote`: false for a file reached through a link or under /proc, which is not the
+ * user's data.
  */
 export function parseDatasetLine(
   text: string,
   file: string,
   line: number,
+  quote = true,
 ): E.Either<DatasetError, DatasetProblem | null> {
   const trimmed = text.trim();
   if (trimmed === '') return E.right(null);
@@ -51,7 +54,7 @@ export function parseDatasetLine(
   try {
     row = JSON.parse(trimmed);
   } catch (e) {
-    return E.left(new DatasetError(file, line, 'line', `is not JSON (${(e as Error).message.slice(0, 200)})`));
+    return E.left(new DatasetError(file, line, 'line', `is not JSON (${jsonSyntaxDetail(e, quote).slice(0, 200)})`));
   }
   const { prompt, answer } = (typeof row === 'object' && row !== null ? row : {}) as {
     prompt?: unknown;
@@ -82,7 +85,7 @@ export function parseDatasetLine(
         file,
         line,
         'answer',
-        `${shown} cannot be matched by the \\boxed{} verifier (its own worked solution scores 0: ` +
+        `${quote ? `${shown} ` : ''}cannot be matched by the \\boxed{} verifier (its own worked solution scores 0: ` +
           'braces must balance; give large or exponent-form numbers as strings of digits)',
       ),
     );

@@ -3,7 +3,7 @@ import { fileErrorCause } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import { Tokenizer as HubTokenizer } from '@huggingface/tokenizers';
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
-import { RlvrError } from '../core/errors.js';
+import { RlvrError, jsonSyntaxDetail } from '../core/errors.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 
 /**
@@ -409,7 +409,7 @@ async function readJson(
       if (typeof json !== 'object' || json === null || Array.isArray(json)) throw new Error('not a JSON object');
       return json as Record<string, unknown>;
     },
-    (e) => new TokenizerLoadError(file, file, `not a valid JSON object (${(e as Error).message})`, join(dir, file)),
+    (e) => new TokenizerLoadError(file, file, `not a valid JSON object (${jsonSyntaxDetail(e)})`, join(dir, file)),
   );
 }
 

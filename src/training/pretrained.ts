@@ -1,5 +1,6 @@
 import { FileSystemError, writePlainDirAtomic } from '../nn/atomic-dir.js';
-import { join, openRegular, readRegularFile } from '../platform/files.js';
+import { jsonSyntaxDetail } from '../core/errors.js';
+import { isDirectFile, join, openRegular, readRegularFile } from '../platform/files.js';
 import { totalMemoryBytes } from '../platform/host.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Backend } from '../core/backend.js';
@@ -51,7 +52,7 @@ export async function readPretrained(dir: string): Promise<PretrainedParts> {
     throw new CheckpointError(
       'bad-config',
       HF_FILES.config,
-      `not valid JSON (${(e as Error).message})`,
+      `not valid JSON (${jsonSyntaxDetail(e)})`,
       HF_FILES.config,
     );
   }
@@ -200,11 +201,14 @@ export async function loadDatasetTask(path: string): Promise<DatasetTask> {
   const problems: DatasetProblem[] = [];
   const tooLong = (line: number): DatasetError =>
     new DatasetError(path, line, 'line', `is longer than ${DATASET_LIMITS.lineBytes} bytes (the limit of a row)`);
+  // A line that fails to parse is quoted only from a file the path names directly: not through a link to
+  // elsewhere, not /proc/self/environ (whose "line" is the environment).
+  const quote = await isDirectFile(path);
   try {
     await forEachLine(
       path,
       (text, line) => {
-        const p = parseDatasetLine(text, path, line);
+        const p = parseDatasetLine(text, path, line, quote);
         if (E.isLeft(p)) throw p.left;
         if (!p.right) return;
         if (problems.length >= DATASET_LIMITS.rows)

@@ -6,6 +6,7 @@
  * opens the run, runs the two loops and ends it.
  */
 import * as E from 'fp-ts/lib/Either.js';
+import { escapeControls, jsonSyntaxDetail } from '../core/errors.js';
 import { dirname, join, readRegularFile, resolve } from '../platform/files.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
@@ -404,7 +405,7 @@ async function adapterConfig(dir: string): Promise<LoraConfig> {
     throw new CheckpointError(
       'bad-config',
       'adapter_config',
-      `not valid JSON (${(e as Error).message})`,
+      `not valid JSON (${jsonSyntaxDetail(e)})`,
       ADAPTER_FILES.config,
     );
   }
@@ -440,9 +441,10 @@ async function saveOutputs(
     if (model !== run.params) dispose(model);
   }
   if (skipped.length === 0) return;
-  const message =
+  const message = escapeControls(
     `${join(out, 'model')} was saved without ${skipped.join(', ')} of ${pretrained.dir}: not a regular file there ` +
-    '(a symbolic link is not followed out of the model directory); copy what it should hold by hand';
+      '(a symbolic link is not followed out of the model directory); copy what it should hold by hand',
+  );
   const warning: TrainWarning = {
     kind: 'skipped-companions',
     step: run.at.step,
