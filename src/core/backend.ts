@@ -78,3 +78,11 @@ export function readBackBytes(backend: Backend): number {
 export function resetReadBackBytes(backend: Backend): void {
   readBack.delete(backend);
 }
+
+/**
+ * The most threads a CPU backend starts (`threads`, `--threads`, `RLVR_THREADS`). Each is a worker with its own
+ * stack and WebAssembly instance, so a mistyped count (1e9) would spawn workers until memory ran out; 256 is more
+ * than the cores of any machine this runs on (the kernels split work per thread, so more threads than cores only
+ * add wake-ups), and a fixed bound keeps a setting's validity the same on every machine.
+ */
+export const MAX_THREADS = 256;

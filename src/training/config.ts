@@ -4,7 +4,7 @@ import { OBJECTIVE_NAMES, type ObjectiveName } from '../objectives/registry.js';
 import type { ConfigInput } from '../objectives/types.js';
 import type { TransformerConfig } from '../nn/transformer.js';
 import { BACKEND_NAMES, type BackendName } from '../backends/registry.js';
-import { MAX_THREADS } from '../backends/cpu/index.js';
+import { MAX_THREADS } from '../core/backend.js';
 import { TASK_NAMES, type Digits, type TaskName } from '../tasks/registry.js';
 
 export { TASK_NAMES, type Digits, type TaskName };

@@ -1,4 +1,4 @@
-import { countReadBack, type KernelTensor, type MemoryInfo, type Storage } from '../../core/backend.js';
+import { countReadBack, MAX_THREADS, type KernelTensor, type MemoryInfo, type Storage } from '../../core/backend.js';
 import { isHalf, type DType, type HostArray, type TypedArray } from '../../core/dtype.js';
 import { BackendError } from '../../core/errors.js';
 import { canShareMemory, hardwareThreads } from '../../platform/threads.js';
@@ -34,13 +34,8 @@ export interface CpuOptions {
   readonly memoryLimitBytes?: number;
 }
 
-/**
- * The most threads a CPU backend starts (`threads`, `--threads`, `RLVR_THREADS`). Each is a worker with its own
- * stack and WebAssembly instance, so a mistyped count (1e9) would spawn workers until memory ran out; 256 is more
- * than the cores of any machine this runs on (the kernels split work per thread, so more threads than cores only
- * add wake-ups), and a fixed bound keeps a setting's validity the same on every machine.
- */
-export const MAX_THREADS = 256;
+export { MAX_THREADS };
+
 
 /** The thread count a CPU backend takes by default: `RLVR_THREADS` if set, else the machine's cores. */
 export function defaultThreads(): number {
