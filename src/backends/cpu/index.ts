@@ -36,7 +36,6 @@ export interface CpuOptions {
 
 export { MAX_THREADS };
 
-
 /** The thread count a CPU backend takes by default: `RLVR_THREADS` if set, else the machine's cores. */
 export function defaultThreads(): number {
   const env = globalThis.process?.env?.RLVR_THREADS;
