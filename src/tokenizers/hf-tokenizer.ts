@@ -62,6 +62,7 @@ export class HfTokenizer implements Tokenizer {
   private readonly specials: Record<string, string | null>;
 
   private readonly templateFile: string;
+  private readonly renderTime: RenderTime = { spent: 0, renders: 0 };
 
   private constructor(
     files: HfTokenizerFiles,
@@ -168,7 +169,7 @@ export class HfTokenizer implements Tokenizer {
     if (!this.template)
       throw new TokenizerLoadError('tokenizer_config.json', 'chat_template', 'this tokenizer has no chat template');
     const template = this.template;
-    const rendered = boundedRender(this.templateFile, () =>
+    const rendered = boundedRender(this.templateFile, this.renderTime, () =>
       template.render({
         ...this.specials,
         ...opts.variables,
@@ -298,19 +299,26 @@ const oneLine = (e: unknown): string => (e instanceof Error ? e.message : String
  * Bounds on rendering a chat template, which is code from the model directory: steps of the interpreter, wall
  * time, and the length of any string or list it builds (and so of its output). A real template renders a prompt
  * in well under a millisecond and a few thousand steps.
+ *
+ * Time is bounded twice: each render by `millis` (the clock is read at every step, and a list is at most `items`
+ * long, so no one builtin, a `sort` say, runs long between two reads), and all the renders of one tokenizer
+ * together by `millis` plus `millisPerRender` for each render (a template at 1 s a render, each under the limit,
+ * otherwise turned a run rendering every prompt into minutes).
  */
 export const TEMPLATE_LIMITS = {
   sourceChars: 1 << 20,
   steps: 2_000_000,
   millis: 2_000,
+  millisPerRender: 10,
   length: 1 << 20,
-  range: 100_000,
+  items: 1 << 16,
+  range: 1 << 16,
 } as const;
 
 class TemplateLimitError extends Error {}
 
 /** The budget of the render in progress (rendering is synchronous, so one at a time). */
-let budget: { steps: number; deadline: number } | null = null;
+let budget: { steps: number; deadline: number; why: string } | null = null;
 
 // The interpreter's one entry for every node: counting there bounds steps and time; checking each value it
 // returns bounds what a template can build (a string doubled in a loop). Only renders run by `boundedRender`
@@ -320,8 +328,7 @@ function tick(): void {
   if (b === null) return;
   if (++b.steps > TEMPLATE_LIMITS.steps)
     throw new TemplateLimitError(`took more than the limit of ${TEMPLATE_LIMITS.steps} steps`);
-  if ((b.steps & 1023) === 0 && performance.now() > b.deadline)
-    throw new TemplateLimitError(`ran past the limit of ${TEMPLATE_LIMITS.millis} ms`);
+  if (performance.now() > b.deadline) throw new TemplateLimitError(b.why);
 }
 const evaluate = Interpreter.prototype.evaluate;
 Interpreter.prototype.evaluate = function (this: Interpreter, ...args: Parameters<typeof evaluate>) {
@@ -329,10 +336,12 @@ Interpreter.prototype.evaluate = function (this: Interpreter, ...args: Parameter
   tick();
   const value = evaluate.apply(this, args);
   const inner = (value as { value?: unknown } | undefined)?.value;
-  if (b !== null && (typeof inner === 'string' || Array.isArray(inner)) && inner.length > TEMPLATE_LIMITS.length)
+  if (b !== null && typeof inner === 'string' && inner.length > TEMPLATE_LIMITS.length)
     throw new TemplateLimitError(
-      `built a value of ${inner.length} items, above the limit of ${TEMPLATE_LIMITS.length}`,
+      `built a string of ${inner.length} characters, above the limit of ${TEMPLATE_LIMITS.length}`,
     );
+  if (b !== null && Array.isArray(inner) && inner.length > TEMPLATE_LIMITS.items)
+    throw new TemplateLimitError(`built a list of ${inner.length} items, above the limit of ${TEMPLATE_LIMITS.items}`);
   return value;
 };
 
@@ -372,10 +381,31 @@ Environment.prototype.lookupVariable = function (this: Environment, name: string
   return lookupVariable.call(this, name);
 };
 
+/** The time all the renders of one tokenizer have taken, against TEMPLATE_LIMITS' total. */
+interface RenderTime {
+  spent: number;
+  renders: number;
+}
+
 /** Render within TEMPLATE_LIMITS; any failure (a limit, raise_exception, an error of the template) names the file. */
-function boundedRender(file: string, render: () => unknown): unknown {
+function boundedRender(file: string, total: RenderTime, render: () => unknown): unknown {
   const outer = budget;
-  budget = { steps: 0, deadline: performance.now() + TEMPLATE_LIMITS.millis };
+  const start = performance.now();
+  const left = TEMPLATE_LIMITS.millis + total.renders * TEMPLATE_LIMITS.millisPerRender - total.spent;
+  budget =
+    left < TEMPLATE_LIMITS.millis
+      ? {
+          steps: 0,
+          deadline: start + left,
+          why:
+            `took ${Math.round(total.spent)} ms in ${total.renders} renders, above the limit of ` +
+            `${TEMPLATE_LIMITS.millis} ms plus ${TEMPLATE_LIMITS.millisPerRender} ms a render`,
+        }
+      : {
+          steps: 0,
+          deadline: start + TEMPLATE_LIMITS.millis,
+          why: `ran past the limit of ${TEMPLATE_LIMITS.millis} ms`,
+        };
   try {
     return render();
   } catch (e) {
@@ -383,6 +413,8 @@ function boundedRender(file: string, render: () => unknown): unknown {
     throw new TokenizerLoadError(file, 'chat_template', why);
   } finally {
     budget = outer;
+    total.spent += performance.now() - start;
+    total.renders++;
   }
 }
 
