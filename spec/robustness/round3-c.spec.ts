@@ -1,7 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
 import { loadHfTokenizer, type HfTokenizer } from '../../src/tokenizers/hf-tokenizer.js';
-import { tinyHubDir } from '../hf/tiny-hub.js';
+import { tinyHubDir, tinyTokenizerJson } from '../hf/tiny-hub.js';
 
 /** Issue 26 ("Hardening, round 3"), items 1-3 of this branch: chat templates, tokenizer regexes, signals in setup. */
 
@@ -58,5 +58,43 @@ describe('issue 26 item 1: a chat template cannot run past its time limit', () =
   it('a real template renders any number of prompts', async () => {
     const tok = loaded(await loadHfTokenizer(await tinyHubDir()));
     for (let i = 0; i < 5_000; i++) tok.promptIds(`prompt ${i}`);
+  }, 30_000);
+});
+
+describe('issue 26 item 2: a regular expression of tokenizer.json is bounded', () => {
+  const withSplit = async (pattern: string) => {
+    const tokenizer = tinyTokenizerJson();
+    tokenizer.pre_tokenizer = {
+      type: 'Sequence',
+      pretokenizers: [
+        { type: 'Split', pattern: { Regex: pattern }, behavior: 'Isolated', invert: false },
+        tokenizer.pre_tokenizer,
+      ],
+    };
+    return await loadHfTokenizer(await tinyHubDir({ tokenizer }));
+  };
+
+  it('a pattern that backtracks without bound is refused at load, naming the file and the pattern (142 s)', async () => {
+    const t0 = performance.now();
+    const t = await withSplit('(?:.*?){20}\u0000');
+    expect(performance.now() - t0).toBeLessThan(4_000);
+    expect(E.isLeft(t) && t.left).toMatchObject({
+      file: 'tokenizer.json',
+      field: 'pre_tokenizer.pretokenizers[0].pattern.Regex',
+    });
+    expect(E.isLeft(t) && t.left.message).toMatch(/tokenizer\.json: .*\(\?:\.\*\?\)\{20\}.* takes more than 1000 ms/);
+  }, 30_000);
+
+  it("an exponential one too ((a+)+$ on a run of a's ending otherwise)", async () => {
+    const t = await withSplit('(a+)+$');
+    expect(E.isLeft(t) && t.left.message).toMatch(/takes more than/);
+  }, 30_000);
+
+  it("real patterns load (Llama 3's and Qwen's)", async () => {
+    const llama3 =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    const qwen =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    for (const pattern of [llama3, qwen]) loaded(await withSplit(pattern));
   }, 30_000);
 });

@@ -1,7 +1,8 @@
 import { basename, join, readRegularFile } from '../platform/files.js';
 import { fileErrorCause } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
-import { Tokenizer as HubTokenizer } from '@huggingface/tokenizers';
+import * as Hub from '@huggingface/tokenizers';
+import { Worker } from 'node:worker_threads';
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
 import { RlvrError, jsonSyntaxDetail } from '../core/errors.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
@@ -57,7 +58,7 @@ export class HfTokenizer implements Tokenizer {
   readonly pad: number;
   readonly stopIds: readonly number[];
   readonly chatTemplate: string | null;
-  private readonly hub: HubTokenizer;
+  private readonly hub: Hub.Tokenizer;
   private readonly template: Template | null;
   private readonly specials: Record<string, string | null>;
 
@@ -66,7 +67,7 @@ export class HfTokenizer implements Tokenizer {
 
   private constructor(
     files: HfTokenizerFiles,
-    hub: HubTokenizer,
+    hub: Hub.Tokenizer,
     ids: { bos: number | null; eos: number; pad: number; stop: number[]; vocab: number },
     template: ChatTemplate | null,
   ) {
@@ -90,9 +91,9 @@ export class HfTokenizer implements Tokenizer {
   static fromFiles(files: HfTokenizerFiles): E.Either<TokenizerLoadError, HfTokenizer> {
     const model = checkModel(files.tokenizer);
     if (model) return E.left(model);
-    let hub: HubTokenizer;
+    let hub: Hub.Tokenizer;
     try {
-      hub = new HubTokenizer(files.tokenizer, files.config);
+      hub = new Hub.Tokenizer(files.tokenizer, files.config);
     } catch (e) {
       return E.left(
         new TokenizerLoadError(
@@ -418,6 +419,95 @@ function boundedRender(file: string, total: RenderTime, render: () => unknown): 
   }
 }
 
+/**
+ * Every regular expression of tokenizer.json (a Split pre-tokenizer's, a Replace normalizer's or decoder's: any
+ * `pattern: { Regex }`) is code from the model directory that the library runs on every text. A pattern that
+ * backtracks without bound (`(?:.*?){20}\u0000` made a 1-step run take 142 s) cannot be stopped once running, nor
+ * can a signal be heard meanwhile. The choice: rather than refuse a class of patterns by their shape (nested
+ * quantifiers over what may match empty: a partial analysis of the library's own rewriting of Rust syntax), each
+ * pattern, compiled as the library compiles it, is timed on adversarial probes (long runs of one character, mixed
+ * text without the rare characters a pattern may end on, each with and without a stray end) in a worker thread
+ * that is terminated past the budget. A pattern over it is refused, naming the file, the field and the pattern
+ * (exit 3). Real patterns (GPT-2's, Llama 3's, Qwen's) take well under a millisecond a probe.
+ */
+export const PATTERN_LIMITS = { probeChars: 4096, millis: 1_000 } as const;
+
+// The library's Split pre-tokenizer compiles a pattern as every part of it does (its types omit the export).
+const { SplitPreTokenizer } = Hub as unknown as { SplitPreTokenizer: new (c: unknown) => { pattern: unknown } };
+
+const PATTERN_WORKER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { chars } = workerData;
+const bases = ['a', ' ', '0', '\\n', '\u00e9', '\u4e2d', 'Hello, world! 12+34= boxed{46} caf\u00e9\\t'];
+const probes = [];
+for (const b of bases) {
+  const run = b.repeat(Math.ceil(chars / b.length)).slice(0, chars);
+  probes.push(run, run + '!', '!' + run);
+}
+parentPort.on('message', ({ i, source, flags }) => {
+  const re = new RegExp(source, flags);
+  for (const p of probes) { re.lastIndex = 0; p.match(re); p.split(re); }
+  parentPort.postMessage(i);
+});
+`;
+
+/** The patterns of tokenizer.json with where they are ("pre_tokenizer.pretokenizers[1].pattern.Regex"). */
+function patternsOf(json: unknown, at = ''): { field: string; source: string }[] {
+  if (typeof json !== 'object' || json === null) return [];
+  const out: { field: string; source: string }[] = [];
+  const o = json as Record<string, unknown>;
+  const regex = (o.pattern as { Regex?: unknown } | undefined)?.Regex;
+  if (typeof regex === 'string') out.push({ field: `${at}pattern.Regex`, source: regex });
+  for (const [k, v] of Object.entries(o)) {
+    if (k === 'model' || k === 'added_tokens' || k === 'pattern') continue;
+    out.push(...patternsOf(v, Array.isArray(o) ? `${at.slice(0, -1)}[${k}].` : `${at}${k}.`));
+  }
+  return out;
+}
+
+async function checkPatterns(tokenizer: Record<string, unknown>): Promise<TokenizerLoadError | null> {
+  const compiled: { field: string; source: string; re: RegExp }[] = [];
+  for (const p of patternsOf(tokenizer)) {
+    let re: unknown;
+    try {
+      re = new SplitPreTokenizer({ pattern: { Regex: p.source } }).pattern;
+    } catch {
+      continue; // not a pattern the library compiles: its own error, when it reads the file
+    }
+    if (re instanceof RegExp) compiled.push({ ...p, re });
+  }
+  if (compiled.length === 0) return null;
+  const worker = new Worker(PATTERN_WORKER, { eval: true, workerData: { chars: PATTERN_LIMITS.probeChars } });
+  try {
+    for (const [i, p] of compiled.entries()) {
+      const ok = await new Promise<boolean>((resolve) => {
+        const done = (verdict: boolean): void => {
+          clearTimeout(timer);
+          worker.off('message', answered);
+          worker.off('error', failed);
+          resolve(verdict);
+        };
+        const answered = (): void => done(true);
+        const failed = (): void => done(true); // a worker that fails is no verdict on the pattern
+        const timer = setTimeout(() => done(false), PATTERN_LIMITS.millis);
+        worker.on('message', answered);
+        worker.on('error', failed);
+        worker.postMessage({ i, source: p.re.source, flags: p.re.flags });
+      });
+      if (!ok)
+        return new TokenizerLoadError(
+          'tokenizer.json',
+          p.field,
+          `${JSON.stringify(p.source).slice(0, 200)} takes more than ${PATTERN_LIMITS.millis} ms on a probe of ` +
+            `${PATTERN_LIMITS.probeChars} characters (a regular expression that backtracks without bound)`,
+        );
+    }
+    return null;
+  } finally {
+    await worker.terminate();
+  }
+}
+
 const unreadable = (path: string, e: unknown): TokenizerLoadError => {
   const file = basename(path);
   return new TokenizerLoadError(file, file, fileErrorCause(e).cause, path);
@@ -463,6 +553,8 @@ export async function loadHfTokenizer(dir: string): Promise<E.Either<TokenizerLo
         `expected an id or a list of ids, got ${JSON.stringify(eos)}`,
       ),
     );
+  const slow = await checkPatterns(tokenizer.right!);
+  if (slow) return E.left(slow);
   let template: string | undefined;
   try {
     template = await readRegularFile(join(dir, 'chat_template.jinja'), 'utf8');
