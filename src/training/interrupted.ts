@@ -1,4 +1,5 @@
 import { RlvrError } from '../core/errors.js';
+import { yieldToEventLoop } from '../platform/host.js';
 
 /**
  * A run stopped because it was asked to (`TrainOptions.signal` aborted: the CLI aborts it on SIGINT and SIGTERM).
@@ -8,12 +9,12 @@ import { RlvrError } from '../core/errors.js';
 export class InterruptedError extends RlvrError {
   constructor(
     readonly reason: string,
-    readonly phase: 'warmstart' | 'rl',
+    readonly phase: 'setup' | 'warmstart' | 'rl',
     readonly step: number,
     readonly checkpoint: string | null,
   ) {
     super(
-      `interrupted by ${reason} at ${phase} step ${step}: ` +
+      `interrupted by ${reason} ${phase === 'setup' ? 'before the first step' : `at ${phase} step ${step}`}: ` +
         (checkpoint
           ? `checkpoint saved in ${checkpoint} (continue with --resume ${checkpoint})`
           : 'nothing saved (no --output)'),
@@ -28,3 +29,19 @@ export const abortReason = (signal: AbortSignal): string =>
     : signal.reason instanceof Error
       ? signal.reason.message
       : 'aborted';
+
+/**
+ * For a long loop of setup (reading or checking a dataset's rows, before the first step): a function to await
+ * once per item that, every `everyMs` of work, yields to the event loop so a signal can arrive, and throws an
+ * `InterruptedError` (phase 'setup', nothing saved) once `signal` is aborted. Without it the loop holds the
+ * thread and a signal waits for its end (exit 5 came 99-123 s after SIGTERM).
+ */
+export function setupPoll(signal: AbortSignal | undefined, everyMs = 50): () => Promise<void> {
+  let next = performance.now() + everyMs;
+  return async () => {
+    if (signal === undefined || performance.now() < next) return;
+    await yieldToEventLoop();
+    next = performance.now() + everyMs;
+    if (signal.aborted) throw new InterruptedError(abortReason(signal), 'setup', 0, null);
+  };
+}

@@ -21,6 +21,7 @@ import { splitOf, type Problem, type Task } from '../tasks/task.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import { loadHfTokenizer, TokenizerLoadError, type HfTokenizer } from '../tokenizers/hf-tokenizer.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
+import { InterruptedError, setupPoll } from './interrupted.js';
 
 /**
  * Starting RL from a Hugging Face model directory (`--model DIR`): its config and tokenizer are read first (so
@@ -153,6 +154,7 @@ async function forEachLine(
   use: (text: string, line: number) => void,
   tooLong: (line: number) => Error,
   invalid: (line: number, at: number, fileAt: number) => Error,
+  poll: () => Promise<void> = async () => {},
 ): Promise<void> {
   const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   const decode = (bytes: Buffer, line: number, lineStart: number): string => {
@@ -181,6 +183,7 @@ async function forEachLine(
         if (held + nl - start > DATASET_LIMITS.lineBytes) throw tooLong(line);
         parts.push(Buffer.from(chunk.subarray(start, nl)));
         use(decode(Buffer.concat(parts), line, lineStart), line++);
+        await poll();
         parts = [];
         held = 0;
         start = nl + 1;
@@ -197,7 +200,7 @@ async function forEachLine(
 }
 
 /** A JSON-lines dataset file as a task (prompt, answer; the \boxed{} verifier), read streaming, row by row. */
-export async function loadDatasetTask(path: string): Promise<DatasetTask> {
+export async function loadDatasetTask(path: string, signal?: AbortSignal): Promise<DatasetTask> {
   const problems: DatasetProblem[] = [];
   const tooLong = (line: number): DatasetError =>
     new DatasetError(path, line, 'line', `is longer than ${DATASET_LIMITS.lineBytes} bytes (the limit of a row)`);
@@ -223,9 +226,10 @@ export async function loadDatasetTask(path: string): Promise<DatasetTask> {
           'line',
           `is not valid UTF-8: byte offset ${at} of the line (${fileAt} of the file)`,
         ),
+      setupPoll(signal),
     );
   } catch (e) {
-    if (e instanceof DatasetError) throw e;
+    if (e instanceof DatasetError || e instanceof InterruptedError) throw e;
     throw FileSystemError.from(path, e);
   }
   if (problems.length === 0) throw new DatasetError(path, 0, 'file', 'has no rows');
@@ -249,16 +253,19 @@ export async function loadDatasetTask(path: string): Promise<DatasetTask> {
  * and, after the prompt, the positions (warm-start). The first row that does not is a `DatasetError` naming the
  * file and line.
  */
-export function checkDatasetRows(
+export async function checkDatasetRows(
   task: Task<Problem>,
   tokenizer: Tokenizer,
   maxSeqLen: number,
   cfg: Pick<TrainConfig, 'maxCompletionLength' | 'warmStartSteps'>,
-): void {
+  signal?: AbortSignal,
+): Promise<void> {
   const rows = (task as Partial<DatasetTask>).rows;
   if (!rows) return;
   const file = (task as DatasetTask).file ?? 'dataset';
+  const poll = setupPoll(signal);
   for (const [i, p] of rows.entries()) {
+    await poll();
     const line = (p as Partial<DatasetProblem>).line ?? i + 1;
     const prompt = tokenizer.promptIds(p.prompt).length;
     if (prompt + cfg.maxCompletionLength > maxSeqLen)

@@ -207,13 +207,13 @@ async function openRun(
 ): Promise<{ run: Run; pretrained: PretrainedParts | null }> {
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
   const lora = cfg.adapter ? await adapterConfig(cfg.adapter) : cfg.lora;
-  const task = opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset) : undefined);
+  const task = opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset, opts.signal) : undefined);
   // The dataset's identity for resuming: a checkpoint resumes only on the same rows (ResumeMismatchError).
   const dataset = !opts.task && cfg.dataset ? await datasetIdentity(cfg.dataset) : null;
   const base = setup(cfg, task, pretrained, lora, dataset);
   if (E.isLeft(base)) throw base.left;
   if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
-  checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg);
+  await checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg, opts.signal);
   const { tokenizer: tok, task: runTask, needsReference } = base.right;
   // Under LoRA a Hub model's frozen matrices stay in their stored dtype (bf16/f16), widened inside the kernels.
   const frozenBytes = lora && pretrained ? pretrained.storedBytesPerParameter : 4;
