@@ -254,6 +254,15 @@ function scanArgs(argv: readonly string[]): E.Either<TrainConfigError, Map<strin
   return E.right(values);
 }
 
+/**
+ * A number written in decimal: an optional sign, digits with an optional fraction, an optional exponent (`12`,
+ * `-0.5`, `.5`, `3e-4`). `Number` alone also reads `0x10`, `0b11`, `0o7`, `Infinity` and blanks as numbers (16, 3,
+ * 7, ..., 0), so a mistyped flag would run with a value nobody wrote; anything else is NaN here.
+ */
+export const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+export const decimal = (raw: string | boolean): number =>
+  typeof raw === 'string' && DECIMAL.test(raw) ? Number(raw) : Number.NaN;
+
 export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
   const scanned = scanArgs(argv);
   if (E.isLeft(scanned)) return scanned;
@@ -264,10 +273,8 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   const num = (flag: string): E.Either<TrainConfigError, number | undefined> => {
     const raw = values[flag];
     if (raw === undefined) return E.right(undefined);
-    const v = Number(raw);
-    return raw === '' || !Number.isFinite(v)
-      ? E.left(new TrainConfigError(`--${flag}`, raw, 'is not a number'))
-      : E.right(v);
+    const v = decimal(raw);
+    return !Number.isFinite(v) ? E.left(new TrainConfigError(`--${flag}`, raw, 'is not a number')) : E.right(v);
   };
   for (const f of NUMBER_FLAGS) {
     const v = num(f.flag);
@@ -298,7 +305,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (str('bicc-placement')) input.biccPlacement = str('bicc-placement');
   const digits = str('digits');
   if (digits !== undefined) {
-    const parts = digits.split(',').map((x) => (x.trim() === '' ? Number.NaN : Number(x)));
+    const parts = digits.split(',').map((x) => decimal(x.trim()));
     if (parts.some((x) => !Number.isFinite(x)))
       return E.left(new TrainConfigError('--digits', digits, 'is not N or A,B'));
     input.digits = parts.length === 1 ? parts[0] : parts;

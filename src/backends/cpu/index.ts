@@ -40,7 +40,8 @@ export { MAX_THREADS };
 export function defaultThreads(): number {
   const env = globalThis.process?.env?.RLVR_THREADS;
   if (env !== undefined && env !== '') {
-    const n = Number(env);
+    // Decimal digits only: `Number` reads 0x10 as 16 and ' 4 ' as 4.
+    const n = /^\d+$/.test(env) ? Number(env) : Number.NaN;
     if (!Number.isInteger(n) || n < 1 || n > MAX_THREADS)
       throw new BackendError('cpu', `RLVR_THREADS must be a whole number in 1..${MAX_THREADS}, got '${env}'`);
     return n;
