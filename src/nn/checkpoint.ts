@@ -184,25 +184,68 @@ function uploadTrees(
   };
 }
 
-/** The directory a checkpoint path names (following the atomic writer's link), verified against its manifest. */
-export function openDir(dir: string): TE.TaskEither<CheckpointError, string> {
+/**
+ * The directory a checkpoint path names (following the atomic writer's link; `resolved`, where the caller resolved
+ * it already), verified against its manifest. Problems are named under `dir`, the path the user gave.
+ */
+export function openDir(dir: string, resolved?: string): TE.TaskEither<CheckpointError, string> {
   return pipe(
     TE.tryCatch(async () => {
-      const resolved = await resolveDir(dir);
+      const at = resolved ?? (await resolveDir(dir));
       // A path with nothing there (a run killed before its first save) is an io error, not a damaged checkpoint.
-      if (!(await stat(resolved)).isDirectory())
-        throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR', path: resolved });
-      return resolved;
+      if (!(await stat(at)).isDirectory())
+        throw Object.assign(new Error('not a directory'), { code: 'ENOTDIR', path: at });
+      return at;
     }, io(dir)),
-    TE.chain((resolved) =>
+    TE.chain((at) =>
       pipe(
-        TE.tryCatch(() => verifyManifest(resolved), io(resolved)),
+        TE.tryCatch(() => verifyManifest(at), io(at)),
         TE.chainEitherK((problem) =>
-          problem ? E.left(new CheckpointError('corrupt', join(dir, problem.file), problem.detail)) : E.right(resolved),
+          problem ? E.left(new CheckpointError('corrupt', join(dir, problem.file), problem.detail)) : E.right(at),
         ),
       ),
     ),
   );
+}
+
+/** How many times a read of a checkpoint starts over because another run replaced it meanwhile. */
+export const READ_TRIES = 10;
+
+/** For specs only: called after each try resolved the checkpoint's generation, before anything is read from it. */
+export const readHooks: { afterResolve: ((resolved: string, attempt: number) => Promise<void>) | null } = {
+  afterResolve: null,
+};
+
+/**
+ * Read one whole generation of the checkpoint at `path`: resolve its link once, `read` every file from that
+ * generation, then resolve again. A writer removes a generation only after pointing the link elsewhere, so an
+ * unchanged link means no file of it went away during the read, and what `read` returned (a value or an error) is
+ * about the checkpoint. A changed link means the generation may have vanished under the reader (a missing file,
+ * ENOENT, a manifest entry without its file): that is another run saving, not damage, so whatever was read is
+ * released and the read starts over from the new link, up to `READ_TRIES` times.
+ */
+export function readGeneration<A>(
+  path: string,
+  read: (resolved: string) => TE.TaskEither<CheckpointError, A>,
+  release: (value: A) => void,
+): TE.TaskEither<CheckpointError, A> {
+  return async () => {
+    for (let attempt = 0; attempt < READ_TRIES; attempt++) {
+      const resolved = await resolveDir(path);
+      await readHooks.afterResolve?.(resolved, attempt);
+      const res = await read(resolved)();
+      const now = await resolveDir(path).catch(() => null);
+      if (now === resolved) return res;
+      if (E.isRight(res)) release(res.right);
+    }
+    return E.left(
+      new CheckpointError(
+        'io',
+        path,
+        `was replaced ${READ_TRIES} times while it was being read (another run is saving to it); try again`,
+      ),
+    );
+  };
 }
 
 /** Load a checkpoint directory; the optimizer and trainer state are optional (absent for weights-only exports). */
@@ -210,8 +253,20 @@ export function loadCheckpoint(
   path: string,
   opts: CheckpointLoadOptions = {},
 ): TE.TaskEither<CheckpointError, Checkpoint> {
+  return readGeneration(
+    path,
+    (resolved) => loadGeneration(path, resolved, opts),
+    (ck) => dispose([ck.params, ck.optimizer]),
+  );
+}
+
+function loadGeneration(
+  path: string,
+  resolved: string,
+  opts: CheckpointLoadOptions,
+): TE.TaskEither<CheckpointError, Checkpoint> {
   return pipe(
-    openDir(path),
+    openDir(path, resolved),
     TE.bindTo('dir'),
     TE.bind('config', ({ dir }) => pipe(readJson(join(dir, CHECKPOINT_FILES.config)), TE.chainEitherK(fromHfConfig))),
     TE.bind('params', ({ dir, config }) => loadParams(join(dir, CHECKPOINT_FILES.model), config, opts)),

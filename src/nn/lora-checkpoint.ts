@@ -11,7 +11,7 @@ import { FileSystemError } from '../platform/errors.js';
 import { access, join, readRegularFile, writeFile } from '../platform/files.js';
 import type { LoraLayer, LoraModule } from './adapters.js';
 import { resolveDir, writeDirAtomic } from './atomic-dir.js';
-import { CHECKPOINT_FILES, FORMAT, type Json, loadState, openDir } from './checkpoint.js';
+import { CHECKPOINT_FILES, FORMAT, type Json, loadState, openDir, READ_TRIES, readGeneration } from './checkpoint.js';
 import { fromHfConfig, toHfConfig, toHfNames } from './hf.js';
 import { loadHfCheckpoint } from './hf-checkpoint.js';
 import { ADAPTER_FILES, peftName, peftNames, readAdapter, writeAdapterFiles, type LoraConfig } from './lora.js';
@@ -85,11 +85,15 @@ export function saveLoraCheckpoint(
 
 /** Whether a checkpoint directory is a LoRA run's (it holds an adapter config). */
 export async function isLoraCheckpoint(dir: string): Promise<boolean> {
-  const resolved = await resolveDir(dir).catch(() => dir);
-  return access(join(resolved, ADAPTER_FILES.config)).then(
-    () => true,
-    () => false,
-  );
+  // The answer of a generation that the link still names at the end (one replaced meanwhile may have lost its files).
+  for (let attempt = 0; ; attempt++) {
+    const resolved = await resolveDir(dir).catch(() => dir);
+    const found = await access(join(resolved, ADAPTER_FILES.config)).then(
+      () => true,
+      () => false,
+    );
+    if (attempt + 1 >= READ_TRIES || (await resolveDir(dir).catch(() => dir)) === resolved) return found;
+  }
 }
 
 export interface LoraLoadOptions {
@@ -108,8 +112,20 @@ export function loadLoraCheckpoint(
   path: string,
   opts: LoraLoadOptions,
 ): TE.TaskEither<CheckpointError, LoraCheckpoint> {
+  return readGeneration(
+    path,
+    (resolved) => loadLoraGeneration(path, resolved, opts),
+    (ck) => dispose(opts.base ? [ck.params.lora, ck.optimizer] : [ck.params, ck.optimizer]),
+  );
+}
+
+function loadLoraGeneration(
+  path: string,
+  resolved: string,
+  opts: LoraLoadOptions,
+): TE.TaskEither<CheckpointError, LoraCheckpoint> {
   return async () => {
-    const opened = await openDir(path)();
+    const opened = await openDir(path, resolved)();
     if (E.isLeft(opened)) return opened;
     const dir = opened.right;
     const saved = await readConfig(join(dir, CHECKPOINT_FILES.config));
