@@ -2,12 +2,14 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
-import { afterEach, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/rng.js';
 import { dispose } from '../../src/core/scope.js';
 import { type Checkpoint, loadCheckpoint, READ_TRIES, readHooks, saveCheckpoint } from '../../src/nn/checkpoint.js';
 import { initParams } from '../../src/nn/transformer.js';
 import { tinyConfig } from '../policy/helpers/fixtures.js';
+import { cliBundle, TINY_ARGS } from './helpers/cli.js';
 import { defaultThreads } from '../../src/backends/cpu/index.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
 
@@ -129,5 +131,40 @@ describe('a checkpoint read while another run replaces it', () => {
     }
     expect(failures).toEqual([]);
     expect(saved).toBeGreaterThan(1);
+  });
+});
+
+/** Whether `bash -c 'ulimit -v N'` works here (not on Windows, nor where bash is missing). */
+const hasUlimit = spawnSync('bash', ['-c', 'ulimit -v 8388608'], { encoding: 'utf8' }).status === 0;
+
+describe.skipIf(!hasUlimit)('an address-space limit (ulimit -v) too low for the cpu backend', () => {
+  const bundle = cliBundle('round3-d');
+  beforeAll(bundle.build, 60_000);
+  afterAll(bundle.remove);
+  const underLimit = (kib: number, env: Record<string, string> = {}) =>
+    spawnSync(
+      'bash',
+      ['-c', `ulimit -v ${kib} && exec "$0" "$@"`, process.execPath, bundle.path, 'train', ...TINY_ARGS],
+      {
+        encoding: 'utf8',
+        timeout: 60_000,
+        env: { ...process.env, NODE_OPTIONS: '', ...env },
+      },
+    );
+
+  it('is refused with one line and exit 2, saying what it needs and why', () => {
+    // 8 GiB: the 4 GiB memory fits, V8's guard regions around it (about 10 GiB in all) do not.
+    const r = underLimit(8 * 1024 * 1024);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^rlvr: cpu: cannot reserve its WebAssembly memory: up to 4 GiB plus the guard regions/);
+    expect(r.stderr).toContain('(ulimit -v: 8 GiB)');
+    expect(r.stderr).toContain('--disable-wasm-trap-handler');
+    expect(r.status).toBe(2);
+  });
+
+  it('runs under the same limit with the workaround it names', () => {
+    const r = underLimit(8 * 1024 * 1024, { NODE_OPTIONS: '--disable-wasm-trap-handler' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
   });
 });

@@ -19,6 +19,8 @@ export const canShareMemory: typeof Node.canShareMemory = () =>
   page.crossOriginIsolated === true && typeof SharedArrayBuffer !== 'undefined';
 
 // A page's main thread may not block; a worker may.
+export const addressSpaceLimit: typeof Node.addressSpaceLimit = () => null;
+
 export const canBlock: typeof Node.canBlock = () => page.document === undefined;
 
 export const spawnThread: typeof Node.spawnThread = (main, data) => {

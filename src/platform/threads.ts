@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 
@@ -14,6 +15,22 @@ export const canShareMemory = (): boolean => true;
 
 /** Whether this thread may block in `Atomics.wait` (Node's main thread may; a page's main thread may not). */
 export const canBlock = (): boolean => true;
+
+/**
+ * This process's address-space limit in bytes (`ulimit -v`, Linux's "Max address space" in /proc/self/limits), or
+ * null where there is none or it cannot be read: what a WebAssembly memory's reservation must fit in.
+ */
+export function addressSpaceLimit(): number | null {
+  try {
+    const line = readFileSync('/proc/self/limits', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max address space'));
+    const soft = line?.slice('Max address space'.length).trim().split(/\s+/)[0];
+    return soft !== undefined && /^\d+$/.test(soft) ? Number(soft) : null;
+  } catch {
+    return null;
+  }
+}
 
 export interface HostThread {
   terminate(): void;

@@ -99,6 +99,11 @@ export class CpuBackend implements HostBackend, WasmHost {
           ? "the cpu backend's WebAssembly memory: 4 GiB at most, one 32-bit memory"
           : "the cpu backend's WebAssembly memory: 1 GiB where threads cannot share it (a page without cross-origin isolation)";
     this.rt = new WasmRuntime(module, kernelExports(module), threads, shared, this.maxMemoryBytes + (1 << 21));
+    if (this.rt.limitBytes - (1 << 21) < this.maxMemoryBytes) {
+      // The address space (ulimit -v) held a smaller memory than asked for.
+      this.maxMemoryBytes = this.rt.limitBytes - (1 << 21);
+      this.memoryNote = `the cpu backend's WebAssembly memory: ${this.rt.limitBytes / 1024 ** 2} MiB, what the address-space limit (ulimit -v) let it reserve`;
+    }
   }
 
   get threads(): number {

@@ -1,4 +1,5 @@
-import { canBlock, spawnThread, type HostThread } from '../../platform/threads.js';
+import { BackendError } from '../../core/errors.js';
+import { addressSpaceLimit, canBlock, spawnThread, type HostThread } from '../../platform/threads.js';
 
 /**
  * The CPU backend's engine: one WebAssembly.Memory shared by the calling thread and `threads - 1` workers, each
@@ -87,6 +88,57 @@ export interface PoolStats {
   readonly reused: number;
 }
 
+/** The maximum (pages) each memory `reserveMemory` made was created with (a WebAssembly.Memory does not say). */
+const memoryMaximum = new WeakMap<WebAssembly.Memory, number>();
+
+/** The smallest maximum `reserveMemory` tries before giving up: 256 MiB. */
+const MIN_MAXIMUM_PAGES = 4096;
+
+/**
+ * A WebAssembly.Memory of `initial` pages that may grow to `maximum` (a shared one reserves its maximum's address
+ * space up front). Under an address-space limit (`ulimit -v`) the reservation fails with a RangeError ("could not
+ * allocate memory"): the maximum is halved, never below what `limitBytes` or `MIN_MAXIMUM_PAGES` asks, until one
+ * fits. V8 also reserves guard regions around a 32-bit memory (about 10 GiB of address space in all, whatever its
+ * maximum, where it traps out-of-bounds accesses with signals), which a smaller maximum does not shrink: when none
+ * fits, a `MemoryReservationError` says what was needed, the limit, and how to run.
+ */
+export function reserveMemory(
+  initial: number,
+  maximum: number,
+  shared: boolean,
+  limitBytes = Number.POSITIVE_INFINITY,
+): WebAssembly.Memory {
+  const floor = Math.max(initial, Math.min(maximum, MIN_MAXIMUM_PAGES, Math.ceil(limitBytes / PAGE)));
+  for (let max = maximum; ; max = Math.max(floor, Math.floor(max / 2))) {
+    try {
+      const memory = new WebAssembly.Memory({ initial, maximum: max, shared });
+      memoryMaximum.set(memory, max);
+      return memory;
+    } catch (e) {
+      if (!(e instanceof RangeError)) throw e;
+      if (max <= floor) throw new MemoryReservationError(maximum * PAGE, addressSpaceLimit());
+    }
+  }
+}
+
+const gib = (bytes: number): string => `${+(bytes / 1024 ** 3).toFixed(2)} GiB`;
+
+/** The CPU backend's memory could not be reserved: an address-space limit (`ulimit -v`) too low for it. */
+export class MemoryReservationError extends BackendError {
+  constructor(
+    readonly wantedBytes: number,
+    readonly addressSpaceLimit: number | null,
+  ) {
+    const limit = addressSpaceLimit === null ? '' : ` (ulimit -v: ${gib(addressSpaceLimit)})`;
+    super(
+      'cpu',
+      `cannot reserve its WebAssembly memory: up to ${gib(wantedBytes)} plus the guard regions V8 reserves around ` +
+        `it, about 10 GiB of address space, more than the address-space limit${limit} leaves; raise the limit ` +
+        '(ulimit -v unlimited) or run node with --disable-wasm-trap-handler (NODE_OPTIONS), which reserves no guard regions',
+    );
+  }
+}
+
 export class WasmRuntime {
   readonly memory: WebAssembly.Memory;
   readonly threads: number;
@@ -100,6 +152,10 @@ export class WasmRuntime {
   private readonly lentClass = new Map<number, number>();
   /** The heap's end may not pass this (the memory's maximum, or a smaller limit the backend was given). */
   private readonly limit: number;
+  /** The heap's end may not pass this many bytes (less than asked where the address space was short). */
+  get limitBytes(): number {
+    return this.limit;
+  }
   private top = HEAP_START;
   private live = 0;
   private liveBytes = 0;
@@ -120,8 +176,8 @@ export class WasmRuntime {
   ) {
     this.threads = shared ? threads : 1;
     const pages = shared ? HEAP_START / PAGE + 16 : UNSHARED_BYTES / PAGE;
-    this.limit = Math.min(limitBytes, (shared ? 65536 : pages) * PAGE);
-    this.memory = new WebAssembly.Memory({ initial: pages, maximum: shared ? 65536 : pages, shared });
+    this.memory = reserveMemory(pages, shared ? 65536 : pages, shared, limitBytes);
+    this.limit = Math.min(limitBytes, memoryMaximum.get(this.memory)! * PAGE);
     const instance = new WebAssembly.Instance(module, { env: { memory: this.memory } });
     this.fns = names.map((n, i) => {
       this.index.set(n, i);
