@@ -167,4 +167,14 @@ describe.skipIf(!hasUlimit)('an address-space limit (ulimit -v) too low for the 
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
   });
+
+  it('starts no more worker threads than the address space leaves room for (a V8 fatal error otherwise)', () => {
+    // 11 GiB: the memory and its guard regions fit, with room for the calling thread but not for 3 more isolates.
+    const r = underLimit(11 * 1024 * 1024, { RLVR_THREADS: '4' });
+    expect(r.stderr).not.toMatch(/Fatal|OOM/);
+    expect(r.signal).toBeNull();
+    // Exit 2 (the refusal above) where this Node maps more at its start; never a crash or an internal error.
+    expect([0, 2]).toContain(r.status);
+    if (r.status === 0) expect(r.stdout).toMatch(/cpu \(WebAssembly SIMD kernels, [123] threads?/);
+  });
 });

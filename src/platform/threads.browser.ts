@@ -20,6 +20,7 @@ export const canShareMemory: typeof Node.canShareMemory = () =>
 
 // A page's main thread may not block; a worker may.
 export const addressSpaceLimit: typeof Node.addressSpaceLimit = () => null;
+export const addressSpaceUsed: typeof Node.addressSpaceUsed = () => null;
 
 export const canBlock: typeof Node.canBlock = () => page.document === undefined;
 

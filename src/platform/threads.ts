@@ -21,12 +21,22 @@ export const canBlock = (): boolean => true;
  * null where there is none or it cannot be read: what a WebAssembly memory's reservation must fit in.
  */
 export function addressSpaceLimit(): number | null {
+  return procField('/proc/self/limits', 'Max address space', 1);
+}
+
+/** The address space this process has mapped in bytes (VmSize in /proc/self/status), or null where unknown. */
+export function addressSpaceUsed(): number | null {
+  return procField('/proc/self/status', 'VmSize:', 1024);
+}
+
+/** The first number after `label` on its line of a /proc file, times `unit`; null where absent or unreadable. */
+function procField(path: string, label: string, unit: number): number | null {
   try {
-    const line = readFileSync('/proc/self/limits', 'utf8')
+    const line = readFileSync(path, 'utf8')
       .split('\n')
-      .find((l) => l.startsWith('Max address space'));
-    const soft = line?.slice('Max address space'.length).trim().split(/\s+/)[0];
-    return soft !== undefined && /^\d+$/.test(soft) ? Number(soft) : null;
+      .find((l) => l.startsWith(label));
+    const value = line?.slice(label.length).trim().split(/\s+/)[0];
+    return value !== undefined && /^\d+$/.test(value) ? Number(value) * unit : null;
   } catch {
     return null;
   }

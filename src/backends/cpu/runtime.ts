@@ -1,5 +1,5 @@
 import { BackendError } from '../../core/errors.js';
-import { addressSpaceLimit, canBlock, spawnThread, type HostThread } from '../../platform/threads.js';
+import { addressSpaceLimit, addressSpaceUsed, canBlock, spawnThread, type HostThread } from '../../platform/threads.js';
 
 /**
  * The CPU backend's engine: one WebAssembly.Memory shared by the calling thread and `threads - 1` workers, each
@@ -121,6 +121,24 @@ export function reserveMemory(
   }
 }
 
+/** Address space a worker thread takes (its isolate's code range and heap; measured 0.1-0.8 GiB each, Node 20). */
+const WORKER_ADDRESS_BYTES = 1024 ** 3;
+/** Address space kept for the calling thread's own growth (its heap, buffers) after the memory is reserved. */
+const SPARE_ADDRESS_BYTES = 256 * 1024 ** 2;
+
+/**
+ * At most `threads`, fewer where the address-space limit (`ulimit -v`) leaves too little room for the workers: a
+ * worker that cannot reserve its isolate's code range ends the process (a V8 fatal error, no exception). Fewer
+ * threads give the same results (the kernels split work per thread), only slower.
+ */
+function threadsThatFit(threads: number): number {
+  const limit = addressSpaceLimit();
+  const used = addressSpaceUsed();
+  if (limit === null || used === null) return threads;
+  const room = Math.floor((limit - used - SPARE_ADDRESS_BYTES) / WORKER_ADDRESS_BYTES);
+  return Math.max(1, Math.min(threads, 1 + room));
+}
+
 const gib = (bytes: number): string => `${+(bytes / 1024 ** 3).toFixed(2)} GiB`;
 
 /** The CPU backend's memory could not be reserved: an address-space limit (`ulimit -v`) too low for it. */
@@ -174,9 +192,9 @@ export class WasmRuntime {
     shared: boolean,
     limitBytes = Number.POSITIVE_INFINITY,
   ) {
-    this.threads = shared ? threads : 1;
     const pages = shared ? HEAP_START / PAGE + 16 : UNSHARED_BYTES / PAGE;
     this.memory = reserveMemory(pages, shared ? 65536 : pages, shared, limitBytes);
+    this.threads = shared ? threadsThatFit(threads) : 1;
     this.limit = Math.min(limitBytes, memoryMaximum.get(this.memory)! * PAGE);
     const instance = new WebAssembly.Instance(module, { env: { memory: this.memory } });
     this.fns = names.map((n, i) => {
