@@ -36,7 +36,10 @@ import { sumSquares } from '../ops/optim.js';
 import type { Tensor } from '../core/tensor.js';
 import { saveLoraCheckpoint } from '../nn/lora-checkpoint.js';
 
-/** The default of `keepRecords`: about 5 MB of records. */
+/**
+ * The default of `keepRecords`: about 8 MB of records (about 0.8 KB of heap each, measured by
+ * bench/long-run-memory.ts), up to twice that just before a trim. The CLI keeps none.
+ */
 export const DEFAULT_KEEP_RECORDS = 10_000;
 
 /** The built-in task a config names (`TASKS`, the task registry), with its digits. */
