@@ -1,4 +1,5 @@
 import type * as Node from './threads.js';
+import { NodeOnlyError } from './errors.js';
 
 /** A page's threads (types: threads.ts's): Web Workers, sharing memory only where the page is cross-origin isolated. */
 interface PageWorker {
@@ -31,4 +32,8 @@ export const spawnThread: typeof Node.spawnThread = (main, data) => {
   worker.postMessage(data);
   URL.revokeObjectURL(url);
   return { terminate: () => worker.terminate() };
+};
+
+export const spawnMessageThread: typeof Node.spawnMessageThread = () => {
+  throw new NodeOnlyError('spawnMessageThread');
 };

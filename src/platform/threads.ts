@@ -57,3 +57,20 @@ export function spawnThread<D>(main: (data: D) => void, data: D): HostThread {
   worker.unref();
   return { terminate: () => void worker.terminate() };
 }
+
+/** A thread that answers messages: `postMessage`, listeners for its replies and errors, and `terminate`. */
+export interface MessageThread {
+  postMessage(message: unknown): void;
+  on(event: 'message' | 'error', listener: (value: unknown) => void): void;
+  off(event: 'message' | 'error', listener: (value: unknown) => void): void;
+  terminate(): Promise<unknown>;
+}
+
+/**
+ * A thread running `source` (CommonJS text: `require('node:worker_threads')` gives it `parentPort` and
+ * `workerData`), which the caller can terminate: the way to bound work that cannot be interrupted from inside
+ * (a regular expression that backtracks). Node only: a page's twin throws `NodeOnlyError`.
+ */
+export function spawnMessageThread(source: string, workerData: unknown): MessageThread {
+  return new Worker(source, { eval: true, workerData }) as unknown as MessageThread;
+}

@@ -1,8 +1,8 @@
 import { basename, join, readRegularFile } from '../platform/files.js';
 import { fileErrorCause } from '../platform/errors.js';
+import { spawnMessageThread } from '../platform/threads.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as Hub from '@huggingface/tokenizers';
-import { Worker } from 'node:worker_threads';
 import { Environment, Interpreter, Template } from '@huggingface/jinja';
 import { RlvrError, jsonSyntaxDetail } from '../core/errors.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
@@ -477,7 +477,7 @@ async function checkPatterns(tokenizer: Record<string, unknown>): Promise<Tokeni
     if (re instanceof RegExp) compiled.push({ ...p, re });
   }
   if (compiled.length === 0) return null;
-  const worker = new Worker(PATTERN_WORKER, { eval: true, workerData: { chars: PATTERN_LIMITS.probeChars } });
+  const worker = spawnMessageThread(PATTERN_WORKER, { chars: PATTERN_LIMITS.probeChars });
   try {
     for (const [i, p] of compiled.entries()) {
       const ok = await new Promise<boolean>((resolve) => {
