@@ -108,4 +108,5 @@ export {
   parseAdapterConfig,
   writeAdapterFiles,
   readAdapter,
+  readAdapterConfig,
 } from './lora.js';

@@ -284,12 +284,8 @@ export async function writeAdapterFiles(
  * Read a peft LoRA adapter directory for a model of `config`: its config, then every adapter tensor (by name and
  * shape; a missing, unexpected or misshapen one is a `CheckpointError` naming it), uploaded as f32.
  */
-export async function readAdapter(
-  dir: string,
-  config: TransformerConfig,
-  backend: Backend,
-  opts: { readonly allowNonFinite?: boolean } = {},
-): Promise<E.Either<CheckpointError, { config: LoraConfig; lora: LoraWeights }>> {
+/** Read and check `adapter_config.json` of an adapter directory (no tensor read yet). */
+export async function readAdapterConfig(dir: string): Promise<E.Either<CheckpointError, LoraConfig>> {
   let text: string;
   try {
     text = await readRegularFile(join(dir, ADAPTER_FILES.config), 'utf8');
@@ -304,7 +300,16 @@ export async function readAdapter(
   } catch (e) {
     return bad('adapter_config', `not valid JSON (${jsonSyntaxDetail(e)})`);
   }
-  const parsed = parseAdapterConfig(json);
+  return parseAdapterConfig(json);
+}
+
+export async function readAdapter(
+  dir: string,
+  config: TransformerConfig,
+  backend: Backend,
+  opts: { readonly allowNonFinite?: boolean } = {},
+): Promise<E.Either<CheckpointError, { config: LoraConfig; lora: LoraWeights }>> {
+  const parsed = await readAdapterConfig(dir);
   if (E.isLeft(parsed)) return parsed;
   const lc = parsed.right;
   const index = await readSafetensorsIndex(join(dir, ADAPTER_FILES.model));

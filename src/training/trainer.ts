@@ -6,8 +6,8 @@
  * opens the run, runs the two loops and ends it.
  */
 import * as E from 'fp-ts/lib/Either.js';
-import { escapeControls, jsonSyntaxDetail } from '../core/errors.js';
-import { dirname, join, readRegularFile, resolve } from '../platform/files.js';
+import { escapeControls } from '../core/errors.js';
+import { dirname, join, resolve } from '../platform/files.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
 import { dispose } from '../core/scope.js';
@@ -18,12 +18,11 @@ import type { PyTree } from '../core/pytree.js';
 import type { RngState } from '../core/rng.js';
 import type { Json } from '../nn/checkpoint.js';
 import {
-  ADAPTER_FILES,
   LORA_MODULES,
   initLora,
   mergeLora,
-  parseAdapterConfig,
   readAdapter,
+  readAdapterConfig,
   trainableOf,
   withLora,
   withoutLora,
@@ -33,8 +32,6 @@ import {
 } from '../nn/lora.js';
 import { isLoraCheckpoint, loadLoraCheckpoint } from '../nn/lora-checkpoint.js';
 import { writePlainDirAtomic } from '../nn/atomic-dir.js';
-import { CheckpointError } from '../nn/safetensors.js';
-import { fileErrorLine } from '../platform/errors.js';
 import { initParams, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import { openBackend } from '../backends/registry.js';
 import type { Problem, Task } from '../tasks/task.js';
@@ -395,21 +392,7 @@ async function startRun(
 
 /** The LoRA config of a saved adapter (`--adapter DIR`), read before anything is allocated. */
 async function adapterConfig(dir: string): Promise<LoraConfig> {
-  const json = await readRegularFile(join(dir, ADAPTER_FILES.config), 'utf8').catch((e: unknown) => {
-    throw new CheckpointError('io', ADAPTER_FILES.config, fileErrorLine(join(dir, ADAPTER_FILES.config), e));
-  });
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(json);
-  } catch (e) {
-    throw new CheckpointError(
-      'bad-config',
-      'adapter_config',
-      `not valid JSON (${jsonSyntaxDetail(e)})`,
-      ADAPTER_FILES.config,
-    );
-  }
-  const config = parseAdapterConfig(parsed);
+  const config = await readAdapterConfig(dir);
   if (E.isLeft(config)) throw config.left;
   return config.right;
 }
