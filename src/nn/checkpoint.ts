@@ -17,11 +17,10 @@ import type { OptimizerState } from './optim.js';
 import { CheckpointError, type HostTensor } from './safetensors.js';
 import {
   readSafetensorsIndex,
-  STORED,
   streamTensors,
+  tensorsToWrite,
   writeSafetensorsFile,
   type SafetensorsIndex,
-  type TensorToWrite,
 } from './safetensors-file.js';
 import type { TransformerConfig, TransformerParams } from './transformer.js';
 
@@ -78,15 +77,6 @@ async function writeFileAt(dir: string, name: string, data: string): Promise<voi
   crashPoint('checkpoint:file');
 }
 
-/** Tensors to write as they are stored (f32, f64, i32), each read from its backend only when it is written. */
-const toWrite = (named: ReadonlyMap<string, Tensor>, prefix = ''): TensorToWrite[] =>
-  [...named].map(([name, t]) => ({
-    name: prefix + name,
-    shape: t.shape,
-    dtype: STORED[t.dtype],
-    values: () => t.data(),
-  }));
-
 export function saveCheckpoint(dir: string, ckpt: Checkpoint): TE.TaskEither<CheckpointError, void> {
   return TE.tryCatch(async () => {
     const named = toHfNames(ckpt.params);
@@ -95,14 +85,17 @@ export function saveCheckpoint(dir: string, ckpt: Checkpoint): TE.TaskEither<Che
       // Each tensor is read back from its backend as it is written: host memory holds one tensor, not the file.
       // A failure part way leaves nothing behind (writeDirAtomic removes the generation).
       const dtypes = [...new Set([...named.values()].map((t) => t.dtype))].join(',');
-      await writeSafetensorsFile(join(tmp, CHECKPOINT_FILES.model), toWrite(named), 'F32', {
+      await writeSafetensorsFile(join(tmp, CHECKPOINT_FILES.model), tensorsToWrite(named, { asStored: true }), 'F32', {
         format: 'pt',
         producer: FORMAT,
         dtypes,
       });
       crashPoint('checkpoint:file');
       if (opt) {
-        const moments = [...toWrite(toHfNames(opt.m), 'exp_avg.'), ...toWrite(toHfNames(opt.v), 'exp_avg_sq.')];
+        const moments = [
+          ...tensorsToWrite(toHfNames(opt.m), { prefix: 'exp_avg.', asStored: true }),
+          ...tensorsToWrite(toHfNames(opt.v), { prefix: 'exp_avg_sq.', asStored: true }),
+        ];
         await writeSafetensorsFile(join(tmp, CHECKPOINT_FILES.optimizer), moments, 'F32', {
           step: String(opt.step),
           producer: FORMAT,

@@ -16,6 +16,7 @@ import { CheckpointError, type HostTensor } from './safetensors.js';
 import {
   readSafetensorsIndex,
   streamTensorsKeepingHalf,
+  tensorsToWrite,
   writeSafetensorsFile,
   type HalfHostTensor,
   type SafetensorsIndex,
@@ -329,7 +330,7 @@ export function saveHfCheckpoint(
     async () => {
       await mkdir(dir, { recursive: true });
       const dtype = opts.dtype ?? 'f32';
-      const named = [...toHfNames(params)].map(([name, t]) => ({ name, shape: t.shape, values: () => t.data() }));
+      const named = tensorsToWrite(toHfNames(params));
       await writeSafetensorsFile(join(dir, HF_FILES.model), named, dtype === 'bf16' ? 'BF16' : 'F32', { format: 'pt' });
       const torchDtype = dtype === 'bf16' ? 'bfloat16' : 'float32';
       const json = toHfConfig(config, { ...opts.extraConfig, torch_dtype: torchDtype, dtype: torchDtype });

@@ -67,6 +67,7 @@ export {
   streamTensorsKeepingHalf,
   type HalfHostTensor,
   writeSafetensorsFile,
+  tensorsToWrite,
   type SafetensorsIndex,
   type TensorToWrite,
   type StoredDType,

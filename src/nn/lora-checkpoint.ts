@@ -17,7 +17,7 @@ import { loadHfCheckpoint } from './hf-checkpoint.js';
 import { ADAPTER_FILES, peftName, peftNames, readAdapter, writeAdapterFiles, type LoraConfig } from './lora.js';
 import type { OptimizerState } from './optim.js';
 import { CheckpointError } from './safetensors.js';
-import { readSafetensorsIndex, streamTensors, writeSafetensorsFile } from './safetensors-file.js';
+import { readSafetensorsIndex, streamTensors, tensorsToWrite, writeSafetensorsFile } from './safetensors-file.js';
 import type { TransformerConfig, TransformerParams } from './transformer.js';
 
 /**
@@ -59,15 +59,14 @@ export function saveLoraCheckpoint(
         await writeAdapterFiles(tmp, ck.params.lora!, ck.lora, opts.baseModel);
         crashPoint('checkpoint:file');
         const moments = [
-          ...[...peftNames(ck.optimizer.m)].map(([n, t]) => [`exp_avg.${n}`, t] as const),
-          ...[...peftNames(ck.optimizer.v)].map(([n, t]) => [`exp_avg_sq.${n}`, t] as const),
-        ].map(([name, t]) => ({ name, shape: t.shape, values: () => t.data() }));
+          ...tensorsToWrite(peftNames(ck.optimizer.m), { prefix: 'exp_avg.' }),
+          ...tensorsToWrite(peftNames(ck.optimizer.v), { prefix: 'exp_avg_sq.' }),
+        ];
         const meta = { step: String(ck.optimizer.step), producer: FORMAT };
         await writeSafetensorsFile(join(tmp, CHECKPOINT_FILES.optimizer), moments, 'F32', meta);
         crashPoint('checkpoint:file');
         if (opts.withBase) {
-          const base = [...toHfNames(ck.params)].map(([name, t]) => ({ name, shape: t.shape, values: () => t.data() }));
-          await writeSafetensorsFile(join(tmp, CHECKPOINT_FILES.model), base, 'F32', {
+          await writeSafetensorsFile(join(tmp, CHECKPOINT_FILES.model), tensorsToWrite(toHfNames(ck.params)), 'F32', {
             format: 'pt',
             producer: FORMAT,
           });

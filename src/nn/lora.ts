@@ -22,7 +22,13 @@ import {
 } from './adapters.js';
 import { paramShapes } from './hf.js';
 import { CheckpointError } from './safetensors.js';
-import { readSafetensorsIndex, streamTensors, writeSafetensorsFile, type TensorToWrite } from './safetensors-file.js';
+import {
+  readSafetensorsIndex,
+  streamTensors,
+  tensorsToWrite,
+  writeSafetensorsFile,
+  type TensorToWrite,
+} from './safetensors-file.js';
 import type { LayerParams, TransformerConfig, TransformerParams } from './transformer.js';
 
 export { LORA_MODULES, MODULE_WEIGHT, type LoraLayer, type LoraModule, type LoraPair, type LoraWeights };
@@ -263,7 +269,7 @@ export function parseAdapterConfig(json: unknown): E.Either<CheckpointError, Lor
 
 /** The adapter tensors to write, as f32, under peft's names. */
 export function adapterTensors(lora: LoraWeights): TensorToWrite[] {
-  return [...peftNames(lora.layers)].map(([name, t]) => ({ name, shape: t.shape, values: () => t.data() }));
+  return tensorsToWrite(peftNames(lora.layers));
 }
 
 /** Write `adapter_config.json` and `adapter_model.safetensors` into `dir` (an existing directory). */

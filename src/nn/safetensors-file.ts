@@ -3,6 +3,7 @@ import { jsonSyntaxDetail } from '../core/errors.js';
 import { FileSystemError, fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { DType, HalfDType, TypedArray } from '../core/dtype.js';
+import type { Tensor } from '../core/tensor.js';
 import {
   CheckpointError,
   checkTiling,
@@ -214,6 +215,23 @@ export const STORED: Readonly<Record<DType, StoredDType>> = {
   bf16: 'F32',
   f16: 'F32',
 };
+
+/**
+ * Tensors to write under their names (after `prefix`), each read from its backend only when it is written, so a
+ * file's writer holds one tensor on the host. `asStored`: each in the dtype it is held in (`STORED`), for a file
+ * that must read back as it was (a checkpoint); otherwise in the file's dtype (a Hub export in f32 or bf16).
+ */
+export function tensorsToWrite(
+  named: ReadonlyMap<string, Tensor>,
+  opts: { readonly prefix?: string; readonly asStored?: boolean } = {},
+): TensorToWrite[] {
+  return [...named].map(([name, t]) => ({
+    name: (opts.prefix ?? '') + name,
+    shape: t.shape,
+    ...(opts.asStored ? { dtype: STORED[t.dtype] } : {}),
+    values: () => t.data(),
+  }));
+}
 
 /** Write all of `bytes` at `position`, a chunk per call (a call may write fewer bytes than asked); the end. */
 async function writeAt(handle: FileHandle, bytes: Uint8Array, position: number): Promise<number> {
