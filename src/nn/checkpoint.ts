@@ -128,6 +128,10 @@ const readJson = (path: string): TE.TaskEither<CheckpointError, unknown> =>
     ),
   );
 
+/** A checkpoint directory's `config.json`: the model it was saved with. */
+export const readCheckpointConfig = (dir: string): TE.TaskEither<CheckpointError, TransformerConfig> =>
+  pipe(readJson(join(dir, CHECKPOINT_FILES.config)), TE.chainEitherK(fromHfConfig));
+
 export interface CheckpointLoadOptions extends LoadOptions {
   /** Accept NaN or infinite values in the weights and moments (refused by default: a diverged run's state). */
   readonly allowNonFinite?: boolean;
@@ -261,7 +265,7 @@ function loadGeneration(
   return pipe(
     openDir(path, resolved),
     TE.bindTo('dir'),
-    TE.bind('config', ({ dir }) => pipe(readJson(join(dir, CHECKPOINT_FILES.config)), TE.chainEitherK(fromHfConfig))),
+    TE.bind('config', ({ dir }) => readCheckpointConfig(dir)),
     TE.bind('params', ({ dir, config }) => loadParams(join(dir, CHECKPOINT_FILES.model), config, opts)),
     TE.bind('rest', ({ dir, config, params }) =>
       pipe(
@@ -324,19 +328,11 @@ function loadOptimizer(
                     'optimizer tensors are named exp_avg.* or exp_avg_sq.*',
                   ),
                 );
-              const step = Number(index.metadata.step);
-              if (!Number.isSafeInteger(step) || step < 0)
-                return E.left(
-                  new CheckpointError(
-                    'bad-state',
-                    'optimizer __metadata__.step',
-                    `expected a step count, got ${JSON.stringify(index.metadata.step)}`,
-                  ),
-                );
               return pipe(
-                checkHfNames(index.entries, config, 'exp_avg.'),
-                E.chain(() => checkHfNames(index.entries, config, 'exp_avg_sq.')),
-                E.map(() => ({ index, step })),
+                optimizerStep(index.metadata),
+                E.chainFirst(() => checkHfNames(index.entries, config, 'exp_avg.')),
+                E.chainFirst(() => checkHfNames(index.entries, config, 'exp_avg_sq.')),
+                E.map((step) => ({ index, step })),
               );
             }),
             TE.chain(({ index, step }) =>
@@ -350,8 +346,22 @@ function loadOptimizer(
   );
 }
 
+/** The optimizer's step count, as its file's metadata records it (a LoRA checkpoint's too). */
+export function optimizerStep(metadata: Readonly<Record<string, string>>): E.Either<CheckpointError, number> {
+  const step = Number(metadata.step);
+  return Number.isSafeInteger(step) && step >= 0
+    ? E.right(step)
+    : E.left(
+        new CheckpointError(
+          'bad-state',
+          'optimizer __metadata__.step',
+          `expected a step count, got ${JSON.stringify(metadata.step)}`,
+        ),
+      );
+}
+
 /** A second moment is a mean of squares: a negative one makes AdamW's sqrt NaN. */
-function negativeMoment(name: string, t: HostTensor): CheckpointError | null {
+export function negativeMoment(name: string, t: HostTensor): CheckpointError | null {
   if (!name.startsWith('exp_avg_sq.')) return null;
   const i = t.data.findIndex((x) => x < 0);
   if (i < 0) return null;

@@ -1,5 +1,4 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { jsonSyntaxDetail } from '../core/errors.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import type { Backend } from '../core/backend.js';
 import type { RngState } from '../core/rng.js';
@@ -8,11 +7,22 @@ import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { crashPoint } from '../platform/host.js';
 import { FileSystemError } from '../platform/errors.js';
-import { access, join, readRegularFile, writeFile } from '../platform/files.js';
+import { access, join, writeFile } from '../platform/files.js';
 import type { LoraLayer, LoraModule } from './adapters.js';
 import { resolveDir, writeDirAtomic } from './atomic-dir.js';
-import { CHECKPOINT_FILES, FORMAT, type Json, loadState, openDir, READ_TRIES, readGeneration } from './checkpoint.js';
-import { fromHfConfig, toHfConfig, toHfNames } from './hf.js';
+import {
+  CHECKPOINT_FILES,
+  FORMAT,
+  type Json,
+  loadState,
+  negativeMoment,
+  openDir,
+  optimizerStep,
+  READ_TRIES,
+  readCheckpointConfig,
+  readGeneration,
+} from './checkpoint.js';
+import { toHfConfig, toHfNames } from './hf.js';
 import { loadHfCheckpoint } from './hf-checkpoint.js';
 import { ADAPTER_FILES, peftName, peftNames, readAdapter, writeAdapterFiles, type LoraConfig } from './lora.js';
 import type { OptimizerState } from './optim.js';
@@ -127,7 +137,7 @@ function loadLoraGeneration(
     const opened = await openDir(path, resolved)();
     if (E.isLeft(opened)) return opened;
     const dir = opened.right;
-    const saved = await readConfig(join(dir, CHECKPOINT_FILES.config));
+    const saved = await readCheckpointConfig(dir)();
     if (E.isLeft(saved)) return saved;
     let base = opts.base;
     if (!base) {
@@ -165,21 +175,6 @@ function loadLoraGeneration(
   };
 }
 
-/** The checkpoint's model config (what a resumed run compares with its own). */
-async function readConfig(path: string): Promise<E.Either<CheckpointError, TransformerConfig>> {
-  let json: unknown;
-  try {
-    json = JSON.parse(await readRegularFile(path, 'utf8'));
-  } catch (e) {
-    return E.left(
-      e instanceof SyntaxError
-        ? new CheckpointError('bad-config', CHECKPOINT_FILES.config, `not valid JSON (${jsonSyntaxDetail(e)})`)
-        : io(path, e),
-    );
-  }
-  return fromHfConfig(json, CHECKPOINT_FILES.config);
-}
-
 /** The adapters' AdamW moments, shaped as the adapters' layers; second moments must be >= 0. */
 async function readMoments(
   path: string,
@@ -189,16 +184,8 @@ async function readMoments(
   const file = CHECKPOINT_FILES.optimizer;
   const index = await readSafetensorsIndex(path);
   if (E.isLeft(index)) return index;
-  const step = Number(index.right.metadata.step);
-  if (!Number.isSafeInteger(step) || step < 0)
-    return E.left(
-      new CheckpointError(
-        'bad-state',
-        '__metadata__.step',
-        `expected a step count, got ${index.right.metadata.step}`,
-        file,
-      ),
-    );
+  const step = optimizerStep(index.right.metadata);
+  if (E.isLeft(step)) return step;
   const wanted = new Map<string, readonly number[]>();
   for (const [name, t] of peftNames(layers)) {
     wanted.set(`exp_avg.${name}`, t.shape);
@@ -218,7 +205,9 @@ async function readMoments(
   const loaded = new Map<string, Tensor>();
   try {
     await streamTensors(index.right, [...wanted.keys()], (name, t) => {
-      const i = t.data.findIndex((x) => !Number.isFinite(x) || (name.startsWith('exp_avg_sq.') && x < 0));
+      const negative = negativeMoment(name, t);
+      if (negative) throw negative;
+      const i = t.data.findIndex((x) => !Number.isFinite(x));
       if (i >= 0) throw new CheckpointError('bad-state', name, `holds ${t.data[i]} at flat index ${i}`, file);
       loaded.set(name, tensor(Float32Array.from(t.data), t.shape, { dtype: 'f32', backend }));
     });
@@ -235,5 +224,5 @@ async function readMoments(
         ]),
       ),
     );
-  return E.right({ step, m: tree('exp_avg.'), v: tree('exp_avg_sq.') });
+  return E.right({ step: step.right, m: tree('exp_avg.'), v: tree('exp_avg_sq.') });
 }
