@@ -100,8 +100,8 @@ export function loraConfigProblem(c: LoraConfig): { field: keyof LoraConfig; why
 
 export const loraScaling = (c: LoraConfig): number => (c.useRslora ? c.alpha / Math.sqrt(c.r) : c.alpha / c.r);
 
-/** [out, in] of a module's base weight. */
-function moduleShape(config: TransformerConfig, module: LoraModule): [number, number] {
+/** [out, in] of a module's base weight (what its A and B adapt; the memory estimate counts them too). */
+export function moduleShape(config: TransformerConfig, module: LoraModule): [number, number] {
   const s = paramShapes(config).layers[0]![MODULE_WEIGHT[module]]!;
   return [s[0]!, s[1]!];
 }

@@ -1,7 +1,8 @@
 import { RlvrError } from '../core/errors.js';
 import { paramShapes } from './hf.js';
 import { headDim, type TransformerConfig } from './transformer.js';
-import { MODULE_WEIGHT, type LoraModule } from './adapters.js';
+import type { LoraModule } from './adapters.js';
+import { moduleShape } from './lora.js';
 
 /**
  * A training run's memory, estimated from the config before anything is allocated, so a run that cannot fit is
@@ -87,13 +88,8 @@ export function countParameters(config: TransformerConfig): number {
 }
 
 /** [out, in] of every adapted module of one layer. */
-function adaptedShapes(config: TransformerConfig, lora: RunLora): [number, number][] {
-  const layer = paramShapes(config).layers[0]!;
-  return lora.targetModules.map((m) => {
-    const [out, inp] = layer[MODULE_WEIGHT[m]]!;
-    return [out!, inp!];
-  });
-}
+const adaptedShapes = (config: TransformerConfig, lora: RunLora): [number, number][] =>
+  lora.targetModules.map((m) => moduleShape(config, m));
 
 /** The adapters' parameters: r (in + out) per adapted module and layer. */
 export function countLoraParameters(config: TransformerConfig, lora: RunLora): number {
