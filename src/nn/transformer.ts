@@ -287,12 +287,9 @@ export function hiddenStates(
     // One scope per layer: a forward without a tape (sampling, scoring a reference) frees each layer's
     // intermediates as it goes; under a tape nothing changes (the tape holds what its rules need).
     const out = tidy(() => {
-      const adapters = lora ? adapterOf(lora, l) : null;
-      const a = attention(p, reshape(h, [b * t, config.dModel]), ctx, cache?.layers[l], adapters);
-      const mid = addRmsNorm(x, reshape(a.out, [b, t, config.dModel]), p.mlpNorm, config.rmsEps);
+      const a = block(p, x, h, ctx, cache?.layers[l], lora ? adapterOf(lora, l) : null);
       const next = params.layers[l + 1]?.attnNorm ?? params.finalNorm;
-      const mlp = reshape(swiGlu(p, reshape(mid.normed, [b * t, config.dModel]), adapters), [b, t, config.dModel]);
-      const end = addRmsNorm(mid.sum, mlp, next, config.rmsEps);
+      const end = addRmsNorm(a.sum, a.mlp, next, config.rmsEps);
       return { x: end.sum, h: end.normed, k: a.k, v: a.v };
     });
     layers.push({ k: out.k, v: out.v });
@@ -315,21 +312,18 @@ function rematLayers(
   ctx: AttentionContext,
   lora: { weights: LoraWeights; rng: Rng | null } | null,
 ): Tensor {
-  const { config, b, t } = ctx;
+  const { config } = ctx;
   let x = embedded;
   params.layers.forEach((p, l) => {
     const adapters = lora ? adapterOf(lora, l) : null;
     const seed = adapters?.rng && adapters.dropout > 0 ? adapters.rng.nextU32() : null;
-    const block = (a: { x: Tensor; p: LayerParams; lora: LoraLayer | null; rope: typeof ctx.rope; bias?: Tensor }) => {
+    const layer = (a: { x: Tensor; p: LayerParams; lora: LoraLayer | null; rope: typeof ctx.rope; bias?: Tensor }) => {
       const layerCtx: AttentionContext = { ...ctx, rope: a.rope, bias: a.bias };
       const ad = adapters && a.lora ? { ...adapters, layer: a.lora, rng: seed === null ? null : new Rng(seed) } : null;
-      const h = rmsNorm(a.x, a.p.attnNorm, config.rmsEps);
-      const { out } = attention(a.p, reshape(h, [b * t, config.dModel]), layerCtx, undefined, ad);
-      const mid = addRmsNorm(a.x, reshape(out, [b, t, config.dModel]), a.p.mlpNorm, config.rmsEps);
-      const mlp = reshape(swiGlu(a.p, reshape(mid.normed, [b * t, config.dModel]), ad), [b, t, config.dModel]);
-      return add(mid.sum, mlp);
+      const out = block(a.p, a.x, rmsNorm(a.x, a.p.attnNorm, config.rmsEps), layerCtx, undefined, ad);
+      return add(out.sum, out.mlp);
     };
-    x = checkpoint(block)({
+    x = checkpoint(layer)({
       x,
       p,
       lora: adapters?.layer ?? null,
@@ -338,6 +332,26 @@ function rematLayers(
     });
   });
   return rmsNorm(x, params.finalNorm, config.rmsEps);
+}
+
+/**
+ * One block up to its MLP's output: attention of the normed input h [B, T, D] (keys and values with `cached`'s),
+ * the residual sum x + attention and its RMSNorm (fused), and the MLP of that. The caller adds the MLP's output to
+ * `sum`, fused with the next norm (the plain path) or not (under `checkpoint`).
+ */
+function block(
+  p: LayerParams,
+  x: Tensor,
+  h: Tensor,
+  ctx: AttentionContext,
+  cached: { k: Tensor; v: Tensor } | undefined,
+  lora: LayerAdapters | null,
+): { sum: Tensor; mlp: Tensor; k: Tensor; v: Tensor } {
+  const { config, b, t } = ctx;
+  const a = attention(p, reshape(h, [b * t, config.dModel]), ctx, cached, lora);
+  const mid = addRmsNorm(x, reshape(a.out, [b, t, config.dModel]), p.mlpNorm, config.rmsEps);
+  const mlp = reshape(swiGlu(p, reshape(mid.normed, [b * t, config.dModel]), lora), [b, t, config.dModel]);
+  return { sum: mid.sum, mlp, k: a.k, v: a.v };
 }
 
 interface AttentionContext {
