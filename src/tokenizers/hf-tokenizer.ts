@@ -420,7 +420,7 @@ function boundedRender(file: string, total: RenderTime, render: () => unknown): 
 }
 
 /**
- * Every regular expression of tokenizer.json (a Split pre-tokenizer's, a Replace normalizer's or decoder's: any
+ * Every regular expression of tokenizer.json (a Split pre-tokenizer's, a Replace normalizer's or decoder's, every
  * `pattern: { Regex }`) is code from the model directory that the library runs on every text. A pattern that
  * backtracks without bound (`(?:.*?){20}\u0000` made a 1-step run take 142 s) cannot be stopped once running, nor
  * can a signal be heard meanwhile. The choice: rather than refuse a class of patterns by their shape (nested

@@ -145,7 +145,7 @@ export function adamwMany(
   const perChunk = Math.max(1, Math.floor((storageLimit(rt) - 1) / 7));
   const clip = sumSq !== null && h.maxNorm !== undefined;
   const indices = params.map((_, i) => i).filter((i) => sizeOf(params[i]!.shape) > 0);
-  // Without clipping the kernel never reads sum_sq: any f32 tensor fills the binding.
+  // Without clipping the kernel never reads sum_sq, so whichever f32 tensor is at hand fills the binding.
   const sumBinding = sumSq ?? params[indices[0] ?? 0]!;
   for (const chunk of chunks(indices, perChunk)) {
     const largest = Math.max(...chunk.map((i) => sizeOf(params[i]!.shape)));
