@@ -9,7 +9,7 @@ import { crashPoint } from '../platform/host.js';
 import { FileSystemError } from '../platform/errors.js';
 import { access, join, writeFile } from '../platform/files.js';
 import type { LoraLayer, LoraModule } from './adapters.js';
-import { resolveDir, writeDirAtomic } from './atomic-dir.js';
+import { writeDirAtomic } from './atomic-dir.js';
 import {
   CHECKPOINT_FILES,
   FORMAT,
@@ -18,7 +18,6 @@ import {
   negativeMoment,
   openDir,
   optimizerStep,
-  READ_TRIES,
   readCheckpointConfig,
   readGeneration,
 } from './checkpoint.js';
@@ -92,17 +91,15 @@ export function saveLoraCheckpoint(
   );
 }
 
-/** Whether a checkpoint directory is a LoRA run's (it holds an adapter config). */
+/** Whether a checkpoint directory is a LoRA run's: its generation, read whole as a load reads it, has an adapter config. */
 export async function isLoraCheckpoint(dir: string): Promise<boolean> {
-  // The answer of a generation that the link still names at the end (one replaced meanwhile may have lost its files).
-  for (let attempt = 0; ; attempt++) {
-    const resolved = await resolveDir(dir).catch(() => dir);
-    const found = await access(join(resolved, ADAPTER_FILES.config)).then(
-      () => true,
-      () => false,
+  const holdsAdapter = (resolved: string) => () =>
+    access(join(resolved, ADAPTER_FILES.config)).then(
+      () => E.right(true),
+      () => E.right(false),
     );
-    if (attempt + 1 >= READ_TRIES || (await resolveDir(dir).catch(() => dir)) === resolved) return found;
-  }
+  const found = await readGeneration(dir, holdsAdapter, () => undefined)();
+  return E.isRight(found) && found.right;
 }
 
 export interface LoraLoadOptions {
