@@ -12,8 +12,10 @@ import {
   TrainConfigError,
   treeLeaves,
   withReward,
+  BICC_CONTEXT_WARN_NATS,
   type MetricRecord,
   type TrainConfig,
+  type TrainWarning,
 } from '../../src/index.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
 import { TINY_RUN, tinyRun } from './helpers/tiny-run.js';
@@ -224,6 +226,31 @@ describe('a tiny training run', () => {
       // Rows are conditioned only in mixed groups (groups are equal in size), and some were.
       expect(rl.every((r) => Number(r.bicc_conditioned) <= Number(r.groups_mixed))).toBe(true);
       expect(rl.some((r) => Number(r.bicc_conditioned) > 0)).toBe(true);
+    }
+  });
+
+  it("BICC's two readings and the context warm-start run, record the log-ratio and warn once beyond the bound", async () => {
+    const task = withReward(additionTask(), (completion) => completion.length % 2);
+    for (const over of [
+      { biccRatio: 'conditioned-old' as const },
+      { biccRatio: 'conditioned-policy' as const, warmStartContextShare: 0.5 },
+    ]) {
+      const records: MetricRecord[] = [];
+      const warnings: TrainWarning[] = [];
+      await train(tinyRun({ objective: 'grpo', bicc: true, model: { ...TINY_RUN.model!, maxSeqLen: 40 }, ...over }), {
+        task,
+        onRecord: (r) => records.push(r),
+        onWarning: (w) => warnings.push(w),
+      });
+      const rl = records.filter((r) => r.phase === 'rl');
+      expect(rl.every(allFinite)).toBe(true);
+      const measured = rl.filter((r) => Number(r.bicc_conditioned) > 0);
+      expect(measured.length).toBeGreaterThan(0);
+      // Every step with a conditioned row records its log-ratio; the warning comes once, at the first step beyond.
+      for (const r of measured) expect(Number.isFinite(r.bicc_log_ratio)).toBe(true);
+      const beyond = measured.filter((r) => Math.abs(Number(r.bicc_log_ratio)) > BICC_CONTEXT_WARN_NATS);
+      const said = warnings.filter((w) => w.kind === 'bicc-context');
+      expect(said.map((w) => w.step)).toEqual(beyond.slice(0, 1).map((r) => r.step));
     }
   });
 

@@ -51,6 +51,11 @@ const NUMBER_FLAGS: readonly NumberFlag[] = [
   },
   { flag: 'warm-start-batch-size', key: 'warmStartBatchSize', help: 'worked solutions per warm-start step' },
   { flag: 'warm-start-learning-rate', key: 'warmStartLearningRate', help: 'warm-start peak learning rate' },
+  {
+    flag: 'warm-start-context-share',
+    key: 'warmStartContextShare',
+    help: "share of warm-start examples with BICC's context before the query",
+  },
   { flag: 'eval-every', key: 'evalEvery', help: 'evaluate every N RL steps', note: 'only before and after RL' },
   { flag: 'eval-prompts', key: 'evalPrompts', help: 'held-out prompts per evaluation' },
   { flag: 'eval-k', key: 'evalK', help: 'k of avg@k and pass@k' },
@@ -98,7 +103,7 @@ const OBJECTIVE_HELP: Readonly<Record<string, [string, string]>> = {
 
 const STRING_FLAGS = [
   ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'],
-  ...['model', 'dataset', 'save-dtype', 'bicc-placement', 'digits', 'lora-target-modules', 'adapter'],
+  ...['model', 'dataset', 'save-dtype', 'bicc-placement', 'bicc-ratio', 'digits', 'lora-target-modules', 'adapter'],
 ] as const;
 
 /** LoRA's numbers, as peft names them (`r`, `lora_alpha`, `lora_dropout`); any LoRA flag turns LoRA on. */
@@ -135,6 +140,7 @@ export const TRAIN_USAGE = [
   row('--rcc-delta sum|mean', `RCC's per-rollout log-ratio over tokens (default ${d.rccDelta})`),
   row('--bicc', 'score rollouts under bilateral context conditioning (off unless given)'),
   row('--bicc-placement WHERE', `BICC's traces before-query|after-query (default ${d.biccPlacement})`),
+  row('--bicc-ratio SIDE', `BICC conditions conditioned-policy|conditioned-old (default ${d.biccRatio})`),
   row('--model DIR', 'start from a Hugging Face model directory (default: a new model);'),
   more('--output then ends with OUTPUT/model, a directory transformers loads'),
   row('--allow-non-finite-weights', 'load weights holding NaN/Inf (off unless given: refused, exit 3)'),
@@ -303,6 +309,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (str('save-dtype')) input.saveDtype = str('save-dtype');
   if (values.bicc) input.bicc = true;
   if (str('bicc-placement')) input.biccPlacement = str('bicc-placement');
+  if (str('bicc-ratio')) input.biccRatio = str('bicc-ratio');
   const digits = str('digits');
   if (digits !== undefined) {
     const parts = digits.split(',').map((x) => decimal(x.trim()));

@@ -39,6 +39,20 @@ export interface BiccOptions {
 }
 
 export type BiccPlacement = 'after-query' | 'before-query';
+
+/**
+ * Which side of the importance ratio BICC conditions on the inserted context (o a scored rollout, c its group's
+ * opposite-class traces, q the query):
+ * - 'conditioned-policy' (the paper's formula, the default): rho_t = pi_theta(o_t | c, q, o_<t) / pi_old(o_t | q, o_<t);
+ *   the policy is scored under the context and differentiated through it, pi_old and pi_ref stay on the plain
+ *   prompt (../shared/specs/objectives.md, "BICC").
+ * - 'conditioned-old' (what the authors' public code sets out to do: its trainer writes the conditioned pass where
+ *   pi_old is read): rho_t = pi_theta(o_t | q, o_<t) / pi_old(o_t | c, q, o_<t); the policy is scored on the plain
+ *   prompt, and pi_old is the sampling policy's log-probs under the context, computed once per step without a
+ *   gradient. Rows left plain (a group without both classes) keep the plain pi_old.
+ */
+export type BiccRatio = 'conditioned-policy' | 'conditioned-old';
+export const BICC_RATIOS: readonly BiccRatio[] = ['conditioned-policy', 'conditioned-old'];
 export const BICC_PLACEMENTS: readonly BiccPlacement[] = ['after-query', 'before-query'];
 
 export const BICC_DEFAULTS: BiccOptions = { contextShare: 0.4, threshold: 0.5, placement: 'after-query' };

@@ -6,6 +6,7 @@ import { seqLen, type SequenceBatch } from './batch.js';
 import { groupsOf, rowCompletion, rowPrompt, shareBudget, traceContent, tracesThatFit } from './bicc-layout.js';
 import { BiccError, parseBiccOptions, type BiccOptions } from './bicc-options.js';
 import { scoreLogProbs, type ScoreOptions } from './score.js';
+import { tidy } from '../core/scope.js';
 
 /**
  * BICC (Bilateral Context Conditioning) as a transformation of a batch at training time. Each positive rollout
@@ -30,9 +31,11 @@ export {
   BiccError,
   BICC_DEFAULTS,
   BICC_PLACEMENTS,
+  BICC_RATIOS,
   parseBiccOptions,
   type BiccOptions,
   type BiccPlacement,
+  type BiccRatio,
 } from './bicc-options.js';
 
 /** A plain batch with the host information BICC needs: each row's reward and group id. */
@@ -75,7 +78,7 @@ export const biccInput = (
   groupIds: rollouts.promptIndex,
 });
 
-function checkInput(input: BiccInput, config: Pick<TransformerConfig, 'maxSeqLen'>): void {
+function checkBatch(input: SequenceBatch, config: Pick<TransformerConfig, 'maxSeqLen'>): void {
   const { batchSize: b, promptLen: p, completionLen: c } = input;
   if (!(Number.isInteger(b) && b >= 1 && Number.isInteger(p) && p >= 1 && Number.isInteger(c) && c >= 0)) {
     throw new BiccError(
@@ -95,6 +98,11 @@ function checkInput(input: BiccInput, config: Pick<TransformerConfig, 'maxSeqLen
       t,
       `the plain batch (P + C = ${p} + ${c}) already exceeds maxSeqLen ${config.maxSeqLen}`,
     );
+}
+
+function checkInput(input: BiccInput, config: Pick<TransformerConfig, 'maxSeqLen'>): void {
+  checkBatch(input, config);
+  const b = input.batchSize;
   for (const f of ['rewards', 'groupIds'] as const) {
     const xs = input[f];
     if (xs.length !== b) throw new BiccError(f, xs.length, `must have one entry per row (${b})`);
@@ -137,47 +145,93 @@ export function conditionBatch(
   config: Pick<TransformerConfig, 'maxSeqLen' | 'vocabSize'>,
   options: Partial<BiccOptions> | Readonly<Record<string, unknown>> = {},
 ): ConditionedBatch {
-  const parsed = parseBiccOptions(options);
-  if (E.isLeft(parsed)) throw parsed.left;
-  const { room, budget, sep, threshold } = resolve(parsed.right, tokenizer, config);
-  const before = parsed.right.placement === 'before-query';
+  const opts = parseOrThrow(options);
+  resolve(opts, tokenizer, config); // option errors are named before input errors
   checkInput(input, config);
   const b = input.batchSize;
-  const c = input.completionLen;
-  const positive = input.rewards.map((r) => r > threshold);
-  const prompts = Array.from({ length: b }, (_, r) => rowPrompt(input, r));
+  const positive = input.rewards.map((r) => r > opts.threshold);
   const contents = Array.from({ length: b }, (_, r) => traceContent(rowCompletion(input, r), tokenizer.eos));
-  const newPrompts = [...prompts];
-  const traces: InsertedTrace[][] = prompts.map(() => []);
-  for (const rows of groupsOf(input.groupIds)) {
-    for (const r of rows) {
-      const opposite = rows.filter((o) => positive[o] !== positive[r]);
-      const rowRoom = Math.min(room, budget - prompts[r]!.length - c);
-      const k = tracesThatFit(opposite.length, rowRoom, sep.length);
-      if (k === 0) continue;
-      const used = opposite.slice(0, k);
-      const keep = shareBudget(
-        used.map((o) => contents[o]!.length),
-        rowRoom - (k + 1) * sep.length,
-      );
-      const context: number[] = [];
-      used.forEach((o, i) => {
-        for (const id of sep) context.push(id);
-        for (const id of contents[o]!.slice(0, keep[i]!)) context.push(id);
-        traces[r]!.push({ row: o, tokens: keep[i]! });
-      });
-      for (const id of sep) context.push(id);
-      newPrompts[r] = before ? [...context, ...prompts[r]!] : [...prompts[r]!, ...context];
-    }
-  }
-  const batch = assemble(input, newPrompts, tokenizer.pad);
+  const opposite: number[][] = Array.from({ length: b }, () => []);
+  for (const rows of groupsOf(input.groupIds))
+    for (const r of rows) opposite[r] = rows.filter((o) => positive[o] !== positive[r]);
+  const inserted = insertTraces(
+    input,
+    opposite.map((rows) => rows.map((o) => contents[o]!)),
+    tokenizer,
+    config,
+    opts,
+  );
   return {
-    batch,
-    conditioned: traces.map((ts) => ts.length > 0),
-    insertedTokens: newPrompts.map((pr, r) => pr.length - prompts[r]!.length),
-    traces,
+    batch: inserted.batch,
+    conditioned: inserted.kept.map((ks) => ks.length > 0),
+    insertedTokens: inserted.insertedTokens,
+    traces: inserted.kept.map((ks, r) => ks.map((tokens, i) => ({ row: opposite[r]![i]!, tokens }))),
     positive,
   };
+}
+
+/** A batch with context inserted before (or after) each row's query, and what went in. */
+export interface InsertedContext {
+  readonly batch: SequenceBatch;
+  /** Tokens inserted into each row (traces and separators), 0 for rows left plain. */
+  readonly insertedTokens: readonly number[];
+  /** For each row, how many tokens of each inserted trace were kept (the first k traces; [] for a plain row). */
+  readonly kept: readonly (readonly number[])[];
+}
+
+/**
+ * Insert the given traces (token ids, without a final EOS) into each row of a batch in BICC's layout (see the top
+ * of this file): the one door through which both the RL step's conditioned batch and the context-reading
+ * warm-start (`contextWarmStartBatch`) build their rows, so the policy is taught exactly the layout BICC scores
+ * under. A row with no traces, or no room for one token of one, stays plain. Pure.
+ */
+export function insertTraces(
+  input: SequenceBatch,
+  traces: readonly (readonly (readonly number[])[])[],
+  tokenizer: Tokenizer,
+  config: Pick<TransformerConfig, 'maxSeqLen' | 'vocabSize'>,
+  options: Partial<BiccOptions> | Readonly<Record<string, unknown>> = {},
+): InsertedContext {
+  const opts = parseOrThrow(options);
+  const { room, budget, sep } = resolve(opts, tokenizer, config);
+  const before = opts.placement === 'before-query';
+  checkBatch(input, config);
+  const b = input.batchSize;
+  if (traces.length !== b) throw new BiccError('traces', traces.length, `must have one list per row (${b})`);
+  const c = input.completionLen;
+  const prompts = Array.from({ length: b }, (_, r) => rowPrompt(input, r));
+  const newPrompts = [...prompts];
+  const kept: number[][] = prompts.map(() => []);
+  for (let r = 0; r < b; r++) {
+    const candidates = traces[r]!;
+    const rowRoom = Math.min(room, budget - prompts[r]!.length - c);
+    const k = tracesThatFit(candidates.length, rowRoom, sep.length);
+    if (k === 0) continue;
+    const used = candidates.slice(0, k);
+    const keep = shareBudget(
+      used.map((t) => t.length),
+      rowRoom - (k + 1) * sep.length,
+    );
+    const context: number[] = [];
+    used.forEach((t, i) => {
+      for (const id of sep) context.push(id);
+      for (const id of t.slice(0, keep[i]!)) context.push(id);
+      kept[r]!.push(keep[i]!);
+    });
+    for (const id of sep) context.push(id);
+    newPrompts[r] = before ? [...context, ...prompts[r]!] : [...prompts[r]!, ...context];
+  }
+  return {
+    batch: assemble(input, newPrompts, tokenizer.pad),
+    insertedTokens: newPrompts.map((pr, r) => pr.length - prompts[r]!.length),
+    kept,
+  };
+}
+
+function parseOrThrow(options: Partial<BiccOptions> | Readonly<Record<string, unknown>>): BiccOptions {
+  const parsed = parseBiccOptions(options);
+  if (E.isLeft(parsed)) throw parsed.left;
+  return parsed.right;
 }
 
 /** Left-pad the new prompts to a common width P' >= P and copy each row's completion block verbatim. */
@@ -220,4 +274,82 @@ export function biccLogProbs(
   opts: ScoreOptions = {},
 ): Tensor {
   return scoreLogProbs(params, config, 'batch' in conditioned ? conditioned.batch : conditioned, opts);
+}
+
+/**
+ * log pi(o | c, q) of the completion tokens under the conditioned context, without a gradient, read to the host
+ * ([B, C] row-major, 0 where masked): with the sampling policy's parameters this is the conditioned pi_old of the
+ * 'conditioned-old' reading, and what `contextLogRatio` compares with the plain pi_old.
+ */
+export async function conditionedOldLogProbs(
+  params: TransformerParams,
+  config: TransformerConfig,
+  conditioned: ConditionedBatch,
+  opts: Pick<ScoreOptions, 'temperature' | 'remat'> = {},
+): Promise<Float32Array> {
+  const logProbs = tidy(() => scoreLogProbs(params, config, conditioned.batch, opts));
+  const values = Float32Array.from(await logProbs.data());
+  logProbs.dispose();
+  return values;
+}
+
+/** How differently the policy scores a completion after the inserted context: per-token log pi(o|q) - log pi(o|c, q). */
+export interface ContextLogRatio {
+  /** Mean over the completion tokens of the conditioned rows (NaN when no row was conditioned). */
+  readonly mean: number;
+  /** Mean of its absolute value over the same tokens. */
+  readonly meanAbs: number;
+  /**
+   * log of the mean per-token ratio pi(o|q) / pi(o|c, q) over the same tokens: dominated by the tokens the context
+   * moves most (the figure issue 29 quotes from the first BICC runs, mean ratios of 5e3 to 1e5).
+   */
+  readonly logMeanRatio: number;
+  /** The mean over the positive rows' tokens, and over the negative rows' (NaN where there are none). */
+  readonly positive: number;
+  readonly negative: number;
+  /** Completion tokens of the conditioned rows. */
+  readonly tokens: number;
+}
+
+/**
+ * The per-token log-ratio log pi(o_t | q, o_<t) - log pi(o_t | c, q, o_<t) over the conditioned rows' completion
+ * tokens, from the plain and the conditioned log-probs of the same policy ([B, C] each, the completion mask [B, C]).
+ * Near 0: the policy reads the inserted context as the same task, and BICC sharpens the objective; large: under the
+ * context it is another distribution, and BICC changes the objective (issue 29).
+ */
+export function contextLogRatio(
+  plain: ArrayLike<number>,
+  conditionedLogProbs: ArrayLike<number>,
+  mask: ArrayLike<number>,
+  conditioned: Pick<ConditionedBatch, 'conditioned' | 'positive'>,
+): ContextLogRatio {
+  const b = conditioned.conditioned.length;
+  const c = b === 0 ? 0 : mask.length / b;
+  const acc = { all: [0, 0, 0], pos: [0, 0], neg: [0, 0] };
+  const diffs: number[] = [];
+  for (let r = 0; r < b; r++) {
+    if (!conditioned.conditioned[r]) continue;
+    const side = conditioned.positive[r] ? acc.pos : acc.neg;
+    for (let j = 0; j < c; j++) {
+      const m = mask[r * c + j]!;
+      if (m === 0) continue;
+      const d = plain[r * c + j]! - conditionedLogProbs[r * c + j]!;
+      diffs.push(d);
+      acc.all[0]! += d;
+      acc.all[1]! += Math.abs(d);
+      acc.all[2]! += 1;
+      side[0]! += d;
+      side[1]! += 1;
+    }
+  }
+  const n = acc.all[2]!;
+  const top = diffs.reduce((m, d) => Math.max(m, d), Number.NEGATIVE_INFINITY);
+  return {
+    mean: acc.all[0]! / n,
+    meanAbs: acc.all[1]! / n,
+    logMeanRatio: n === 0 ? Number.NaN : top + Math.log(diffs.reduce((s, d) => s + Math.exp(d - top), 0) / n),
+    positive: acc.pos[0]! / acc.pos[1]!,
+    negative: acc.neg[0]! / acc.neg[1]!,
+    tokens: n,
+  };
 }

@@ -15,15 +15,23 @@ export { pickToken } from './sampling.js';
 export { sftLoss, sftBatch, sftExamples, type SftExample } from './sft.js';
 export {
   conditionBatch,
+  insertTraces,
+  conditionedOldLogProbs,
+  contextLogRatio,
   biccLogProbs,
   biccInput,
   parseBiccOptions,
   BiccError,
   BICC_DEFAULTS,
   BICC_PLACEMENTS,
+  BICC_RATIOS,
+  type BiccRatio,
+  type ContextLogRatio,
+  type InsertedContext,
   type BiccOptions,
   type BiccPlacement,
   type BiccInput,
   type ConditionedBatch,
   type InsertedTrace,
 } from './bicc.js';
+export { contextWarmStartBatch, nearMiss, type ContextWarmStartOptions } from './bicc-warm-start.js';

@@ -8,7 +8,7 @@ import { MAX_THREADS } from '../core/backend.js';
 import { TASK_NAMES, type Digits, type TaskName } from '../tasks/registry.js';
 
 export { TASK_NAMES, type Digits, type TaskName };
-import { BICC_PLACEMENTS, type BiccPlacement } from '../rl/bicc-options.js';
+import { BICC_PLACEMENTS, BICC_RATIOS, type BiccPlacement, type BiccRatio } from '../rl/bicc-options.js';
 import { LORA_DEFAULTS, loraConfigProblem, parseTargetModules, type LoraConfig } from '../nn/lora.js';
 import {
   anyRecord,
@@ -60,6 +60,11 @@ export interface TrainConfig {
   readonly biccContextShare: number;
   /** Where BICC inserts the opposite-class traces: before the query (default; see `BiccOptions.placement`) or after it. */
   readonly biccPlacement: BiccPlacement;
+  /**
+   * Which side of the ratio BICC conditions: the policy (the paper's formula, default) or pi_old (what the
+   * authors' code sets out to do); see `BiccRatio`.
+   */
+  readonly biccRatio: BiccRatio;
   /** Where the run's tensors live, by registry name; `train` opens it unless given a backend. */
   readonly backend: BackendName;
   /** The CPU backend's threads, 1..MAX_THREADS (null: RLVR_THREADS, else the machine's cores); results do not depend on it. */
@@ -74,6 +79,11 @@ export interface TrainConfig {
    */
   readonly warmStartUntil: number | null;
   readonly warmStartBatchSize: number;
+  /**
+   * Share of the warm-start's examples that get BICC-style context (opposite-class traces of a simulated group, in
+   * BICC's layout) before the query, so that the policy learns to solve the query whatever precedes it (0: none).
+   */
+  readonly warmStartContextShare: number;
   readonly warmStartLearningRate: number;
   /** RL steps (each: sample, score, num_iterations epochs of updates). */
   readonly steps: number;
@@ -142,6 +152,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   bicc: false,
   biccContextShare: 0.4,
   biccPlacement: 'before-query',
+  biccRatio: 'conditioned-policy',
   backend: 'cpu',
   threads: null,
   seed: 0,
@@ -149,6 +160,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   warmStartSteps: 450,
   warmStartUntil: null,
   warmStartBatchSize: 64,
+  warmStartContextShare: 0,
   warmStartLearningRate: 3e-3,
   steps: 120,
   promptsPerStep: 16,
@@ -252,6 +264,7 @@ const SPEC: Spec<TrainConfig> = {
   bicc: bool,
   biccContextShare: openUnit,
   biccPlacement: oneOf(BICC_PLACEMENTS),
+  biccRatio: oneOf(BICC_RATIOS),
   backend: oneOf(BACKEND_NAMES),
   threads: nullable(
     num((x) => Number.isInteger(x) && x >= 1 && x <= MAX_THREADS, `must be an integer in 1..${MAX_THREADS}`),
@@ -261,6 +274,7 @@ const SPEC: Spec<TrainConfig> = {
   warmStartSteps: nonNegativeInt,
   warmStartUntil: nullable(unitHalfOpen),
   warmStartBatchSize: positiveInt,
+  warmStartContextShare: num((x) => x >= 0 && x <= 1, 'must be in [0, 1]'),
   warmStartLearningRate: positive,
   steps: nonNegativeInt,
   promptsPerStep: positiveInt,

@@ -14,6 +14,7 @@ export {
   train,
   taskFor,
   NO_SIGNAL_WARN_STEPS,
+  BICC_CONTEXT_WARN_NATS,
   WARM_START_CHECK_EVERY,
   WARM_START_VALIDATION,
   type TrainOptions,

@@ -4,11 +4,11 @@
  * batch transform (each rollout scored under its group's opposite-class rollouts). `updatePolicy` takes what they
  * give; the step's record says what they did.
  */
-import type { TransformerConfig } from '../nn/transformer.js';
+import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 import { groupLayout, groupMean } from '../objectives/groups.js';
 import { rccAdvantages, rccBaseline, sequenceDeltas } from '../objectives/rcc.js';
 import { selectRows, type SequenceBatch } from '../rl/batch.js';
-import { biccInput, conditionBatch } from '../rl/bicc.js';
+import { biccInput, conditionBatch, conditionedOldLogProbs, contextLogRatio } from '../rl/bicc.js';
 import type { Rollouts } from '../rl/sampler.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import type { TrainConfig } from './config.js';
@@ -18,7 +18,12 @@ export interface Interventions {
   readonly advantages: readonly number[] | null;
   /** BICC's conditioned batch's rows for a minibatch, or null for the plain layout. */
   readonly scoredBatch: ((rows: readonly number[]) => SequenceBatch) | null;
-  /** For the step's record: how far RCC moved the baselines, the share of rows BICC conditioned. */
+  /** BICC's 'conditioned-old' reading: pi_old under the context ([B, C]; plain rows keep theirs), or null. */
+  readonly oldLogProbs: Float32Array | null;
+  /**
+   * For the step's record: how far RCC moved the baselines; the share of rows BICC conditioned and the per-token
+   * log pi_old(o|q) - log pi_old(o|c, q) on them (mean, mean absolute, positive and negative rows).
+   */
   readonly record: Readonly<Record<string, number>>;
 }
 
@@ -27,14 +32,15 @@ export interface Interventions {
  * batch). `signal` is what the objective learns from (the rewards, or a spec's fault); `rewards` what the record
  * reports.
  */
-export function interventions(
+export async function interventions(
   cfg: TrainConfig,
   rollouts: Rollouts,
   rewards: readonly number[],
   signal: readonly number[],
   tokenizer: Tokenizer,
   config: TransformerConfig,
-): Interventions {
+  params: TransformerParams,
+): Promise<Interventions> {
   const deltas =
     cfg.advantage === 'rcc'
       ? sequenceDeltas(
@@ -45,8 +51,9 @@ export function interventions(
           cfg.rccDelta,
         )
       : null;
-  // BICC (training only): each rollout is scored under [query; opposite-class rollouts of its group] while pi_old
-  // and pi_ref stay on the plain context. One conditioned batch per step; minibatches take its rows.
+  // BICC (training only): each rollout is scored under [opposite-class rollouts of its group; query]. One
+  // conditioned batch per step; with the paper's reading minibatches take its rows and pi_old and pi_ref stay on
+  // the plain context; with 'conditioned-old' the policy is scored on the plain rows and pi_old under the context.
   const cond = cfg.bicc
     ? conditionBatch(biccInput(rollouts, signal), tokenizer, config, {
         contextShare: cfg.biccContextShare,
@@ -54,14 +61,45 @@ export function interventions(
         placement: cfg.biccPlacement,
       })
     : null;
+  // The sampling policy under the context, once per step: what the 'conditioned-old' reading divides by, and what
+  // the log-ratio record compares with the plain pi_old under either reading.
+  const condOld = cond
+    ? await conditionedOldLogProbs(params, config, cond, {
+        temperature: rollouts.scoringTemperature,
+        remat: cfg.gradientCheckpointing,
+      })
+    : null;
+  const ratio = cond && condOld && contextLogRatio(rollouts.oldLogProbs, condOld, rollouts.completionMask, cond);
+  const conditionedOld = cfg.biccRatio === 'conditioned-old';
   return {
     advantages: deltas && rccAdvantages(signal, deltas, rollouts.promptIndex),
-    scoredBatch: cond && ((rows) => selectRows(cond.batch, rows)),
+    scoredBatch: cond && !conditionedOld ? (rows) => selectRows(cond.batch, rows) : null,
+    oldLogProbs: cond && condOld && conditionedOld ? mixRows(rollouts.oldLogProbs, condOld, cond.conditioned) : null,
     record: {
       ...(deltas ? { rcc_baseline_shift: rccBaselineShift(rewards, deltas, rollouts.promptIndex) } : {}),
       ...(cond ? { bicc_conditioned: cond.conditioned.filter(Boolean).length / cond.conditioned.length } : {}),
+      // Only finite figures: no conditioned row (or no row of a class) leaves its figure out of the record.
+      ...(ratio && ratio.tokens > 0
+        ? {
+            bicc_log_ratio: ratio.mean,
+            bicc_abs_log_ratio: ratio.meanAbs,
+            bicc_log_mean_ratio: ratio.logMeanRatio,
+          }
+        : {}),
+      ...(ratio && Number.isFinite(ratio.positive) ? { bicc_log_ratio_pos: ratio.positive } : {}),
+      ...(ratio && Number.isFinite(ratio.negative) ? { bicc_log_ratio_neg: ratio.negative } : {}),
     },
   };
+}
+
+/** Row r of `conditioned` where `use[r]`, else of `plain` ([B, C] each). */
+function mixRows(plain: Float32Array, conditioned: Float32Array, use: readonly boolean[]): Float32Array {
+  const c = plain.length / use.length;
+  const out = Float32Array.from(plain);
+  use.forEach((u, r) => {
+    if (u) out.set(conditioned.subarray(r * c, (r + 1) * c), r * c);
+  });
+  return out;
 }
 
 /** Mean |b_RCC - mean r| over the step's groups: how far RCC moved the baseline from GRPO's group mean. */

@@ -28,6 +28,13 @@ import { STATE_METRIC } from './divergence.js';
 /** RL steps in a row without a group of mixed rewards before the trainer warns. */
 export const NO_SIGNAL_WARN_STEPS = 5;
 
+/**
+ * The mean per-token log-ratio, plain pi_old over conditioned pi_old, beyond which the trainer says that BICC's
+ * context is not read as the same task. A policy that has learned to read context stays within about 1 nat on the
+ * addition task (docs/results/bicc-context/); one that has never seen a prefix is at 8.5 to 11.5 (issue 29).
+ */
+export const BICC_CONTEXT_WARN_NATS = 2;
+
 function rlSettings(cfg: TrainConfig): (step: number) => AdamWSettings {
   const totalUpdates =
     cfg.steps * cfg.numIterations * Math.ceil(cfg.promptsPerStep / (cfg.groupsPerMinibatch ?? cfg.promptsPerStep));
@@ -81,7 +88,16 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
     completions,
     rewards,
   });
-  const applied = interventions(cfg, rollouts, rewards, signal, run.tokenizer, run.config);
+  const applied = await interventions(
+    cfg,
+    rollouts,
+    rewards,
+    signal,
+    run.tokenizer,
+    run.config,
+    run.stale ?? run.params,
+  );
+  warnContextNotRead(run, hooks, applied.record);
   const sampledAt = performance.now();
   const settings = rlSettings(cfg);
   const rlStepIndex = run.at.step;
@@ -90,7 +106,7 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
       { params: run.params, opt: run.opt },
       run.config,
       {
-        rollouts,
+        rollouts: applied.oldLogProbs ? { ...rollouts, oldLogProbs: applied.oldLogProbs } : rollouts,
         rewards: signal,
         advantages: applied.advantages,
         objective: run.objective,
@@ -139,6 +155,22 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
   };
   emit(run, record, hooks);
   hooks.onProgress?.({ phase: 'rl', step: run.at.step, total: cfg.steps, record });
+}
+
+/** Say once per run when the policy scores completions after BICC's context as another distribution. */
+function warnContextNotRead(run: Run, hooks: TrainHooks, record: Readonly<Record<string, number>>): void {
+  const ratio = record.bicc_log_ratio;
+  if (run.biccContextWarned || ratio === undefined || Math.abs(ratio) <= BICC_CONTEXT_WARN_NATS) return;
+  run.biccContextWarned = true;
+  const step = run.at.step + 1;
+  const message =
+    `RL step ${step}: the policy scores completions after BICC's inserted context ${ratio.toFixed(1)} nats per ` +
+    `token ${ratio > 0 ? 'below' : 'above'} the plain prompt (bound ${BICC_CONTEXT_WARN_NATS}): it does not read the ` +
+    'context as the same task, so BICC changes the objective rather than sharpening it; a warm-start with ' +
+    '--warm-start-context-share (e.g. 0.5) teaches it to.';
+  const warning: TrainWarning = { kind: 'bicc-context', step, steps: 1, reward: Number.NaN, logRatio: ratio, message };
+  if (hooks.onWarning) hooks.onWarning(warning);
+  else console.warn(`warning: ${message}`);
 }
 
 /** Each reward r as (max + min) - r: centred rewards change sign, their spread and the range stay (RlFaults). */

@@ -74,14 +74,20 @@ export interface TrainHooks {
  * `skipped-companions`: the trained model was saved without some of the model directory's tokenizer or
  * generation files (`files`), because they are not regular files there (a symbolic link is never followed out of
  * the directory). Said once, after the save; `steps` is 0 and `reward` NaN.
+ *
+ * `bicc-context`: on a BICC step the mean per-token log pi_old(o|q) - log pi_old(o|c, q) over the conditioned rows
+ * (`logRatio`) was beyond BICC_CONTEXT_WARN_NATS: the policy does not read the inserted context as the same task,
+ * so BICC changes the objective rather than sharpening it. Said once per run; `steps` is 1 and `reward` NaN.
  */
 export interface TrainWarning {
-  readonly kind: 'no-signal' | 'skipped-companions';
+  readonly kind: 'no-signal' | 'skipped-companions' | 'bicc-context';
   /** The RL step the warning is about (1-based, as in the metrics). */
   readonly step: number;
   readonly steps: number;
   /** The mean reward over those steps. */
   readonly reward: number;
+  /** `bicc-context`: the step's mean per-token log-ratio, plain over conditioned. */
+  readonly logRatio?: number;
   /** `skipped-companions`: the files left out. */
   readonly files?: readonly string[];
   readonly message: string;
@@ -143,6 +149,8 @@ export interface Run {
   noSignal: { steps: number; reward: number; lo: number; hi: number } | null;
   /** Test only (`RlFaults.staleSampler`): the policy the RL phase started with. */
   stale: TransformerParams | null;
+  /** Whether the run has said that its policy does not read BICC's context as the same task (said once). */
+  biccContextWarned?: boolean;
 }
 
 export function setup(

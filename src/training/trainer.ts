@@ -73,7 +73,7 @@ import { rlStep } from './rl-phase.js';
 export type { RlFaults, RolloutView, TrainHooks, TrainWarning } from './run.js';
 export { DEFAULT_KEEP_RECORDS, taskFor } from './run.js';
 export { WARM_START_CHECK_EVERY, WARM_START_VALIDATION } from './warm-start.js';
-export { NO_SIGNAL_WARN_STEPS } from './rl-phase.js';
+export { NO_SIGNAL_WARN_STEPS, BICC_CONTEXT_WARN_NATS } from './rl-phase.js';
 
 export interface TrainResult {
   /** Where `params` live: `opts.backend`, or the one `train` opened from `cfg.backend` (the caller disposes it). */

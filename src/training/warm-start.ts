@@ -7,7 +7,8 @@ import { lrAt } from '../nn/schedule.js';
 import type { PyTree } from '../core/pytree.js';
 import { trainableOf, withTrainable } from '../nn/lora.js';
 import { sampleRollouts } from '../rl/sampler.js';
-import { sftBatch, sftExamples, sftLoss } from '../rl/sft.js';
+import { sftLoss } from '../rl/sft.js';
+import { contextWarmStartBatch } from '../rl/bicc-warm-start.js';
 import { sampleProblems } from '../tasks/task.js';
 import { readMetrics, type MetricRecord } from './metrics.js';
 import { emit, adoptOrSkip, updatedStateCheck, type Run, type TrainHooks } from './run.js';
@@ -48,8 +49,14 @@ export async function warmStartReached(run: Run, hooks: TrainHooks): Promise<boo
 export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> {
   const { cfg } = run;
   const t0 = performance.now();
-  const examples = sftExamples(run.task, sampleProblems(run.task, cfg.warmStartBatchSize, run.rng));
-  const batch = sftBatch(run.tokenizer, examples);
+  const problems = sampleProblems(run.task, cfg.warmStartBatchSize, run.rng);
+  // With warmStartContextShare, some examples carry BICC's context before the query (issue 29); at 0 this is the
+  // plain batch of worked solutions and draws nothing more from the run's generator.
+  const batch = contextWarmStartBatch(run.task, problems, run.tokenizer, run.config, run.rng, {
+    share: cfg.warmStartContextShare,
+    groupSize: cfg.numGenerations,
+    bicc: { contextShare: cfg.biccContextShare, placement: cfg.biccPlacement },
+  });
   const lr = lrAt(
     {
       peakLr: cfg.warmStartLearningRate,
