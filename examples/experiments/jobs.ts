@@ -52,6 +52,9 @@ export interface CurvePoint {
   readonly groupsMixed: number;
   readonly loss: number;
   readonly gradNorm: number;
+  /** Under BICC: the step's per-token log pi_old(o|q) - log pi_old(o|c, q) on conditioned rows, and its mean |.|. */
+  readonly biccLogRatio?: number;
+  readonly biccAbsLogRatio?: number;
 }
 
 export interface RlResult extends Timing, RanOn {
@@ -167,6 +170,9 @@ export async function runJob(job: Job, s: ScaleSettings, output: string): Promis
           groupsMixed: Number(x.groups_mixed),
           loss: Number(x.loss),
           gradNorm: Number(x.grad_norm),
+          ...(typeof x.bicc_log_ratio === 'number'
+            ? { biccLogRatio: x.bicc_log_ratio, biccAbsLogRatio: Number(x.bicc_abs_log_ratio) }
+            : {}),
         })),
         rlSeconds: rl.reduce((t, x) => t + Number(x.seconds), 0),
         ...elapsed(),

@@ -40,7 +40,7 @@ const { values } = parseArgs({
   },
 });
 
-const usage = `usage: node dist/examples/experiments/run.js [--grid all|pilot,objectives,ablations,sweep,groups,variance] [--seeds 0,1,2 (default: the scale's planned seeds)]
+const usage = `usage: node dist/examples/experiments/run.js [--grid all|pilot,objectives,ablations,sweep,groups,variance,context] [--seeds 0,1,2 (default: the scale's planned seeds)]
   [--scale small|large] [--output DIR (default runs/experiments-<scale>)] [--jobs N (default 2)] [--resume-grid]
   [--report-only] [--no-report] [--docs DIR (default docs)]`;
 if (values.help) {
