@@ -153,7 +153,9 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   const n = s.evalPrompts;
   const k = s.evalK;
   const study = s.tasks.find((t) => t.id === s.studyTask)!;
-  const evalSet = new Map(s.tasks.map((t) => [t.id, heldOutCounts(s, t, n)]));
+  const evalSet = new Map(
+    [...s.tasks, ...(s.contextTask ? [s.contextTask] : [])].map((t) => [t.id, heldOutCounts(s, t, n)]),
+  );
   /** n_eff of an evaluation on these tasks (of their average, for several: T² / Σ 1/n_eff). */
   const evalN = (tasks: readonly string[]): number =>
     tasks.length ** 2 / tasks.reduce((acc, id) => acc + 1 / evalSet.get(id)!.effective, 0);
@@ -813,6 +815,8 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
     }
   }
 
+  if (s.contextTask) contextSection(md, claims, ix, s, study, s.contextTask, evalN);
+
   // ---------------------------------------------------------------------------------------------------------
   md.push('## Gradient variance with and without RCC');
   md.push('');
@@ -1173,6 +1177,138 @@ function power(
       `the seeds behind each table: ${seedsRun}. The grid resumes with \`--resume-grid\` and more seeds.`,
   );
   md.push('');
+}
+
+/** A run's per-token BICC log-ratio at its first step with conditioned rows, and its mean over such steps. */
+function logRatios(r: RlResult): { first: number; mean: number } | null {
+  const xs = r.curve.flatMap((p) => (p.biccLogRatio === undefined ? [] : [p.biccLogRatio]));
+  return xs.length ? { first: xs[0]!, mean: mean(xs) } : null;
+}
+
+/** "mean (min to max)" of a list of nats, or "–". */
+const nats = (xs: readonly number[]): string =>
+  xs.length ? `${mean(xs).toFixed(2)} (${Math.min(...xs).toFixed(2)} to ${Math.max(...xs).toFixed(2)})` : '–';
+
+/**
+ * Issue 29: BICC's claims again where the policy has learned to read the inserted context (the `context` grid), both
+ * readings of the ratio, beside the plain warm-start's rows; the log-ratio says which regime each row ran in.
+ */
+function contextSection(
+  md: string[],
+  claims: Claim[],
+  ix: Index,
+  s: ScaleSettings,
+  plainTask: TaskSpec,
+  ctxTask: TaskSpec,
+  evalN: (tasks: readonly string[]) => number,
+): void {
+  const k = s.evalK;
+  md.push(`### BICC where the policy reads its context (${ctxTask.label})`);
+  md.push('');
+  md.push(
+    `The \`context\` grid repeats the BICC comparisons from a warm-start in which ${100 * (ctxTask.warmStartContextShare ?? 0)}% of the ` +
+      "supervised examples carry, before the query, the context BICC inserts (BICC's own layout and separators: near " +
+      'misses of the answer for a positive row, the worked solution for a negative one; `TrainConfig.warmStartContextShare`), ' +
+      'so that the policy learns to solve the query whatever precedes it; the rest of the protocol is unchanged. The ' +
+      "log-ratio is the per-token log π_old(o|q) − log π_old(o|c, q) over the conditioned rows' completion tokens, " +
+      "recorded at every BICC step: near 0 the policy reads the context as the same task; the plain warm-start's runs " +
+      "predate the record (–). Two readings of the ratio: the paper's, π_θ(o|c, q) / π_old(o|q), and the one the " +
+      'authors\' code sets out to compute, π_θ(o|q) / π_old(o|c, q) ("conditioned π_old").',
+  );
+  md.push('');
+  const warmRows = [plainTask, ctxTask].map((t) => {
+    const w = ix.warm(t.id);
+    return [
+      t.label,
+      `${w.length}`,
+      pct(w.map((r) => r.eval.passAt1)),
+      pct(w.map((r) => r.eval.avgAtK)),
+      w.some((r) => r.stepsTaken !== undefined) ? mean(w.map((r) => r.stepsTaken ?? NaN)).toFixed(0) : '–',
+    ];
+  });
+  md.push(markdownTable(['Warm-start', 'Seeds', 'held-out pass@1', `avg@${k}`, 'steps taken (mean)'], warmRows));
+  md.push('');
+  /** b's value minus a's, paired by seed over the seeds both have (null: none). */
+  const pairedBySeed = <R extends { seed: number }>(
+    ra: readonly R[],
+    rb: readonly R[],
+    f: (r: R) => number,
+  ): PairedComparison | null => {
+    const seeds = ra.map((r) => r.seed).filter((x) => rb.some((y) => y.seed === x));
+    return seeds.length
+      ? paired(
+          seeds.map((x) => f(rb.find((r) => r.seed === x)!)),
+          seeds.map((x) => f(ra.find((r) => r.seed === x)!)),
+        )
+      : null;
+  };
+  const warmDiff = pairedBySeed(ix.warm(plainTask.id), ix.warm(ctxTask.id), (r) => r.eval.passAt1);
+  const grpoDiff = pairedBySeed(ix.rl(plainTask.id, 'grpo'), ix.rl(ctxTask.id, 'grpo'), (r) => r.final.passAt1);
+  md.push(
+    `The context-reading warm-start against the plain one, paired by seed: held-out pass@1 after the warm-start ${describe(warmDiff)}; ` +
+      `after GRPO (no BICC) ${describe(grpoDiff)}.`,
+  );
+  md.push('');
+  const rows: [TaskSpec, string, string, string][] = [
+    [plainTask, 'grpo+bicc', 'grpo', 'GRPO + BICC vs GRPO'],
+    [plainTask, 'conspo+bicc', 'conspo', 'ConSPO + BICC vs ConSPO'],
+    [ctxTask, 'grpo+bicc', 'grpo', 'GRPO + BICC vs GRPO'],
+    [ctxTask, 'grpo+bicc-old', 'grpo', 'GRPO + BICC (conditioned π_old) vs GRPO'],
+    [ctxTask, 'conspo+bicc', 'conspo', 'ConSPO + BICC vs ConSPO'],
+    [ctxTask, 'conspo+bicc-old', 'conspo', 'ConSPO + BICC (conditioned π_old) vs ConSPO'],
+  ];
+  const table = rows.map(([t, a, b, label]) => {
+    const c1 = ix.compare(t.id, a, b, final('passAt1'));
+    const ck = ix.compare(t.id, a, b, final('avgAtK'));
+    const tol = noise(ix, t.id, b, 'passAt1', evalN([t.id]));
+    const ratios = ix.rl(t.id, a).flatMap((r) => {
+      const x = logRatios(r);
+      return x ? [x] : [];
+    });
+    return [
+      t.id === ctxTask.id ? 'context-reading' : 'plain',
+      label,
+      c1 ? `${signedPts(c1.meanDiff)} ± ${(100 * c1.stdDiff).toFixed(1)} (t ${fmtT(c1.t)})` : '–',
+      ck ? `${signedPts(ck.meanDiff)} ± ${(100 * ck.stdDiff).toFixed(1)}` : '–',
+      c1 ? `${c1.diffs.filter((d) => d >= -tol).length}/${c1.diffs.length}` : '–',
+      nats(ratios.map((x) => x.first)),
+      nats(ratios.map((x) => x.mean)),
+    ];
+  });
+  md.push(
+    markdownTable(
+      [
+        'Warm-start',
+        'Comparison',
+        'Δpass@1 (pts)',
+        `Δavg@${k}`,
+        'seeds within noise or better',
+        'log-ratio, first BICC step (nats)',
+        'log-ratio, mean over steps',
+      ],
+      table,
+    ),
+  );
+  md.push('');
+  md.push(
+    `"Within noise or better": seeds where BICC's pass@1 is at most one evaluation's binomial standard error (at the ` +
+      "baseline's mean rate) below its baseline's. Log-ratios: mean over seeds (min to max).",
+  );
+  md.push('');
+  for (const [a, b, what] of [
+    ['grpo+bicc', 'grpo', 'BICC adds accuracy over GRPO'],
+    ['grpo+bicc-old', 'grpo', 'BICC (conditioned π_old) adds accuracy over GRPO'],
+    ['conspo+bicc', 'conspo', 'BICC adds accuracy over ConSPO'],
+    ['conspo+bicc-old', 'conspo', 'BICC (conditioned π_old) adds accuracy over ConSPO'],
+  ] as const) {
+    const c = ix.compare(ctxTask.id, a, b, final('passAt1'));
+    claims.push({
+      claim: `${what} (pass@1, ${ctxTask.id}: a policy that reads its context)`,
+      paper: 'BICC: +0.8 (Qwen3-4B), +1.9 (Phi-4-mini) Math500',
+      here: describe(c),
+      verdict: c ? verdict(c, noise(ix, ctxTask.id, b, 'passAt1', evalN([ctxTask.id]))) : 'n/a',
+    });
+  }
 }
 
 /** The held-out set of a task: its distinct prompts and n_eff = (Σ c)² / Σ c² over their draw counts c. */
