@@ -1,0 +1,106 @@
+"""The package reproduces every golden batch the TypeScript objectives wrote (python/tests/golden, written by
+``npm run export:golden``): loss, every metric, and the gradient of the loss w.r.t. the log-probs (torch.autograd,
+f64), each to 1e-6 relative; RCC's sequence deltas and advantages likewise."""
+
+import os
+import sys
+import unittest
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from golden_util import REL_TOL, load, rel_err  # noqa: E402
+from rlvr_objectives import DEFAULTS, LOSSES, RolloutBatch, parse_config  # noqa: E402
+from rlvr_objectives.advantages import RCC_ADVANTAGES, rcc_advantages, sequence_deltas  # noqa: E402
+
+OBJECTIVES = ["grpo", "dapo", "dr_grpo", "gspo", "gmpo", "cispo", "sapo", "disco", "conspo"]
+MIN_CASES = 200
+
+
+def batch_of(raw, log_probs):
+    shape = (raw["b"], raw["t"])
+
+    def t(key):
+        return torch.tensor(raw[key], dtype=torch.float64).reshape(shape) if key in raw else None
+
+    return RolloutBatch(
+        log_probs=log_probs,
+        mask=t("mask"),
+        rewards=raw["rewards"],
+        group_ids=raw["groupIds"],
+        old_log_probs=t("oldLogProbs"),
+        ref_log_probs=t("refLogProbs"),
+        advantages=raw.get("advantages"),
+        lengths=raw.get("lengths"),
+        max_completion_length=raw.get("maxCompletionLength"),
+        num_items_in_batch=raw.get("numItemsInBatch"),
+    )
+
+
+def run_case(name, case):
+    """(loss, metrics, grad) of the Python objective on a golden case."""
+    raw = case["batch"]
+    lp = torch.tensor(raw["logProbs"], dtype=torch.float64).reshape(raw["b"], raw["t"]).requires_grad_(True)
+    loss, metrics = LOSSES[name](batch_of(raw, lp), case["config"], case["progress"])
+    (grad,) = torch.autograd.grad(loss, lp, allow_unused=True)
+    grad = torch.zeros_like(lp) if grad is None else grad
+    return loss.item(), {k: v.item() for k, v in metrics.items()}, grad.reshape(-1).tolist()
+
+
+class GoldenObjectives(unittest.TestCase):
+    worst = {}
+
+    def check_objective(self, name):
+        golden = load(name + ".json")
+        self.assertEqual(golden["objective"], name)
+        self.assertGreaterEqual(len(golden["cases"]), MIN_CASES)
+        # The Python defaults are the TypeScript ones.
+        self.assertEqual(DEFAULTS[name], golden["defaults"])
+        worst = 0.0
+        for i, case in enumerate(golden["cases"]):
+            # The full record the TypeScript parser returned parses to itself here.
+            self.assertEqual(parse_config(name, case["config"]), case["config"], "%s case %d config" % (name, i))
+            loss, metrics, grad = run_case(name, case)
+            where = "%s case %d" % (name, i)
+            errs = [("loss", rel_err(loss, case["loss"]))]
+            self.assertEqual(sorted(metrics), sorted(case["metrics"]), where + " metric names")
+            errs += [("metric " + k, rel_err(metrics[k], v)) for k, v in case["metrics"].items()]
+            self.assertEqual(len(grad), len(case["grad"]), where + " gradient size")
+            errs += [("grad[%d]" % j, rel_err(g, e)) for j, (g, e) in enumerate(zip(grad, case["grad"]))]
+            for what, err in errs:
+                self.assertLessEqual(err, REL_TOL, "%s: %s off by %.3g relative" % (where, what, err))
+                worst = max(worst, err)
+        GoldenObjectives.worst[name] = (len(golden["cases"]), worst)
+
+
+for _name in OBJECTIVES:
+    setattr(GoldenObjectives, "test_" + _name, lambda self, n=_name: self.check_objective(n))
+
+
+class GoldenRcc(unittest.TestCase):
+    def test_rcc(self):
+        golden = load("rcc.json")
+        self.assertEqual(golden["defaults"], RCC_ADVANTAGES)
+        self.assertGreaterEqual(len(golden["cases"]), MIN_CASES)
+        worst = 0.0
+        for i, case in enumerate(golden["cases"]):
+            deltas = sequence_deltas(case["oldLogProbs"], case["refLogProbs"], case["mask"], case["t"], case["mode"])
+            adv = rcc_advantages(case["rewards"], [d * case["scale"] for d in deltas], case["groupIds"],
+                                 case["options"])
+            for what, got, want in (("delta", deltas, case["deltas"]), ("advantage", adv, case["advantages"])):
+                self.assertEqual(len(got), len(want))
+                for j, (g, w) in enumerate(zip(got, want)):
+                    err = rel_err(g, w)
+                    self.assertLessEqual(err, REL_TOL, "rcc case %d %s[%d]: %r vs %r" % (i, what, j, g, w))
+                    worst = max(worst, err)
+        GoldenObjectives.worst["rcc"] = (len(golden["cases"]), worst)
+
+
+def tearDownModule():
+    for name, (n, worst) in sorted(GoldenObjectives.worst.items()):
+        sys.stderr.write("golden %-8s %4d cases, max relative error %.2e\n" % (name, n, worst))
+
+
+if __name__ == "__main__":
+    unittest.main()
