@@ -36,6 +36,9 @@ class RolloutBatch:
     lengths: Optional[Sequence[int]] = None
     max_completion_length: Optional[float] = None
     num_items_in_batch: Optional[float] = None
+    # DAPO's dynamic-sampling rows, when an engine decided them already (verl: ``rlvr_group`` marks the rows it drops);
+    # None: computed from the rewards, as the TypeScript does.
+    keep: Optional[Sequence[bool]] = None
 
 
 class _Prepared:
@@ -166,7 +169,10 @@ def grpo_loss(batch, cfg, progress=None):
     if cfg["overlong"] is not None:
         rewards = apply_soft_overlong(rewards, batch.lengths, cfg["overlong"])
     adv = _host_advantages(batch, cfg, rewards)
-    keep = dynamic_sampling_keep(list(batch.rewards), list(batch.group_ids)) if cfg["dynamicSampling"] else None
+    keep = None
+    if cfg["dynamicSampling"]:
+        keep = list(batch.keep) if batch.keep is not None else dynamic_sampling_keep(list(batch.rewards),
+                                                                                     list(batch.group_ids))
     rows = sum(1 for k in keep if k) if keep is not None else prep.b
     m = prep.mask * prep.column([1.0 if k else 0.0 for k in keep]) if keep is not None else prep.mask
     a = prep.column(adv)
