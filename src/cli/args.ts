@@ -11,6 +11,7 @@ import { OBJECTIVES, OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { TASKS } from '../tasks/registry.js';
 import { BACKEND_NAMES } from '../backends/registry.js';
 import { EXIT_CODE_HELP } from './exit-codes.js';
+import { ENGINES, type Engine, type ExportArgs } from './export-config.js';
 import { LORA_DEFAULTS, LORA_MODULES } from '../nn/lora.js';
 
 /**
@@ -335,4 +336,72 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (Object.keys(model).length > 0) input.model = model;
   if (Object.keys(objectiveOptions).length > 0) input.objectiveOptions = objectiveOptions;
   return parseTrainConfig(input as Partial<TrainConfig>);
+}
+
+export const EXPORT_USAGE = [
+  'usage: rlvr export-config --engine verl|prime-rl [--run DIR] [rlvr train options]',
+  '',
+  'Prints the configuration of another engine for the same objective and hyper-parameters, training with the',
+  "Python package python/rlvr_objectives (the project's objectives, proved equal on golden batches) from",
+  'OUTPUT/model, the Hub model a run wrote: verl, a shell script of Hydra overrides; prime-rl, a TOML file.',
+  '',
+  row('--engine verl|prime-rl', 'the engine (required)'),
+  row('--run DIR', "a run's --output: its objective, options, advantage and BICC are read from DIR/checkpoint"),
+  more('and the engine starts from DIR/model; the other settings come from the options below'),
+  row('rlvr train options', 'as for rlvr train (rlvr train --help); without --run, the model is'),
+  more('OUTPUT/model of --output, else --model'),
+  '',
+  'A setting with no equivalent in the engine is refused, naming its flag (exit 2).',
+  '',
+  'exit status:',
+  EXIT_CODE_HELP,
+].join('\n');
+
+/** `rlvr train` flags that a run's checkpoint records (its identity): given with --run they would contradict it. */
+const IDENTITY_FLAGS: readonly string[] = [
+  ...['task', 'digits', 'dataset', 'objective', 'advantage', 'rcc-delta', 'bicc'],
+  ...Object.keys(OBJECTIVE_NUMBER_FLAGS),
+  ...Object.keys(OBJECTIVE_STRING_FLAGS),
+];
+
+/**
+ * `rlvr export-config` arguments: `--engine` and `--run` (as `--name value` or `--name=value`), then every
+ * `rlvr train` option, parsed as `rlvr train` parses them. With `--run`, a flag the run's checkpoint records is
+ * refused (the run states its objective; the command would contradict it).
+ */
+export function parseExportArgs(argv: readonly string[]): E.Either<TrainConfigError, ExportArgs> {
+  const own: Record<'engine' | 'run', string | undefined> = { engine: undefined, run: undefined };
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    const name = (['engine', 'run'] as const).find((n) => token === `--${n}` || token.startsWith(`--${n}=`));
+    if (name === undefined) {
+      rest.push(token);
+      continue;
+    }
+    const eq = token.indexOf('=');
+    const value = eq >= 0 ? token.slice(eq + 1) : argv[++i];
+    if (value === undefined || value === '' || (eq < 0 && value.startsWith('--')))
+      return E.left(new TrainConfigError(`--${name}`, null, 'needs a value'));
+    if (own[name] !== undefined) return E.left(new TrainConfigError(`--${name}`, value, 'is given twice'));
+    own[name] = value;
+  }
+  if (own.engine === undefined)
+    return E.left(new TrainConfigError('--engine', null, `is required: one of ${ENGINES.join(', ')}`));
+  if (!(ENGINES as readonly string[]).includes(own.engine))
+    return E.left(new TrainConfigError('--engine', own.engine, `must be one of ${ENGINES.join(', ')}`));
+  if (own.run !== undefined) {
+    const clash = rest.find((t) => IDENTITY_FLAGS.some((f) => t === `--${f}` || t.startsWith(`--${f}=`)));
+    if (clash !== undefined)
+      return E.left(
+        new TrainConfigError(
+          clip(clash.split('=')[0]!),
+          null,
+          'is read from the run (--run): drop it from the command',
+        ),
+      );
+  }
+  return E.map((cfg: TrainConfig) => ({ engine: own.engine as Engine, run: own.run ?? null, cfg }))(
+    parseTrainArgs(rest),
+  );
 }

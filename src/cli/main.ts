@@ -2,7 +2,8 @@
 /** The command-line entry point (`rlvr`). */
 import * as E from 'fp-ts/lib/Either.js';
 import { join } from 'node:path';
-import { parseTrainArgs, TRAIN_USAGE } from './args.js';
+import { EXPORT_USAGE, parseExportArgs, parseTrainArgs, TRAIN_USAGE } from './args.js';
+import { exportConfig, resolveExport } from './export-config.js';
 import { createProgress } from './progress.js';
 import { heldOutLine, train } from '../training/trainer.js';
 import { OBJECTIVES } from '../objectives/registry.js';
@@ -15,9 +16,10 @@ import { CHILD_ENV, runQuietChild, wantsQuietGpu } from './quiet-gpu.js';
 const USAGE = `usage: rlvr <command> [options]
 
 commands:
-  train       warm-start then RL on a verifiable task (rlvr train --help)
-  info        the objectives and backends available
-  help        this text
+  train          warm-start then RL on a verifiable task (rlvr train --help)
+  export-config  the same run as a verl or prime-rl configuration (rlvr export-config --help)
+  info           the objectives and backends available
+  help           this text
 
 exit status:
 ${EXIT_CODE_HELP}`;
@@ -69,6 +71,28 @@ async function runTrain(argv: string[]): Promise<number> {
   return EXIT.ok;
 }
 
+async function runExportConfig(argv: string[]): Promise<number> {
+  if (argv.includes('--help') || argv.includes('-h')) {
+    console.log(EXPORT_USAGE);
+    return EXIT.ok;
+  }
+  const args = parseExportArgs(argv);
+  if (E.isLeft(args)) {
+    console.error(`rlvr export-config: ${escapeControls(args.left.message)}`);
+    return EXIT.usage;
+  }
+  const resolved = await resolveExport(args.right);
+  if (E.isLeft(resolved)) throw resolved.left;
+  const { engine, cfg, target } = resolved.right;
+  const out = exportConfig(engine, cfg, target);
+  if (E.isLeft(out)) {
+    console.error(`rlvr ${escapeControls(out.left.message)}`);
+    return EXIT.usage;
+  }
+  process.stdout.write(out.right);
+  return EXIT.ok;
+}
+
 /**
  * SIGINT and SIGTERM ask the run to stop at the next step boundary (the trainer saves and ends with an
  * InterruptedError: one line, exit 5); a second signal stops at once (the last checkpoint is whole: saves are
@@ -101,6 +125,8 @@ async function main(argv: string[]): Promise<number> {
   switch (command) {
     case 'train':
       return runTrain(rest);
+    case 'export-config':
+      return runExportConfig(rest);
     case 'info':
       console.log(
         `objectives:\n${Object.entries(OBJECTIVES)

@@ -12,10 +12,10 @@ import {
   type Spec,
   str,
 } from '../core/validate.js';
-import { CHECKPOINT_FILES, type Json } from '../nn/checkpoint.js';
+import { CHECKPOINT_FILES, type Json, loadState, readGeneration } from '../nn/checkpoint.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { OBJECTIVE_NAMES } from '../objectives/registry.js';
-import { openRegular, stat } from '../platform/files.js';
+import { join, openRegular, stat } from '../platform/files.js';
 import { digitsCheck, TASK_NAMES } from './config.js';
 import type { EvalResult } from './evaluate.js';
 import type { DatasetIdentity, RunIdentity } from './resume-check.js';
@@ -199,4 +199,21 @@ async function lastTrainingLine(path: string, end: number): Promise<TrainingLine
   } finally {
     await h.close();
   }
+}
+
+/**
+ * The trainer state of the checkpoint at `dir` (a run's OUTPUT/checkpoint, full or LoRA), validated: what a run
+ * records of itself (`identity`: task, objective and its parsed options, advantage, BICC), read without loading
+ * any tensor (`rlvr export-config --run`). A checkpoint without one (a weights-only export) is a `CheckpointError`.
+ */
+export async function readTrainerState(dir: string): Promise<E.Either<CheckpointError, TrainerState>> {
+  const saved = await readGeneration(
+    dir,
+    (resolved) => loadState(join(resolved, CHECKPOINT_FILES.state)),
+    () => undefined,
+  )();
+  if (E.isLeft(saved)) return saved;
+  if (saved.right.trainerState === null)
+    return E.left(new CheckpointError('bad-state', 'trainerState', 'is missing (no run recorded it)', dir));
+  return parseTrainerState(saved.right.trainerState);
 }
