@@ -160,6 +160,21 @@ def _max_length(cfg, batch, prep):
     return prep.t
 
 
+def _token_loss(per_token, prep, cfg, batch, mask=None, rows=None):
+    """The per-token loss plus beta k3 (TRL adds the KL per token, before aggregation), aggregated by ``lossType``."""
+    if cfg["beta"] > 0:
+        per_token = per_token + k3(prep) * cfg["beta"]
+    return aggregate(per_token, prep.mask if mask is None else mask, cfg["lossType"], prep.b if rows is None else rows,
+                     _max_length(cfg, batch, prep), batch.num_items_in_batch)
+
+
+def _base_metrics(prep, rewards, group_ids, threshold=0.5):
+    """What every objective reports: the token metrics (length, ratio, KL) and the reward metrics."""
+    metrics = dict(_token_metrics(prep))
+    metrics.update(_reward_metrics(rewards, group_ids, prep, threshold))
+    return metrics
+
+
 def grpo_loss(batch, cfg, progress=None):
     """GRPO (Eqs. 3-4), and DAPO and Dr. GRPO as its configs: per token rho = exp(l - l_old),
     f = min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A) (Eq. 4), TRL's delta caps the unclipped rho, verl's
@@ -185,16 +200,12 @@ def grpo_loss(batch, cfg, progress=None):
         objective = surrogate
     else:
         objective = torch.where(a < 0, torch.maximum(surrogate, a * cfg["dualClip"]), surrogate)
-    per_token = -objective
-    if cfg["beta"] > 0:
-        per_token = per_token + k3(prep) * cfg["beta"]
-    loss = aggregate(per_token, m, cfg["lossType"], rows, _max_length(cfg, batch, prep), batch.num_items_in_batch)
+    loss = _token_loss(-objective, prep, cfg, batch, m, rows)
 
     r = ratio.detach()
     low = (r < 1 - cfg["epsilon"]).to(prep.dtype) * (a < 0).to(prep.dtype)
     high = (r > 1 + cfg["epsilonHigh"]).to(prep.dtype) * (a > 0).to(prep.dtype)
-    metrics = dict(_token_metrics(prep))
-    metrics.update(_reward_metrics(rewards, batch.group_ids, prep))
+    metrics = _base_metrics(prep, rewards, batch.group_ids)
     metrics.update({
         "clip_ratio/low_mean": masked_mean(low, m),
         "clip_ratio/high_mean": masked_mean(high, m),
@@ -216,17 +227,12 @@ def gspo_loss(batch, cfg, progress=None):
     seq_log_ratio = ((prep.logp - prep.old) * prep.mask).sum(1, keepdim=True) / prep.safe_lengths
     s = torch.exp(seq_log_ratio)
     objective = torch.minimum(s * a, _clamp(s, 1 - cfg["epsilon"], 1 + cfg["epsilonHigh"]) * a)
-    per_token = -objective
-    if cfg["beta"] > 0:
-        per_token = per_token + k3(prep) * cfg["beta"]
-    loss = aggregate(per_token, prep.mask, cfg["lossType"], prep.b, _max_length(cfg, batch, prep),
-                     batch.num_items_in_batch)
+    loss = _token_loss(-objective, prep, cfg, batch)  # [B, 1], broadcast over the row's tokens
     sd = s.detach()
     low = (sd < 1 - cfg["epsilon"]).to(prep.dtype) * (a < 0).to(prep.dtype)
     high = (sd > 1 + cfg["epsilonHigh"]).to(prep.dtype) * (a > 0).to(prep.dtype)
     non_empty = (prep.mask.sum(1, keepdim=True) > 0).to(prep.dtype)
-    metrics = dict(_token_metrics(prep))
-    metrics.update(_reward_metrics(batch.rewards, batch.group_ids, prep))
+    metrics = _base_metrics(prep, batch.rewards, batch.group_ids)
     metrics.update({
         "clip_ratio/low_mean": masked_mean(low, prep.mask),
         "clip_ratio/high_mean": masked_mean(high, prep.mask),
@@ -251,8 +257,7 @@ def gmpo_loss(batch, cfg, progress=None):
     if cfg["beta"] > 0:
         loss = loss + masked_mean(k3(prep), prep.mask) * cfg["beta"]
     clipped = (d_tilde.detach() != d.detach()).to(prep.dtype)
-    metrics = dict(_token_metrics(prep))
-    metrics.update(_reward_metrics(batch.rewards, batch.group_ids, prep))
+    metrics = _base_metrics(prep, batch.rewards, batch.group_ids)
     metrics.update({
         "clip_ratio/region_mean": masked_mean(clipped, prep.mask),
         "seq_ratio/mean": (ratio.detach() * non_empty).sum() / torch.clamp(non_empty.sum(), min=1),
@@ -267,13 +272,8 @@ def cispo_loss(batch, cfg, progress=None):
     a = prep.column(_host_advantages(batch, cfg))
     ratio = torch.exp(prep.logp - prep.old).detach()
     weight = _clamp(ratio, None if cfg["epsilonLow"] is None else 1 - cfg["epsilonLow"], cfg["epsilonMax"])
-    per_token = -(weight * a * prep.logp)
-    if cfg["beta"] > 0:
-        per_token = per_token + k3(prep) * cfg["beta"]
-    loss = aggregate(per_token, prep.mask, cfg["lossType"], prep.b, _max_length(cfg, batch, prep),
-                     batch.num_items_in_batch)
-    metrics = dict(_token_metrics(prep))
-    metrics.update(_reward_metrics(batch.rewards, batch.group_ids, prep))
+    loss = _token_loss(-(weight * a * prep.logp), prep, cfg, batch)
+    metrics = _base_metrics(prep, batch.rewards, batch.group_ids)
     metrics["cispo_clip_ratio"] = masked_mean((ratio > cfg["epsilonMax"]).to(prep.dtype), prep.mask)
     return loss, _detach(metrics)
 
@@ -287,14 +287,8 @@ def sapo_loss(batch, cfg, progress=None):
     tau = prep.column([cfg["temperaturePos"] if x > 0 else cfg["temperatureNeg"] for x in adv])
     ratio = torch.exp(prep.logp - prep.old)
     gate = torch.sigmoid(tau * (ratio - 1)) * 4 / tau
-    per_token = -(gate * a)
-    if cfg["beta"] > 0:
-        per_token = per_token + k3(prep) * cfg["beta"]
-    loss = aggregate(per_token, prep.mask, cfg["lossType"], prep.b, _max_length(cfg, batch, prep),
-                     batch.num_items_in_batch)
-    metrics = dict(_token_metrics(prep))
-    metrics.update(_reward_metrics(batch.rewards, batch.group_ids, prep))
-    return loss, _detach(metrics)
+    loss = _token_loss(-(gate * a), prep, cfg, batch)
+    return loss, _detach(_base_metrics(prep, batch.rewards, batch.group_ids))
 
 
 class _Contrast:
@@ -409,8 +403,7 @@ def conspo_loss(batch, cfg, progress=None):
     if cfg["beta"] > 0:
         loss = loss + masked_mean(k3(prep), prep.mask) * cfg["beta"]
     sp, sn = s_pos.detach(), s_neg.detach()
-    metrics = dict(_token_metrics(prep))
-    metrics.update(_reward_metrics(batch.rewards, batch.group_ids, prep, cfg["positiveThreshold"]))
+    metrics = _base_metrics(prep, batch.rewards, batch.group_ids, cfg["positiveThreshold"])
     metrics.update({
         "margin": prep.scalar(margin),
         "contrastive/pos_prob_mean": mean_pos_prob,
@@ -447,8 +440,7 @@ def disco_loss(batch, cfg, progress=None):
     penalty = torch.square(torch.relu(kl - cfg["delta"])) * (cfg["beta"] / 2)
     loss = (0 - j) + penalty
     sd = s.detach()
-    metrics = dict(_token_metrics(prep))
-    metrics.update(_reward_metrics(batch.rewards, batch.group_ids, prep, cfg["positiveThreshold"]))
+    metrics = _base_metrics(prep, batch.rewards, batch.group_ids, cfg["positiveThreshold"])
     metrics.update({
         "disco/kl": kl,
         "disco/constraint_active": (kl > cfg["delta"]).to(prep.dtype),

@@ -49,6 +49,15 @@ class Checker:
         self.test.assertLessEqual(err, REL_TOL, "%s %s: %r vs %r" % (self.what, where, got, want))
         self.worst = max(self.worst, err)
 
+    def case(self, lp, loss, metrics, case, i):
+        """Loss, gradient w.r.t. the log-probs and the adapter's metrics against one golden case."""
+        (grad,) = torch.autograd.grad(loss, lp)
+        self.close(loss.item(), case["loss"], "case %d loss" % i)
+        self.grads(grad.reshape(-1).tolist(), case["grad"], "case %d" % i)
+        for k, v in metrics.items():
+            self.close(v, case["metrics"][k[len("actor/rlvr/"):]], "case %d %s" % (i, k))
+        self.count += 1
+
     def grads(self, got, want, where):
         self.test.assertEqual(len(got), len(want))
         for j, (g, w) in enumerate(zip(got, want)):
@@ -155,13 +164,7 @@ class Verl(unittest.TestCase):
                     continue
                 if cfg.get("lossType") in ("grpo", "dr_grpo", None) and raw.get("numItemsInBatch") is not None:
                     continue
-                lp, loss, metrics = self.run_advantage_case(name, case)
-                (grad,) = torch.autograd.grad(loss, lp)
-                check.close(loss.item(), case["loss"], "case %d loss" % i)
-                check.grads(grad.reshape(-1).tolist(), case["grad"], "case %d" % i)
-                for k, v in metrics.items():
-                    check.close(v, case["metrics"][k[len("actor/rlvr/"):]], "case %d %s" % (i, k))
-                check.count += 1
+                check.case(*self.run_advantage_case(name, case), case, i)
             self.assertGreaterEqual(check.count, MIN_MATCHED, name)
             sys.stderr.write("verl     %-8s %3d golden batches, max relative error %.2e\n"
                              % (name, check.count, check.worst))
@@ -191,12 +194,7 @@ class Verl(unittest.TestCase):
                                          cfg["margin"] / 4096)
                     margins += 1
                     continue
-                (grad,) = torch.autograd.grad(loss, lp)
-                check.close(loss.item(), case["loss"], "case %d loss" % i)
-                check.grads(grad.reshape(-1).tolist(), case["grad"], "case %d" % i)
-                for k, v in metrics.items():
-                    check.close(v, case["metrics"][k[len("actor/rlvr/"):]], "case %d %s" % (i, k))
-                check.count += 1
+                check.case(lp, loss, metrics, case, i)
             self.assertGreaterEqual(check.count, MIN_MATCHED, name)
             if name == "conspo":
                 self.assertGreater(margins, 0)

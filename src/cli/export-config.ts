@@ -71,7 +71,7 @@ interface Checked {
 
 /** The objective's full config, and the refusals both engines share. */
 function common(engine: Engine, cfg: TrainConfig): E.Either<ExportRefusedError, Checked> {
-  const refuse = (flag: string, why: string) => E.left(new ExportRefusedError(engine, flag, why));
+  const refuse = refuser(engine);
   const bound = makeObjective(cfg.objective, cfg.objectiveOptions);
   if (E.isLeft(bound)) return refuse(optionFlag(bound.left.field), bound.left.message);
   if (cfg.bicc)
@@ -100,16 +100,18 @@ const required = (name: string, why: string): string => `$${'{'}${name}:?${why}}
  * Hydra overrides, one per line.
  */
 export function verlConfig(cfg: TrainConfig, target: ExportTarget): E.Either<ExportRefusedError, string> {
-  return E.chain(({ objective, options }: Checked) => verlScript(cfg, target, objective, options))(common('verl', cfg));
+  return E.chain((checked: Checked) => verlScript(cfg, target, checked))(common('verl', cfg));
 }
 
-function verlScript(
-  cfg: TrainConfig,
-  target: ExportTarget,
-  objective: BoundObjective,
-  o: Options,
-): E.Either<ExportRefusedError, string> {
-  const refuse = (flag: string, why: string) => E.left(new ExportRefusedError('verl', flag, why));
+/** A refusal of `engine`, as the Either the writers return. */
+const refuser =
+  (engine: Engine) =>
+  (flag: string, why: string): E.Either<ExportRefusedError, never> =>
+    E.left(new ExportRefusedError(engine, flag, why));
+
+function verlScript(cfg: TrainConfig, target: ExportTarget, checked: Checked): E.Either<ExportRefusedError, string> {
+  const { objective, options: o } = checked;
+  const refuse = refuser('verl');
   const overrides: [string, string | number | boolean][] = [];
   const set = (key: string, value: string | number | boolean): void => {
     overrides.push([key, value]);
@@ -230,21 +232,15 @@ function toml(v: unknown): string {
 
 /** prime-rl: an RL config file (TOML) with the custom loss. */
 export function primeRlConfig(cfg: TrainConfig, target: ExportTarget): E.Either<ExportRefusedError, string> {
-  return E.chain(({ objective, options }: Checked) => primeRlToml(cfg, target, objective, options))(
-    common('prime-rl', cfg),
-  );
+  return E.chain((checked: Checked) => primeRlToml(cfg, target, checked))(common('prime-rl', cfg));
 }
 
 /** The objectives python/rlvr_objectives/prime_rl.py carries (a per-sequence loss cannot see a group). */
 export const PRIME_RL_OBJECTIVES: readonly string[] = ['grpo', 'dapo', 'dr_grpo', 'gspo', 'cispo', 'sapo'];
 
-function primeRlToml(
-  cfg: TrainConfig,
-  target: ExportTarget,
-  objective: BoundObjective,
-  o: Options,
-): E.Either<ExportRefusedError, string> {
-  const refuse = (flag: string, why: string) => E.left(new ExportRefusedError('prime-rl', flag, why));
+function primeRlToml(cfg: TrainConfig, target: ExportTarget, checked: Checked): E.Either<ExportRefusedError, string> {
+  const { objective, options: o } = checked;
+  const refuse = refuser('prime-rl');
   if (!PRIME_RL_OBJECTIVES.includes(cfg.objective))
     return refuse(
       '--objective',
