@@ -18,6 +18,8 @@ import {
 import { makeObjective, OBJECTIVE_NAMES } from '../../src/objectives/registry.js';
 import { RCC_ADVANTAGES } from '../../src/objectives/rcc.js';
 import type { TrainConfig } from '../../src/training/config.js';
+import { train } from '../../src/training/trainer.js';
+import { tinyRun } from '../training/helpers/tiny-run.js';
 
 /**
  * `rlvr export-config`: each objective maps to the loss the Python package registers (read from its source, not
@@ -290,6 +292,28 @@ describe('--run DIR: the objective from the run, the model from DIR/model', () =
     expect(at(toml, 'max_steps')).toBe(9);
     expect(at(toml, 'trainer.loss.import_path')).toBe('rlvr_objectives.prime_rl.gspo_loss');
     expect(at(toml, 'trainer.loss.kwargs.epsilon')).toBe(0.001);
+  });
+
+  it("reads what a real run's checkpoint records (a tiny trainer run)", async () => {
+    const run = join(dir, 'trained');
+    const objectiveOptions = { epsilonMax: 3, lossType: 'dapo', scaleRewards: 'none' };
+    const result = await train(tinyRun({ objective: 'cispo', objectiveOptions, outputDir: run, threads: 1 }));
+    result.backend?.dispose();
+    mkdirSync(join(run, 'model')); // a new model's run writes none: stand in for a --model run's Hub directory
+    const args = parseExportArgs(['--engine', 'verl', '--run', run]);
+    if (E.isLeft(args)) throw args.left;
+    const r = await resolveExport(args.right);
+    if (E.isLeft(r)) throw r.left;
+    expect(r.right.cfg.objective).toBe('cispo');
+    expect(r.right.target.source).toContain('rl step 3');
+    const out = exportConfig('verl', r.right.cfg, r.right.target);
+    if (E.isLeft(out)) throw out.left;
+    const { overrides, run: env } = verlParts(out.right);
+    expect(overrides.get('actor_rollout_ref.actor.policy_loss.loss_mode')).toBe('rlvr_cispo');
+    expect(overrides.get('actor_rollout_ref.actor.loss_agg_mode')).toBe('token-mean');
+    const parsed = makeObjective('cispo', objectiveOptions);
+    if (E.isLeft(parsed)) throw parsed.left;
+    expect(env.options).toEqual(parsed.right.config);
   });
 
   it('refuses a flag the run records, a directory without a checkpoint, and a damaged state', async () => {
