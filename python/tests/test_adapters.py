@@ -240,6 +240,34 @@ class Verl(unittest.TestCase):
         self.assertEqual(sorted(estimators), ["rlvr_contrast", "rlvr_group", "rlvr_rcc"])
         self.assertEqual(sorted(names), sorted(list(losses) + list(estimators)))
 
+    def test_rcc_hook(self):
+        """verl_rcc wraps verl's compute_advantage: rlvr_rcc gets the batch's log-probs, other estimators pass."""
+        from rlvr_objectives import verl_rcc
+        self.assertIsNone(verl_rcc.INSTALLED)  # no verl here: importing it installs nothing
+        calls = []
+        trainer = types.SimpleNamespace(compute_advantage=lambda data, est, *a, **k: calls.append(est) or data,
+                                        compute_response_mask=None)
+        wrapper = verl_rcc.install(trainer)
+        self.assertIs(verl_rcc.install(trainer), wrapper)  # once
+        case = next(c for c in load("rcc.json")["cases"] if c["scale"] == 1 and c["mode"] == "sum")
+        shape = (len(case["rewards"]), case["t"])
+        mask = torch.tensor(case["mask"], dtype=torch.float64).reshape(shape)
+        data = types.SimpleNamespace(
+            batch={"token_level_rewards": token_rewards({"b": shape[0], "t": shape[1], "rewards": case["rewards"]}),
+                   "response_mask": mask,
+                   "old_log_probs": torch.tensor(case["oldLogProbs"], dtype=torch.float64).reshape(shape),
+                   "ref_log_prob": torch.tensor(case["refLogProbs"], dtype=torch.float64).reshape(shape)},
+            non_tensor_batch={"uid": case["groupIds"]})
+        with mock.patch.dict(os.environ, {verl_plugin.ENV: json.dumps({"rcc": case["options"]})}):
+            trainer.compute_advantage(data, "rlvr_rcc")
+        got = verl_plugin.row_values(data.batch["advantages"], mask)
+        for r in range(shape[0]):
+            if mask[r].sum() > 0:
+                self.assertLessEqual(rel_err(got[r], case["advantages"][r]), REL_TOL)
+        self.assertEqual(calls, [])
+        trainer.compute_advantage(data, "grpo")
+        self.assertEqual(calls, ["grpo"])
+
     def test_refusals_name_the_option(self):
         with self.assertRaises(ConfigError) as e:
             verl_plugin.objective_config("grpo", FakeActorConfig(), "seq-mean-token-sum", run={})
