@@ -16,6 +16,9 @@ export const DIAGNOSTIC_METRICS = [
   'contrastive/pos_prob_mean',
   'score/pos_mean',
   'score/neg_mean',
+  // Under BICC: the per-token log pi_old(o|q) - log pi_old(o|c, q) on conditioned positive and negative rows.
+  'bicc_log_ratio_pos',
+  'bicc_log_ratio_neg',
 ] as const;
 
 export type CompactResult = Result & { readonly rlMetricMeans?: Readonly<Record<string, number>> };

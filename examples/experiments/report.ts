@@ -1295,6 +1295,45 @@ function contextSection(
       "baseline's mean rate) below its baseline's. Log-ratios: mean over seeds (min to max).",
   );
   md.push('');
+  // What the update saw in each regime (means over RL steps, then over seeds).
+  const diagMean = (t: string, m: string, key: string): string => {
+    const xs = ix.rl(t, m).flatMap((r) => {
+      const v = runMetric(r, key);
+      return v === null ? [] : [v];
+    });
+    return xs.length ? mean(xs).toFixed(3) : '–';
+  };
+  const diagRows: [TaskSpec, string, string][] = [
+    [plainTask, 'grpo+bicc', 'GRPO + BICC'],
+    [plainTask, 'conspo+bicc', 'ConSPO + BICC'],
+    [ctxTask, 'grpo', 'GRPO'],
+    [ctxTask, 'grpo+bicc', 'GRPO + BICC'],
+    [ctxTask, 'grpo+bicc-old', 'GRPO + BICC (conditioned π_old)'],
+    [ctxTask, 'conspo', 'ConSPO'],
+    [ctxTask, 'conspo+bicc', 'ConSPO + BICC'],
+    [ctxTask, 'conspo+bicc-old', 'ConSPO + BICC (conditioned π_old)'],
+  ];
+  md.push(
+    markdownTable(
+      ['Warm-start', 'Method', 'mean ratio', 'clipped tokens', 'log-ratio, positives', 'log-ratio, negatives'],
+      diagRows.map(([t, m, label]) => [
+        t.id === ctxTask.id ? 'context-reading' : 'plain',
+        label,
+        diagMean(t.id, m, 'ratio/mean'),
+        diagMean(t.id, m, 'clip_ratio/region_mean'),
+        diagMean(t.id, m, 'bicc_log_ratio_pos'),
+        diagMean(t.id, m, 'bicc_log_ratio_neg'),
+      ]),
+    ),
+  );
+  md.push('');
+  md.push(
+    "Means over RL steps, then seeds (each step's last minibatch for the ratio and the clipped share: π_θ over the π_old " +
+      'of the reading; GRPO family only for the clipped share). ConSPO scores rollouts by their log-likelihood and never ' +
+      'reads π_old, so under the conditioned-π_old reading, where the policy is scored on the plain prompt, BICC leaves ' +
+      'its update exactly as it was.',
+  );
+  md.push('');
   for (const [a, b, what] of [
     ['grpo+bicc', 'grpo', 'BICC adds accuracy over GRPO'],
     ['grpo+bicc-old', 'grpo', 'BICC (conditioned π_old) adds accuracy over GRPO'],
