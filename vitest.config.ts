@@ -25,6 +25,9 @@ export default defineConfig({
   test: {
     include: ['spec/**/*.spec.ts'],
     setupFiles: ['spec/setup.ts'],
+    // Kernels use their fixed default configurations: a spec's dispatches are its own, and each tuning
+    // candidate is a correctness case of its own (spec/webgpu/tune.spec.ts turns tuning on for itself).
+    env: { RLVR_TUNE: 'off' },
     testTimeout: 60_000,
     hookTimeout: 60_000,
   },

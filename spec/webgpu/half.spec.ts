@@ -1,14 +1,7 @@
 import { afterEach, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
 import { BufferPool } from '../../src/backends/webgpu/buffer-pool.js';
-import {
-  DIRECT_LARGE,
-  DIRECT_SMALL,
-  LARGE,
-  SMALL,
-  setMatmulTileConfig,
-  type TileConfig,
-} from '../../src/backends/webgpu/kernels/matmul.js';
+import { MATMUL_CANDIDATES, setMatmulTileConfig, type TileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
 import { frozenPair } from '../helpers/frozen.js';
 import { describeGpu, reference } from './helpers.js';
 
@@ -96,7 +89,7 @@ describeGpu('webgpu bf16/f16 storage', (gpu) => {
   });
 
   // Every configuration (the heuristic picks DL or DS on llvmpipe, L or S on a GPU).
-  for (const cfg of [LARGE, SMALL, DIRECT_LARGE, DIRECT_SMALL] as TileConfig[]) {
+  for (const cfg of [...MATMUL_CANDIDATES.tiled, ...MATMUL_CANDIDATES.direct] as TileConfig[]) {
     it(`matmul with a half B equals the f32 matmul of B widened, bit for bit (${cfg.kind} ${cfg.name})`, async () => {
       setMatmulTileConfig(cfg);
       // Sizes that do and do not divide the tiles and the vec4 width; batched activations beside a 2-D weight.

@@ -1,14 +1,7 @@
 import { afterEach, expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
-import {
-  DIRECT_LARGE,
-  DIRECT_SMALL,
-  LARGE,
-  SMALL,
-  setMatmulTileConfig,
-  type TileConfig,
-} from '../../src/backends/webgpu/kernels/matmul.js';
+import { MATMUL_CANDIDATES, setMatmulTileConfig, type TileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
 import { broadcastPairArb, compareForward, describeGpu, RUNS, valuesFor, type Tol } from './helpers.js';
 
 /**
@@ -48,7 +41,7 @@ describeGpu('webgpu matmul', (gpu) => {
     );
   });
 
-  for (const cfg of [LARGE, SMALL, DIRECT_LARGE, DIRECT_SMALL] as TileConfig[]) {
+  for (const cfg of [...MATMUL_CANDIDATES.tiled, ...MATMUL_CANDIDATES.direct] as TileConfig[]) {
     it(`${cfg.kind} configuration ${cfg.name} (${cfg.wx}x${cfg.wy} threads, ${cfg.rm}x${cfg.rn} per thread, K step ${cfg.tk}) on random shapes`, async () => {
       setMatmulTileConfig(cfg);
       await fc.assert(

@@ -19,3 +19,9 @@ export const hostName: typeof Node.hostName = () => 'page';
 export const processAlive: typeof Node.processAlive = () => true;
 
 export const yieldToEventLoop: typeof Node.yieldToEventLoop = () => new Promise((resolve) => setTimeout(resolve, 0));
+
+/** A page has no environment. */
+export const envVar: typeof Node.envVar = () => undefined;
+
+/** Nor a cache directory: caches stay in memory. */
+export const userCacheDir: typeof Node.userCacheDir = () => null;

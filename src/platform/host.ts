@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import { hostname, totalmem } from 'node:os';
+import { homedir, hostname, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { openRegular } from './files.js';
 
 /**
@@ -73,3 +74,9 @@ export function crashPoint(name: string): void {
 
 /** Let the event loop run its pending callbacks (signals, I/O): a loop of settled awaits never does. */
 export const yieldToEventLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+/** An environment variable of the process (undefined when unset). */
+export const envVar = (name: string): string | undefined => process.env[name];
+
+/** The user's cache directory (XDG_CACHE_HOME, else ~/.cache), where caches that later runs reuse live. */
+export const userCacheDir = (): string | null => process.env.XDG_CACHE_HOME || join(homedir(), '.cache');

@@ -6,13 +6,18 @@ export type MetricRecord = { readonly phase: 'warmstart' | 'rl' | 'eval'; readon
   Record<string, number | string>
 >;
 
-/** Read scalar metric tensors (one small readback each; they are detached) and dispose them. */
+/**
+ * Read scalar metric tensors (they are detached) and dispose them. Every read is asked for in one turn, so an
+ * asynchronous device answers them with one read-back (one wait for the host) rather than one each.
+ */
 export async function readMetrics(metrics: Readonly<Record<string, Tensor>>): Promise<Record<string, number>> {
+  const entries = Object.entries(metrics);
+  const values = await Promise.all(entries.map(([, t]) => t.data()));
   const out: Record<string, number> = {};
-  for (const [name, t] of Object.entries(metrics)) {
-    out[name] = (await t.data())[0]!;
+  entries.forEach(([name, t], i) => {
+    out[name] = values[i]![0]!;
     t.dispose();
-  }
+  });
   return out;
 }
 

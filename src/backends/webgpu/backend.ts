@@ -130,5 +130,7 @@ function packHalves(words: Uint16Array): Uint16Array {
  */
 export async function createWebGpuBackend(opts: WebGpuBackendOptions = {}): Promise<WebGpuBackend> {
   const acquired = await acquireDevice(opts);
-  return new WebGpuBackend(new GpuRuntime(acquired, opts));
+  const runtime = new GpuRuntime(acquired, opts);
+  await runtime.tuner.load();
+  return new WebGpuBackend(runtime);
 }

@@ -1,7 +1,7 @@
 import type { KernelTensor } from '../../core/backend.js';
 import { BackendError } from '../../core/errors.js';
 import { checkInputs, isTensor, packUniforms, type Program, type UniformValue } from './program.js';
-import type { GpuRuntime } from './runtime.js';
+import type { Dispatch, GpuRuntime } from './runtime.js';
 import { bufferOf } from './storage.js';
 
 /**
@@ -71,6 +71,21 @@ export function launch<const O extends readonly (number | GPUBuffer)[]>(
   program: Program,
   call: LaunchCall<O>,
 ): Outputs<O> {
+  const { outputs, dispatch } = prepareLaunch(rt, program, call);
+  if (dispatch) rt.dispatch(dispatch);
+  return outputs;
+}
+
+/**
+ * Everything `launch` does but the dispatch: the outputs (allocated) and the dispatch record, or null when
+ * there is no work. The tuner times candidates from it (`GpuRuntime.timeDispatch`) with the same checks, grid
+ * and uniforms as an ordinary launch.
+ */
+export function prepareLaunch<const O extends readonly (number | GPUBuffer)[]>(
+  rt: GpuRuntime,
+  program: Program,
+  call: LaunchCall<O>,
+): { outputs: Outputs<O>; dispatch: Dispatch | null } {
   const kernel = call.kernel ?? program.name;
   if (call.inputs.length !== program.inputs.length || call.outputs.length !== program.outputs.length) {
     throw new BackendError(
@@ -85,8 +100,8 @@ export function launch<const O extends readonly (number | GPUBuffer)[]>(
     throw new BackendError('webgpu', `${kernel}: program ${program.name} has no entry point ${entryPoint}`);
   const outputs = call.outputs.map((o) => (typeof o === 'number' ? rt.alloc(o) : o)) as Outputs<O>;
   const workgroups = workgroupsOf(program, call.grid, rt.maxWorkgroupsPerDim);
-  if (workgroups[0] === 0 || workgroups[1] === 0 || workgroups[2] === 0) return outputs;
-  rt.dispatch({
+  if (workgroups[0] === 0 || workgroups[1] === 0 || workgroups[2] === 0) return { outputs, dispatch: null };
+  const dispatch: Dispatch = {
     kernel,
     key: program.entryPoints.length > 1 ? `${program.key}:${entryPoint}` : program.key,
     bindings: program.bindings,
@@ -95,6 +110,6 @@ export function launch<const O extends readonly (number | GPUBuffer)[]>(
     buffers: [...call.inputs.map((t) => (isTensor(t) ? bufferOf(t.storage) : t)), ...(outputs as GPUBuffer[])],
     ...(program.fields.length > 0 ? { uniforms: packUniforms(program, call.uniforms ?? {}, workgroups[0]) } : {}),
     workgroups,
-  });
-  return outputs;
+  };
+  return { outputs, dispatch };
 }

@@ -5,6 +5,7 @@ import type { AcquiredDevice, AdapterDescription } from './device.js';
 import { DeviceLostError, GpuValidationError } from './errors.js';
 import { PipelineCache, type CachedPipeline, type KernelSpec } from './pipelines.js';
 import { KernelProfiler, type KernelTime } from './profiler.js';
+import { Tuner, type TunerOptions } from './tuner.js';
 import { UniformStore, type UniformSlot } from './uniforms.js';
 
 /**
@@ -19,7 +20,7 @@ import { UniformStore, type UniformSlot } from './uniforms.js';
  * cached by (pipeline, buffers, uniform slot), and buffers come from the pool (`buffer-pool.ts`), which hands
  * kernels buffers freed earlier in the same batch. Kernels launch through `launch.ts`, which calls `dispatch`.
  */
-export interface RuntimeOptions {
+export interface RuntimeOptions extends TunerOptions {
   /** Dispatches encoded before a submit (default 32). */
   readonly dispatchesPerSubmit?: number;
   /** Idle bytes above which the buffer pool destroys buffers unused for a few reads (default 512 MiB). */
@@ -62,6 +63,11 @@ export interface RuntimeCounters {
   readonly uploadedBytes: number;
   /** Bind groups created (a cache miss each). */
   readonly bindGroupsCreated: number;
+  /**
+   * Round trips to the host: submits whose results the host waited on through `read` (reads asked for in one
+   * turn share one). A training step's budget is one, at its end (loss and metrics); a decode step's one.
+   */
+  readonly readBacks: number;
 }
 
 export type RuntimeStats = PoolStats & RuntimeCounters & { pipelines: number };
@@ -86,9 +92,12 @@ export class GpuRuntime {
   private readonly uniforms: UniformStore;
   private readonly profiler: KernelProfiler | null;
   private readonly mapRead: number;
+  private readonly usage: { QUERY_RESOLVE: number; COPY_SRC: number; MAP_READ: number; COPY_DST: number };
   private readonly perSubmit: number;
   readonly maxWorkgroupsPerDim: number;
   readonly cpuLike: boolean;
+  /** The kernels' tuned configurations per shape class (tuner.ts); its jobs run at the next wait for the device. */
+  readonly tuner: Tuner;
 
   private encoder: GPUCommandEncoder | null = null;
   private pass: GPUComputePassEncoder | null = null;
@@ -107,13 +116,28 @@ export class GpuRuntime {
   private lastKernel = '(none)';
   private destroyed = false;
   private readonly perKernel = new Map<string, number>();
-  private counts = { dispatches: 0, submits: 0, buffersCreated: 0, uploadedBytes: 0, bindGroupsCreated: 0 };
+  private counts = {
+    dispatches: 0,
+    submits: 0,
+    buffersCreated: 0,
+    uploadedBytes: 0,
+    bindGroupsCreated: 0,
+    readBacks: 0,
+  };
+  /** The submit that carries this turn's read copies (see `read`), while one is due. */
+  private readTurn: Promise<void> | null = null;
 
   constructor(acquired: AcquiredDevice, opts: RuntimeOptions = {}) {
     this.device = acquired.device;
     this.adapter = acquired.adapter;
     this.instance = { gpu: acquired.gpu, gpuAdapter: acquired.gpuAdapter };
     const u = acquired.globals.GPUBufferUsage;
+    this.usage = {
+      QUERY_RESOLVE: (u as unknown as Record<string, number>).QUERY_RESOLVE ?? 0x200,
+      COPY_SRC: u.COPY_SRC,
+      MAP_READ: u.MAP_READ,
+      COPY_DST: u.COPY_DST,
+    };
     this.mapRead = acquired.globals.GPUMapMode.READ;
     this.perSubmit = opts.dispatchesPerSubmit ?? 32;
     this.maxWorkgroupsPerDim = this.device.limits.maxComputeWorkgroupsPerDimension;
@@ -144,6 +168,11 @@ export class GpuRuntime {
             this.perSubmit,
           )
         : null;
+    this.tuner = new Tuner(
+      acquired.adapter.summary,
+      this.device.features.has('timestamp-query') ? 'timestamp-query' : 'wall-clock',
+      opts,
+    );
     // A failed pipeline is the root cause of the batch errors that follow it: it takes precedence.
     this.pipelines = new PipelineCache(this.device, (e) => this.fail(e, true));
     this.device.addEventListener('uncapturederror', (ev) => {
@@ -342,22 +371,34 @@ export class GpuRuntime {
     this.pool.afterSubmit();
   }
 
-  /** Read `byteLength` bytes of a buffer back to the host, after everything encoded before it. */
+  /**
+   * Read `byteLength` bytes of a buffer back to the host, after everything encoded before it. The copy is
+   * encoded at once (in the open command encoder, so work encoded later cannot overwrite the buffer first), but
+   * submitted and mapped on the next microtask: reads asked for in the same turn (a sampled token's ids and
+   * log-probs, a step's loss and metrics) share one submit and wait for the device once, one read-back.
+   */
   async read(buffer: GPUBuffer, byteLength: number): Promise<ArrayBuffer> {
     this.check();
-    this.flush();
     if (byteLength === 0) {
+      this.flush();
       await this.settle();
       return new ArrayBuffer(0);
     }
     const staging = this.staging.acquire(byteLength);
     this.openScope();
     this.batchKernels.add('read');
-    const encoder = this.device.createCommandEncoder({ label: 'rlvr:read' });
-    encoder.copyBufferToBuffer(buffer, 0, staging, 0, byteLength);
-    this.device.queue.submit([encoder.finish()]);
-    this.counts.submits++;
-    this.closeScope();
+    this.encoder ??= this.device.createCommandEncoder({ label: 'rlvr:batch' });
+    this.pass?.end();
+    this.pass = null;
+    this.encoder.copyBufferToBuffer(buffer, 0, staging, 0, byteLength);
+    this.readTurn ??= Promise.resolve().then(() => {
+      this.readTurn = null;
+      this.flush();
+      this.counts.readBacks++;
+    });
+    await this.readTurn;
+    // Shape classes met since the last wait are tuned now, after the work that met them (tuner.ts).
+    if (this.tuner.due) await this.tuner.run();
     try {
       await staging.mapAsync(this.mapRead, 0, byteLength);
     } catch (e) {
@@ -373,6 +414,70 @@ export class GpuRuntime {
     return out;
   }
 
+  /**
+   * Milliseconds one run of `d` takes on the device, for the tuner (`tuner.ts`): `reps` runs in one compute
+   * pass of their own, after everything before them has finished, timed by `timestamp-query` at the pass's
+   * ends where the device has it, else by the wall clock from the submit to `onSubmittedWorkDone` (llvmpipe
+   * has no timestamps). The first run goes the ordinary way, so the pipeline, uniform slot and bind group are
+   * made, validated and counted as any dispatch's are.
+   */
+  async timeDispatch(d: Dispatch, reps: number): Promise<number> {
+    this.dispatch(d);
+    await this.sync();
+    const cached = this.pipelines.get(d);
+    const group = this.bindGroup(cached, d.buffers, d.uniforms ? this.uniforms.slot(d.uniforms) : null);
+    this.uniforms.upload(this.device.queue);
+    const stamps = this.device.features.has('timestamp-query') ? this.tuneStamps() : null;
+    this.openScope();
+    this.batchKernels.add(d.kernel);
+    const encoder = this.device.createCommandEncoder({ label: 'rlvr:tune' });
+    const pass = encoder.beginComputePass(
+      stamps
+        ? {
+            label: `rlvr:${d.kernel}`,
+            timestampWrites: { querySet: stamps.set, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 },
+          }
+        : { label: `rlvr:${d.kernel}` },
+    );
+    pass.setPipeline(cached.pipeline);
+    pass.setBindGroup(0, group);
+    for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
+    pass.end();
+    if (stamps) {
+      encoder.resolveQuerySet(stamps.set, 0, 2, stamps.resolve, 0);
+      encoder.copyBufferToBuffer(stamps.resolve, 0, stamps.read, 0, 16);
+    }
+    const t0 = performance.now();
+    this.device.queue.submit([encoder.finish()]);
+    this.counts.submits++;
+    this.counts.dispatches += reps;
+    this.perKernel.set(d.kernel, (this.perKernel.get(d.kernel) ?? 0) + reps);
+    this.closeScope();
+    await this.device.queue.onSubmittedWorkDone();
+    const wall = performance.now() - t0;
+    await this.settle();
+    if (!stamps) return wall / reps;
+    await stamps.read.mapAsync(this.mapRead, 0, 16);
+    const t = new BigUint64Array(stamps.read.getMappedRange(0, 16).slice(0));
+    stamps.read.unmap();
+    // A device may report timestamps that do not advance (quantised or reset): the wall clock then stands in.
+    return t[1]! > t[0]! ? Number(t[1]! - t[0]!) / 1e6 / reps : wall / reps;
+  }
+
+  private stamps: { set: GPUQuerySet; resolve: GPUBuffer; read: GPUBuffer } | null = null;
+
+  private tuneStamps(): { set: GPUQuerySet; resolve: GPUBuffer; read: GPUBuffer } {
+    if (!this.stamps) {
+      const u = this.usage;
+      this.stamps = {
+        set: this.device.createQuerySet({ type: 'timestamp', count: 2, label: 'rlvr:tune' }),
+        resolve: this.createBuffer(16, u.QUERY_RESOLVE | u.COPY_SRC, 'rlvr:tune'),
+        read: this.createBuffer(16, u.MAP_READ | u.COPY_DST, 'rlvr:tune'),
+      };
+    }
+    return this.stamps;
+  }
+
   /** Submit pending work and wait until it has run and every error check has come back; throws a recorded error. */
   async sync(): Promise<void> {
     this.check();
@@ -380,6 +485,7 @@ export class GpuRuntime {
     await this.device.queue.onSubmittedWorkDone();
     this.pool.endEpoch();
     await this.settle();
+    if (this.tuner.due) await this.tuner.run();
   }
 
   private async settle(): Promise<void> {
@@ -424,6 +530,7 @@ export class GpuRuntime {
     this.staging.trim();
     this.uniforms.destroy();
     this.profiler?.destroy();
+    this.stamps?.set.destroy();
     this.bindGroups.clear();
     this.device.destroy();
     this.instance = null;

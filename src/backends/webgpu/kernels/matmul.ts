@@ -3,7 +3,7 @@ import { BackendError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import matmulSrc from '../../../../shaders/matmul.wgsl';
 import directSrc from '../../../../shaders/matmul_direct.wgsl';
-import { launch } from '../launch.js';
+import { launch, type LaunchCall } from '../launch.js';
 import { cachedProgram, checkInputs, type Program } from '../program.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
@@ -13,6 +13,7 @@ import { collapse } from './layout.js';
 import { registerKernels } from '../../../core/kernels.js';
 import { isHalf, type HalfDType } from '../../../core/dtype.js';
 import { halfBinding, halfReaders } from './half.js';
+import { agreeWithin, launchTrial, scratchValues } from './tune.js';
 
 /**
  * Launcher of the matmul kernels: the tiled kernel with workgroup memory (shaders/matmul.wgsl), used on GPUs,
@@ -44,6 +45,32 @@ export const DIRECT_LARGE: TileConfig = { name: 'DL', kind: 'direct', wx: 8, wy:
 /** CPU-emulated adapters: 4x4 outputs per thread (narrow outputs, such as logits over a small vocabulary). */
 export const DIRECT_SMALL: TileConfig = { name: 'DS', kind: 'direct', wx: 8, wy: 8, rm: 4, rn: 4, tk: 4 };
 
+/**
+ * The candidates the tuner (tuner.ts) times per shape class, beside the two defaults of each family: more
+ * outputs per thread (8x8: 16 vec4 FMAs per 4 vec4 loads from workgroup memory, against 4 per 2 at 4x4, the
+ * register blocking of large-tile GPU kernels such as tfjs's and CUTLASS's), taller or wider tiles, fewer
+ * threads, and deeper or shallower K tiles. Every one is a correctness case of spec/webgpu/matmul.spec.ts.
+ */
+export const MATMUL_CANDIDATES: Readonly<Record<TileConfig['kind'], readonly TileConfig[]>> = {
+  tiled: [
+    LARGE,
+    SMALL,
+    { name: 'XL', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 8 },
+    { name: 'XLk16', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 16 },
+    { name: 'Tall', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 4, tk: 16 },
+    { name: 'Wide', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 8, tk: 16 },
+    { name: 'M8', kind: 'tiled', wx: 8, wy: 8, rm: 8, rn: 8, tk: 16 },
+    { name: 'Lk32', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 32 },
+  ],
+  direct: [
+    DIRECT_LARGE,
+    DIRECT_SMALL,
+    { name: 'DM', kind: 'direct', wx: 8, wy: 8, rm: 4, rn: 8, tk: 4 },
+    { name: 'DW', kind: 'direct', wx: 16, wy: 4, rm: 8, rn: 8, tk: 4 },
+    { name: 'DT', kind: 'direct', wx: 4, wy: 16, rm: 8, rn: 4, tk: 4 },
+  ],
+};
+
 let override: TileConfig | null = null;
 let kindOverride: TileConfig['kind'] | null = null;
 /** Force one configuration (benchmarks and tests of each variant); null restores the heuristic. */
@@ -55,9 +82,8 @@ export function setMatmulKernel(kind: TileConfig['kind'] | null): void {
   kindOverride = kind;
 }
 
-function chooseConfig(cpuLikeAdapter: boolean, m: number, n: number, batch: number): TileConfig {
-  if (override) return override;
-  const cpuLike = kindOverride ? kindOverride === 'direct' : cpuLikeAdapter;
+/** The fixed heuristic: the default the tuner starts from, and the choice with RLVR_TUNE=off. */
+function defaultConfig(cpuLike: boolean, m: number, n: number, batch: number): TileConfig {
   // Measured on llvmpipe (bench/RESULTS.md): 8x8 outputs per thread wins at every policy shape; 4x4 only
   // wastes less on matrix-vector shapes.
   if (cpuLike) return m < 8 || n < 8 ? DIRECT_SMALL : DIRECT_LARGE;
@@ -65,6 +91,22 @@ function chooseConfig(cpuLikeAdapter: boolean, m: number, n: number, batch: numb
   const large = Math.ceil(m / 64) * Math.ceil(n / 64) * batch;
   return large >= 16 ? LARGE : SMALL;
 }
+
+/** Whether a configuration fits the device's workgroup limits (a candidate that does not is never offered). */
+function fits(cfg: TileConfig, limits: GPUSupportedLimits): boolean {
+  const storage = cfg.kind === 'tiled' ? 4 * cfg.tk * (cfg.wy * cfg.rm + cfg.wx * cfg.rn) : 0;
+  return (
+    cfg.wx * cfg.wy <= limits.maxComputeInvocationsPerWorkgroup &&
+    cfg.wx <= limits.maxComputeWorkgroupSizeX &&
+    cfg.wy <= limits.maxComputeWorkgroupSizeY &&
+    storage <= limits.maxComputeWorkgroupStorageSize
+  );
+}
+
+/** Multiply-adds below which a class is not worth tuning: launch overhead, not the kernel, is its cost. */
+const TUNE_MIN_MACS = 2 ** 20;
+
+const log2Class = (x: number): number => Math.ceil(Math.log2(Math.max(1, x)));
 
 interface Variant {
   readonly transA: boolean;
@@ -313,6 +355,120 @@ export function matmulProgram(cfg: TileConfig, v: Variant): Program {
   }));
 }
 
+/** A matmul's sizes and operands, as a launch needs them (a tensor, or a trial's scratch buffer). */
+interface MatmulCase {
+  readonly m: number;
+  readonly n: number;
+  readonly k: number;
+  readonly transA: boolean;
+  readonly transB: boolean;
+  readonly halfB: HalfDType | null;
+  readonly batchShape: Shape;
+  readonly aBatch: Shape;
+  readonly bBatch: Shape;
+}
+
+function variantOf(cfg: TileConfig, c: MatmulCase): Variant {
+  const { m, n, k } = c;
+  return {
+    transA: c.transA,
+    transB: c.transB,
+    vecA: (c.transA ? m : k) % 4 === 0,
+    vecB: (c.transB ? k : n) % 4 === 0,
+    vecC: n % 4 === 0,
+    halfB: c.halfB,
+    full:
+      cfg.kind === 'direct'
+        ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0
+        : m % (cfg.wy * cfg.rm) === 0 && n % (cfg.wx * cfg.rn) === 0 && k % cfg.tk === 0,
+  };
+}
+
+/** The launch of one configuration on a case: its program and call (one output, C). */
+function matmulLaunch(
+  cfg: TileConfig,
+  c: MatmulCase,
+  a: KernelTensor | GPUBuffer,
+  b: KernelTensor | GPUBuffer,
+): { program: Program; call: LaunchCall<readonly [number]> } {
+  const { m, n, k } = c;
+  const batch = sizeOf(c.batchShape);
+  const bc = collapse(c.batchShape, [
+    broadcastStrides(c.aBatch, c.batchShape).map((s) => s * m * k),
+    broadcastStrides(c.bBatch, c.batchShape).map((s) => s * k * n),
+  ]);
+  if (bc.shape.length > 4)
+    throw new BackendError('webgpu', `matmul: ${bc.shape.length} batch dims after merging exceed 4`);
+  // Batch dims right-aligned in the vec4s, padded with size 1 (stride 0) in front.
+  const pad = 4 - bc.shape.length;
+  return {
+    program: matmulProgram(cfg, variantOf(cfg, c)),
+    call: {
+      inputs: [a, b],
+      outputs: [m * n * batch * 4],
+      // A thread per RM x RN block: ceil(n / (WG_X RN)) x ceil(m / (WG_Y RM)) workgroups per batch entry.
+      grid: { threads: [Math.ceil(n / cfg.rn), Math.ceil(m / cfg.rm), batch] },
+      uniforms: {
+        M: m,
+        N: n,
+        K: k,
+        batch: [...Array<number>(pad).fill(1), ...bc.shape],
+        a_stride: [...Array<number>(pad).fill(0), ...bc.strides[0]!],
+        b_stride: [...Array<number>(pad).fill(0), ...bc.strides[1]!],
+      },
+    },
+  };
+}
+
+/**
+ * The configuration for a case: a forced one, else the tuner's pick among the family's candidates that fit
+ * the device (the heuristic's default first) for the case's class: transposes, vec4 operands, half B, and
+ * M, N, K and the batch by powers of two.
+ */
+function configFor(rt: GpuRuntime, c: MatmulCase): TileConfig {
+  if (override) return override;
+  const cpuLike = kindOverride ? kindOverride === 'direct' : rt.cpuLike;
+  const batch = sizeOf(c.batchShape);
+  const fallback = defaultConfig(cpuLike, c.m, c.n, batch);
+  const { m, n, k } = c;
+  if (m * n * k * batch < TUNE_MIN_MACS || !rt.tuner.enabled) return fallback;
+  const family = MATMUL_CANDIDATES[cpuLike ? 'direct' : 'tiled'];
+  const limits = rt.device.limits;
+  const candidates = [fallback, ...family.filter((cfg) => cfg !== fallback && fits(cfg, limits))];
+  const v = variantOf(fallback, c);
+  const flags = `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${v.halfB ?? ''}`;
+  const name = rt.tuner.pick({
+    kernel: 'matmul',
+    shapeClass: `${fallback.kind}:${flags}:m${log2Class(m)}:n${log2Class(n)}:k${log2Class(k)}:b${log2Class(batch)}`,
+    candidates: candidates.map((cfg) => cfg.name),
+    trial: () => {
+      const aSize = sizeOf(c.aBatch) * m * k;
+      const bSize = sizeOf(c.bBatch) * k * n;
+      const av = scratchValues(aSize, 1);
+      const bv = scratchValues(bSize, 2);
+      // A half B: the top halves of the f32 words (bf16 by truncation; read as f16, |x| < 1 stays finite).
+      const bHost = c.halfB ? packWords(bv) : bv;
+      return launchTrial(
+        rt,
+        [av, bHost],
+        m * n * batch * 4,
+        (chosen, [a, b]) => matmulLaunch(candidates.find((cfg) => cfg.name === chosen)!, c, a!, b!),
+        // Every configuration sums the K products in the same order with FMAs; allow an f32 rounding a term.
+        agreeWithin(1e-6 * k, 1e-6),
+      );
+    },
+  });
+  return candidates.find((cfg) => cfg.name === name) ?? fallback;
+}
+
+/** f32 values as 16-bit halves (their top halves), two per u32 word, as half storage holds them. */
+function packWords(values: Float32Array): Uint32Array {
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const out = new Uint32Array(Math.ceil(values.length / 2));
+  for (let i = 0; i < values.length; i++) out[i >> 1]! |= (bits[i]! >>> 16) << (16 * (i & 1));
+  return out;
+}
+
 export function matmul(
   rt: GpuRuntime,
   a: KernelTensor,
@@ -327,47 +483,25 @@ export function matmul(
   const k = transA ? a.shape[a.shape.length - 2]! : a.shape[a.shape.length - 1]!;
   const batchShape = outShape.slice(0, -2);
   const batch = sizeOf(batchShape);
-  const cfg = chooseConfig(rt.cpuLike, m, n, batch);
-  const v: Variant = {
+  const c: MatmulCase = {
+    m,
+    n,
+    k,
     transA,
     transB,
-    vecA: (transA ? m : k) % 4 === 0,
-    vecB: (transB ? k : n) % 4 === 0,
-    vecC: n % 4 === 0,
     halfB: isHalf(b.dtype) ? (b.dtype as HalfDType) : null,
-    full:
-      cfg.kind === 'direct'
-        ? m % cfg.rm === 0 && n % cfg.rn === 0 && k % 4 === 0
-        : m % (cfg.wy * cfg.rm) === 0 && n % (cfg.wx * cfg.rn) === 0 && k % cfg.tk === 0,
+    batchShape,
+    aBatch: a.shape.slice(0, -2),
+    bBatch: b.shape.slice(0, -2),
   };
-  const program = matmulProgram(cfg, v);
-  checkInputs(program, 'matmul', [a, b]);
+  const fallback = defaultConfig(kindOverride ? kindOverride === 'direct' : rt.cpuLike, m, n, batch);
+  checkInputs(matmulProgram(override ?? fallback, variantOf(override ?? fallback, c)), 'matmul', [a, b]);
   if (m * n * batch === 0) return rt.alloc(0);
   if (k === 0) return fillInto(rt, m * n * batch * 4, m * n * batch, 'f32', 0);
-  const bc = collapse(batchShape, [
-    broadcastStrides(a.shape.slice(0, -2), batchShape).map((s) => s * m * k),
-    broadcastStrides(b.shape.slice(0, -2), batchShape).map((s) => s * k * n),
-  ]);
-  if (bc.shape.length > 4)
-    throw new BackendError('webgpu', `matmul: ${bc.shape.length} batch dims after merging exceed 4`);
   if (batch > rt.maxWorkgroupsPerDim)
     throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
-  // Batch dims right-aligned in the vec4s, padded with size 1 (stride 0) in front.
-  const pad = 4 - bc.shape.length;
-  const [out] = launch(rt, program, {
-    inputs: [a, b],
-    outputs: [m * n * batch * 4],
-    // A thread per RM x RN block: ceil(n / (WG_X RN)) x ceil(m / (WG_Y RM)) workgroups per batch entry.
-    grid: { threads: [Math.ceil(n / cfg.rn), Math.ceil(m / cfg.rm), batch] },
-    uniforms: {
-      M: m,
-      N: n,
-      K: k,
-      batch: [...Array<number>(pad).fill(1), ...bc.shape],
-      a_stride: [...Array<number>(pad).fill(0), ...bc.strides[0]!],
-      b_stride: [...Array<number>(pad).fill(0), ...bc.strides[1]!],
-    },
-  });
+  const { program, call } = matmulLaunch(configFor(rt, c), c, a, b);
+  const [out] = launch(rt, program, call);
   return out;
 }
 
