@@ -220,7 +220,7 @@ describeGpu('webgpu sampleTokens', (gpu) => {
     }
   });
 
-  it('the sampler on the GPU reads back 2 numbers per row and token, 2 B 4 bytes, at V = 64 and at V = 4096', async () => {
+  it('the sampler on the GPU reads back 2 numbers per row and token, 2 B 4 bytes, in one read-back per token, at V = 64 and at V = 4096', async () => {
     const base = tokenizerFor(additionTask());
     // No stop id: every row runs maxNewTokens.
     const tokenizer: Tokenizer = {
@@ -242,6 +242,7 @@ describeGpu('webgpu sampleTokens', (gpu) => {
         [0, 1],
       ] as const) {
         const before = T.readBackBytes(gpu);
+        const readBacks = gpu.stats().readBacks;
         const ro = await sampleRollouts(params, config, tokenizer, ['12+34=', '5+6='], new T.Rng(2), {
           groupSize: 3,
           maxNewTokens: 5,
@@ -250,6 +251,8 @@ describeGpu('webgpu sampleTokens', (gpu) => {
         });
         expect(ro.completionLen).toBe(5);
         expect((T.readBackBytes(gpu) - before) / 5).toBe(2 * ro.batchSize * 4);
+        // The ids and the log-probs of a token are asked for in one turn: one wait for the device per token.
+        expect(gpu.stats().readBacks - readBacks, 'read-backs for 5 tokens').toBe(5);
       }
       T.dispose(params);
     }
