@@ -1,0 +1,169 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import * as T from '../../src/index.js';
+import { Tuner, type TuneJob, type TuneTrial } from '../../src/backends/webgpu/tuner.js';
+import { expectClose, gpu as untuned, reference, weights } from './helpers.js';
+
+/**
+ * Kernels that tune themselves (tuner.ts), the one WebGPU spec that runs with tuning on (vitest sets
+ * RLVR_TUNE=off for the others). On the device: a class met for the first time runs the default and is tuned at
+ * the next read, never inside the work that met it; later launches run the choice, with the reference's results;
+ * the choice is in the adapter's cache file, which a later run loads instead of tuning; a warmed step with
+ * tuning on has the counters and losses of one with tuning off. Without the device: the tuner rejects a
+ * candidate whose result disagrees with the default's however fast it is, and RLVR_TUNE=off never tunes.
+ * Every candidate's correctness on its own is matmul.spec's (each configuration against the reference).
+ */
+const cacheDir = mkdtempSync(join(tmpdir(), 'rlvr-tune-'));
+const tuned = untuned ? await T.createWebGpuBackend({ tune: true, tuneCacheDir: cacheDir }) : null;
+
+afterAll(async () => {
+  if (tuned) {
+    await tuned.sync();
+    expect(tuned.runtime.error).toBeNull();
+    tuned.dispose();
+  }
+  rmSync(cacheDir, { recursive: true, force: true });
+});
+
+describe.skipIf(tuned === null)('webgpu tuning on the device', () => {
+  const b = tuned!;
+
+  it('a matmul class is tuned at the next read, not inside the work; later launches run the choice', async () => {
+    const [m, k, n] = [128, 96, 160]; // 2M multiply-adds: over the size worth tuning
+    const av = weights(m * k, 1);
+    const bv = weights(k * n, 2);
+    const want = await T.matmul(
+      T.tensor(av, [m, k], { backend: reference }),
+      T.tensor(bv, [k, n], { backend: reference }),
+    ).data();
+    const x = T.tensor(av, [m, k], { backend: b });
+    const y = T.tensor(bv, [k, n], { backend: b });
+    const d0 = b.stats().dispatches;
+    const first = T.matmul(x, y);
+    expect(b.stats().dispatches - d0, 'the first meeting runs one dispatch (the default)').toBe(1);
+    expect(b.runtime.tuner.tuned).toBe(0);
+    expectClose('first', await first.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
+    expect(b.runtime.tuner.tuned, 'tuned at the read').toBe(1);
+    const [choice] = b.runtime.tuner.report();
+    expect(choice!.kernel).toBe('matmul');
+    expect(choice!.rejected).toEqual([]);
+    // Every candidate that fits was timed, the default first, and the choice is the fastest of them.
+    const times = Object.entries(choice!.ms);
+    expect(times.length).toBeGreaterThan(1);
+    expect(times.every(([, t]) => t > 0 && Number.isFinite(t))).toBe(true);
+    expect(choice!.ms[choice!.choice]).toBe(Math.min(...times.map(([, t]) => t)));
+
+    const d1 = b.stats().dispatches;
+    const again = T.matmul(x, y);
+    expect(b.stats().dispatches - d1).toBe(1);
+    expectClose('again', await again.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
+    expect(b.runtime.tuner.tuned, 'no second tuning of a class').toBe(1);
+    T.dispose([x, y, first, again]);
+
+    // The adapter's file holds the choice; a later run (a new tuner on that file) picks it without tuning.
+    const file = b.runtime.tuner.cacheFile!;
+    expect(JSON.parse(readFileSync(file, 'utf8')).choices).toEqual([choice]);
+    const later = new Tuner(b.adapter.summary, choice!.timer, { tune: true, tuneCacheDir: cacheDir });
+    await later.load();
+    const job: TuneJob = {
+      kernel: 'matmul',
+      shapeClass: choice!.shapeClass,
+      candidates: Object.keys(choice!.ms),
+      trial: () => {
+        throw new Error('a loaded class is not tuned again');
+      },
+    };
+    expect(later.pick(job)).toBe(choice!.choice);
+    expect(later.due).toBe(false);
+  });
+
+  it('a warmed SFT step with tuning on: one read-back, no tuning, 0 buffers, the losses of tuning off', async () => {
+    const config = T.smallConfig(64, { dModel: 128, nLayers: 1, nHeads: 4, nKvHeads: 4, dFf: 384, maxSeqLen: 32 });
+    const ids = (n: number, s: number): number[] => Array.from({ length: n }, (_, i) => 1 + ((i * 7 + s) % 63));
+    const batch = T.packSequences(
+      [ids(16, 1), ids(16, 2), ids(16, 3), ids(16, 4)],
+      [ids(16, 5), ids(16, 6), ids(16, 7), ids(16, 8)],
+      0,
+    );
+    const run = async (backend: T.WebGpuBackend) => {
+      let params = T.initParams(config, new T.Rng(0), { backend });
+      let opt = T.adamwInit(params);
+      const steps = [];
+      for (let s = 0; s < 3; s++) {
+        const before = backend.stats();
+        const tunedBefore = backend.runtime.tuner.tuned;
+        const out = T.tidy(() => {
+          const [loss, grads] = T.valueAndGrad((p: T.TransformerParams) => T.sftLoss(p, config, batch))(params);
+          return { loss, ...T.adamwStep(params, grads, opt, { lr: 1e-3, maxGradNorm: 1 }) };
+        });
+        const loss = (await out.loss.data())[0]!;
+        const after = backend.stats();
+        T.dispose([params, opt, out.loss, out.gradNorm]);
+        params = out.params;
+        opt = out.state;
+        steps.push({
+          loss,
+          tunings: backend.runtime.tuner.tuned - tunedBefore,
+          readBacks: after.readBacks - before.readBacks,
+          buffersCreated: after.buffersCreated - before.buffersCreated,
+        });
+      }
+      T.dispose([params, opt]);
+      return steps;
+    };
+    const on = await run(b);
+    const off = await run(untuned!);
+    expect(on[0]!.tunings, 'the first step meets classes worth tuning').toBeGreaterThan(0);
+    for (const s of [1, 2]) {
+      expect(on[s]!.tunings, `tunings in step ${s + 1}`).toBe(0);
+      expect(on[s]!.readBacks, `read-backs in step ${s + 1}`).toBe(1);
+    }
+    expect(on[2]!.buffersCreated, 'buffers created in step 3').toBe(0);
+    // Tuning changes which configuration runs, never what it computes (each sums K in the same order).
+    expectClose(
+      'losses, tuning on vs off',
+      on.map((s) => s.loss),
+      off.map((s) => s.loss),
+      { atol: 1e-5, rtol: 1e-5 },
+    );
+  });
+});
+
+/** A trial over made-up candidates: each one's output and time given. */
+const fakeJob = (outputs: Record<string, number[]>, ms: Record<string, number>): TuneJob => ({
+  kernel: 'fake',
+  shapeClass: 'c',
+  candidates: Object.keys(outputs),
+  trial: (): TuneTrial => ({
+    result: async (c) => Float32Array.from(outputs[c]!),
+    time: async (c) => ms[c]!,
+    agree: (want, got) => want.every((w, i) => Math.abs(got[i]! - w) <= 1e-6),
+    dispose: () => {},
+  }),
+});
+
+describe('the tuner', () => {
+  it('rejects a candidate whose result disagrees with the default, however fast; keeps the fastest of the rest', async () => {
+    const t = new Tuner('test adapter', 'wall-clock', { tune: true, tuneCacheDir: null });
+    const job = fakeJob(
+      { base: [1, 2], wrong: [1, 2.5], dropped: [0, 0], nan: [Number.NaN, 2], good: [1, 2], slow: [1, 2] },
+      { base: 3, wrong: 0.1, dropped: 0.01, nan: 0.2, good: 2, slow: 5 },
+    );
+    expect(t.pick(job), 'the default while untuned').toBe('base');
+    expect(t.due).toBe(true);
+    await t.run();
+    expect(t.pick(job)).toBe('good');
+    const [choice] = t.report();
+    expect(choice!.rejected).toEqual(['wrong', 'dropped', 'nan']);
+    expect(Object.keys(choice!.ms)).toEqual(['base', 'good', 'slow']);
+  });
+
+  it('with tuning off (RLVR_TUNE=off, as the specs run) the default always, nothing queued', () => {
+    const t = new Tuner('test adapter', 'wall-clock');
+    expect(t.enabled).toBe(false);
+    expect(t.pick(fakeJob({ base: [1], fast: [1] }, { base: 2, fast: 1 }))).toBe('base');
+    expect(t.due).toBe(false);
+  });
+});
