@@ -19,7 +19,11 @@ export function median(xs: readonly number[]): number {
 }
 
 /** The adapter line (and machine) every benchmark prints first, so figures are never read without it. */
-export function printHeader(name: string, backend: WebGpuBackend): void {
-  console.log(`${name} | adapter: ${backend.adapter.summary}`);
-  console.log(`node ${process.version}, ${cpus().length} CPU cores, ${new Date().toISOString()}`);
+export function printHeader(
+  name: string,
+  backend: WebGpuBackend,
+  log: (line: string) => void = (line) => console.log(line),
+): void {
+  log(`${name} | adapter: ${backend.adapter.summary}`);
+  log(`node ${process.version}, ${cpus().length} CPU cores, ${new Date().toISOString()}`);
 }

@@ -1,0 +1,383 @@
+/**
+ * `npm run bench:gpu`: one command, one table (issue 27). On the first adapter the backend finds, interleaved
+ * rounds of: matmul 1024^3, 2048^3, 4096^3 (f32); the SFT step at d512 L8 (B16 x T256) and at a Qwen3-0.6B size
+ * (d1024 L28 V151936, B4 x T256); KV-cache sampling (d512 L8, 16 rows x 128 new tokens); and, where `python3`
+ * has torch with CUDA, the same work in PyTorch on the same device between them (bench/torch_gpu.py: fp32 eager,
+ * TF32 off, the model and step of torch_reference_step.py). It prints the adapter line, the device's features,
+ * each task's median over the rounds beside the peer's and their ratio, the runtime's counters per step, and
+ * the configurations the kernels tuned themselves to (tuner.ts; RLVR_TUNE=off for the fixed defaults).
+ *
+ * Every timed result is checked against the CPU backend before its time counts, so a dropped dispatch cannot
+ * read as fast: each matmul's product entry by entry; each timed SFT step (every one starts from the same
+ * parameters) its loss and gradient norm (at the 0.6B size the loss only: the CPU backend's 4 GiB memory cannot
+ * hold the gradients, so there the norm must repeat exactly across rounds instead); each sampling run's tokens
+ * scored again by the CPU backend, whose log-probs must be the ones the GPU recorded.
+ *
+ * `--quick` runs the same tasks at tiny sizes (two rounds, well under a minute on llvmpipe): spec/webgpu/
+ * bench-gpu.spec.ts runs it in CI so the script never rots. `--rounds N` (default 3).
+ * Run on a GPU machine: bash .gpu/run.sh npm run bench:gpu (see ../shared/specs/gpu-device.md).
+ */
+import {
+  CpuBackend,
+  createWebGpuBackend,
+  dispose,
+  matmul,
+  Rng,
+  tensor,
+  tidy,
+  treeLeaves,
+  valueAndGrad,
+  type Backend,
+  type Tensor,
+  type WebGpuBackend,
+  type WebGpuBackendOptions,
+} from '../src/index.js';
+import { scratchValues } from '../src/backends/webgpu/kernels/tune.js';
+import { adamwInit, adamwStep, smallConfig, type TransformerConfig, type TransformerParams } from '../src/nn/index.js';
+import { sampleRollouts, scoreLogProbs, sftLoss, type SequenceBatch } from '../src/rl/index.js';
+import { additionTask, sampleProblems, tokenizerFor } from '../src/tasks/index.js';
+import { argValue, hasFlag, median, printHeader } from './lib/common.js';
+import { batchFor, MODEL_SIZES, paramsFor, withoutEos, type ModelSize } from './lib/models.js';
+import { TorchPeer, type PeerAnswer } from './lib/torch-peer.js';
+
+export interface BenchGpuOptions {
+  readonly quick?: boolean;
+  readonly rounds?: number;
+  /** Backend options (the spec passes `tune` and a cache dir of its own). */
+  readonly backend?: WebGpuBackendOptions;
+  /** Look for the PyTorch peer (default true). */
+  readonly peer?: boolean;
+  readonly log?: (line: string) => void;
+}
+
+/** One row of the table: a task's median figure, the peer's, and what was checked. */
+export interface BenchRow {
+  readonly task: string;
+  readonly unit: string;
+  readonly ours: number;
+  readonly torch: number | null;
+  /** ours / torch as speed (> 1: ours faster), null without the peer. */
+  readonly speedRatio: number | null;
+  readonly checked: string;
+  readonly counters: string;
+}
+
+interface Task {
+  readonly name: string;
+  readonly unit: string;
+  /** The figure from milliseconds per unit of work (GFLOP/s, ms/step, tokens/s). */
+  readonly figure: (ms: number) => number;
+  readonly checked: string;
+  /** One timed unit of work, checked; its milliseconds. */
+  readonly run: (round: number) => Promise<number>;
+  readonly peer: Record<string, unknown>;
+  counters: string;
+  readonly dispose: () => void;
+}
+
+/** |got - want| <= atol + rtol |want| everywhere, else an error naming the task: its time never counts. */
+function check(
+  task: string,
+  what: string,
+  got: ArrayLike<number>,
+  want: ArrayLike<number>,
+  atol: number,
+  rtol: number,
+) {
+  if (got.length !== want.length) throw new Error(`${task}: ${what}: ${got.length} values, want ${want.length}`);
+  for (let i = 0; i < want.length; i++) {
+    const [g, w] = [got[i]!, want[i]!];
+    if (!(Math.abs(g - w) <= atol + rtol * Math.abs(w)))
+      throw new Error(`${task}: ${what}[${i}] = ${g}, the CPU backend's ${w}: a wrong kernel or a dropped dispatch`);
+  }
+}
+
+function matmulTask(gpu: WebGpuBackend, cpu: Backend, n: number): Task {
+  const name = `matmul ${n}^3 f32`;
+  const av = scratchValues(n * n, 1);
+  const bv = scratchValues(n * n, 2);
+  const a = tensor(av, [n, n], { backend: gpu });
+  const b = tensor(bv, [n, n], { backend: gpu });
+  let want: Float32Array | null = null;
+  let reps = 0;
+  const flops = 2 * n ** 3;
+  // Inputs in [-0.5, 0.5): each sum of n products is rounded on both sides, in different orders; a random walk
+  // of n roundings of terms up to 1/4 stays within 16 sqrt(n) 2^-24 (n / 4), while a dropped dispatch is off by
+  // a whole entry (typically sqrt(n / 144)).
+  const atol = 16 * Math.sqrt(n) * 2 ** -24 * (n / 4);
+  const task: Task = {
+    name,
+    unit: 'GFLOP/s',
+    figure: (ms) => flops / ms / 1e6,
+    checked: 'every entry vs the CPU backend',
+    counters: '',
+    run: async () => {
+      if (!want) {
+        const [ca, cb] = [tensor(av, [n, n], { backend: cpu }), tensor(bv, [n, n], { backend: cpu })];
+        const c = matmul(ca, cb);
+        want = (await c.data()) as Float32Array;
+        dispose([ca, cb, c]);
+        // A first product: the pipeline, and the tuning of its class at the read, before any timing.
+        const t0 = performance.now();
+        const first = matmul(a, b);
+        check(name, 'C', await first.data(), want, atol, 0);
+        first.dispose();
+        reps = Math.max(3, Math.min(200, Math.round(150 / Math.max(0.05, performance.now() - t0))));
+      }
+      const t0 = performance.now();
+      let c: Tensor | null = null;
+      for (let r = 0; r < reps; r++) {
+        c?.dispose();
+        c = matmul(a, b);
+      }
+      await gpu.sync();
+      const ms = (performance.now() - t0) / reps;
+      const s0 = gpu.stats();
+      check(name, 'C', await c!.data(), want, atol, 0);
+      c!.dispose();
+      task.counters = `${reps} products a round, ${gpu.stats().readBacks - s0.readBacks} read-back to check the last`;
+      return ms;
+    },
+    peer: { task: 'matmul', n, reps: 10 },
+    dispose: () => dispose([a, b]),
+  };
+  return task;
+}
+
+/** The global gradient norm, summed in f64 on the host over every leaf (what adamwStep's clipping computes). */
+async function gradNormOf(grads: TransformerParams): Promise<number> {
+  let sum = 0;
+  for (const t of treeLeaves(grads)) for (const v of await t.data()) sum += v * v;
+  return Math.sqrt(sum);
+}
+
+function stepTask(gpu: WebGpuBackend, cpu: Backend, size: ModelSize, label: string, checkGrads: boolean): Task {
+  const c = size.config;
+  const batch: SequenceBatch = batchFor(size);
+  const tokens = batch.batchSize * (batch.promptLen + batch.completionLen);
+  const name = `SFT step ${label}: d${c.dModel} L${c.nLayers} V${c.vocabSize} B${batch.batchSize}xT${tokens / batch.batchSize}`;
+  const params = paramsFor(c, gpu);
+  const opt = adamwInit(params);
+  let want: { loss: number; gradNorm: number | null } | null = null;
+  let firstNorm: number | null = null;
+  const task: Task = {
+    name,
+    unit: 'ms/step',
+    figure: (ms) => ms,
+    checked: checkGrads
+      ? 'loss and gradient norm vs the CPU backend'
+      : 'loss vs the CPU backend; gradient norm equal across rounds',
+    counters: '',
+    run: async () => {
+      if (!want) {
+        const p = paramsFor(c, cpu);
+        if (checkGrads) {
+          const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(p);
+          want = { loss: (await loss.data())[0]!, gradNorm: await gradNormOf(grads) };
+          dispose([loss, grads]);
+        } else {
+          const loss = tidy(() => sftLoss(p, c, batch));
+          want = { loss: (await loss.data())[0]!, gradNorm: null };
+          loss.dispose();
+        }
+        dispose(p);
+      }
+      const before = gpu.stats();
+      const t0 = performance.now();
+      // Every timed step starts from the same parameters, so each one's loss and norm are checkable.
+      const out = tidy(() => {
+        const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(params);
+        const stepped = adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 });
+        return { loss, gradNorm: stepped.gradNorm, params: stepped.params, state: stepped.state };
+      });
+      const encoded = gpu.stats();
+      const [loss, norm] = await Promise.all([out.loss.data(), out.gradNorm.data()]);
+      const ms = performance.now() - t0;
+      const after = gpu.stats();
+      dispose(out);
+      // The loss tolerance of runtime-steady.spec.ts (GPU vs CPU over a whole step), for the norm too.
+      check(name, 'loss', [loss[0]!], [want.loss], 0, 1e-4);
+      if (want.gradNorm !== null) check(name, 'gradient norm', [norm[0]!], [want.gradNorm], 0, 1e-4);
+      else if (firstNorm === null) firstNorm = norm[0]!;
+      else check(name, 'gradient norm (against round 1)', [norm[0]!], [firstNorm], 0, 0);
+      task.counters =
+        `${encoded.dispatches - before.dispatches} dispatches, ${after.submits - before.submits} submits, ` +
+        `${after.readBacks - before.readBacks} read-back (${encoded.readBacks - before.readBacks} inside), ` +
+        `${after.buffersCreated - before.buffersCreated} buffers created`;
+      return ms;
+    },
+    peer: {
+      task: 'step',
+      row: [c.vocabSize, c.dModel, c.nLayers, c.nHeads, c.dFf, batch.batchSize, tokens / batch.batchSize],
+      steps: 2,
+    },
+    dispose: () => dispose([params, opt]),
+  };
+  return task;
+}
+
+function sampleTask(gpu: WebGpuBackend, cpu: Backend, base: TransformerConfig, rows: number, newTokens: number): Task {
+  const task0 = additionTask();
+  const tokenizer = withoutEos(tokenizerFor(task0));
+  const config: TransformerConfig = {
+    ...base,
+    vocabSize: Math.max(base.vocabSize, tokenizer.vocabSize),
+    maxSeqLen: 16 + newTokens,
+  };
+  const prompts = sampleProblems(task0, Math.max(1, rows / 8), new Rng(2)).map((p) => p.prompt);
+  const name = `KV-cache sampling d${config.dModel} L${config.nLayers}: ${prompts.length * 8} rows x ${newTokens} new`;
+  const params = paramsFor(config, gpu);
+  const cpuParams = paramsFor(config, cpu);
+  let warm = false;
+  const opts = { groupSize: 8, maxNewTokens: newTokens, temperature: 1 };
+  const task: Task = {
+    name,
+    unit: 'tokens/s',
+    figure: (ms) => (prompts.length * 8 * newTokens) / (ms / 1000),
+    checked: "every sampled token's log-prob vs the CPU backend's scoring",
+    counters: '',
+    run: async (round) => {
+      if (!warm) {
+        await sampleRollouts(params, config, tokenizer, prompts, new Rng(9), { ...opts, maxNewTokens: 4 });
+        warm = true;
+      }
+      const before = gpu.stats();
+      const t0 = performance.now();
+      const ro = await sampleRollouts(params, config, tokenizer, prompts, new Rng(3 + round), opts);
+      const ms = performance.now() - t0;
+      const after = gpu.stats();
+      if (ro.completionLen !== newTokens) throw new Error(`${name}: ${ro.completionLen} tokens, want ${newTokens}`);
+      const lp = scoreLogProbs(cpuParams, config, ro);
+      // The recorded log-probs are the decode's (KV cache, f32) and the CPU's a full forward: 1e-3 nats apart
+      // at most, while a wrong or dropped kernel changes which tokens are likely.
+      check(name, 'log-prob', ro.oldLogProbs, await lp.data(), 1e-3, 0);
+      lp.dispose();
+      task.counters = `${((after.readBacks - before.readBacks) / newTokens).toFixed(2)} read-backs per token`;
+      return ms;
+    },
+    peer: {
+      task: 'sample',
+      row: [config.vocabSize, config.dModel, config.nLayers, config.nHeads, config.dFf],
+      rows: prompts.length * 8,
+      prompt: 8,
+      new: newTokens,
+    },
+    dispose: () => dispose([params, cpuParams]),
+  };
+  return task;
+}
+
+/** The quick mode's stand-ins: the trainer's default model, and a small model with a wider vocabulary. */
+const QUICK_0_6B: ModelSize = {
+  name: 'quick-wide',
+  torchRow: '(quick stand-in for 0.6B)',
+  config: smallConfig(2048, { dModel: 64, nLayers: 2, nHeads: 4, nKvHeads: 4, dFf: 128, maxSeqLen: 32, rmsEps: 1e-6 }),
+  batch: 2,
+  seqLen: 16,
+  small: true,
+};
+
+export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> {
+  const log = o.log ?? ((line: string) => console.log(line));
+  const quick = o.quick ?? false;
+  const rounds = o.rounds ?? (quick ? 2 : 3);
+  const gpu = await createWebGpuBackend(o.backend);
+  const cpu = new CpuBackend();
+  const peer = o.peer === false ? 'not asked for' : await TorchPeer.start();
+  try {
+    printHeader('bench:gpu', gpu, log);
+    log(`features: ${[...gpu.runtime.device.features].sort().join(', ') || '(none)'}`);
+    const t = gpu.runtime.tuner;
+    log(
+      t.enabled
+        ? `tuning: on (${gpu.runtime.device.features.has('timestamp-query') ? 'timestamp-query' : 'wall clock'}; ` +
+            `cache ${t.cacheFile ?? 'in memory only'}; ${t.report().length} classes loaded)`
+        : 'tuning: off (RLVR_TUNE=off): fixed default configurations',
+    );
+    log(typeof peer === 'string' ? `PyTorch peer: absent (${peer})` : `PyTorch peer: ${peer.description}`);
+    log(
+      `${rounds} interleaved rounds${quick ? ' (--quick: tiny sizes)' : ''}; each result checked before its time counts`,
+    );
+    const medium = MODEL_SIZES.find((s) => s.name === 'medium')!;
+    const real = MODEL_SIZES.find((s) => s.name === '0.6b')!;
+    const tasks: Task[] = quick
+      ? [
+          matmulTask(gpu, cpu, 64),
+          matmulTask(gpu, cpu, 128),
+          stepTask(gpu, cpu, MODEL_SIZES.find((s) => s.name === 'default')!, 'default (quick)', true),
+          stepTask(gpu, cpu, QUICK_0_6B, 'wide vocab (quick)', false),
+          sampleTask(gpu, cpu, smallConfig(24), 16, 8),
+        ]
+      : [
+          ...[1024, 2048, 4096].map((n) => matmulTask(gpu, cpu, n)),
+          stepTask(gpu, cpu, medium, 'd512 L8', true),
+          stepTask(gpu, cpu, real, 'Qwen3-0.6B size', false),
+          sampleTask(gpu, cpu, medium.config, 16, 128),
+        ];
+    const ours = new Map<Task, number[]>(tasks.map((k) => [k, []]));
+    const theirs = new Map<Task, number[]>(tasks.map((k) => [k, []]));
+    const absent = new Map<Task, string>();
+    for (let round = 0; round < rounds; round++) {
+      for (const task of tasks) {
+        ours.get(task)!.push(await task.run(round));
+        if (typeof peer !== 'string' && !absent.has(task)) {
+          const a: PeerAnswer = await peer.ask(task.peer);
+          if ('absent' in a) absent.set(task, a.absent);
+          else theirs.get(task)!.push(a.ms);
+        }
+      }
+      log(`round ${round + 1}/${rounds} done`);
+    }
+    const rows: BenchRow[] = tasks.map((task) => {
+      const ms = median(ours.get(task)!);
+      const peerMs = theirs.get(task)!.length > 0 ? median(theirs.get(task)!) : null;
+      return {
+        task: task.name,
+        unit: task.unit,
+        ours: task.figure(ms),
+        torch: peerMs === null ? null : task.figure(peerMs),
+        speedRatio: peerMs === null ? null : peerMs / ms,
+        checked: task.checked,
+        counters: task.counters,
+      };
+    });
+    const fmt = (x: number): string => (x >= 100 ? x.toFixed(0) : x.toFixed(2));
+    log('');
+    log('| task | ours | PyTorch | unit | ours/PyTorch (speed) | checked | counters (last round) |');
+    log('|---|---|---|---|---|---|---|');
+    for (const [i, r] of rows.entries()) {
+      const why = absent.get(tasks[i]!);
+      log(
+        `| ${r.task} | ${fmt(r.ours)} | ${r.torch === null ? (why ? `absent: ${why}` : 'absent') : fmt(r.torch)} | ${r.unit} | ` +
+          `${r.speedRatio === null ? '-' : `${r.speedRatio.toFixed(2)}x`} | ${r.checked} | ${r.counters} |`,
+      );
+    }
+    const tuned = gpu.runtime.tuner.report();
+    log('');
+    log(
+      tuned.length === 0
+        ? 'tuned configurations: none (tuning off, or no class large enough to tune)'
+        : 'tuned configurations (kernel | shape class | choice | its ms | default ms | rejected):',
+    );
+    for (const c of tuned) {
+      const def = Object.keys(c.ms)[0]!;
+      log(
+        `  ${c.kernel} | ${c.shapeClass} | ${c.choice} | ${c.ms[c.choice]!.toPrecision(3)} | ${def} ${c.ms[def]!.toPrecision(3)} | ` +
+          `${c.rejected.join(', ') || '-'}`,
+      );
+    }
+    if (gpu.runtime.tuner.saveError) log(`tuning cache not saved: ${gpu.runtime.tuner.saveError}`);
+    for (const task of tasks) task.dispose();
+    await gpu.sync(); // throws if anything recorded a GPU error during the run
+    return rows;
+  } finally {
+    if (typeof peer !== 'string') peer.close();
+    cpu.dispose();
+    gpu.dispose();
+  }
+}
+
+if (process.argv[1]?.endsWith('gpu.bench.js')) {
+  const rounds = argValue('--rounds');
+  await runBenchGpu({ quick: hasFlag('--quick'), ...(rounds ? { rounds: Number(rounds) } : {}) });
+}

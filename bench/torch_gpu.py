@@ -1,0 +1,84 @@
+"""PyTorch on the same GPU: the peer of `npm run bench:gpu` (bench/gpu.bench.ts), which runs it between its own rounds.
+
+The model and the SFT step are those of the PyTorch reference that travels with the project
+(torch_reference_step.py: Llama layout, RMSNorm eps 1e-6, RoPE, causal attention, SwiGLU, tied head; forward +
+backward + AdamW lr 1e-4 on the second half of each row), imported from the path given, so the step is stated in one
+place. fp32 eager, TF32 off. Sampling: transformers' `generate` (as the reference's `sample`) at the sizes asked.
+
+Usage: python3 bench/torch_gpu.py PATH/torch_reference_step.py
+Prints one JSON line when ready ({"torch", "device"} or {"absent": why}), then answers each JSON line on stdin:
+  {"task": "matmul", "n": N, "reps": R}                      -> {"ms": per product}
+  {"task": "step", "row": [V, d, L, h, ff, B, T], "steps": S}   -> {"ms": per step, "loss": last}
+  {"task": "sample", "row": [V, d, L, h, ff], "rows": B, "prompt": P, "new": N} -> {"ms": per run}
+"""
+import importlib.util, json, sys, time
+
+try:
+    spec = importlib.util.spec_from_file_location('torch_reference_step', sys.argv[1])
+    ref = importlib.util.module_from_spec(spec); spec.loader.exec_module(ref)
+    torch = ref.torch
+    if not torch.cuda.is_available(): raise RuntimeError('torch has no CUDA device')
+    torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False
+    print(json.dumps({'torch': torch.__version__, 'device': torch.cuda.get_device_name()}), flush=True)
+except Exception as e:  # no torch, no CUDA, no reference: the benchmark says so and goes on without its peer
+    print(json.dumps({'absent': f'{type(e).__name__}: {e}'}), flush=True); sys.exit(0)
+
+F = ref.F; dev = ref.dev
+models = {}
+
+
+def timed(f, reps):
+    torch.cuda.synchronize(); t0 = time.perf_counter()
+    for _ in range(reps): out = f()
+    torch.cuda.synchronize(); return (time.perf_counter() - t0) / reps * 1e3, out
+
+
+def matmul(q):
+    n = q['n']
+    if ('mm', n) not in models:
+        models[('mm', n)] = (torch.randn(n, n, device=dev), torch.randn(n, n, device=dev))
+        for _ in range(3): models[('mm', n)][0] @ models[('mm', n)][1]
+    a, b = models[('mm', n)]
+    ms, _ = timed(lambda: a @ b, q.get('reps', 10))
+    return {'ms': ms}
+
+
+def step(q):
+    V, d, L, h, ff, B, T = q['row']; key = ('step', tuple(q['row']))
+    if key not in models:
+        torch.manual_seed(0)
+        m = ref.Model(V, d, L, h, ff, T).to(dev); opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+        ids = torch.randint(1, V - 1, (B, T), device=dev)
+        mask = torch.zeros(B, T - 1, device=dev); mask[:, T // 2 - 1:] = 1
+
+        def run():  # the reference's bench_step step
+            lp = F.log_softmax(m(ids[:, :-1]), -1)
+            loss = -(lp.gather(-1, ids[:, 1:, None])[..., 0] * mask).sum() / mask.sum()
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step(); return loss
+        for _ in range(3): run()
+        models[key] = run
+    ms, loss = timed(models[key], q.get('steps', 2))
+    return {'ms': ms, 'loss': loss.item()}
+
+
+def sample(q):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    V, d, L, h, ff = q['row']; key = ('sample', tuple(q['row']))
+    if key not in models:
+        cfg = LlamaConfig(vocab_size=V, hidden_size=d, intermediate_size=ff, num_hidden_layers=L, num_attention_heads=h,
+                          num_key_value_heads=h, max_position_embeddings=q['prompt'] + q['new'] + 8)
+        models[key] = LlamaForCausalLM(cfg).to(dev).eval()
+    m = models[key]; ids = torch.randint(3, V - 1, (q['rows'], q['prompt']), device=dev)
+    with torch.no_grad():
+        m.generate(ids, max_new_tokens=4, do_sample=True, pad_token_id=0)
+        ms, out = timed(lambda: m.generate(ids, max_new_tokens=q['new'], min_new_tokens=q['new'], do_sample=True,
+                                           pad_token_id=0), 1)
+    return {'ms': ms, 'tokens': (out.shape[1] - q['prompt']) * q['rows']}
+
+
+for line in sys.stdin:
+    q = json.loads(line)
+    try:
+        print(json.dumps({'matmul': matmul, 'step': step, 'sample': sample}[q['task']](q)), flush=True)
+    except Exception as e:  # one task the peer cannot run (no transformers, out of memory) does not end the others
+        print(json.dumps({'absent': f'{type(e).__name__}: {e}'}), flush=True)

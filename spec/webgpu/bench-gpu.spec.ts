@@ -1,0 +1,55 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import * as T from '../../src/index.js';
+import { runBenchGpu, type BenchRow } from '../../bench/gpu.bench.js';
+
+/**
+ * `npm run bench:gpu --quick` in CI, so the one-command GPU benchmark never rots: every task runs at tiny sizes
+ * on this machine's adapter (llvmpipe in CI), each timed result passes its check against the CPU backend (the
+ * run throws otherwise), the table has a row per task, and without PyTorch with CUDA the peer is said to be
+ * absent rather than crashing the run. Tuning is on (a cache dir of its own), so the tuned configurations are
+ * printed. Timings are not asserted: they are the benchmark's output, not a property.
+ */
+async function adapterPresent(): Promise<boolean> {
+  try {
+    (await T.createWebGpuBackend({ tune: false })).dispose();
+    return true;
+  } catch (e) {
+    if (e instanceof T.NoAdapterError && !process.env.CI) {
+      console.log(`bench:gpu spec skipped: ${e.message}`);
+      return false;
+    }
+    throw e;
+  }
+}
+const present = await adapterPresent();
+const cacheDir = mkdtempSync(join(tmpdir(), 'rlvr-bench-gpu-'));
+afterAll(() => rmSync(cacheDir, { recursive: true, force: true }));
+
+describe.skipIf(!present)('bench:gpu --quick', () => {
+  it('runs every task, checked against the CPU backend, and prints one table', async () => {
+    const lines: string[] = [];
+    const rows: BenchRow[] = await runBenchGpu({
+      quick: true,
+      backend: { tune: true, tuneCacheDir: cacheDir },
+      log: (line) => lines.push(line),
+    });
+    const text = lines.join('\n');
+    expect(rows.map((r) => r.task.split(' ')[0])).toEqual(['matmul', 'matmul', 'SFT', 'SFT', 'KV-cache']);
+    for (const r of rows) {
+      expect(Number.isFinite(r.ours) && r.ours > 0, `${r.task}: ${r.ours} ${r.unit}`).toBe(true);
+      expect(text).toContain(`| ${r.task} |`);
+    }
+    expect(text).toMatch(/^bench:gpu \| adapter: /m);
+    expect(text).toMatch(/^features: /m);
+    const peerLine = lines.find((l) => l.startsWith('PyTorch peer: '))!;
+    if (peerLine.startsWith('PyTorch peer: absent')) expect(rows.every((r) => r.torch === null)).toBe(true);
+    // The steps' counters: one read-back each, at its end, and no buffer created in a timed step.
+    for (const r of rows.filter((row) => row.unit === 'ms/step'))
+      expect(r.counters).toMatch(/ 1 read-back \(0 inside\), 0 buffers created$/);
+    expect(rows.at(-1)!.counters).toBe('1.00 read-backs per token');
+    expect(text).toMatch(/^tuned configurations \(kernel/m);
+  }, 120_000);
+});
