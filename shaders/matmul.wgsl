@@ -7,6 +7,8 @@
 // the contiguous dimension is a multiple of 4; params M, N, K and up to 4 broadcast batch dims, outermost first
 // and padded with 1, with A's and B's element strides over them; the workgroup size) and fills the placeholders:
 //   RM, RN, TK: the block per thread and the depth of a K tile;
+//   SPREAD: whether a thread's RN / 4 vec4 columns are adjacent (false) or spread WG_X vec4s apart (true: the
+//     threads of a row then read consecutive vec4s of Bs, no bank conflicts, and write consecutive vec4s of C);
 //   LOAD_A, LOAD_B: the statements staging one tile (with or without bounds checks, transposed or not);
 //   STORE: writing the block back (with or without bounds checks).
 // Bounds checks are compiled out (a separate pipeline) when M, N and K divide the tile.
@@ -21,6 +23,15 @@ const TM4: u32 = TM / 4u;
 const TN4: u32 = TN / 4u;
 const RN4: u32 = RN / 4u;
 const RM4: u32 = RM / 4u;
+const SPREAD: bool = {{SPREAD}};
+
+// The tile's vec4 column holding this thread's j-th vec4 of outputs.
+fn col4(x: u32, j: u32) -> u32 {
+  if (SPREAD) {
+    return j * WG_X + x;
+  }
+  return x * RN4 + j;
+}
 
 var<workgroup> As: array<vec4<f32>, TK * TM4>; // As[k * TM4 + m / 4][m % 4] = op(A)[m0 + m, k0 + k]
 var<workgroup> Bs: array<vec4<f32>, TK * TN4>; // Bs[k * TN4 + n / 4][n % 4] = op(B)[k0 + k, n0 + n]
@@ -48,7 +59,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     a_off += c * params.a_stride[d - 1u];
     b_off += c * params.b_stride[d - 1u];
   }
-  // acc[r * RN4 + j]: row lid.y * RM + r, columns lid.x * RN + 4j .. +3
+  // acc[r * RN4 + j]: row lid.y * RM + r, columns 4 col4(lid.x, j) .. +3
   var acc: array<vec4<f32>, RM * RN4>;
   let tiles = (params.K + TK - 1u) / TK;
   for (var t = 0u; t < tiles; t++) {
@@ -59,7 +70,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var k = 0u; k < TK; k++) {
       var b: array<vec4<f32>, RN4>;
       for (var j = 0u; j < RN4; j++) {
-        b[j] = Bs[k * TN4 + lid.x * RN4 + j];
+        b[j] = Bs[k * TN4 + col4(lid.x, j)];
       }
       for (var i = 0u; i < RM4; i++) {
         let a = As[k * TM4 + lid.y * RM4 + i];
@@ -77,7 +88,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   for (var r = 0u; r < RM; r++) {
     let m = m0 + lid.y * RM + r;
     for (var j = 0u; j < RN4; j++) {
-      let n = n0 + lid.x * RN + 4u * j;
+      let n = n0 + 4u * col4(lid.x, j);
       let v = acc[r * RN4 + j];
 {{STORE}}
     }

@@ -34,6 +34,8 @@ export interface TileConfig {
   readonly rn: number;
   /** Depth of a K tile (tiled only). */
   readonly tk: number;
+  /** Tiled only: a thread's vec4 columns spread WG_X apart instead of adjacent (conflict-free, coalesced). */
+  readonly spread?: boolean;
 }
 
 /** GPU: 64x64 tiles, 16x16 threads with 4x4 outputs each, K tiles of 16. */
@@ -49,7 +51,8 @@ export const DIRECT_SMALL: TileConfig = { name: 'DS', kind: 'direct', wx: 8, wy:
  * The candidates the tuner (tuner.ts) times per shape class, beside the two defaults of each family: more
  * outputs per thread (8x8: 16 vec4 FMAs per 4 vec4 loads from workgroup memory, against 4 per 2 at 4x4, the
  * register blocking of large-tile GPU kernels such as tfjs's and CUTLASS's), taller or wider tiles, fewer
- * threads, and deeper or shallower K tiles. Every one is a correctness case of spec/webgpu/matmul.spec.ts.
+ * threads, deeper or shallower K tiles, and a thread's columns spread across the tile (`spread`: a warp reads
+ * consecutive vec4s of the B tile and writes consecutive vec4s of C, as siboehm's SGEMM steps do). Every one is a correctness case of spec/webgpu/matmul.spec.ts.
  */
 export const MATMUL_CANDIDATES: Readonly<Record<TileConfig['kind'], readonly TileConfig[]>> = {
   tiled: [
@@ -61,6 +64,9 @@ export const MATMUL_CANDIDATES: Readonly<Record<TileConfig['kind'], readonly Til
     { name: 'Wide', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 8, tk: 16 },
     { name: 'M8', kind: 'tiled', wx: 8, wy: 8, rm: 8, rn: 8, tk: 16 },
     { name: 'Lk32', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 32 },
+    { name: 'Ls', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16, spread: true },
+    { name: 'XLs', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 8, spread: true },
+    { name: 'XLk16s', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 16, spread: true },
   ],
   direct: [
     DIRECT_LARGE,
@@ -328,7 +334,8 @@ const UNIFORMS = {
 /** The program of one configuration and variant (transposes, vec4 operands, bounds checks). */
 export function matmulProgram(cfg: TileConfig, v: Variant): Program {
   const flags = `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}${v.halfB ? `:${v.halfB}` : ''}`;
-  return cachedProgram(`matmul:${cfg.kind}:${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}:${flags}`, () => ({
+  const shape = `${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}${cfg.spread ? 's' : ''}`;
+  return cachedProgram(`matmul:${cfg.kind}:${shape}:${flags}`, () => ({
     name: 'matmul',
     inputs: { A: v.vecA ? 'vec4<f32>' : 'f32', B: v.halfB ? halfBinding(v.halfB) : v.vecB ? 'vec4<f32>' : 'f32' },
     outputs: { C: v.vecC ? 'vec4<f32>' : 'f32' },
@@ -348,6 +355,7 @@ export function matmulProgram(cfg: TileConfig, v: Variant): Program {
             RM: cfg.rm,
             RN: cfg.rn,
             TK: cfg.tk,
+            SPREAD: cfg.spread ?? false,
             LOAD_A: loadA(v),
             LOAD_B: loadB(v),
             STORE: store(v),
