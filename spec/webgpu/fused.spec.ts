@@ -1,4 +1,5 @@
-import { expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
+import { ROW_WORKGROUPS, setRowWorkgroupSize } from '../../src/backends/webgpu/kernels/rows.js';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
 import {
@@ -196,20 +197,24 @@ describeGpu('webgpu fused elementwise and row kernels', (gpu) => {
     .chain(([rows, v, scale]) =>
       fc.tuple(valuesFor([rows, 2, v], -6, 6), intsFor([rows, 2], 0, v - 1), fc.constant(scale)),
     );
-  it(`tokenLogProbs scaled, forward and backward (atol ${ROWS.atol}, rtol ${ROWS.rtol})`, async () => {
-    await fc.assert(
-      fc.asyncProperty(logitsArb, ([l, t, scale]) =>
-        compareForward('tokenLogProbs', [l, t], ([x, y]) => T.tokenLogProbs(x!, y!, scale), ROWS, gpu),
-      ),
-      RUNS,
-    );
-    await fc.assert(
-      fc.asyncProperty(logitsArb, ([l, t, scale]) =>
-        compareGrad('tokenLogProbs', [l, t], ([x, y]) => T.tokenLogProbs(x!, y!, scale), summed([l], 4), gpu),
-      ),
-      RUNS,
-    );
-  });
+  afterEach(() => setRowWorkgroupSize(null));
+  // Each workgroup size the tuner may pick for the row kernels (kernels/rows.ts), forced in turn.
+  for (const wg of ROW_WORKGROUPS)
+    it(`tokenLogProbs scaled, forward and backward, workgroups of ${wg} (atol ${ROWS.atol}, rtol ${ROWS.rtol})`, async () => {
+      setRowWorkgroupSize(wg);
+      await fc.assert(
+        fc.asyncProperty(logitsArb, ([l, t, scale]) =>
+          compareForward('tokenLogProbs', [l, t], ([x, y]) => T.tokenLogProbs(x!, y!, scale), ROWS, gpu),
+        ),
+        RUNS,
+      );
+      await fc.assert(
+        fc.asyncProperty(logitsArb, ([l, t, scale]) =>
+          compareGrad('tokenLogProbs', [l, t], ([x, y]) => T.tokenLogProbs(x!, y!, scale), summed([l], 4), gpu),
+        ),
+        RUNS,
+      );
+    });
   it('tokenLogProbs of a target outside the vocabulary: IndexRangeError on the CPU, NaN on WebGPU (unchecked there)', async () => {
     const logits = T.tensor([0, 1, 2, 3, 4, 5], [2, 3], { backend: gpu });
     const out = await T.tokenLogProbs(logits, T.tensor(new Int32Array([3, -1]), [2], { backend: gpu })).data();
@@ -222,22 +227,24 @@ describeGpu('webgpu fused elementwise and row kernels', (gpu) => {
   const normArb = fc
     .tuple(fc.integer({ min: 1, max: 4 }), fc.oneof(fc.integer({ min: 1, max: 9 }), fc.integer({ min: 60, max: 200 })))
     .chain(([r, d]) => fc.tuple(valuesFor([r, d], -3, 3), valuesFor([r, d], -1, 1), valuesFor([d], 0.5, 2)));
-  it('addRmsNorm forward and backward (both outputs)', async () => {
-    const f = ([x, dl, w]: T.Tensor[]): T.Tensor[] => {
-      const o = T.addRmsNorm(x!, dl!, w!, 1e-5);
-      return [o.sum, o.normed];
-    };
-    await fc.assert(
-      fc.asyncProperty(normArb, (args) => compareForward('addRmsNorm', args, f, ROWS, gpu)),
-      RUNS,
-    );
-    await fc.assert(
-      fc.asyncProperty(normArb, (args) =>
-        compareGrad('addRmsNorm', args, (xs) => T.add(f(xs)[1]!, T.mul(f(xs)[0]!, 0.5)), summed(args, 4), gpu),
-      ),
-      RUNS,
-    );
-  });
+  for (const wg of ROW_WORKGROUPS)
+    it(`addRmsNorm forward and backward (both outputs), workgroups of ${wg}`, async () => {
+      setRowWorkgroupSize(wg);
+      const f = ([x, dl, w]: T.Tensor[]): T.Tensor[] => {
+        const o = T.addRmsNorm(x!, dl!, w!, 1e-5);
+        return [o.sum, o.normed];
+      };
+      await fc.assert(
+        fc.asyncProperty(normArb, (args) => compareForward('addRmsNorm', args, f, ROWS, gpu)),
+        RUNS,
+      );
+      await fc.assert(
+        fc.asyncProperty(normArb, (args) =>
+          compareGrad('addRmsNorm', args, (xs) => T.add(f(xs)[1]!, T.mul(f(xs)[0]!, 0.5)), summed(args, 4), gpu),
+        ),
+        RUNS,
+      );
+    });
 });
 
 describeGpu('webgpu multi-tensor kernels', (gpu) => {

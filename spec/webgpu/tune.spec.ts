@@ -64,7 +64,7 @@ describe.skipIf(tuned === null)('webgpu tuning on the device', () => {
 
     // The adapter's file holds the choice; a later run (a new tuner on that file) picks it without tuning.
     const file = b.runtime.tuner.cacheFile!;
-    expect(JSON.parse(readFileSync(file, 'utf8')).choices).toEqual([choice]);
+    expect(JSON.parse(readFileSync(file, 'utf8')).choices).toContainEqual(choice);
     const later = new Tuner(b.adapter.summary, choice!.timer, { tune: true, tuneCacheDir: cacheDir });
     await later.load();
     const job: TuneJob = {
@@ -77,6 +77,25 @@ describe.skipIf(tuned === null)('webgpu tuning on the device', () => {
     };
     expect(later.pick(job)).toBe(choice!.choice);
     expect(later.due).toBe(false);
+  });
+
+  it('a row kernel (softmax over 64 rows of 4096) is tuned over its workgroup sizes at the read', async () => {
+    const xv = weights(64 * 4096, 3).map((v) => Math.fround(4 * v));
+    const want = await T.softmax(T.tensor(xv, [64, 4096], { backend: reference })).data();
+    const x = T.tensor(xv, [64, 4096], { backend: b });
+    const before = b.runtime.tuner.tuned;
+    const first = T.softmax(x);
+    expect(b.runtime.tuner.tuned).toBe(before);
+    // rows.spec.ts's softmax tolerance (exp, an f32 sum, a divide).
+    expectClose('first', await first.data(), want, { atol: 1e-6, rtol: 4e-6 });
+    expect(b.runtime.tuner.tuned).toBe(before + 1);
+    const choice = b.runtime.tuner.report().find((c) => c.kernel === 'softmax')!;
+    expect(choice.shapeClass).toBe('softmax_tree:r6:n12');
+    expect(Object.keys(choice.ms)[0], 'the default first').toBe('64');
+    expect(choice.rejected).toEqual([]);
+    const again = T.softmax(x);
+    expectClose('again', await again.data(), want, { atol: 1e-6, rtol: 4e-6 });
+    T.dispose([x, first, again]);
   });
 
   it('a warmed SFT step with tuning on: one read-back, no tuning, 0 buffers, the losses of tuning off', async () => {

@@ -14,6 +14,7 @@ import { launch } from '../launch.js';
 import { cachedProgram, defineProgram, type Program } from '../program.js';
 import { fillTemplate } from '../wgsl.js';
 import { NORM_UNIFORMS } from './norm.js';
+import { rowWorkgroup } from './rows.js';
 
 /**
  * Small fused kernels of the hot paths: RoPE, SwiGLU's gate and token log-probs (each with its backward), and a
@@ -124,23 +125,25 @@ const tokenLogProbsSource = (finish: string): string =>
   `${prelude}\n${rowReduce}\n${fillTemplate('token_log_probs.wgsl', tokenLogProbsSrc, { FINISH: finish })}`;
 const TOKEN_LOG_PROBS_UNIFORMS = { rows: 'u32', v: 'u32', grid_x: 'u32', scale: 'f32' } as const;
 
-const TOKEN_LOG_PROBS = defineProgram({
-  name: 'tokenLogProbs',
-  inputs: { logits: 'f32', targets: 'i32' },
-  outputs: { out: 'f32' },
-  uniforms: TOKEN_LOG_PROBS_UNIFORMS,
-  workgroupSize: 64,
-  body: tokenLogProbsSource(FORWARD_FINISH),
-});
+const TOKEN_LOG_PROBS = (wg: number): Program =>
+  cachedProgram(`tokenLogProbs:${wg}`, () => ({
+    name: 'tokenLogProbs',
+    inputs: { logits: 'f32', targets: 'i32' },
+    outputs: { out: 'f32' },
+    uniforms: TOKEN_LOG_PROBS_UNIFORMS,
+    workgroupSize: wg,
+    body: tokenLogProbsSource(FORWARD_FINISH),
+  }));
 
-const TOKEN_LOG_PROBS_BACKWARD = defineProgram({
-  name: 'tokenLogProbsBackward',
-  inputs: { logits: 'f32', targets: 'i32', dy: 'f32' },
-  outputs: { dx: 'f32' },
-  uniforms: TOKEN_LOG_PROBS_UNIFORMS,
-  workgroupSize: 64,
-  body: tokenLogProbsSource(BACKWARD_FINISH),
-});
+const TOKEN_LOG_PROBS_BACKWARD = (wg: number): Program =>
+  cachedProgram(`tokenLogProbsBackward:${wg}`, () => ({
+    name: 'tokenLogProbsBackward',
+    inputs: { logits: 'f32', targets: 'i32', dy: 'f32' },
+    outputs: { dx: 'f32' },
+    uniforms: TOKEN_LOG_PROBS_UNIFORMS,
+    workgroupSize: wg,
+    body: tokenLogProbsSource(BACKWARD_FINISH),
+  }));
 
 /** Token log-probs (or, with dy, their d logits): one workgroup per row of V logits. */
 export function tokenLogProbs(
@@ -152,23 +155,26 @@ export function tokenLogProbs(
 ): GPUBuffer {
   const rows = sizeOf(targets.shape);
   const v = logits.shape[logits.shape.length - 1]!;
-  const [out] = launch(rt, dy ? TOKEN_LOG_PROBS_BACKWARD : TOKEN_LOG_PROBS, {
+  const programOf = dy ? TOKEN_LOG_PROBS_BACKWARD : TOKEN_LOG_PROBS;
+  const call = {
     inputs: dy ? [logits, targets, dy] : [logits, targets],
-    outputs: [(dy ? rows * v : rows) * 4],
+    outputs: [(dy ? rows * v : rows) * 4] as const,
     grid: { workgroups: rows },
     uniforms: { rows, v, scale },
-  });
+  };
+  const [out] = launch(rt, programOf(rowWorkgroup(rt, programOf, call, rows, v)), call);
   return out;
 }
 
-const ADD_RMS_NORM = defineProgram({
-  name: 'addRmsNorm',
-  inputs: { a: 'f32', b: 'f32', w: 'f32' },
-  outputs: { s: 'f32', y: 'f32' },
-  uniforms: NORM_UNIFORMS,
-  workgroupSize: 64,
-  body: `${rowReduce}\n${addRmsNormSrc}`,
-});
+const ADD_RMS_NORM = (wg: number): Program =>
+  cachedProgram(`addRmsNorm:${wg}`, () => ({
+    name: 'addRmsNorm',
+    inputs: { a: 'f32', b: 'f32', w: 'f32' },
+    outputs: { s: 'f32', y: 'f32' },
+    uniforms: NORM_UNIFORMS,
+    workgroupSize: wg,
+    body: `${rowReduce}\n${addRmsNormSrc}`,
+  }));
 
 /** [a + b, rmsNorm(a + b)] over rows of the last axis, one workgroup per row. */
 export function addRmsNorm(
@@ -181,12 +187,14 @@ export function addRmsNorm(
   const size = sizeOf(a.shape);
   const d = a.shape[a.shape.length - 1] ?? 1;
   const rows = size === 0 ? 0 : size / d;
-  return launch(rt, ADD_RMS_NORM, {
+  const call = {
     inputs: [a, b, w],
-    outputs: [size * 4, size * 4],
+    outputs: [size * 4, size * 4] as const,
     grid: { workgroups: rows },
     uniforms: { rows, d, eps },
-  });
+  };
+  const [sum, y] = launch(rt, ADD_RMS_NORM(rowWorkgroup(rt, ADD_RMS_NORM, call, rows, d)), call);
+  return [sum, y];
 }
 
 registerKernels<GpuBackend>('webgpu', {

@@ -459,7 +459,6 @@ function configFor(rt: GpuRuntime, c: MatmulCase): TileConfig {
       return launchTrial(
         rt,
         [av, bHost],
-        m * n * batch * 4,
         (chosen, [a, b]) => matmulLaunch(candidates.find((cfg) => cfg.name === chosen)!, c, a!, b!),
         // Every configuration sums the K products in the same order with FMAs; allow an f32 rounding a term.
         agreeWithin(1e-6 * k, 1e-6),

@@ -7,10 +7,11 @@ import rmsNormBackwardSrc from '../../../../shaders/rms_norm_backward.wgsl';
 import rowReduce from '../../../../shaders/row_reduce.wgsl';
 import normRows from '../../../../shaders/norm_rows.wgsl';
 import { launch } from '../launch.js';
-import { checkInputs, defineProgram } from '../program.js';
+import { cachedProgram, checkInputs, type Program } from '../program.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
 import { fillInto } from './movement.js';
+import { ROW_WORKGROUPS, rowWorkgroup } from './rows.js';
 import { registerKernels } from '../../../core/kernels.js';
 
 /**
@@ -22,46 +23,50 @@ export const NORM_UNIFORMS = { rows: 'u32', d: 'u32', eps: 'f32', grid_x: 'u32' 
 
 const withRows = (src: string): string => `${rowReduce}\n${normRows}\n${src}`;
 
-const RMS_NORM = defineProgram({
-  name: 'rmsNorm',
-  inputs: { x: 'f32', w: 'f32' },
-  outputs: { y: 'f32' },
-  uniforms: NORM_UNIFORMS,
-  workgroupSize: 64,
-  body: withRows(rmsNormSrc),
-  entryPoints: ['rms_norm'],
-});
+const RMS_NORM = (wg: number): Program =>
+  cachedProgram(`rmsNorm:${wg}`, () => ({
+    name: 'rmsNorm',
+    inputs: { x: 'f32', w: 'f32' },
+    outputs: { y: 'f32' },
+    uniforms: NORM_UNIFORMS,
+    workgroupSize: wg,
+    body: withRows(rmsNormSrc),
+    entryPoints: ['rms_norm'],
+  }));
 
 /** Rows first (dx, and each row's statistic saved in `stats`), then columns (dw) reading the statistics. */
-const RMS_NORM_BACKWARD = defineProgram({
-  name: 'rmsNormBackward',
-  inputs: { x: 'f32', w: 'f32', dy: 'f32' },
-  outputs: { dx: 'f32', dw: 'f32', stats: 'f32' },
-  uniforms: NORM_UNIFORMS,
-  workgroupSize: 64,
-  body: withRows(rmsNormBackwardSrc),
-  entryPoints: ['rms_norm_backward_rows', 'rms_norm_backward_cols'],
-});
+const RMS_NORM_BACKWARD = (wg: number): Program =>
+  cachedProgram(`rmsNormBackward:${wg}`, () => ({
+    name: 'rmsNormBackward',
+    inputs: { x: 'f32', w: 'f32', dy: 'f32' },
+    outputs: { dx: 'f32', dw: 'f32', stats: 'f32' },
+    uniforms: NORM_UNIFORMS,
+    workgroupSize: wg,
+    body: withRows(rmsNormBackwardSrc),
+    entryPoints: ['rms_norm_backward_rows', 'rms_norm_backward_cols'],
+  }));
 
-const LAYER_NORM = defineProgram({
-  name: 'layerNorm',
-  inputs: { x: 'f32', w: 'f32', b: 'f32' },
-  outputs: { y: 'f32' },
-  uniforms: NORM_UNIFORMS,
-  workgroupSize: 64,
-  body: withRows(layerNormSrc),
-  entryPoints: ['layer_norm'],
-});
+const LAYER_NORM = (wg: number): Program =>
+  cachedProgram(`layerNorm:${wg}`, () => ({
+    name: 'layerNorm',
+    inputs: { x: 'f32', w: 'f32', b: 'f32' },
+    outputs: { y: 'f32' },
+    uniforms: NORM_UNIFORMS,
+    workgroupSize: wg,
+    body: withRows(layerNormSrc),
+    entryPoints: ['layer_norm'],
+  }));
 
-const LAYER_NORM_BACKWARD = defineProgram({
-  name: 'layerNormBackward',
-  inputs: { x: 'f32', w: 'f32', dy: 'f32' },
-  outputs: { dx: 'f32', dw: 'f32', db: 'f32', stats: 'f32' },
-  uniforms: NORM_UNIFORMS,
-  workgroupSize: 64,
-  body: withRows(layerNormBackwardSrc),
-  entryPoints: ['layer_norm_backward_rows', 'layer_norm_backward_cols'],
-});
+const LAYER_NORM_BACKWARD = (wg: number): Program =>
+  cachedProgram(`layerNormBackward:${wg}`, () => ({
+    name: 'layerNormBackward',
+    inputs: { x: 'f32', w: 'f32', dy: 'f32' },
+    outputs: { dx: 'f32', dw: 'f32', db: 'f32', stats: 'f32' },
+    uniforms: NORM_UNIFORMS,
+    workgroupSize: wg,
+    body: withRows(layerNormBackwardSrc),
+    entryPoints: ['layer_norm_backward_rows', 'layer_norm_backward_cols'],
+  }));
 
 /** [rows, d] of the last axis (d of 0 means no rows). */
 function rowsOf(x: KernelTensor): [rows: number, d: number] {
@@ -71,12 +76,13 @@ function rowsOf(x: KernelTensor): [rows: number, d: number] {
 
 export function rmsNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, eps: number): GPUBuffer {
   const [rows, d] = rowsOf(x);
-  const [y] = launch(rt, RMS_NORM, {
+  const call = {
     inputs: [x, w],
-    outputs: [rows * d * 4],
+    outputs: [rows * d * 4] as const,
     grid: { workgroups: d === 0 ? 0 : rows },
     uniforms: { rows, d, eps },
-  });
+  };
+  const [y] = launch(rt, RMS_NORM(rowWorkgroup(rt, RMS_NORM, call, rows, d)), call);
   return y;
 }
 
@@ -89,17 +95,20 @@ export function rmsNormBackward(
 ): [GPUBuffer, GPUBuffer] {
   const [rows, d] = rowsOf(x);
   const inputs = [x, w, dy];
-  checkInputs(RMS_NORM_BACKWARD, 'rmsNormBackward', inputs);
+  checkInputs(RMS_NORM_BACKWARD(ROW_WORKGROUPS[0]), 'rmsNormBackward', inputs);
   if (rows * d === 0) return [rt.alloc(rows * d * 4), fillInto(rt, d * 4, d, 'f32', 0)];
   const uniforms = { rows, d, eps };
-  const [dx, dw, stats] = launch(rt, RMS_NORM_BACKWARD, {
+  const byRow = {
     entryPoint: 'rms_norm_backward_rows',
     inputs,
-    outputs: [rows * d * 4, d * 4, rows * 4],
+    outputs: [rows * d * 4, d * 4, rows * 4] as const,
     grid: { workgroups: rows },
     uniforms,
-  });
-  launch(rt, RMS_NORM_BACKWARD, {
+  };
+  // Both passes run one record (the columns pass loops a thread per column whatever the size).
+  const program = RMS_NORM_BACKWARD(rowWorkgroup(rt, RMS_NORM_BACKWARD, byRow, rows, d, [0, 2]));
+  const [dx, dw, stats] = launch(rt, program, byRow);
+  launch(rt, program, {
     entryPoint: 'rms_norm_backward_cols',
     inputs,
     outputs: [dx, dw, stats],
@@ -112,12 +121,13 @@ export function rmsNormBackward(
 
 export function layerNorm(rt: GpuRuntime, x: KernelTensor, w: KernelTensor, b: KernelTensor, eps: number): GPUBuffer {
   const [rows, d] = rowsOf(x);
-  const [y] = launch(rt, LAYER_NORM, {
+  const call = {
     inputs: [x, w, b],
-    outputs: [rows * d * 4],
+    outputs: [rows * d * 4] as const,
     grid: { workgroups: d === 0 ? 0 : rows },
     uniforms: { rows, d, eps },
-  });
+  };
+  const [y] = launch(rt, LAYER_NORM(rowWorkgroup(rt, LAYER_NORM, call, rows, d)), call);
   return y;
 }
 
@@ -130,19 +140,21 @@ export function layerNormBackward(
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
   const [rows, d] = rowsOf(x);
   const inputs = [x, w, dy];
-  checkInputs(LAYER_NORM_BACKWARD, 'layerNormBackward', inputs);
+  checkInputs(LAYER_NORM_BACKWARD(ROW_WORKGROUPS[0]), 'layerNormBackward', inputs);
   if (rows * d === 0) {
     return [rt.alloc(rows * d * 4), fillInto(rt, d * 4, d, 'f32', 0), fillInto(rt, d * 4, d, 'f32', 0)];
   }
   const uniforms = { rows, d, eps };
-  const [dx, dw, db, stats] = launch(rt, LAYER_NORM_BACKWARD, {
+  const byRow = {
     entryPoint: 'layer_norm_backward_rows',
     inputs,
-    outputs: [rows * d * 4, d * 4, d * 4, rows * 8],
+    outputs: [rows * d * 4, d * 4, d * 4, rows * 8] as const,
     grid: { workgroups: rows },
     uniforms,
-  });
-  launch(rt, LAYER_NORM_BACKWARD, {
+  };
+  const program = LAYER_NORM_BACKWARD(rowWorkgroup(rt, LAYER_NORM_BACKWARD, byRow, rows, d, [0, 3]));
+  const [dx, dw, db, stats] = launch(rt, program, byRow);
+  launch(rt, program, {
     entryPoint: 'layer_norm_backward_cols',
     inputs,
     outputs: [dx, dw, db, stats],

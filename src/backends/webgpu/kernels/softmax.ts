@@ -8,17 +8,18 @@ import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
 import { fillTemplate } from '../wgsl.js';
 import { registerKernels } from '../../../core/kernels.js';
+import { ROW_WORKGROUPS, rowWorkgroup } from './rows.js';
 
 /** Softmax / log-softmax along `axis`: a workgroup per row for long last-axis rows, else a thread per line. */
 const TREE_MIN = 128;
 
-const softmaxProgram = (log: boolean): Program =>
-  cachedProgram(`softmax:${log}`, () => ({
+const softmaxProgram = (log: boolean, wg: number): Program =>
+  cachedProgram(`softmax:${log}:${wg}`, () => ({
     name: log ? 'logSoftmax' : 'softmax',
     inputs: { x: 'f32' },
     outputs: { out: 'f32' },
     uniforms: { outer: 'u32', len: 'u32', inner: 'u32', grid_x: 'u32' },
-    workgroupSize: 64,
+    workgroupSize: wg,
     body: `${rowReduce}\n${fillTemplate('softmax.wgsl', softmaxSrc, { LOG: log })}`,
     entryPoints: ['softmax_tree', 'softmax_loop'],
   }));
@@ -29,14 +30,18 @@ export function softmax(rt: GpuRuntime, x: KernelTensor, axis: number, log: bool
   const len = x.shape[axis]!;
   const inner = sizeOf(x.shape.slice(axis + 1));
   const tree = inner === 1 && len >= TREE_MIN;
-  const [out] = launch(rt, softmaxProgram(log), {
+  const call = {
     entryPoint: tree ? 'softmax_tree' : 'softmax_loop',
     inputs: [x],
-    outputs: [n * 4],
+    outputs: [n * 4] as const,
     // tree: one workgroup per row; loop: one thread per (outer, inner) line.
     grid: tree ? { workgroups: outer } : { threads: outer * inner },
     uniforms: { outer, len, inner },
-  });
+  };
+  // The tree's workgroup size is tuned per class of rows (kernels/rows.ts); the loop keeps 64 threads.
+  const programOf = (wg: number): Program => softmaxProgram(log, wg);
+  const wg = tree ? rowWorkgroup(rt, programOf, call, outer, len) : ROW_WORKGROUPS[0];
+  const [out] = launch(rt, programOf(wg), call);
   return out;
 }
 

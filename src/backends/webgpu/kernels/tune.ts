@@ -7,29 +7,39 @@ import type { TuneTrial } from '../tuner.js';
 export type CandidateLaunch = (
   candidate: string,
   inputs: readonly GPUBuffer[],
-) => { readonly program: Program; readonly call: LaunchCall<readonly [number]> };
+) => { readonly program: Program; readonly call: LaunchCall<readonly number[]> };
 
 /**
- * The tuning trial (tuner.ts) of a kernel launched through `launch` with one output: the scratch inputs are
- * uploaded once (deterministic values the kernel family makes), each candidate's launch comes from `launchOf`,
- * its result is read back to be compared with the default's, and its time is taken by `GpuRuntime.timeDispatch`.
+ * The tuning trial (tuner.ts) of a kernel launched through `launch`: the scratch inputs are uploaded once
+ * (deterministic values the kernel family makes), each candidate's launch comes from `launchOf`, its outputs are
+ * read back (in one turn: one read-back) to be compared with the default's, and its time is taken by
+ * `GpuRuntime.timeDispatch`. `compared`: the outputs the launch writes (default all; a pass that leaves one
+ * to a later pass must not be judged by a buffer it never wrote).
  */
 export function launchTrial(
   rt: GpuRuntime,
   inputs: readonly ArrayBufferView[],
-  outputBytes: number,
   launchOf: CandidateLaunch,
   agree: TuneTrial['agree'],
+  compared?: readonly number[],
 ): TuneTrial {
   const buffers = inputs.map((d) => rt.upload(d));
   return {
     result: async (candidate) => {
       const { program, call } = launchOf(candidate, buffers);
-      const [out] = launch(rt, program, call);
+      const outs = launch(rt, program, call);
       try {
-        return new Float32Array(await rt.read(out, outputBytes));
+        const which = compared ?? outs.map((_, i) => i);
+        const parts = await Promise.all(which.map((i) => rt.read(outs[i]!, call.outputs[i]!)));
+        const all = new Float32Array(parts.reduce((n, p) => n + p.byteLength / 4, 0));
+        let at = 0;
+        for (const p of parts) {
+          all.set(new Float32Array(p), at);
+          at += p.byteLength / 4;
+        }
+        return all;
       } finally {
-        rt.release(out);
+        for (const o of outs) rt.release(o);
       }
     },
     time: async (candidate, reps) => {
