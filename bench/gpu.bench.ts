@@ -75,7 +75,10 @@ interface Task {
   readonly dispose: () => void;
 }
 
-/** |got - want| <= atol + rtol |want| everywhere, else an error naming the task: its time never counts. */
+/** A timed result that disagrees with the CPU backend: that task's times never count, the others go on. */
+class CheckError extends Error {}
+
+/** |got - want| <= atol + rtol |want| everywhere, else a CheckError naming the task: its time never counts. */
 function check(
   task: string,
   what: string,
@@ -84,11 +87,11 @@ function check(
   atol: number,
   rtol: number,
 ) {
-  if (got.length !== want.length) throw new Error(`${task}: ${what}: ${got.length} values, want ${want.length}`);
+  if (got.length !== want.length) throw new CheckError(`${task}: ${what}: ${got.length} values, want ${want.length}`);
   for (let i = 0; i < want.length; i++) {
     const [g, w] = [got[i]!, want[i]!];
     if (!(Math.abs(g - w) <= atol + rtol * Math.abs(w)))
-      throw new Error(`${task}: ${what}[${i}] = ${g}, the CPU backend's ${w}: a wrong kernel or a dropped dispatch`);
+      throw new CheckError(`${what}[${i}] = ${g}, the CPU backend's ${w}: a wrong kernel or a dropped dispatch`);
   }
 }
 
@@ -246,7 +249,7 @@ function sampleTask(gpu: WebGpuBackend, cpu: Backend, base: TransformerConfig, r
       const ro = await sampleRollouts(params, config, tokenizer, prompts, new Rng(3 + round), opts);
       const ms = performance.now() - t0;
       const after = gpu.stats();
-      if (ro.completionLen !== newTokens) throw new Error(`${name}: ${ro.completionLen} tokens, want ${newTokens}`);
+      if (ro.completionLen !== newTokens) throw new CheckError(`${ro.completionLen} tokens, want ${newTokens}`);
       const lp = scoreLogProbs(cpuParams, config, ro);
       // The recorded log-probs are the decode's (KV cache, f32) and the CPU's a full forward: 1e-3 nats apart
       // at most, while a wrong or dropped kernel changes which tokens are likely.
@@ -317,9 +320,18 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     const ours = new Map<Task, number[]>(tasks.map((k) => [k, []]));
     const theirs = new Map<Task, number[]>(tasks.map((k) => [k, []]));
     const absent = new Map<Task, string>();
+    const failed = new Map<Task, string>();
     for (let round = 0; round < rounds; round++) {
       for (const task of tasks) {
-        ours.get(task)!.push(await task.run(round));
+        if (failed.has(task)) continue;
+        try {
+          ours.get(task)!.push(await task.run(round));
+        } catch (e) {
+          if (!(e instanceof CheckError)) throw e;
+          failed.set(task, e.message);
+          log(`${task.name}: CHECK FAILED (its times do not count): ${e.message}`);
+          continue;
+        }
         if (typeof peer !== 'string' && !absent.has(task)) {
           const a: PeerAnswer = await peer.ask(task.peer);
           if ('absent' in a) absent.set(task, a.absent);
@@ -329,6 +341,11 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
       log(`round ${round + 1}/${rounds} done`);
     }
     const rows: BenchRow[] = tasks.map((task) => {
+      const why = failed.get(task);
+      if (why !== undefined) {
+        const r = { task: task.name, unit: task.unit, ours: Number.NaN, torch: null, speedRatio: null };
+        return { ...r, checked: `CHECK FAILED: ${why}`, counters: task.counters };
+      }
       const ms = median(ours.get(task)!);
       const peerMs = theirs.get(task)!.length > 0 ? median(theirs.get(task)!) : null;
       return {
@@ -348,7 +365,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     for (const [i, r] of rows.entries()) {
       const why = absent.get(tasks[i]!);
       log(
-        `| ${r.task} | ${fmt(r.ours)} | ${r.torch === null ? (why ? `absent: ${why}` : 'absent') : fmt(r.torch)} | ${r.unit} | ` +
+        `| ${r.task} | ${Number.isNaN(r.ours) ? '-' : fmt(r.ours)} | ${r.torch === null ? (why ? `absent: ${why}` : 'absent') : fmt(r.torch)} | ${r.unit} | ` +
           `${r.speedRatio === null ? '-' : `${r.speedRatio.toFixed(2)}x`} | ${r.checked} | ${r.counters} |`,
       );
     }
@@ -379,5 +396,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
 
 if (process.argv[1]?.endsWith('gpu.bench.js')) {
   const rounds = argValue('--rounds');
-  await runBenchGpu({ quick: hasFlag('--quick'), ...(rounds ? { rounds: Number(rounds) } : {}) });
+  const rows = await runBenchGpu({ quick: hasFlag('--quick'), ...(rounds ? { rounds: Number(rounds) } : {}) });
+  // The table is printed either way; a failed check still fails the command.
+  if (rows.some((r) => r.checked.startsWith('CHECK FAILED'))) process.exitCode = 1;
 }
