@@ -377,7 +377,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
         : 'tuned configurations (kernel | shape class | choice | its ms | default ms | rejected):',
     );
     for (const c of tuned) {
-      const def = Object.keys(c.ms)[0]!;
+      const def = c.fallback;
       log(
         `  ${c.kernel} | ${c.shapeClass} | ${c.choice} | ${c.ms[c.choice]!.toPrecision(3)} | ${def} ${c.ms[def]!.toPrecision(3)} | ` +
           `${c.rejected.join(', ') || '-'}`,

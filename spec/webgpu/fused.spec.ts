@@ -1,4 +1,5 @@
 import { afterEach, expect, it } from 'vitest';
+import { ATTENTION_ROWS, setAttentionRows } from '../../src/backends/webgpu/kernels/attention.js';
 import { ROW_WORKGROUPS, setRowWorkgroupSize } from '../../src/backends/webgpu/kernels/rows.js';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
@@ -34,46 +35,52 @@ const summed = (args: readonly Arg[], scale = 1): Tol => ({
 
 describeGpu('webgpu fused attention', (gpu) => {
   const attend = ([q, k, v, bias]: T.Tensor[]): T.Tensor => T.causalAttention(q!, k!, v!, { keyBias: bias! });
-  it(`forward and backward, short sequences, head sizes 1..8 (atol ${ATTN.atol}, rtol ${ATTN.rtol})`, async () => {
-    const arb = attentionArb(6, [1, 2, 3, 8]);
-    await fc.assert(
-      fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, ATTN, gpu)),
-      RUNS,
-    );
-    await fc.assert(
-      fc.asyncProperty(arb, (args) =>
-        compareGrad(
-          'attention',
-          args.slice(0, 3),
-          ([q, k, v]) =>
-            attend([q!, k!, v!, T.tensor([...args[3].values], [...args[3].shape], { backend: q!.backend })]),
-          ATTN,
-          gpu,
+  afterEach(() => setAttentionRows(null));
+  // The tiled kernels at each number of rows per workgroup the tuner may pick (kernels/attention.ts).
+  for (const rows of ATTENTION_ROWS) {
+    it(`forward and backward, short sequences, head sizes 1..8, ${rows} rows a workgroup (atol ${ATTN.atol}, rtol ${ATTN.rtol})`, async () => {
+      setAttentionRows(rows);
+      const arb = attentionArb(6, [1, 2, 3, 8]);
+      await fc.assert(
+        fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, ATTN, gpu)),
+        RUNS,
+      );
+      await fc.assert(
+        fc.asyncProperty(arb, (args) =>
+          compareGrad(
+            'attention',
+            args.slice(0, 3),
+            ([q, k, v]) =>
+              attend([q!, k!, v!, T.tensor([...args[3].values], [...args[3].shape], { backend: q!.backend })]),
+            ATTN,
+            gpu,
+          ),
         ),
-      ),
-      RUNS,
-    );
-  });
-  it('forward and backward over more than one 64-row tile, head size 64 (key/value tiles of 32)', async () => {
-    const arb = attentionArb(80, [16, 64]);
-    await fc.assert(
-      fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, ATTN, gpu)),
-      FEW,
-    );
-    await fc.assert(
-      fc.asyncProperty(arb, (args) =>
-        compareGrad(
-          'attention',
-          args.slice(0, 3),
-          ([q, k, v]) =>
-            attend([q!, k!, v!, T.tensor([...args[3].values], [...args[3].shape], { backend: q!.backend })]),
-          ATTN,
-          gpu,
+        RUNS,
+      );
+    });
+    it(`forward and backward over up to 80 rows, head size 64 (key/value tiles of 32), ${rows} rows a workgroup`, async () => {
+      setAttentionRows(rows);
+      const arb = attentionArb(80, [16, 64]);
+      await fc.assert(
+        fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, ATTN, gpu)),
+        FEW,
+      );
+      await fc.assert(
+        fc.asyncProperty(arb, (args) =>
+          compareGrad(
+            'attention',
+            args.slice(0, 3),
+            ([q, k, v]) =>
+              attend([q!, k!, v!, T.tensor([...args[3].values], [...args[3].shape], { backend: q!.backend })]),
+            ATTN,
+            gpu,
+          ),
         ),
-      ),
-      FEW,
-    );
-  });
+        FEW,
+      );
+    });
+  }
   it('few queries over many keys (the split-over-keys decoding kernel), head sizes 3..128', async () => {
     const arb = attentionArb(4, [3, 64, 128], 100);
     await fc.assert(

@@ -91,11 +91,39 @@ describe.skipIf(tuned === null)('webgpu tuning on the device', () => {
     expect(b.runtime.tuner.tuned).toBe(before + 1);
     const choice = b.runtime.tuner.report().find((c) => c.kernel === 'softmax')!;
     expect(choice.shapeClass).toBe('softmax_tree:r6:n12');
-    expect(Object.keys(choice.ms)[0], 'the default first').toBe('64');
+    expect(choice.fallback, 'the default').toBe('64');
+    expect(Object.keys(choice.ms).sort()).toEqual(['128', '256', '64']);
     expect(choice.rejected).toEqual([]);
     const again = T.softmax(x);
     expectClose('again', await again.data(), want, { atol: 1e-6, rtol: 4e-6 });
     T.dispose([x, first, again]);
+  });
+
+  it('attention forward and backward are tuned over rows per workgroup; every candidate agrees exactly', async () => {
+    const shape = [1, 128, 4, 16]; // 2^20 multiply-adds of Q K^T: the size worth tuning
+    const vals = [1, 2, 3].map((seed) => weights(128 * 64, seed).map((v) => Math.fround(0.5 * v)));
+    const run = async (backend: T.Backend) => {
+      const [q, k, v] = vals.map((xs) => T.tensor(xs, shape, { backend }));
+      const [out, grads] = T.valueAndGrad((qq: T.Tensor) => T.sum(T.mul(T.causalAttention(qq, k!, v!), 0.5)))(q!);
+      const got = [await out.data(), await grads.data()];
+      T.dispose([q, k, v, out, grads]);
+      return got;
+    };
+    const want = await run(reference);
+    const before = b.runtime.tuner.tuned;
+    const got = await run(b);
+    // fused.spec.ts's attention tolerance.
+    got.forEach((g, i) => expectClose(`attention ${i}`, g, want[i]!, { atol: 2e-5, rtol: 2e-4 }));
+    const classes = b.runtime.tuner.report().filter((c) => c.kernel.startsWith('attention'));
+    expect(b.runtime.tuner.tuned - before).toBe(3);
+    expect(classes.map((c) => c.kernel).sort()).toEqual(['attention', 'attentionBackward', 'attentionBackward']);
+    for (const c of classes) {
+      expect(c.rejected, `${c.kernel} ${c.shapeClass}`).toEqual([]);
+      expect(c.fallback).toBe('64');
+      expect(Object.keys(c.ms).sort()).toEqual(['128', '32', '64']);
+    }
+    const again = await run(b);
+    again.forEach((g, i) => expectClose(`attention again ${i}`, g, want[i]!, { atol: 2e-5, rtol: 2e-4 }));
   });
 
   it('a warmed SFT step with tuning on: one read-back, no tuning, 0 buffers, the losses of tuning off', async () => {

@@ -45,6 +45,8 @@ export interface TuneChoice {
   readonly kernel: string;
   readonly shapeClass: string;
   readonly choice: string;
+  /** The default candidate (RLVR_TUNE=off's choice), which the others are compared with. */
+  readonly fallback: string;
   /** Milliseconds per run of each candidate timed (a rejected one is absent). */
   readonly ms: Readonly<Record<string, number>>;
   /** Candidates whose result disagreed with the default's. */
@@ -61,7 +63,7 @@ export interface TunerOptions {
 }
 
 /** Bumped when a kernel's candidates change meaning, so an older file is ignored rather than misread. */
-const CACHE_VERSION = 1;
+const CACHE_VERSION = 2;
 /** Milliseconds of device time a candidate is timed over (after a first run that sizes the repetitions). */
 const TIME_BUDGET_MS = 25;
 const MAX_REPS = 64;
@@ -150,7 +152,7 @@ export class Tuner {
         ms[c] = Math.min(await trial.time(c, reps), await trial.time(c, reps));
       }
       const choice = Object.entries(ms).reduce((best, e) => (e[1] < best[1] ? e : best), [fallback, ms[fallback]!])[0];
-      return { kernel: job.kernel, shapeClass: job.shapeClass, choice, ms, rejected, timer: this.timer };
+      return { kernel: job.kernel, shapeClass: job.shapeClass, choice, fallback, ms, rejected, timer: this.timer };
     } finally {
       trial.dispose();
     }

@@ -9,9 +9,10 @@ import dkvSrc from '../../../../shaders/attention_backward_dkv.wgsl';
 import tilesSrc from '../../../../shaders/attention_tiles.wgsl';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
-import { launch } from '../launch.js';
+import { launch, type LaunchCall } from '../launch.js';
 import { cachedProgram, checkInputs, type Program } from '../program.js';
 import { fillInto } from './movement.js';
+import { pickWorkgroup, scratchValues } from './tune.js';
 
 /**
  * Fused causal attention (shaders/attention*.wgsl): one forward dispatch, and a backward in two (dQ with the
@@ -21,6 +22,47 @@ import { fillInto } from './movement.js';
  * constants and (forward and dQ) one tile loader, attention_tiles.wgsl.
  */
 const ROWS = 64;
+
+/**
+ * Query (or key) rows per workgroup of the three tiled kernels, tuned per class (kernels/tune.ts): 64 (the
+ * default), 32 (more workgroups for short sequences) or 128 (a key/value tile shared by more rows). A thread's
+ * arithmetic does not depend on it (each owns a row; the tiles are the same TK rows), so the candidates agree
+ * exactly; each is a correctness case of fused.spec.ts.
+ */
+export const ATTENTION_ROWS = [ROWS, 32, 128] as const;
+
+let forcedRows: number | null = null;
+/** Force the rows per workgroup of the tiled attention kernels (the specs of each candidate); null: the tuner's. */
+export function setAttentionRows(rows: number | null): void {
+  forcedRows = rows;
+}
+
+/** Multiply-adds of Q K^T below which a class is not tuned. */
+const TUNE_MIN_MACS = 2 ** 20;
+
+const log2Class = (x: number): number => Math.ceil(Math.log2(Math.max(1, x)));
+
+/** Rows per workgroup for one of the tiled kernels' launches. */
+function rowsFor<O extends readonly (number | GPUBuffer)[]>(
+  rt: GpuRuntime,
+  pass: 'forward' | 'dq' | 'dkv',
+  x: Dims,
+  programOf: (rows: number) => Program,
+  call: LaunchCall<O>,
+  scratch?: (input: number, n: number) => Float32Array | null,
+): number {
+  if (forcedRows !== null) return forcedRows;
+  if (x.b * x.hq * x.tq * x.tk * x.d < TUNE_MIN_MACS) return ROWS;
+  // Sizes whose grid would pass the per-dimension limit are not offered.
+  const sizes = ATTENTION_ROWS.filter((r) => Math.ceil(Math.max(x.tq, x.tk) / r) <= rt.maxWorkgroupsPerDim);
+  return pickWorkgroup(rt, {
+    sizes,
+    programOf,
+    call,
+    shapeClass: `${pass}:d${x.d}:t${x.tile}:q${log2Class(x.tq)}:k${log2Class(x.tk)}:h${log2Class(x.hq)}:g${x.hq / x.hkv}:b${log2Class(x.b)}`,
+    ...(scratch ? { scratch } : {}),
+  });
+}
 /** At most this many queries per head use the split-over-keys kernel (attention_decode.wgsl): decoding. */
 const DECODE_MAX_QUERIES = 4;
 
@@ -83,13 +125,13 @@ const constants = (d: number, tile?: number): string =>
     `const MASKED: f32 = ${MASKED_KEY_BIAS.toExponential()};`,
   ].join('\n');
 
-const forwardProgram = (x: Dims): Program =>
-  cachedProgram(`attention:${x.d}:${x.tile}`, () => ({
+const forwardProgram = (x: Dims, rows: number): Program =>
+  cachedProgram(`attention:${x.d}:${x.tile}:${rows}`, () => ({
     name: 'attention',
     inputs: QKV,
     outputs: { out: 'f32' },
     uniforms: UNIFORMS,
-    workgroupSize: ROWS,
+    workgroupSize: rows,
     body: `${constants(x.d, x.tile)}\n${tilesSrc}\n${attentionSrc}`,
   }));
 
@@ -104,23 +146,23 @@ const decodeProgram = (d: number, split: number): Program =>
     body: `${constants(d)}\n${decodeSrc}`,
   }));
 
-const dqProgram = (x: Dims): Program =>
-  cachedProgram(`attention_backward_dq:${x.d}:${x.tile}`, () => ({
+const dqProgram = (x: Dims, rows: number): Program =>
+  cachedProgram(`attention_backward_dq:${x.d}:${x.tile}:${rows}`, () => ({
     name: 'attentionBackward',
     inputs: { ...QKV, o: 'f32', d_o: 'f32' },
     outputs: { dq: 'f32', stats: 'f32' },
     uniforms: UNIFORMS,
-    workgroupSize: ROWS,
+    workgroupSize: rows,
     body: `${constants(x.d, x.tile)}\n${tilesSrc}\n${dqSrc}`,
   }));
 
-const dkvProgram = (x: Dims): Program =>
-  cachedProgram(`attention_backward_dkv:${x.d}:${x.tile}`, () => ({
+const dkvProgram = (x: Dims, rows: number): Program =>
+  cachedProgram(`attention_backward_dkv:${x.d}:${x.tile}:${rows}`, () => ({
     name: 'attentionBackward',
     inputs: { ...QKV, d_o: 'f32', stats: 'f32' },
     outputs: { dk: 'f32', dv: 'f32' },
     uniforms: UNIFORMS,
-    workgroupSize: ROWS,
+    workgroupSize: rows,
     body: `${constants(x.d, x.tile)}\n${dkvSrc}`,
   }));
 
@@ -145,7 +187,9 @@ export function attention(
     const [out] = launch(rt, decodeProgram(x.d, split), { ...common, grid: { workgroups: [x.tq, x.hq, x.b] } });
     return out;
   }
-  const [out] = launch(rt, forwardProgram(x), { ...common, grid: { threads: [x.tq, x.hq, x.b] } });
+  const call = { ...common, grid: { threads: [x.tq, x.hq, x.b] } } as const;
+  const programOf = (rows: number): Program => forwardProgram(x, rows);
+  const [out] = launch(rt, programOf(rowsFor(rt, 'forward', x, programOf, call)), call);
   return out;
 }
 
@@ -160,9 +204,8 @@ export function attentionBackward(
   scale: number,
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
   const x = dimsOf(rt, 'attentionBackward', q, k);
-  const dq = dqProgram(x);
   const qkv = [q, k, v, bias ?? q];
-  checkInputs(dq, 'attentionBackward', [...qkv, out, dOut]);
+  checkInputs(dqProgram(x, ROWS), 'attentionBackward', [...qkv, out, dOut]);
   const [nq, nk] = [sizeOf(q.shape), sizeOf(k.shape)];
   if (nq === 0) {
     // No queries: nothing reaches the keys (and no keys means no queries, Tq <= Tk).
@@ -170,18 +213,26 @@ export function attentionBackward(
   }
   const params = uniforms(x, scale, bias !== null);
   // dQ, and each query row's statistics (m, l, delta) for the dK/dV kernel.
-  const [dQ, stats] = launch(rt, dq, {
+  const dqCall = {
     inputs: [...qkv, out, dOut],
     outputs: [nq * 4, 3 * x.b * x.hq * x.tq * 4],
     grid: { threads: [x.tq, x.hq, x.b] },
     uniforms: params,
-  });
-  const [dK, dV] = launch(rt, dkvProgram(x), {
+  } as const;
+  const dqOf = (rows: number): Program => dqProgram(x, rows);
+  const [dQ, stats] = launch(rt, dqOf(rowsFor(rt, 'dq', x, dqOf, dqCall)), dqCall);
+  const dkvCall = {
     inputs: [...qkv, dOut, stats],
     outputs: [nk * 4, nk * 4],
     grid: { threads: [x.tk, x.hkv, x.b] },
     uniforms: params,
-  });
+  } as const;
+  // Its tuning trial's scratch statistics (m, l, delta per query row) are in [0.5, 1.5): l, a sum of
+  // exponentials, is never near 0 there.
+  const dkvOf = (rows: number): Program => dkvProgram(x, rows);
+  const positive = (i: number, n: number): Float32Array | null =>
+    i === 5 ? scratchValues(n, 6).map((v) => v + 1) : null;
+  const [dK, dV] = launch(rt, dkvOf(rowsFor(rt, 'dkv', x, dkvOf, dkvCall, positive)), dkvCall);
   rt.release(stats);
   return [dQ, dK, dV];
 }

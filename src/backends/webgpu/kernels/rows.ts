@@ -1,8 +1,7 @@
-import { sizeOf } from '../../../core/shape.js';
 import type { LaunchCall } from '../launch.js';
-import { isTensor, type Program } from '../program.js';
+import type { Program } from '../program.js';
 import type { GpuRuntime } from '../runtime.js';
-import { agreeWithin, launchTrial, scratchValues } from './tune.js';
+import { agreeWithin, pickWorkgroup } from './tune.js';
 
 /**
  * The workgroup size of the row kernels (one workgroup per row over row_reduce.wgsl's trees: softmax, RMSNorm,
@@ -25,10 +24,9 @@ const log2Class = (x: number): number => Math.ceil(Math.log2(Math.max(1, x)));
 
 /**
  * The workgroup size for a row kernel's launch (`call`, with `programOf(wg)` its record at each size): a forced
- * one, else the tuner's pick for the class (kernel, entry point, rows and row length by powers of two).
- * Candidates are compared on scratch inputs of the call's sizes: f32 inputs deterministic values, i32 inputs
- * zeros (a valid index everywhere), in-place outputs fresh buffers of their size; `written` names the outputs
- * the entry point writes (default all: a backward's rows pass leaves dweight to its columns pass).
+ * one, else the tuner's pick (kernels/tune.ts) for the class: entry point, rows and row length by powers of
+ * two. `written` names the outputs the entry point writes (default all: a backward's rows pass leaves dweight
+ * to its columns pass).
  */
 export function rowWorkgroup<O extends readonly (number | GPUBuffer)[]>(
   rt: GpuRuntime,
@@ -39,39 +37,15 @@ export function rowWorkgroup<O extends readonly (number | GPUBuffer)[]>(
   written?: readonly number[],
 ): number {
   if (forced !== null) return forced;
-  const fallback = ROW_WORKGROUPS[0];
-  if (!rt.tuner.enabled || rows * len < TUNE_MIN_ELEMENTS) return fallback;
-  const limits = rt.device.limits;
-  const sizes = ROW_WORKGROUPS.filter(
-    (wg) => wg <= limits.maxComputeInvocationsPerWorkgroup && wg <= limits.maxComputeWorkgroupSizeX,
-  );
-  const program = programOf(fallback);
-  const name = rt.tuner.pick({
-    kernel: program.name,
-    shapeClass: `${call.entryPoint ?? program.entryPoints[0]}:r${log2Class(rows)}:n${log2Class(len)}`,
-    candidates: sizes.map(String),
-    trial: () =>
-      launchTrial(
-        rt,
-        call.inputs.map((t, i) =>
-          !isTensor(t)
-            ? scratchValues(t.size / 4, i + 1)
-            : t.dtype === 'i32'
-              ? new Int32Array(sizeOf(t.shape))
-              : scratchValues(sizeOf(t.shape), i + 1),
-        ),
-        (wg, inputs) => ({
-          program: programOf(Number(wg)),
-          call: {
-            ...call,
-            inputs,
-            outputs: call.outputs.map((o) => (typeof o === 'number' ? o : o.size)),
-          },
-        }),
-        // Another workgroup size sums a row in another order: an f32 rounding of the row's sums apart.
-        agreeWithin(1e-5, 1e-5),
-        written,
-      ),
+  if (rows * len < TUNE_MIN_ELEMENTS) return ROW_WORKGROUPS[0];
+  const entry = call.entryPoint ?? programOf(ROW_WORKGROUPS[0]).entryPoints[0];
+  return pickWorkgroup(rt, {
+    sizes: ROW_WORKGROUPS,
+    programOf,
+    call,
+    shapeClass: `${entry}:r${log2Class(rows)}:n${log2Class(len)}`,
+    // Another workgroup size sums a row in another order: an f32 rounding of the row's sums apart.
+    agree: agreeWithin(1e-5, 1e-5),
+    ...(written ? { written } : {}),
   });
-  return Number(name);
 }

@@ -1,5 +1,6 @@
 import { launch, prepareLaunch, type LaunchCall } from '../launch.js';
-import type { Program } from '../program.js';
+import { sizeOf } from '../../../core/shape.js';
+import { isTensor, type Program } from '../program.js';
 import type { GpuRuntime } from '../runtime.js';
 import type { TuneTrial } from '../tuner.js';
 
@@ -79,3 +80,59 @@ export const agreeWithin =
     }
     return true;
   };
+
+/** What `pickWorkgroup` tunes: one launch whose record varies only in its workgroup size. */
+export interface WorkgroupChoice<O extends readonly (number | GPUBuffer)[]> {
+  /** Sizes to choose from, the default first (those past the device's limits are dropped). */
+  readonly sizes: readonly number[];
+  readonly programOf: (wg: number) => Program;
+  readonly call: LaunchCall<O>;
+  /** The class the choice holds for (the kernel's name is the program's). */
+  readonly shapeClass: string;
+  /** The outputs the launch writes (default all), compared between sizes. */
+  readonly written?: readonly number[];
+  /** Tolerance between sizes (default: exact, for kernels whose arithmetic per thread does not depend on it). */
+  readonly agree?: TuneTrial['agree'];
+  /** Scratch values of f32 input i where the default's (in [-0.5, 0.5)) would not do (a positive sum). */
+  readonly scratch?: (input: number, n: number) => Float32Array | null;
+}
+
+/**
+ * The tuner's pick of a workgroup size for one launch: candidates compared and timed on scratch inputs of the
+ * call's sizes (f32 inputs deterministic values, i32 inputs zeros, a valid index everywhere; in-place outputs
+ * fresh buffers of their size).
+ */
+export function pickWorkgroup<O extends readonly (number | GPUBuffer)[]>(
+  rt: GpuRuntime,
+  c: WorkgroupChoice<O>,
+): number {
+  const limits = rt.device.limits;
+  const sizes = c.sizes.filter(
+    (wg) => wg <= limits.maxComputeInvocationsPerWorkgroup && wg <= limits.maxComputeWorkgroupSizeX,
+  );
+  const fallback = c.sizes[0]!;
+  if (!rt.tuner.enabled || sizes.length < 2) return fallback;
+  const name = rt.tuner.pick({
+    kernel: c.programOf(fallback).name,
+    shapeClass: c.shapeClass,
+    candidates: sizes.map(String),
+    trial: () =>
+      launchTrial(
+        rt,
+        c.call.inputs.map((t, i) =>
+          !isTensor(t)
+            ? scratchValues(t.size / 4, i + 1)
+            : t.dtype === 'i32'
+              ? new Int32Array(sizeOf(t.shape))
+              : (c.scratch?.(i, sizeOf(t.shape)) ?? scratchValues(sizeOf(t.shape), i + 1)),
+        ),
+        (wg, inputs) => ({
+          program: c.programOf(Number(wg)),
+          call: { ...c.call, inputs, outputs: c.call.outputs.map((o) => (typeof o === 'number' ? o : o.size)) },
+        }),
+        c.agree ?? agreeWithin(0, 0),
+        c.written,
+      ),
+  });
+  return Number(name);
+}
