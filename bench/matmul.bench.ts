@@ -19,6 +19,7 @@
 import { Bench } from 'tinybench';
 import { createWebGpuBackend, matmul, tensor, type Tensor } from '../src/index.js';
 import { setMatmulKernel } from '../src/backends/webgpu/kernels/matmul.js';
+import { scratchValues as values } from '../src/backends/webgpu/kernels/tune.js';
 import { loadTfjs } from './lib/tfjs.js';
 
 interface Shape {
@@ -42,16 +43,6 @@ const SHAPES: Shape[] = [
 ];
 
 const quick = process.argv.includes('--quick');
-
-function values(n: number, seed: number): Float32Array {
-  const a = new Float32Array(n);
-  let s = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    a[i] = s / 2 ** 32 - 0.5;
-  }
-  return a;
-}
 
 /** Check 64 sampled entries of C against a float64 dot product. */
 function check(who: string, s: Shape, a: Float32Array, b: Float32Array, c: Float32Array): void {
