@@ -67,6 +67,8 @@ export const MATMUL_CANDIDATES: Readonly<Record<TileConfig['kind'], readonly Til
     { name: 'Ls', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16, spread: true },
     { name: 'XLs', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 8, spread: true },
     { name: 'XLk16s', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 16, spread: true },
+    // K tiles of 32: a row of a row-major A tile is 128 bytes, one whole memory transaction (32 KiB of tiles).
+    { name: 'XLk32s', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 32, spread: true },
   ],
   direct: [
     DIRECT_LARGE,
@@ -99,7 +101,7 @@ function defaultConfig(cpuLike: boolean, m: number, n: number, batch: number): T
 }
 
 /** Whether a configuration fits the device's workgroup limits (a candidate that does not is never offered). */
-function fits(cfg: TileConfig, limits: GPUSupportedLimits): boolean {
+export function fits(cfg: TileConfig, limits: GPUSupportedLimits): boolean {
   const storage = cfg.kind === 'tiled' ? 4 * cfg.tk * (cfg.wy * cfg.rm + cfg.wx * cfg.rn) : 0;
   return (
     cfg.wx * cfg.wy <= limits.maxComputeInvocationsPerWorkgroup &&
