@@ -10,6 +10,8 @@
 //   SPREAD: whether a thread's RN / 4 vec4 columns are adjacent (false) or spread WG_X vec4s apart (true: the
 //     threads of a row then read consecutive vec4s of Bs, no bank conflicts, and write consecutive vec4s of C);
 //   LOAD_A, LOAD_B: the statements staging one tile (with or without bounds checks, transposed or not);
+//   PREFETCH: whether the next tile is read into registers while this one is multiplied: REGS declares them,
+//     FETCH_A, FETCH_B read a tile into them, PUT_A, PUT_B store them into the tile (empty when PREFETCH is off);
 //   STORE: writing the block back (with or without bounds checks).
 // Bounds checks are compiled out (a separate pipeline) when M, N and K divide the tile.
 // Shapes and batch strides are uniforms, so one pipeline serves every size.
@@ -24,6 +26,8 @@ const TN4: u32 = TN / 4u;
 const RN4: u32 = RN / 4u;
 const RM4: u32 = RM / 4u;
 const SPREAD: bool = {{SPREAD}};
+const PREFETCH: bool = {{PREFETCH}};
+{{REGS}}
 
 // The tile's vec4 column holding this thread's j-th vec4 of outputs.
 fn col4(x: u32, j: u32) -> u32 {
@@ -44,6 +48,22 @@ fn load_b(b_off: u32, n0: u32, k0: u32, tid: u32) {
 {{LOAD_B}}
 }
 
+fn fetch_a(a_off: u32, m0: u32, k0: u32, tid: u32) {
+{{FETCH_A}}
+}
+
+fn fetch_b(b_off: u32, n0: u32, k0: u32, tid: u32) {
+{{FETCH_B}}
+}
+
+fn put_a(m0: u32, k0: u32, tid: u32) {
+{{PUT_A}}
+}
+
+fn put_b(n0: u32, k0: u32, tid: u32) {
+{{PUT_B}}
+}
+
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let tid = lid.y * WG_X + lid.x;
@@ -62,11 +82,25 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   // acc[r * RN4 + j]: row lid.y * RM + r, columns 4 col4(lid.x, j) .. +3
   var acc: array<vec4<f32>, RM * RN4>;
   let tiles = (params.K + TK - 1u) / TK;
+  if (PREFETCH) {
+    fetch_a(a_off, m0, 0u, tid);
+    fetch_b(b_off, n0, 0u, tid);
+  }
   for (var t = 0u; t < tiles; t++) {
     let k0 = t * TK;
-    load_a(a_off, m0, k0, tid);
-    load_b(b_off, n0, k0, tid);
+    if (PREFETCH) {
+      put_a(m0, k0, tid);
+      put_b(n0, k0, tid);
+    } else {
+      load_a(a_off, m0, k0, tid);
+      load_b(b_off, n0, k0, tid);
+    }
     workgroupBarrier();
+    // The next tile's global reads are in flight while this one is multiplied.
+    if (PREFETCH && t + 1u < tiles) {
+      fetch_a(a_off, m0, k0 + TK, tid);
+      fetch_b(b_off, n0, k0 + TK, tid);
+    }
     for (var k = 0u; k < TK; k++) {
       var b: array<vec4<f32>, RN4>;
       for (var j = 0u; j < RN4; j++) {

@@ -36,6 +36,8 @@ export interface TileConfig {
   readonly tk: number;
   /** Tiled only: a thread's vec4 columns spread WG_X apart instead of adjacent (conflict-free, coalesced). */
   readonly spread?: boolean;
+  /** Tiled only: the next K tile is read into registers while the current one is multiplied. */
+  readonly prefetch?: boolean;
 }
 
 /** GPU: 64x64 tiles, 16x16 threads with 4x4 outputs each, K tiles of 16. */
@@ -69,6 +71,10 @@ export const MATMUL_CANDIDATES: Readonly<Record<TileConfig['kind'], readonly Til
     { name: 'XLk16s', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 16, spread: true },
     // K tiles of 32: a row of a row-major A tile is 128 bytes, one whole memory transaction (32 KiB of tiles).
     { name: 'XLk32s', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 32, spread: true },
+    // The next K tile read into registers while this one is multiplied: global latency behind the FMAs.
+    { name: 'XLk16sp', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 16, spread: true, prefetch: true },
+    { name: 'XLk32sp', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 32, spread: true, prefetch: true },
+    { name: 'Lsp', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16, spread: true, prefetch: true },
   ],
   direct: [
     DIRECT_LARGE,
@@ -137,104 +143,148 @@ const bAt = (v: Variant, i: string): string => (v.halfB ? `B_at(${i})` : `B[${i}
 const guard = (full: boolean, cond: string, body: string): string =>
   full ? `    ${body}` : `    if (${cond}) {\n      ${body}\n    }`;
 
-function loadA(v: Variant): string {
+/**
+ * One tile loader of the tiled kernel: each thread takes every WG-th element (or vec4) of the tile, computes its
+ * indices, reads it from global memory (zero outside the matrix) into `val` and stores `val` into the tile.
+ * The same parts make the plain loader (`load_a`, one loop) and the prefetching one (`fetch_a` into registers
+ * for the next K tile while the current one is multiplied, then `put_a` into workgroup memory).
+ */
+interface Loader {
+  /** The tile's elements or vec4s: a WGSL constant expression. */
+  readonly count: string;
+  readonly type: 'vec4<f32>' | 'f32';
+  /** Statements computing indices from v, m0 / n0 and k0. */
+  readonly index: string;
+  /** The (guarded) read into `val`. */
+  readonly load: string;
+  /** Statements storing `val` into the tile. */
+  readonly store: string;
+}
+
+function loaderA(v: Variant): Loader {
   if (!v.transA && v.vecA) {
-    return `  for (var v = tid; v < TM * TK / 4u; v += WG) {
-    let m = v / (TK / 4u);
+    return {
+      count: 'TM * TK / 4u',
+      type: 'vec4<f32>',
+      index: `    let m = v / (TK / 4u);
     let kq = v % (TK / 4u);
     let gm = m0 + m;
-    let gk = k0 + 4u * kq;
-    var val = vec4<f32>(0.0);
-${guard(v.full, 'gm < params.M && gk < params.K', 'val = A[(a_off + gm * params.K + gk) / 4u];')}
-    let s = 4u * kq * TM4 + m / 4u;
+    let gk = k0 + 4u * kq;`,
+      load: guard(v.full, 'gm < params.M && gk < params.K', 'val = A[(a_off + gm * params.K + gk) / 4u];'),
+      store: `    let s = 4u * kq * TM4 + m / 4u;
     let c = m % 4u;
     As[s][c] = val.x;
     As[s + TM4][c] = val.y;
     As[s + 2u * TM4][c] = val.z;
-    As[s + 3u * TM4][c] = val.w;
-  }`;
+    As[s + 3u * TM4][c] = val.w;`,
+    };
   }
   if (!v.transA) {
-    return `  for (var v = tid; v < TM * TK; v += WG) {
-    let m = v / TK;
+    return {
+      count: 'TM * TK',
+      type: 'f32',
+      index: `    let m = v / TK;
     let k = v % TK;
     let gm = m0 + m;
-    let gk = k0 + k;
-    var val = 0.0;
-${guard(v.full, 'gm < params.M && gk < params.K', 'val = A[a_off + gm * params.K + gk];')}
-    As[k * TM4 + m / 4u][m % 4u] = val;
-  }`;
+    let gk = k0 + k;`,
+      load: guard(v.full, 'gm < params.M && gk < params.K', 'val = A[a_off + gm * params.K + gk];'),
+      store: '    As[k * TM4 + m / 4u][m % 4u] = val;',
+    };
   }
   if (v.vecA) {
-    return `  for (var v = tid; v < TK * TM4; v += WG) {
-    let k = v / TM4;
+    return {
+      count: 'TK * TM4',
+      type: 'vec4<f32>',
+      index: `    let k = v / TM4;
     let mq = v % TM4;
     let gm = m0 + 4u * mq;
-    let gk = k0 + k;
-    var val = vec4<f32>(0.0);
-${guard(v.full, 'gm < params.M && gk < params.K', 'val = A[(a_off + gk * params.M + gm) / 4u];')}
-    As[k * TM4 + mq] = val;
-  }`;
+    let gk = k0 + k;`,
+      load: guard(v.full, 'gm < params.M && gk < params.K', 'val = A[(a_off + gk * params.M + gm) / 4u];'),
+      store: '    As[k * TM4 + mq] = val;',
+    };
   }
-  return `  for (var v = tid; v < TK * TM; v += WG) {
-    let k = v / TM;
+  return {
+    count: 'TK * TM',
+    type: 'f32',
+    index: `    let k = v / TM;
     let m = v % TM;
     let gm = m0 + m;
-    let gk = k0 + k;
-    var val = 0.0;
-${guard(v.full, 'gm < params.M && gk < params.K', 'val = A[a_off + gk * params.M + gm];')}
-    As[k * TM4 + m / 4u][m % 4u] = val;
-  }`;
+    let gk = k0 + k;`,
+    load: guard(v.full, 'gm < params.M && gk < params.K', 'val = A[a_off + gk * params.M + gm];'),
+    store: '    As[k * TM4 + m / 4u][m % 4u] = val;',
+  };
 }
 
-function loadB(v: Variant): string {
+function loaderB(v: Variant): Loader {
   if (!v.transB && v.vecB) {
-    return `  for (var v = tid; v < TK * TN4; v += WG) {
-    let k = v / TN4;
+    return {
+      count: 'TK * TN4',
+      type: 'vec4<f32>',
+      index: `    let k = v / TN4;
     let nq = v % TN4;
     let gn = n0 + 4u * nq;
-    let gk = k0 + k;
-    var val = vec4<f32>(0.0);
-${guard(v.full, 'gk < params.K && gn < params.N', `val = ${bVec4(v, 'b_off + gk * params.N + gn')};`)}
-    Bs[k * TN4 + nq] = val;
-  }`;
+    let gk = k0 + k;`,
+      load: guard(v.full, 'gk < params.K && gn < params.N', `val = ${bVec4(v, 'b_off + gk * params.N + gn')};`),
+      store: '    Bs[k * TN4 + nq] = val;',
+    };
   }
   if (!v.transB) {
-    return `  for (var v = tid; v < TK * TN; v += WG) {
-    let k = v / TN;
+    return {
+      count: 'TK * TN',
+      type: 'f32',
+      index: `    let k = v / TN;
     let n = v % TN;
     let gn = n0 + n;
-    let gk = k0 + k;
-    var val = 0.0;
-${guard(v.full, 'gk < params.K && gn < params.N', `val = ${bAt(v, 'b_off + gk * params.N + gn')};`)}
-    Bs[k * TN4 + n / 4u][n % 4u] = val;
-  }`;
+    let gk = k0 + k;`,
+      load: guard(v.full, 'gk < params.K && gn < params.N', `val = ${bAt(v, 'b_off + gk * params.N + gn')};`),
+      store: '    Bs[k * TN4 + n / 4u][n % 4u] = val;',
+    };
   }
   if (v.vecB) {
-    return `  for (var v = tid; v < TN * TK / 4u; v += WG) {
-    let n = v / (TK / 4u);
+    return {
+      count: 'TN * TK / 4u',
+      type: 'vec4<f32>',
+      index: `    let n = v / (TK / 4u);
     let kq = v % (TK / 4u);
     let gn = n0 + n;
-    let gk = k0 + 4u * kq;
-    var val = vec4<f32>(0.0);
-${guard(v.full, 'gk < params.K && gn < params.N', `val = ${bVec4(v, 'b_off + gn * params.K + gk')};`)}
-    let s = 4u * kq * TN4 + n / 4u;
+    let gk = k0 + 4u * kq;`,
+      load: guard(v.full, 'gk < params.K && gn < params.N', `val = ${bVec4(v, 'b_off + gn * params.K + gk')};`),
+      store: `    let s = 4u * kq * TN4 + n / 4u;
     let c = n % 4u;
     Bs[s][c] = val.x;
     Bs[s + TN4][c] = val.y;
     Bs[s + 2u * TN4][c] = val.z;
-    Bs[s + 3u * TN4][c] = val.w;
-  }`;
+    Bs[s + 3u * TN4][c] = val.w;`,
+    };
   }
-  return `  for (var v = tid; v < TN * TK; v += WG) {
-    let n = v / TK;
+  return {
+    count: 'TN * TK',
+    type: 'f32',
+    index: `    let n = v / TK;
     let k = v % TK;
     let gn = n0 + n;
-    let gk = k0 + k;
-    var val = 0.0;
-${guard(v.full, 'gk < params.K && gn < params.N', `val = ${bAt(v, 'b_off + gn * params.K + gk')};`)}
-    Bs[k * TN4 + n / 4u][n % 4u] = val;
-  }`;
+    let gk = k0 + k;`,
+    load: guard(v.full, 'gk < params.K && gn < params.N', `val = ${bAt(v, 'b_off + gn * params.K + gk')};`),
+    store: '    Bs[k * TN4 + n / 4u][n % 4u] = val;',
+  };
+}
+
+const zero = (type: Loader['type']): string => (type === 'f32' ? '0.0' : 'vec4<f32>(0.0)');
+const deeper = (lines: string): string => lines.replace(/^/gm, '    ');
+
+/** The plain loader: one loop staging a whole tile. */
+const tileLoop = (l: Loader): string =>
+  `  for (var v = tid; v < ${l.count}; v += WG) {\n${l.index}\n    var val = ${zero(l.type)};\n${l.load}\n${l.store}\n  }`;
+
+/** Registers of the prefetching loader (`regs`, one per element a thread stages), and its fetch and put. */
+function prefetch(l: Loader, regs: string): { decl: string; fetch: string; put: string } {
+  const each = (body: string): string =>
+    `  for (var r = 0u; r < ${regs}_N; r++) {\n    let v = tid + r * WG;\n    if (v < ${l.count}) {\n${body}\n    }\n  }`;
+  return {
+    decl: `const ${regs}_N: u32 = (${l.count} + WG - 1u) / WG;\nvar<private> ${regs}: array<${l.type}, ${regs}_N>;`,
+    fetch: each(`${deeper(l.index)}\n      var val = ${zero(l.type)};\n${deeper(l.load)}\n      ${regs}[r] = val;`),
+    put: each(`${deeper(l.index)}\n      let val = ${regs}[r];\n${deeper(l.store)}`),
+  };
 }
 
 function store(v: Variant): string {
@@ -333,10 +383,31 @@ const UNIFORMS = {
   b_stride: 'vec4<u32>',
 } as const;
 
+/** The tiled kernel's body for a configuration and variant: plain loaders, or prefetching ones. */
+function tiledBody(cfg: TileConfig, v: Variant): string {
+  const [a, b] = [loaderA(v), loaderB(v)];
+  const [pa, pb] = [prefetch(a, 'a_regs'), prefetch(b, 'b_regs')];
+  return fillTemplate('matmul.wgsl', matmulSrc, {
+    RM: cfg.rm,
+    RN: cfg.rn,
+    TK: cfg.tk,
+    SPREAD: cfg.spread ?? false,
+    PREFETCH: cfg.prefetch ?? false,
+    LOAD_A: tileLoop(a),
+    LOAD_B: tileLoop(b),
+    REGS: cfg.prefetch ? `${pa.decl}\n${pb.decl}` : '',
+    FETCH_A: cfg.prefetch ? pa.fetch : '',
+    FETCH_B: cfg.prefetch ? pb.fetch : '',
+    PUT_A: cfg.prefetch ? pa.put : '',
+    PUT_B: cfg.prefetch ? pb.put : '',
+    STORE: store(v),
+  });
+}
+
 /** The program of one configuration and variant (transposes, vec4 operands, bounds checks). */
 export function matmulProgram(cfg: TileConfig, v: Variant): Program {
   const flags = `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}${v.halfB ? `:${v.halfB}` : ''}`;
-  const shape = `${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}${cfg.spread ? 's' : ''}`;
+  const shape = `${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}${cfg.spread ? 's' : ''}${cfg.prefetch ? 'p' : ''}`;
   return cachedProgram(`matmul:${cfg.kind}:${shape}:${flags}`, () => ({
     name: 'matmul',
     inputs: { A: v.vecA ? 'vec4<f32>' : 'f32', B: v.halfB ? halfBinding(v.halfB) : v.vecB ? 'vec4<f32>' : 'f32' },
@@ -353,15 +424,7 @@ export function matmulProgram(cfg: TileConfig, v: Variant): Program {
             LOAD_B: directLoadB(v),
             STORE: store(v),
           })
-        : fillTemplate('matmul.wgsl', matmulSrc, {
-            RM: cfg.rm,
-            RN: cfg.rn,
-            TK: cfg.tk,
-            SPREAD: cfg.spread ?? false,
-            LOAD_A: loadA(v),
-            LOAD_B: loadB(v),
-            STORE: store(v),
-          })),
+        : tiledBody(cfg, v)),
   }));
 }
 
