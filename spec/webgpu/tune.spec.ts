@@ -79,6 +79,28 @@ describe.skipIf(tuned === null)('webgpu tuning on the device', () => {
     expect(later.due).toBe(false);
   });
 
+  it('a tall matmul is compared on a capped copy of its class (M 4100 -> 2052) and timed on itself', async () => {
+    const [m, k, n] = [4100, 8, 64];
+    const av = weights(m * k, 4);
+    const bv = weights(k * n, 5);
+    const want = await T.matmul(
+      T.tensor(av, [m, k], { backend: reference }),
+      T.tensor(bv, [k, n], { backend: reference }),
+    ).data();
+    const x = T.tensor(av, [m, k], { backend: b });
+    const y = T.tensor(bv, [k, n], { backend: b });
+    const before = b.runtime.tuner.tuned;
+    const c = T.matmul(x, y);
+    expectClose('tall', await c.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
+    expect(b.runtime.tuner.tuned).toBe(before + 1);
+    const choice = b.runtime.tuner.report().find((r) => r.shapeClass.includes(':m13:'))!;
+    expect(choice.rejected).toEqual([]);
+    expect(Object.keys(choice.ms).length).toBeGreaterThan(1);
+    const again = T.matmul(x, y);
+    expectClose('tall again', await again.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
+    T.dispose([x, y, c, again]);
+  });
+
   it('a row kernel (softmax over 64 rows of 4096) is tuned over its workgroup sizes at the read', async () => {
     const xv = weights(64 * 4096, 3).map((v) => Math.fround(4 * v));
     const want = await T.softmax(T.tensor(xv, [64, 4096], { backend: reference })).data();
