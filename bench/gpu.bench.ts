@@ -395,12 +395,13 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
           `${r.speedRatio === null ? '-' : `${r.speedRatio.toFixed(2)}x`} | ${r.checked} | ${r.counters} |`,
       );
     }
-    const tuned = gpu.runtime.tuner.report();
+    const tuned = t.report();
     log('');
     log(
       tuned.length === 0
         ? 'tuned configurations: none (tuning off, or no class large enough to tune)'
-        : 'tuned configurations (kernel | shape class | choice | its ms | default ms | rejected):',
+        : `tuned configurations (${t.tuned} classes tuned in this run, ${(t.tuningMs / 1000).toFixed(1)} s; ` +
+            `kernel | shape class | choice | its ms | default ms | rejected):`,
     );
     for (const c of tuned) {
       const def = c.fallback;
