@@ -66,7 +66,11 @@ export interface TunerOptions {
 const CACHE_VERSION = 2;
 /** Milliseconds of device time a candidate is timed over (after a first run that sizes the repetitions). */
 const TIME_BUDGET_MS = 15;
-const MAX_REPS = 64;
+/**
+ * Enough runs of a 10 us kernel to fill that budget: a device may quantise its timestamps (Dawn's timestamp
+ * quantisation rounds to 100 us), which a batch of a few runs of a short kernel would not survive.
+ */
+const MAX_REPS = 256;
 
 export class Tuner {
   readonly enabled: boolean;
