@@ -11,17 +11,20 @@ Prints one JSON line when ready ({"torch", "device"} or {"absent": why}), then a
   {"task": "step", "row": [V, d, L, h, ff, B, T], "steps": S}   -> {"ms": per step, "loss": last}
   {"task": "sample", "row": [V, d, L, h, ff], "rows": B, "prompt": P, "new": N} -> {"ms": per run}
 """
-import importlib.util, json, sys, time
+import contextlib, importlib.util, json, sys, time
+
+out = sys.stdout  # answers only: anything a library prints goes to stderr
 
 try:
     spec = importlib.util.spec_from_file_location('torch_reference_step', sys.argv[1])
-    ref = importlib.util.module_from_spec(spec); spec.loader.exec_module(ref)
+    ref = importlib.util.module_from_spec(spec)
+    with contextlib.redirect_stdout(sys.stderr): spec.loader.exec_module(ref)
     torch = ref.torch
     if not torch.cuda.is_available(): raise RuntimeError('torch has no CUDA device')
     torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False
-    print(json.dumps({'torch': torch.__version__, 'device': torch.cuda.get_device_name()}), flush=True)
+    print(json.dumps({'torch': torch.__version__, 'device': torch.cuda.get_device_name()}), file=out, flush=True)
 except Exception as e:  # no torch, no CUDA, no reference: the benchmark says so and goes on without its peer
-    print(json.dumps({'absent': f'{type(e).__name__}: {e}'}), flush=True); sys.exit(0)
+    print(json.dumps({'absent': f'{type(e).__name__}: {e}'}), file=out, flush=True); sys.exit(0)
 
 F = ref.F; dev = ref.dev
 models = {}
@@ -79,6 +82,8 @@ def sample(q):
 for line in sys.stdin:
     q = json.loads(line)
     try:
-        print(json.dumps({'matmul': matmul, 'step': step, 'sample': sample}[q['task']](q)), flush=True)
+        with contextlib.redirect_stdout(sys.stderr):
+            answer = {'matmul': matmul, 'step': step, 'sample': sample}[q['task']](q)
     except Exception as e:  # one task the peer cannot run (no transformers, out of memory) does not end the others
-        print(json.dumps({'absent': f'{type(e).__name__}: {e}'}), flush=True)
+        answer = {'absent': f'{type(e).__name__}: {e}'}
+    print(json.dumps(answer), file=out, flush=True)

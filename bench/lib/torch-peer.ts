@@ -35,6 +35,15 @@ const peerScript = (): string | null =>
     .map((r) => resolve(r, 'bench', 'torch_gpu.py'))
     .find((p) => existsSync(p)) ?? null;
 
+/** The next line that is a JSON object (the peer sends its library's prints to stderr; a stray one is skipped). */
+async function nextAnswer(lines: AsyncIterableIterator<string>): Promise<string | null> {
+  for (;;) {
+    const r = await lines.next();
+    if (r.done) return null;
+    if (r.value.startsWith('{')) return r.value;
+  }
+}
+
 export type PeerAnswer =
   | { readonly ms: number; readonly loss?: number; readonly tokens?: number }
   | { readonly absent: string };
@@ -56,7 +65,7 @@ export class TorchPeer {
     const failed = new Promise<string>((res) => child.once('error', (e) => res(`${python}: ${e.message}`)));
     child.stderr.on('data', () => {}); // warnings of torch/transformers: not ours to print
     const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
-    const first = lines.next().then((r) => (r.done ? null : r.value));
+    const first = nextAnswer(lines);
     const line = await Promise.race([first, failed]);
     if (line === null || line.startsWith(python)) {
       child.kill();
@@ -72,9 +81,8 @@ export class TorchPeer {
 
   async ask(task: Record<string, unknown>): Promise<PeerAnswer> {
     this.child.stdin.write(`${JSON.stringify(task)}\n`);
-    const r = await this.lines.next();
-    if (r.done) return { absent: 'the peer ended' };
-    return JSON.parse(r.value) as PeerAnswer;
+    const line = await nextAnswer(this.lines);
+    return line === null ? { absent: 'the peer ended' } : (JSON.parse(line) as PeerAnswer);
   }
 
   close(): void {
