@@ -20,6 +20,7 @@
  */
 import {
   CpuBackend,
+  ReferenceBackend,
   createWebGpuBackend,
   dispose,
   matmul,
@@ -182,6 +183,8 @@ function stepTask(gpu: WebGpuBackend, cpu: Backend, size: ModelSize, label: stri
   const name = `SFT step ${label}: d${c.dModel} L${c.nLayers} V${c.vocabSize} B${batch.batchSize}xT${tokens / batch.batchSize}`;
   const params = paramsFor(c, gpu);
   const opt = adamwInit(params);
+  const checkLen = Math.min(16, size.seqLen);
+  const checkBatch = batchFor({ ...size, seqLen: checkLen }, 1);
   let want: { loss: number; gradNorm: number | null } | null = null;
   let firstNorm: number | null = null;
   const task: Task = {
@@ -190,7 +193,7 @@ function stepTask(gpu: WebGpuBackend, cpu: Backend, size: ModelSize, label: stri
     figure: (ms) => ms,
     checked: checkGrads
       ? 'loss and gradient norm vs the CPU backend'
-      : 'loss vs the CPU backend; gradient norm equal across rounds',
+      : `loss of a 1 x ${checkLen}-token batch vs the ${cpu.name} backend; gradient norm equal across rounds`,
     counters: '',
     run: async () => {
       if (!want)
@@ -202,11 +205,20 @@ function stepTask(gpu: WebGpuBackend, cpu: Backend, size: ModelSize, label: stri
             dispose([loss, grads, p]);
             return out;
           }
-          const loss = tidy(() => sftLoss(p, c, batch));
+          // The f32 weights of the 0.6B size (2.8 GB) and a forward do not fit the CPU backend's 4 GiB (measured on
+          // an H100 machine, even for one row of 32 tokens), so that size's loss is checked on the reference backend
+          // (plain TypeScript, no such limit) over a 1 x 16-token batch through the same weights, which the GPU
+          // scores too (untimed) before its first timed step.
+          const loss = tidy(() => sftLoss(p, c, checkBatch));
           const out = { loss: (await loss.data())[0]!, gradNorm: null };
           dispose([loss, p]);
           return out;
         });
+      if (want.gradNorm === null && firstNorm === null) {
+        const small = tidy(() => sftLoss(params, c, checkBatch));
+        check(name, `loss (1 x ${checkLen} tokens)`, [(await small.data())[0]!], [want.loss], 0, 1e-4);
+        small.dispose();
+      }
       const before = gpu.stats();
       const t0 = performance.now();
       // Every timed step starts from the same parameters, so each one's loss and norm are checkable.
@@ -221,8 +233,10 @@ function stepTask(gpu: WebGpuBackend, cpu: Backend, size: ModelSize, label: stri
       const after = gpu.stats();
       dispose(out);
       // The loss tolerance of runtime-steady.spec.ts (GPU vs CPU over a whole step), for the norm too.
-      check(name, 'loss', [loss[0]!], [want.loss], 0, 1e-4);
-      if (want.gradNorm !== null) check(name, 'gradient norm', [norm[0]!], [want.gradNorm], 0, 1e-4);
+      if (want.gradNorm !== null) {
+        check(name, 'loss', [loss[0]!], [want.loss], 0, 1e-4);
+        check(name, 'gradient norm', [norm[0]!], [want.gradNorm], 0, 1e-4);
+      } else if (!Number.isFinite(loss[0]!)) throw new CheckError(`${name}: the loss is ${loss[0]}`);
       else if (firstNorm === null) firstNorm = norm[0]!;
       else check(name, 'gradient norm (against round 1)', [norm[0]!], [firstNorm], 0, 0);
       task.counters =
@@ -308,6 +322,8 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
   const rounds = o.rounds ?? (quick ? 2 : 3);
   const gpu = await createWebGpuBackend(o.backend);
   const cpu = new CpuBackend();
+  // The wide-vocabulary steps' loss check runs on the reference backend (see stepTask).
+  const reference = new ReferenceBackend();
   const peer = o.peer === false ? 'not asked for' : await TorchPeer.start();
   try {
     printHeader('bench:gpu', gpu, log);
@@ -332,13 +348,13 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
           ['matmul', () => matmulTask(gpu, cpu, 64)],
           ['matmul', () => matmulTask(gpu, cpu, 128)],
           ['step', () => stepTask(gpu, cpu, MODEL_SIZES.find((s) => s.name === 'default')!, 'default (quick)', true)],
-          ['step', () => stepTask(gpu, cpu, QUICK_0_6B, 'wide vocab (quick)', false)],
+          ['step', () => stepTask(gpu, reference, QUICK_0_6B, 'wide vocab (quick)', false)],
           ['sample', () => sampleTask(gpu, cpu, smallConfig(24), 16, 8)],
         ]
       : [
           ...[1024, 2048, 4096].map((n): [string, () => Task] => ['matmul', () => matmulTask(gpu, cpu, n)]),
           ['step', () => stepTask(gpu, cpu, medium, 'd512 L8', true)],
-          ['step', () => stepTask(gpu, cpu, real, 'Qwen3-0.6B size', false)],
+          ['step', () => stepTask(gpu, reference, real, 'Qwen3-0.6B size', false)],
           ['sample', () => sampleTask(gpu, cpu, medium.config, 16, 128)],
         ];
     const tasks = made.filter(([kind]) => kinds.includes(kind)).map(([, make]) => make());
@@ -417,6 +433,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
   } finally {
     if (typeof peer !== 'string') peer.close();
     cpu.dispose();
+    reference.dispose();
     gpu.dispose();
   }
 }
