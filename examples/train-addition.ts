@@ -2,8 +2,9 @@
  * The main job: a small transformer learns addition with a short supervised warm-start on worked solutions, then
  * RL on verifiable rewards. It prints its plan, the training reward as it goes (a 10-step mean with a bar) and the
  * held-out pass@1 (greedy) after the warm-start, during RL and after it, and writes metrics.jsonl, curves.svg
- * (training reward and held-out pass@1) and summary.json into its output directory. The settings (MAIN_JOB) come
- * from the search in docs/results/addition-regime/ (its README.md says why these).
+ * (training reward and held-out pass@1) and summary.json into its output directory. Its settings are the library's
+ * defaults (TRAIN_DEFAULTS, which `rlvr train` with no flags also runs), chosen by the search in
+ * docs/results/addition-regime/ (its README.md says why these).
  *
  *   npm run example:addition [-- --seed 0 --steps 250 --objective grpo --backend cpu|webgpu --threads N
  *                               --warm-start-steps 400 --eval-prompts 200 --output runs/addition-s0]
@@ -13,10 +14,33 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';
-import { heldOutLine, openBackend, parseTrainConfig, train, type MetricRecord } from '../src/index.js';
+import {
+  heldOutLine,
+  openBackend,
+  parseTrainConfig,
+  train,
+  type MetricRecord,
+  type TrainConfig,
+} from '../src/index.js';
 import { lineChartSvg } from './plot.js';
 
-import { MAIN_JOB } from './main-job.js';
+/** The settings that make the main job's regime, as summary.json records them. */
+const REGIME_KEYS = [
+  'task',
+  'digits',
+  'warmStartSteps',
+  'warmStartUntil',
+  'objective',
+  'steps',
+  'learningRate',
+  'warmupSteps',
+  'temperature',
+  'promptsPerStep',
+  'numGenerations',
+  'evalEvery',
+  'evalPrompts',
+  'evalK',
+] as const satisfies readonly (keyof TrainConfig)[];
 
 const { values } = parseArgs({
   options: {
@@ -33,7 +57,6 @@ const { values } = parseArgs({
 const seed = Number(values.seed);
 const output = values.output ?? join('runs', `addition-s${seed}`);
 const cfg = parseTrainConfig({
-  ...MAIN_JOB,
   seed,
   backend: values.backend as 'cpu',
   outputDir: output,
@@ -119,13 +142,7 @@ writeFileSync(
 const round = (x: number): number => Math.round(x * 1e4) / 1e4;
 const summary = {
   seed,
-  config: {
-    ...MAIN_JOB,
-    objective: c.objective,
-    steps: c.steps,
-    warmStartSteps: c.warmStartSteps,
-    evalPrompts: c.evalPrompts,
-  },
+  config: Object.fromEntries(REGIME_KEYS.map((k) => [k, c[k]])),
   backend: described,
   warmStartStepsTaken: warmStartSteps,
   warmStartValidation: validation,

@@ -14,7 +14,8 @@ import type { CpuPageResults, PageResults } from './kernel-page.js';
  * The library in a real browser (headless Chromium, WebGPU on SwiftShader): (a) kernels and their vector-Jacobian
  * rules run in a page agree with the CPU backend in Node, on the same inputs and with spec/webgpu's tolerances;
  * (b) the training page of examples/browser trains a few steps of its smallest configuration in its worker, and
- * shows the curves and the completions; (c) a screenshot of it is kept in artifacts/browser/ (git-ignored).
+ * shows the curves and the completions; (c) screenshots of it and of the default preset's run are kept in
+ * artifacts/browser/ (git-ignored; docs/browser-page.png is default-page.png).
  */
 const browser = await launchChromium();
 const OUT = join('dist', 'spec-browser');
@@ -112,7 +113,8 @@ describe.skipIf(browser === null)('headless Chromium', () => {
     ['threads (cross-origin isolated)', ''],
   ] as const) {
     it(`the default preset raises held-out pass@1 by at least 15 points, on the CPU backend with ${where}`, async () => {
-      const own = await browser!.newPage();
+      // The size of docs/browser-page.png, which is this run's screenshot (the cross-origin isolated one).
+      const own = await browser!.newPage({ viewport: { width: 1150, height: 1060 } });
       try {
         const t0 = performance.now();
         await own.goto(`${served.url}${prefix}example/?autostart=1`);
@@ -130,6 +132,10 @@ describe.skipIf(browser === null)('headless Chromium', () => {
             `in ${seconds.toFixed(0)} s of wall time; backend ${state.backend}`,
         );
         expect(after - before).toBeGreaterThanOrEqual(0.15);
+        mkdirSync(join(ARTIFACTS, 'browser'), { recursive: true });
+        const shot = join(ARTIFACTS, 'browser', `default-page${prefix === '' ? '' : '-one-thread'}.png`);
+        await own.screenshot({ path: shot, timeout: 20_000 });
+        expect(statSync(shot).size).toBeGreaterThan(10_000);
       } finally {
         await own.close();
       }

@@ -104,3 +104,27 @@ describe('issue 19 item 13: no stack overflow from spreading large arrays', () =
     expect(e).toBeInstanceOf(MemoryError);
   }, 60_000);
 });
+
+describe('issue 29 item 6: the defaults are the main job, and its warm-start target can be turned off', () => {
+  it('no flags: 2+1-digit addition, GRPO, the warm-start until 0.4 (at most 600 steps), 300 steps at 5e-4, T 0.7', () => {
+    expect(right([])).toMatchObject({
+      task: 'addition',
+      digits: [2, 1],
+      objective: 'grpo',
+      warmStartSteps: 600,
+      warmStartUntil: 0.4,
+      steps: 300,
+      learningRate: 5e-4,
+      warmupSteps: 20,
+      temperature: 0.7,
+    });
+  });
+
+  it('--warm-start-until none runs every warm-start step; another word is not a number', () => {
+    expect(right(['--warm-start-until', 'none']).warmStartUntil).toBeNull();
+    expect(right(['--warm-start-until', '0.5']).warmStartUntil).toBe(0.5);
+    expect(left(['--warm-start-until', 'off'])).toMatchObject({ field: '--warm-start-until' });
+    // `none` is a word of this flag only
+    expect(left(['--steps', 'none'])).toMatchObject({ field: '--steps' });
+  });
+});

@@ -45,7 +45,7 @@ describe('warmStartUntil', () => {
     expect(checks(rs)).toEqual(Array.from({ length: 29 }, (_, i) => [2 * (i + 1), 0]));
   });
 
-  it('null (the default) checks nothing', async () => {
+  it('null checks nothing', async () => {
     const rs = await warmStart(() => 1, null);
     expect(warmStartSteps(rs)).toBe(60);
     expect(checks(rs)).toEqual([]);

@@ -24,8 +24,13 @@ interface NumberFlag {
   readonly flag: string;
   readonly key: keyof TrainConfig | `model.${string}`;
   readonly help: string;
-  /** What the default means, after it: `(default 0: at the end only)`. */
+  /**
+   * What the default means, after it: `(default 0: at the end only)`; or, starting with another value and a colon
+   * or `0 `, what that value means: `(default 50; 0: only before and after RL)`.
+   */
   readonly note?: string;
+  /** The setting may be null, written `none`. */
+  readonly none?: true;
 }
 
 const NUMBER_FLAGS: readonly NumberFlag[] = [
@@ -48,7 +53,8 @@ const NUMBER_FLAGS: readonly NumberFlag[] = [
     flag: 'warm-start-until',
     key: 'warmStartUntil',
     help: 'end the warm-start once greedy pass@1 on 200 training-split problems (checked every 2 steps) reaches this',
-    note: 'run every warm-start step',
+    note: 'none: run every warm-start step',
+    none: true,
   },
   { flag: 'warm-start-batch-size', key: 'warmStartBatchSize', help: 'worked solutions per warm-start step' },
   { flag: 'warm-start-learning-rate', key: 'warmStartLearningRate', help: 'warm-start peak learning rate' },
@@ -57,7 +63,7 @@ const NUMBER_FLAGS: readonly NumberFlag[] = [
     key: 'warmStartContextShare',
     help: "share of warm-start examples with BICC's context before the query",
   },
-  { flag: 'eval-every', key: 'evalEvery', help: 'evaluate every N RL steps', note: 'only before and after RL' },
+  { flag: 'eval-every', key: 'evalEvery', help: 'evaluate every N RL steps', note: '0: only before and after RL' },
   { flag: 'eval-prompts', key: 'evalPrompts', help: 'held-out prompts per evaluation' },
   { flag: 'eval-k', key: 'evalK', help: 'k of avg@k and pass@k' },
   {
@@ -125,7 +131,7 @@ const defaultOf = (key: NumberFlag['key']): unknown =>
 const withDefault = (f: NumberFlag): string =>
   f.help.includes('(default')
     ? f.help
-    : `${f.help} (default ${String(defaultOf(f.key))}${f.note ? `${f.note.startsWith('0 ') ? '; ' : ': '}${f.note}` : ''})`;
+    : `${f.help} (default ${String(defaultOf(f.key))}${f.note ? `${/^(\S+:|0 )/.test(f.note) ? '; ' : ': '}${f.note}` : ''})`;
 const d = TRAIN_DEFAULTS;
 
 export const TRAIN_USAGE = [
@@ -145,7 +151,7 @@ export const TRAIN_USAGE = [
   row('--model DIR', 'start from a Hugging Face model directory (default: a new model);'),
   more('--output then ends with OUTPUT/model, a directory transformers loads'),
   row('--allow-non-finite-weights', 'load weights holding NaN/Inf (off unless given: refused, exit 3)'),
-  row('--digits N|A,B', "digits per operand of arithmetic tasks; A,B: first and second (default: the task's, 2)"),
+  row('--digits N|A,B', `digits per operand of arithmetic tasks; A,B: first and second (default ${String(d.digits)})`),
   row('--backend NAME', `where tensors live, ${BACKEND_NAMES.join('|')} (default ${d.backend}; rlvr info)`),
   '',
   'LoRA (train adapters on a frozen base, as peft does; any of these turns it on, the rest take peft defaults):',
@@ -284,6 +290,10 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
     return !Number.isFinite(v) ? E.left(new TrainConfigError(`--${flag}`, raw, 'is not a number')) : E.right(v);
   };
   for (const f of NUMBER_FLAGS) {
+    if (f.none && values[f.flag] === 'none') {
+      input[f.key] = null;
+      continue;
+    }
     const v = num(f.flag);
     if (E.isLeft(v)) return v;
     if (v.right === undefined) continue;

@@ -18,11 +18,11 @@ export interface TaskEntry {
 
 export const TASKS = {
   addition: {
-    help: 'a+b=, boxed sum (--digits N, default 2, or A,B)',
+    help: 'a+b=, boxed sum (--digits N, or A,B: first and second)',
     make: (digits) => additionTask(digits === null ? {} : { digits }),
   },
   multiplication: {
-    help: 'a*b=, boxed product (--digits A,B, default 2,1; N: N digits by 1)',
+    help: 'a*b=, boxed product (--digits A,B; N: N digits by 1)',
     make: (digits) =>
       multiplicationTask(digits === null ? {} : { digits: typeof digits === 'number' ? [digits, 1] : digits }),
   },

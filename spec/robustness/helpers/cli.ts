@@ -12,6 +12,10 @@ export const TINY_ARGS = [
   ...['--warm-start-steps', '2', '--steps', '1', '--eval-prompts', '4', '--prompts-per-step', '2'],
   ...['--num-generations', '2', '--warm-start-batch-size', '4', '--d-model', '16', '--n-layers', '1'],
   ...['--n-heads', '2', '--n-kv-heads', '2', '--max-completion-length', '6'],
+  // The task, objective and schedule these specs were written against (the defaults until they became the main
+  // job's regime), stated so that a change of defaults does not change what they run.
+  ...['--digits', '2', '--objective', 'conspo', '--warm-start-until', 'none', '--temperature', '1'],
+  ...['--learning-rate', '1e-4', '--warmup-steps', '5', '--eval-every', '0'],
 ];
 
 /** `args` with some flags' values replaced (a flag may be given once). */

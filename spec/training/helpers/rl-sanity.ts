@@ -74,6 +74,9 @@ function config(name: SanityTask, objective: ObjectiveName, variant: Variant, se
     maxCompletionLength: t.tokens,
     learningRate: 1e-2,
     warmupSteps: 0,
+    // Sampling and evaluation as these checks were set against (stated: the defaults are the main job's, T 0.7).
+    temperature: 1,
+    evalEvery: 0,
     evalPrompts: 4,
     evalK: 1,
     ...(variant === 'rcc' ? { advantage: 'rcc' as const } : {}),

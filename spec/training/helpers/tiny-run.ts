@@ -1,8 +1,19 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { parseTrainConfig, type TrainConfig } from '../../../src/training/config.js';
 
-/** A tiny trainer run: small enough for CI, big enough to exercise every phase (warm-start, RL, evaluation). */
+/**
+ * A tiny trainer run: small enough for CI, big enough to exercise every phase (warm-start, RL, evaluation). It
+ * states the task, objective and schedule these specs were written against (the library's defaults until they became
+ * the main job's regime), so a change of defaults does not change what they run.
+ */
 export const TINY_RUN: Partial<TrainConfig> = {
+  digits: 2,
+  objective: 'conspo',
+  warmStartUntil: null,
+  temperature: 1,
+  learningRate: 1e-4,
+  warmupSteps: 5,
+  evalEvery: 0,
   model: { dModel: 16, nLayers: 1, nHeads: 2, nKvHeads: 1, dFf: 32, maxSeqLen: 24 },
   warmStartSteps: 3,
   warmStartBatchSize: 8,
