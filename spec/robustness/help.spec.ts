@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { TRAIN_FLAGS, TRAIN_USAGE } from '../../src/cli/args.js';
+import { TRAIN_DEFAULTS as D } from '../../src/training/config.js';
 
 /**
  * Issue 19 item 19: `rlvr train --help` as a new user reads it: no control bytes (a "\b" in a string printed a
@@ -32,14 +33,29 @@ describe('issue 19 item 19: the help text', () => {
       expect(words.length, line).toBeGreaterThan(10);
       expect(line, line).toMatch(/default|off unless given|\bset\b/);
     }
+    // The defaults the help states are the config's (issue 29: they are the main job's since).
     for (const [flag, def] of [
-      ['warm-start-steps', '450'],
+      ['warm-start-steps', '600'],
+      ['warm-start-until', '0.4'],
+      ['steps', '300'],
+      ['learning-rate', '0.0005'],
+      ['temperature', '0.7'],
+      ['eval-every', '50'],
+      ['digits', '2,1'],
+      ['objective', 'grpo'],
       ['d-model', '64'],
       ['n-layers', '2'],
       ['n-heads', '4'],
       ['warm-start-learning-rate', '0.003'],
     ] as const)
       expect(optionLines.find((l) => l.startsWith(`  --${flag} `))).toMatch(new RegExp(`default ${def}\\b`));
+    expect([D.warmStartSteps, D.warmStartUntil, D.steps, D.learningRate, D.temperature, D.evalEvery]).toEqual([
+      600, 0.4, 300, 5e-4, 0.7, 50,
+    ]);
+    // A note about another value than the default follows a semicolon; one about the default, a colon.
+    expect(optionLines.find((l) => l.startsWith('  --eval-every '))).toMatch(/\(default 50; 0: only before and after/);
+    expect(optionLines.find((l) => l.startsWith('  --warm-start-until '))).toMatch(/\(default 0\.4; none: /);
+    expect(optionLines.find((l) => l.startsWith('  --checkpoint-every '))).toMatch(/\(default 0: at the end only\)/);
   });
 
   it('aligns every description in one column; continuation lines start there too', () => {
