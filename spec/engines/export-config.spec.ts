@@ -220,7 +220,9 @@ describe('the output parses, with the run in the engine keys', () => {
 
   it('prime-rl: the TOML reads back with the run in prime-rl keys and the options as the loss kwargs', () => {
     const argv = ['--objective', 'sapo', '--loss-type', 'dapo', '--scale-rewards', 'none', '--top-p', '0.9'];
-    const toml = parseToml(exported('prime-rl', [...argv, '--num-generations', '4', '--eval-every', '10']));
+    const toml = parseToml(
+      exported('prime-rl', [...argv, '--num-generations', '4', '--eval-every', '10', '--warmup-steps', '5']),
+    );
     expect(at(toml, 'model.name')).toBe(TARGET.modelPath);
     expect(at(toml, 'trainer.loss.type')).toBe('custom');
     expect(at(toml, 'orchestrator.batch_size')).toBe(16 * 4);
