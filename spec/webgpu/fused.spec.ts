@@ -37,48 +37,34 @@ describeGpu('webgpu fused attention', (gpu) => {
   const attend = ([q, k, v, bias]: T.Tensor[]): T.Tensor => T.causalAttention(q!, k!, v!, { keyBias: bias! });
   afterEach(() => setAttentionRows(null));
   // The tiled kernels at each number of rows per workgroup the tuner may pick (kernels/attention.ts).
+  /** Forward and backward of the attention kernels against the reference, over `arb`'s cases. */
+  async function attentionAgrees(arb: ReturnType<typeof attentionArb>, runs: typeof RUNS): Promise<void> {
+    await fc.assert(
+      fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, ATTN, gpu)),
+      runs,
+    );
+    await fc.assert(
+      fc.asyncProperty(arb, (args) =>
+        compareGrad(
+          'attention',
+          args.slice(0, 3),
+          ([q, k, v]) =>
+            attend([q!, k!, v!, T.tensor([...args[3].values], [...args[3].shape], { backend: q!.backend })]),
+          ATTN,
+          gpu,
+        ),
+      ),
+      runs,
+    );
+  }
   for (const rows of ATTENTION_ROWS) {
     it(`forward and backward, short sequences, head sizes 1..8, ${rows} rows a workgroup (atol ${ATTN.atol}, rtol ${ATTN.rtol})`, async () => {
       setAttentionRows(rows);
-      const arb = attentionArb(6, [1, 2, 3, 8]);
-      await fc.assert(
-        fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, ATTN, gpu)),
-        RUNS,
-      );
-      await fc.assert(
-        fc.asyncProperty(arb, (args) =>
-          compareGrad(
-            'attention',
-            args.slice(0, 3),
-            ([q, k, v]) =>
-              attend([q!, k!, v!, T.tensor([...args[3].values], [...args[3].shape], { backend: q!.backend })]),
-            ATTN,
-            gpu,
-          ),
-        ),
-        RUNS,
-      );
+      await attentionAgrees(attentionArb(6, [1, 2, 3, 8]), RUNS);
     });
     it(`forward and backward over up to 80 rows, head size 64 (key/value tiles of 32), ${rows} rows a workgroup`, async () => {
       setAttentionRows(rows);
-      const arb = attentionArb(80, [16, 64]);
-      await fc.assert(
-        fc.asyncProperty(arb, (args) => compareForward('attention', args, attend, ATTN, gpu)),
-        FEW,
-      );
-      await fc.assert(
-        fc.asyncProperty(arb, (args) =>
-          compareGrad(
-            'attention',
-            args.slice(0, 3),
-            ([q, k, v]) =>
-              attend([q!, k!, v!, T.tensor([...args[3].values], [...args[3].shape], { backend: q!.backend })]),
-            ATTN,
-            gpu,
-          ),
-        ),
-        FEW,
-      );
+      await attentionAgrees(attentionArb(80, [16, 64]), FEW);
     });
   }
   it('few queries over many keys (the split-over-keys decoding kernel), head sizes 3..128', async () => {
