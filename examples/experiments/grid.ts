@@ -9,7 +9,7 @@
  * - Every RL configuration has the same rollout budget: `steps` x `promptsPerStep` x `numGenerations` (the BICC
  *   group-size study changes G and prompts together so that their product stays fixed).
  */
-import type { BiccRatio, ModelSize, TaskName, TrainConfig } from '../../src/index.js';
+import type { BiccRatio, BiccSides, ModelSize, TaskName, TrainConfig } from '../../src/index.js';
 
 export type Scale = 'small' | 'large' | 'tiny';
 export type GridName = 'pilot' | 'objectives' | 'ablations' | 'sweep' | 'groups' | 'variance' | 'context';
@@ -276,6 +276,8 @@ export interface Method {
   readonly steps?: number;
   /** BICC's reading of the ratio, when it is not the paper's (`conditioned-policy`). */
   readonly biccRatio?: BiccRatio;
+  /** The rows BICC conditions, when not both classes (the unilateral ablations). */
+  readonly biccSides?: BiccSides;
 }
 
 const m = (id: string, label: string, objective: Method['objective'], extra: Partial<Method> = {}): Method => ({
@@ -315,6 +317,9 @@ export const CONTEXT_METHODS: readonly Method[] = [
   OBJECTIVE_METHODS.find((x) => x.id === 'conspo')!,
   OBJECTIVE_METHODS.find((x) => x.id === 'conspo+bicc')!,
   m('conspo+bicc-old', 'ConSPO + BICC (conditioned π_old)', 'conspo', { bicc: true, biccRatio: 'conditioned-old' }),
+  // Unilateral ablations: which side of BICC costs the plain policy.
+  m('grpo+bicc-pos', 'GRPO + BICC on positives only', 'grpo', { bicc: true, biccSides: 'positives' }),
+  m('grpo+bicc-neg', 'GRPO + BICC on negatives only', 'grpo', { bicc: true, biccSides: 'negatives' }),
 ];
 
 /** The pilot's methods: the comparisons of the claims whose power the pilot estimates (with RCC's variance). */
@@ -420,6 +425,7 @@ export function rlConfig(
     bicc: method.bicc,
     biccContextShare: 0.4,
     ...(method.biccRatio ? { biccRatio: method.biccRatio } : {}),
+    ...(method.biccSides ? { biccSides: method.biccSides } : {}),
     steps: method.steps ?? s.steps,
     promptsPerStep: prompts,
     numGenerations: g,

@@ -1213,7 +1213,9 @@ function contextSection(
       "log-ratio is the per-token log π_old(o|q) − log π_old(o|c, q) over the conditioned rows' completion tokens, " +
       "recorded at every BICC step: near 0 the policy reads the context as the same task; the plain warm-start's runs " +
       "predate the record (–). Two readings of the ratio: the paper's, π_θ(o|c, q) / π_old(o|q), and the one the " +
-      'authors\' code sets out to compute, π_θ(o|q) / π_old(o|c, q) ("conditioned π_old").',
+      'authors\' code sets out to compute, π_θ(o|q) / π_old(o|c, q) ("conditioned π_old"); and two unilateral ' +
+      "ablations of the paper's reading, BICC on the positive rows only (each under its group's negatives) or on the " +
+      'negative rows only (each under its positives).',
   );
   md.push('');
   const warmRows = [plainTask, ctxTask].map((t) => {
@@ -1256,6 +1258,8 @@ function contextSection(
     [ctxTask, 'grpo+bicc-old', 'grpo', 'GRPO + BICC (conditioned π_old) vs GRPO'],
     [ctxTask, 'conspo+bicc', 'conspo', 'ConSPO + BICC vs ConSPO'],
     [ctxTask, 'conspo+bicc-old', 'conspo', 'ConSPO + BICC (conditioned π_old) vs ConSPO'],
+    [ctxTask, 'grpo+bicc-pos', 'grpo', 'GRPO + BICC on positives only vs GRPO'],
+    [ctxTask, 'grpo+bicc-neg', 'grpo', 'GRPO + BICC on negatives only vs GRPO'],
   ];
   const table = rows.map(([t, a, b, label]) => {
     const c1 = ix.compare(t.id, a, b, final('passAt1'));
@@ -1312,6 +1316,8 @@ function contextSection(
     [ctxTask, 'conspo', 'ConSPO'],
     [ctxTask, 'conspo+bicc', 'ConSPO + BICC'],
     [ctxTask, 'conspo+bicc-old', 'ConSPO + BICC (conditioned π_old)'],
+    [ctxTask, 'grpo+bicc-pos', 'GRPO + BICC on positives only'],
+    [ctxTask, 'grpo+bicc-neg', 'GRPO + BICC on negatives only'],
   ];
   md.push(
     markdownTable(

@@ -124,6 +124,28 @@ describe("BICC's context log-ratio", () => {
   });
 });
 
+describe('unilateral BICC (sides): only one class conditioned, each row as bilateral BICC builds it', () => {
+  it.each(['positives', 'negatives'] as const)('%s', async (sides) => {
+    const params = peakedParams(config, 1, 'f32');
+    const ro = await sampleRollouts(params, config, tokenizer, ['12+34=', '7*8=', '3,5,7:22='], new Rng(5), {
+      groupSize: G,
+      maxNewTokens: 10,
+      temperature: 0.7,
+    });
+    const rewards = [1, 0, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0];
+    const both = conditionBatch(biccInput(ro, rewards), tokenizer, config, { placement: 'before-query' });
+    const one = conditionBatch(biccInput(ro, rewards), tokenizer, config, { placement: 'before-query', sides });
+    const want = both.conditioned.map((c, r) => c && both.positive[r] === (sides === 'positives'));
+    expect(one.conditioned).toEqual(want);
+    expect(want.some(Boolean) && want.some((c, r) => !c && both.conditioned[r])).toBe(true);
+    for (let r = 0; r < ro.batchSize; r++) {
+      // A conditioned row is bilateral BICC's row; any other is the plain row.
+      const prompt = promptOf(one.batch, r);
+      expect(prompt).toEqual(want[r] ? promptOf(both.batch, r) : promptOf(ro, r));
+    }
+  });
+});
+
 describe('the two readings of the ratio (TrainConfig.biccRatio)', () => {
   const params = peakedParams(config, 1, 'f32');
   const PROMPTS = ['12+34=', '7*8=', '3,5,7:22='];

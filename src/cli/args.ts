@@ -110,7 +110,17 @@ const OBJECTIVE_HELP: Readonly<Record<string, [string, string]>> = {
 
 const STRING_FLAGS = [
   ...['task', 'objective', 'backend', 'resume', 'output', 'advantage', 'rcc-delta', 'on-non-finite'],
-  ...['model', 'dataset', 'save-dtype', 'bicc-placement', 'bicc-ratio', 'digits', 'lora-target-modules', 'adapter'],
+  ...[
+    'model',
+    'dataset',
+    'save-dtype',
+    'bicc-placement',
+    'bicc-ratio',
+    'bicc-sides',
+    'digits',
+    'lora-target-modules',
+    'adapter',
+  ],
 ] as const;
 
 /** LoRA's numbers, as peft names them (`r`, `lora_alpha`, `lora_dropout`); any LoRA flag turns LoRA on. */
@@ -148,6 +158,7 @@ export const TRAIN_USAGE = [
   row('--bicc', 'score rollouts under bilateral context conditioning (off unless given)'),
   row('--bicc-placement WHERE', `BICC's traces before-query|after-query (default ${d.biccPlacement})`),
   row('--bicc-ratio SIDE', `BICC conditions conditioned-policy|conditioned-old (default ${d.biccRatio})`),
+  row('--bicc-sides ROWS', `rows BICC conditions: both|positives|negatives (default ${d.biccSides})`),
   row('--model DIR', 'start from a Hugging Face model directory (default: a new model);'),
   more('--output then ends with OUTPUT/model, a directory transformers loads'),
   row('--allow-non-finite-weights', 'load weights holding NaN/Inf (off unless given: refused, exit 3)'),
@@ -321,6 +332,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
   if (values.bicc) input.bicc = true;
   if (str('bicc-placement')) input.biccPlacement = str('bicc-placement');
   if (str('bicc-ratio')) input.biccRatio = str('bicc-ratio');
+  if (str('bicc-sides')) input.biccSides = str('bicc-sides');
   const digits = str('digits');
   if (digits !== undefined) {
     const parts = digits.split(',').map((x) => decimal(x.trim()));

@@ -36,7 +36,16 @@ export interface BiccOptions {
    * 'after-query' a small policy learned a prompt-dependent task only at chance).
    */
   readonly placement: BiccPlacement;
+  /**
+   * Which rows are conditioned: 'both' (BICC, the default), or only the 'positives' (each under its group's
+   * negatives) or only the 'negatives' (each under its group's positives), the unilateral ablations; the other rows
+   * stay plain.
+   */
+  readonly sides: BiccSides;
 }
+
+export type BiccSides = 'both' | 'positives' | 'negatives';
+export const BICC_SIDES: readonly BiccSides[] = ['both', 'positives', 'negatives'];
 
 export type BiccPlacement = 'after-query' | 'before-query';
 
@@ -55,7 +64,12 @@ export type BiccRatio = 'conditioned-policy' | 'conditioned-old';
 export const BICC_RATIOS: readonly BiccRatio[] = ['conditioned-policy', 'conditioned-old'];
 export const BICC_PLACEMENTS: readonly BiccPlacement[] = ['after-query', 'before-query'];
 
-export const BICC_DEFAULTS: BiccOptions = { contextShare: 0.4, threshold: 0.5, placement: 'after-query' };
+export const BICC_DEFAULTS: BiccOptions = {
+  contextShare: 0.4,
+  threshold: 0.5,
+  placement: 'after-query',
+  sides: 'both',
+};
 
 /** A BICC option or input is invalid. `field` names it (camelCase), `value` is what was given. */
 export class BiccError extends RlvrError {
@@ -84,6 +98,7 @@ const SPEC: Spec<BiccOptions> = {
   separator: nonEmptyArrayOf(nonNegativeInt, 'token ids'),
   threshold: finite,
   placement: oneOf(BICC_PLACEMENTS),
+  sides: oneOf(BICC_SIDES),
 };
 
 const ALIASES: Aliases<BiccOptions> = { reward_threshold: 'threshold' };

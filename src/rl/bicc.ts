@@ -32,10 +32,12 @@ export {
   BICC_DEFAULTS,
   BICC_PLACEMENTS,
   BICC_RATIOS,
+  BICC_SIDES,
   parseBiccOptions,
   type BiccOptions,
   type BiccPlacement,
   type BiccRatio,
+  type BiccSides,
 } from './bicc-options.js';
 
 /** A plain batch with the host information BICC needs: each row's reward and group id. */
@@ -152,8 +154,9 @@ export function conditionBatch(
   const positive = input.rewards.map((r) => r > opts.threshold);
   const contents = Array.from({ length: b }, (_, r) => traceContent(rowCompletion(input, r), tokenizer.eos));
   const opposite: number[][] = Array.from({ length: b }, () => []);
+  const sided = (r: number): boolean => opts.sides === 'both' || positive[r] === (opts.sides === 'positives');
   for (const rows of groupsOf(input.groupIds))
-    for (const r of rows) opposite[r] = rows.filter((o) => positive[o] !== positive[r]);
+    for (const r of rows) if (sided(r)) opposite[r] = rows.filter((o) => positive[o] !== positive[r]);
   const inserted = insertTraces(
     input,
     opposite.map((rows) => rows.map((o) => contents[o]!)),

@@ -8,7 +8,14 @@ import { MAX_THREADS } from '../core/backend.js';
 import { TASK_NAMES, type Digits, type TaskName } from '../tasks/registry.js';
 
 export { TASK_NAMES, type Digits, type TaskName };
-import { BICC_PLACEMENTS, BICC_RATIOS, type BiccPlacement, type BiccRatio } from '../rl/bicc-options.js';
+import {
+  BICC_PLACEMENTS,
+  BICC_RATIOS,
+  BICC_SIDES,
+  type BiccPlacement,
+  type BiccRatio,
+  type BiccSides,
+} from '../rl/bicc-options.js';
 import { LORA_DEFAULTS, loraConfigProblem, parseTargetModules, type LoraConfig } from '../nn/lora.js';
 import {
   anyRecord,
@@ -65,6 +72,8 @@ export interface TrainConfig {
    * authors' code sets out to do); see `BiccRatio`.
    */
   readonly biccRatio: BiccRatio;
+  /** Which rows BICC conditions: both classes (default), or one, the unilateral ablations; see `BiccOptions.sides`. */
+  readonly biccSides: BiccSides;
   /** Where the run's tensors live, by registry name; `train` opens it unless given a backend. */
   readonly backend: BackendName;
   /** The CPU backend's threads, 1..MAX_THREADS (null: RLVR_THREADS, else the machine's cores); results do not depend on it. */
@@ -159,6 +168,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   biccContextShare: 0.4,
   biccPlacement: 'before-query',
   biccRatio: 'conditioned-policy',
+  biccSides: 'both',
   backend: 'cpu',
   threads: null,
   seed: 0,
@@ -273,6 +283,7 @@ const SPEC: Spec<TrainConfig> = {
   biccContextShare: openUnit,
   biccPlacement: oneOf(BICC_PLACEMENTS),
   biccRatio: oneOf(BICC_RATIOS),
+  biccSides: oneOf(BICC_SIDES),
   backend: oneOf(BACKEND_NAMES),
   threads: nullable(
     num((x) => Number.isInteger(x) && x >= 1 && x <= MAX_THREADS, `must be an integer in 1..${MAX_THREADS}`),

@@ -59,6 +59,7 @@ export async function interventions(
         contextShare: cfg.biccContextShare,
         threshold: 0.5,
         placement: cfg.biccPlacement,
+        sides: cfg.biccSides,
       })
     : null;
   // The sampling policy under the context, once per step: what the 'conditioned-old' reading divides by, and what
