@@ -419,7 +419,7 @@ export class GpuRuntime {
    * pass of their own, after everything before them has finished, timed by `timestamp-query` at the pass's
    * ends where the device has it, else by the wall clock from the submit to `onSubmittedWorkDone` (llvmpipe
    * has no timestamps). The first run goes the ordinary way, so the pipeline, uniform slot and bind group are
-   * made, validated and counted as any dispatch's are.
+   * made, validated and counted as every other dispatch is.
    */
   async timeDispatch(d: Dispatch, reps: number): Promise<number> {
     this.dispatch(d);
