@@ -23,18 +23,12 @@ export function chooseToken(
   const probs = new Float64Array(vocab);
   for (let i = 0; i < vocab; i++) probs[i] = Math.exp(logProbs[offset + i]!);
   if (topP >= 1) return inIdOrder(probs, u);
-  const order = Array.from({ length: vocab }, (_, i) => i);
-  let kept = vocab;
-  if (topP < 1) {
-    // The smallest set of most likely tokens whose mass reaches topP (ties broken by id, for determinism).
-    order.sort((a, b) => probs[b]! - probs[a]! || a - b);
-    const total = probs.reduce((s, p) => s + p, 0);
-    let mass = 0;
-    kept = 0;
-    while (kept < vocab && (kept === 0 || mass < topP * total)) mass += probs[order[kept++]!]!;
-  }
+  // The smallest set of most likely tokens whose mass reaches topP (ties broken by id, for determinism).
+  const order = Array.from({ length: vocab }, (_, i) => i).sort((a, b) => probs[b]! - probs[a]! || a - b);
+  const total = probs.reduce((s, p) => s + p, 0);
   let mass = 0;
-  for (let k = 0; k < kept; k++) mass += probs[order[k]!]!;
+  let kept = 0;
+  while (kept < vocab && (kept === 0 || mass < topP * total)) mass += probs[order[kept++]!]!;
   const threshold = u * mass;
   let cum = 0;
   for (let k = 0; k < kept; k++) {
