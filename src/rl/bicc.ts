@@ -148,7 +148,7 @@ export function conditionBatch(
   options: Partial<BiccOptions> | Readonly<Record<string, unknown>> = {},
 ): ConditionedBatch {
   const opts = parseOrThrow(options);
-  resolve(opts, tokenizer, config); // option errors are named before input errors
+  const resolved = resolve(opts, tokenizer, config); // option errors are named before input errors
   checkInput(input, config);
   const b = input.batchSize;
   const positive = input.rewards.map((r) => r > opts.threshold);
@@ -157,12 +157,12 @@ export function conditionBatch(
   const sided = (r: number): boolean => opts.sides === 'both' || positive[r] === (opts.sides === 'positives');
   for (const rows of groupsOf(input.groupIds))
     for (const r of rows) if (sided(r)) opposite[r] = rows.filter((o) => positive[o] !== positive[r]);
-  const inserted = insertTraces(
+  const inserted = insertResolved(
     input,
     opposite.map((rows) => rows.map((o) => contents[o]!)),
-    tokenizer,
-    config,
-    opts,
+    resolved,
+    opts.placement,
+    tokenizer.pad,
   );
   return {
     batch: inserted.batch,
@@ -196,11 +196,23 @@ export function insertTraces(
   options: Partial<BiccOptions> | Readonly<Record<string, unknown>> = {},
 ): InsertedContext {
   const opts = parseOrThrow(options);
-  const { room, budget, sep } = resolve(opts, tokenizer, config);
-  const before = opts.placement === 'before-query';
+  const resolved = resolve(opts, tokenizer, config);
   checkBatch(input, config);
   const b = input.batchSize;
   if (traces.length !== b) throw new BiccError('traces', traces.length, `must have one list per row (${b})`);
+  return insertResolved(input, traces, resolved, opts.placement, tokenizer.pad);
+}
+
+/** `insertTraces` once the options are resolved and the input checked. */
+function insertResolved(
+  input: SequenceBatch,
+  traces: readonly (readonly (readonly number[])[])[],
+  { room, budget, sep }: Resolved,
+  placement: BiccOptions['placement'],
+  pad: number,
+): InsertedContext {
+  const before = placement === 'before-query';
+  const b = input.batchSize;
   const c = input.completionLen;
   const prompts = Array.from({ length: b }, (_, r) => rowPrompt(input, r));
   const newPrompts = [...prompts];
@@ -225,7 +237,7 @@ export function insertTraces(
     newPrompts[r] = before ? [...context, ...prompts[r]!] : [...prompts[r]!, ...context];
   }
   return {
-    batch: assemble(input, newPrompts, tokenizer.pad),
+    batch: assemble(input, newPrompts, pad),
     insertedTokens: newPrompts.map((pr, r) => pr.length - prompts[r]!.length),
     kept,
   };
