@@ -9,8 +9,9 @@
  *
  * Every timed result is checked against the CPU backend before its time counts, so a dropped dispatch cannot
  * read as fast: each matmul's product entry by entry; each timed SFT step (every one starts from the same
- * parameters) its loss and gradient norm (at the 0.6B size the loss only: the CPU backend's 4 GiB memory cannot
- * hold the gradients, so there the norm must repeat exactly across rounds instead); each sampling run's tokens
+ * parameters) its loss and gradient norm (at the 0.6B size the CPU backend's 4 GiB cannot hold the f32 weights
+ * and a forward, so there the reference backend checks the loss of a 1 x 16-token batch through the same weights
+ * and the norm must repeat exactly across rounds); each sampling run's tokens
  * scored again by the CPU backend, whose log-probs must be the ones the GPU recorded.
  *
  * `--quick` runs the same tasks at tiny sizes (two rounds, well under a minute on llvmpipe): spec/webgpu/
@@ -83,14 +84,15 @@ interface Task {
 class CheckError extends Error {}
 
 /**
- * The CPU backend's result a task is checked against. If the CPU cannot compute it (out of its 4 GiB
- * WebAssembly memory, say), the task cannot be checked, so its times cannot count: a CheckError, not a crash.
+ * The host backend's result a task is checked against (the CPU backend's, or the reference backend's for the
+ * wide-vocabulary steps). If it cannot be computed (out of the CPU backend's 4 GiB WebAssembly memory, say), the
+ * task cannot be checked, so its times cannot count: a CheckError, not a crash.
  */
-async function cpuReference<R>(task: string, f: () => Promise<R>): Promise<R> {
+async function hostReference<R>(task: string, f: () => Promise<R>): Promise<R> {
   try {
     return await f();
   } catch (e) {
-    throw new CheckError(`${task}: the CPU backend's reference failed: ${e instanceof Error ? e.message : String(e)}`);
+    throw new CheckError(`${task}: the host reference failed: ${e instanceof Error ? e.message : String(e)}`);
   }
 }
 
@@ -132,7 +134,7 @@ function matmulTask(gpu: WebGpuBackend, cpu: Backend, n: number): Task {
     counters: '',
     run: async () => {
       if (!want) {
-        want = await cpuReference(name, async () => {
+        want = await hostReference(name, async () => {
           const [ca, cb] = [tensor(av, [n, n], { backend: cpu }), tensor(bv, [n, n], { backend: cpu })];
           const c = matmul(ca, cb);
           const out = (await c.data()) as Float32Array;
@@ -197,7 +199,7 @@ function stepTask(gpu: WebGpuBackend, cpu: Backend, size: ModelSize, label: stri
     counters: '',
     run: async () => {
       if (!want)
-        want = await cpuReference(name, async () => {
+        want = await hostReference(name, async () => {
           const p = paramsFor(c, cpu);
           if (checkGrads) {
             const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(p);
