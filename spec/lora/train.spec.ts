@@ -17,6 +17,9 @@ import { TINY_HUB_CONFIG, tinyHubDir } from '../hf/tiny-hub.js';
  */
 const tmp = (tag: string): string => mkdtempSync(join(tmpdir(), `rlvr-lora-${tag}-`));
 const LORA = { r: 4, alpha: 8, dropout: 0, targetModules: [...T.LORA_MODULES], useRslora: false };
+/** A record without its timings (seconds, sample_seconds, tokens_per_s), which no two runs share. */
+const untimed = (r: T.MetricRecord): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(r).filter(([k]) => !/seconds|per_s/.test(k)));
 const mixedReward = T.withReward(T.additionTask(), (completion) => completion.length % 2);
 
 describe('LoRA settings at the boundary', () => {
@@ -53,16 +56,23 @@ describe('LoRA settings at the boundary', () => {
 });
 
 describe('a LoRA training run', () => {
-  it('trains only the adapters: the base is the seed model bit for bit, the optimizer and checkpoint hold adapters', async () => {
+  it('on a new model: the warm-start trains every weight, RL only adapters on that base (bit-exact)', async () => {
     const out = tmp('run');
     const cfg = tinyRun({ objective: 'grpo', objectiveOptions: { beta: 0.04 }, lora: LORA, outputDir: out });
     const result = await T.train(cfg, { task: mixedReward });
     const backend = result.backend;
+    // The same seed's warm-start without LoRA, stopped where RL would begin: the base LoRA RL must have trained on.
+    const warm = await T.train(tinyRun({ ...cfg, lora: null, outputDir: null, steps: 0 }), { task: mixedReward });
     const seedModel = T.initParams(result.config, new T.Rng(cfg.seed), { backend });
     const base = T.treeLeaves(T.withoutLora(result.params));
+    const warmed = T.treeLeaves(warm.params);
     const fresh = T.treeLeaves(seedModel);
     expect(base.length).toBe(fresh.length);
-    for (let i = 0; i < base.length; i++) expect(base[i]!.dataSync()).toEqual(fresh[i]!.dataSync());
+    for (let i = 0; i < base.length; i++) {
+      // Every weight moved in the warm-start; none moved in RL.
+      expect(warmed[i]!.dataSync()).not.toEqual(fresh[i]!.dataSync());
+      expect(base[i]!.dataSync()).toEqual(warmed[i]!.dataSync());
+    }
     // The adapters moved: some B is no longer zero.
     const bs = result.params.lora!.layers.flatMap((l) => Object.values(l).map((p) => p!.b.dataSync()));
     expect(bs.some((b) => b.some((x) => x !== 0))).toBe(true);
@@ -89,8 +99,16 @@ describe('a LoRA training run', () => {
     expect(
       names.every((n) => /^exp_avg(_sq)?\.base_model\.model\.model\.layers\.0\..*\.lora_[AB]\.weight$/.test(n)),
     ).toBe(true);
-    // The KL reference is the base with the adapters off: nothing is written for it.
+    // The KL reference is the base with the adapters off: no reference copy; the base is saved once as OUTPUT/base,
+    // which the adapter names as its base model.
     expect(existsSync(join(out, 'reference'))).toBe(false);
+    const saved = await T.loadCheckpoint(join(out, 'base'), { backend })();
+    if (E.isLeft(saved)) throw saved.left;
+    expect(T.treeLeaves(saved.right.params).map((t) => Array.from(t.dataSync()))).toEqual(
+      warmed.map((t) => Array.from(t.dataSync())),
+    );
+    const adapterConfig = JSON.parse(readFileSync(join(out, 'adapter', 'adapter_config.json'), 'utf8'));
+    expect(adapterConfig.base_model_name_or_path).toBe(join(out, 'base'));
     // OUTPUT/adapter: peft's files, which reload to the trained adapters.
     const back = await T.readAdapter(join(out, 'adapter'), result.config, backend);
     if (E.isLeft(back)) throw back.left;
@@ -98,7 +116,7 @@ describe('a LoRA training run', () => {
     const trained = T.treeLeaves(result.params.lora);
     const reread = T.treeLeaves(back.right.lora);
     expect(reread.map((t) => Array.from(t.dataSync()))).toEqual(trained.map((t) => Array.from(t.dataSync())));
-    T.dispose([seedModel, back.right.lora]);
+    T.dispose([seedModel, back.right.lora, warm.params, saved.right.params]);
   });
 
   it('killed after a checkpoint and resumed, it continues exactly as the uninterrupted run', async () => {
@@ -124,6 +142,56 @@ describe('a LoRA training run', () => {
     expect(pick(resumed)).toHaveLength(2);
     expect(pick(full).every(([, gradNorm]) => Number(gradNorm) > 0)).toBe(true);
     expect(pick(resumed)).toEqual(pick(full));
+  });
+
+  it('killed in the warm-start and resumed, it keeps the phase split and continues exactly', async () => {
+    const cfg = { objective: 'grpo' as const, steps: 3, checkpointEvery: 1, lora: LORA, learningRate: 1e-2 };
+    const full: T.MetricRecord[] = [];
+    await T.train(tinyRun({ ...cfg, outputDir: tmp('full') }), { task: mixedReward, onRecord: (r) => full.push(r) });
+    const dir = tmp('killed-warm');
+    await expect(
+      T.train(tinyRun({ ...cfg, outputDir: dir }), {
+        task: mixedReward,
+        onRecord: (r) => {
+          if (r.phase === 'warmstart' && r.step === 2) throw new Error('killed');
+        },
+      }),
+    ).rejects.toThrow('killed');
+    // The warm-start's checkpoint is a full one (every weight and its moments): no adapter yet.
+    expect(existsSync(join(dir, 'checkpoint', 'adapter_config.json'))).toBe(false);
+    const resumed: T.MetricRecord[] = [];
+    const result = await T.train(tinyRun({ ...cfg, outputDir: dir, resume: join(dir, 'checkpoint') }), {
+      task: mixedReward,
+      onRecord: (r) => resumed.push(r),
+    });
+    expect(result.params.lora).toBeDefined();
+    const pick = (rs: T.MetricRecord[]) => rs.filter((r) => r.phase !== 'warmstart' || r.step >= 2).map(untimed);
+    expect(pick(resumed).length).toBeGreaterThan(4);
+    expect(pick(resumed)).toEqual(pick(full));
+  });
+
+  it('a full checkpoint at RL step 0 starts LoRA RL exactly as the uninterrupted LoRA run does', async () => {
+    const cfg = { objective: 'grpo' as const, steps: 3, lora: LORA, learningRate: 1e-2 };
+    const whole: T.MetricRecord[] = [];
+    await T.train(tinyRun({ ...cfg, outputDir: tmp('whole') }), { task: mixedReward, onRecord: (r) => whole.push(r) });
+    // One warm-start (full fine-tuning, RL step 0), then LoRA RL from it.
+    const warm = tmp('warm');
+    await T.train(tinyRun({ ...cfg, lora: null, steps: 0, outputDir: warm }), { task: mixedReward });
+    const branched: T.MetricRecord[] = [];
+    const out = tmp('branch');
+    await T.train(tinyRun({ ...cfg, outputDir: out, resume: join(warm, 'checkpoint') }), {
+      task: mixedReward,
+      onRecord: (r) => branched.push(r),
+    });
+    const rl = (rs: T.MetricRecord[]) => rs.filter((r) => r.phase === 'rl').map(untimed);
+    expect(rl(branched)).toHaveLength(3);
+    expect(rl(branched)).toEqual(rl(whole));
+    // Past RL step 0 a full checkpoint is full fine-tuning's: LoRA does not take it over.
+    const fullRl = tmp('full-rl');
+    await T.train(tinyRun({ ...cfg, lora: null, steps: 1, outputDir: fullRl }), { task: mixedReward });
+    await expect(
+      T.train(tinyRun({ ...cfg, resume: join(fullRl, 'checkpoint') }), { task: mixedReward }),
+    ).rejects.toThrow(/resume: lora differs: the checkpoint has "full fine-tuning", the command "LoRA adapters"/);
   });
 
   it('refuses to resume a LoRA checkpoint as full fine-tuning, or with other adapters, naming the field', async () => {

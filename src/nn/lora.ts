@@ -286,10 +286,6 @@ export async function writeAdapterFiles(
   await writeSafetensorsFile(join(dir, ADAPTER_FILES.model), adapterTensors(lora), 'F32', { format: 'pt' });
 }
 
-/**
- * Read a peft LoRA adapter directory for a model of `config`: its config, then every adapter tensor (by name and
- * shape; a missing, unexpected or misshapen one is a `CheckpointError` naming it), uploaded as f32.
- */
 /** Read and check `adapter_config.json` of an adapter directory (no tensor read yet). */
 export async function readAdapterConfig(dir: string): Promise<E.Either<CheckpointError, LoraConfig>> {
   let text: string;
@@ -309,6 +305,10 @@ export async function readAdapterConfig(dir: string): Promise<E.Either<Checkpoin
   return parseAdapterConfig(json);
 }
 
+/**
+ * Read a peft LoRA adapter directory for a model of `config`: its config, then every adapter tensor (by name and
+ * shape; a missing, unexpected or misshapen one is a `CheckpointError` naming it), uploaded as f32.
+ */
 export async function readAdapter(
   dir: string,
   config: TransformerConfig,
@@ -317,7 +317,18 @@ export async function readAdapter(
 ): Promise<E.Either<CheckpointError, { config: LoraConfig; lora: LoraWeights }>> {
   const parsed = await readAdapterConfig(dir);
   if (E.isLeft(parsed)) return parsed;
-  const lc = parsed.right;
+  const lora = await readAdapterTensors(dir, parsed.right, config, backend, opts);
+  return E.isLeft(lora) ? lora : E.right({ config: parsed.right, lora: lora.right });
+}
+
+/** The adapter tensors of a directory whose `adapter_config.json` was read already (`lc`), checked as `readAdapter`. */
+export async function readAdapterTensors(
+  dir: string,
+  lc: LoraConfig,
+  config: TransformerConfig,
+  backend: Backend,
+  opts: { readonly allowNonFinite?: boolean } = {},
+): Promise<E.Either<CheckpointError, LoraWeights>> {
   const index = await readSafetensorsIndex(join(dir, ADAPTER_FILES.model));
   if (E.isLeft(index)) return index;
   const file = ADAPTER_FILES.model;
@@ -359,5 +370,5 @@ export async function readAdapter(
       lc.targetModules.map((m) => [m, { a: loaded.get(peftName(l, m, 'A'))!, b: loaded.get(peftName(l, m, 'B'))! }]),
     ),
   );
-  return E.right({ config: lc, lora: { scaling: loraScaling(lc), dropout: lc.dropout, layers } });
+  return E.right({ scaling: loraScaling(lc), dropout: lc.dropout, layers });
 }

@@ -164,6 +164,32 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
   };
 }
 
+/**
+ * A run whose phases train different parts (a new model's full warm-start, then LoRA RL on it): the pools keep the
+ * first phase's blocks, whose sizes the second's mostly cannot use, so what each phase makes is counted side by side;
+ * the weights once (the larger: the later phase's adapters on the same base), and the RoPE tables once.
+ */
+export function phasesInSequence(phases: readonly MemoryEstimate[]): MemoryEstimate {
+  const sum = (f: (e: MemoryEstimate) => number): number => phases.reduce((a, e) => a + f(e), 0);
+  const max = (f: (e: MemoryEstimate) => number): number => Math.max(...phases.map(f));
+  const e = {
+    parameters: max((e) => e.parameters),
+    trainableParameters: max((e) => e.trainableParameters),
+    weights: max((e) => e.weights),
+    gradients: sum((e) => e.gradients),
+    adamMoments: sum((e) => e.adamMoments),
+    optimizerStep: sum((e) => e.optimizerStep),
+    reference: sum((e) => e.reference),
+    activations: sum((e) => e.activations),
+    sampling: sum((e) => e.sampling),
+    rope: max((e) => e.rope),
+    largestTensor: max((e) => e.largestTensor),
+  };
+  const held =
+    e.weights + e.gradients + e.adamMoments + e.optimizerStep + e.reference + e.activations + e.sampling + e.rope;
+  return { ...e, allocator: held / 4, total: held + held / 4 };
+}
+
 const fmt = (bytes: number): string =>
   bytes >= 2 ** 30 ? `${(bytes / 2 ** 30).toFixed(2)} GiB` : `${(bytes / 2 ** 20).toFixed(1)} MiB`;
 

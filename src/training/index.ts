@@ -31,7 +31,6 @@ export {
   loadPretrainedParams,
   savePretrained,
   loadDatasetTask,
-  runShape,
-  defaultMemoryLimits,
   type PretrainedParts,
 } from './pretrained.js';
+export { runShape, defaultMemoryLimits } from './fits.js';

@@ -1,14 +1,12 @@
 import { FileSystemError, writePlainDirAtomic } from '../nn/atomic-dir.js';
 import { jsonSyntaxDetail } from '../core/errors.js';
 import { isDirectFile, join, openRegular, readRegularFile } from '../platform/files.js';
-import { totalMemoryBytes } from '../platform/host.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { fromHfConfig } from '../nn/hf-config.js';
 import { COMPANION_FILES, fileError, HF_FILES, loadHfCheckpoint, saveHfCheckpoint } from '../nn/hf-checkpoint.js';
-import type { RunLora, RunShape, MemoryLimits } from '../nn/memory.js';
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 import {
   DatasetError,
@@ -330,37 +328,3 @@ export function checkTokenizerCarries(
     inRange(prompt, `the chat rendering of ${shown(problem.prompt)}`);
   }
 }
-
-/** The sizes a run works at: prompt tokens measured on prompts of the task (the longest of 32, plus a margin). */
-export function runShape(
-  cfg: TrainConfig,
-  tokenizer: Tokenizer,
-  task: Task<Problem>,
-  withReference: boolean,
-  lora: RunLora | null = cfg.lora,
-  rescores = false,
-  frozenBytesPerParameter = 4,
-): RunShape {
-  const rng = new Rng(cfg.seed + 7);
-  let longest = 1;
-  for (let i = 0; i < 32; i++) longest = Math.max(longest, tokenizer.promptIds(task.generatePrompt(rng).prompt).length);
-  const g = cfg.numGenerations;
-  return {
-    sampledRows: Math.max(cfg.promptsPerStep * g, cfg.evalPrompts > 0 ? Math.min(cfg.evalPrompts, 100) * cfg.evalK : 0),
-    minibatchRows: (cfg.groupsPerMinibatch ?? cfg.promptsPerStep) * g,
-    warmStartRows: cfg.warmStartSteps > 0 ? cfg.warmStartBatchSize : 0,
-    promptTokens: Math.ceil(longest * 1.25),
-    completionTokens: cfg.maxCompletionLength,
-    withReference,
-    lora,
-    remat: cfg.gradientCheckpointing,
-    rescores,
-    frozenBytesPerParameter,
-  };
-}
-
-/** The host's memory, or the configured limit. */
-export const defaultMemoryLimits = (cfg: TrainConfig): MemoryLimits & { source: string } =>
-  cfg.memoryLimitGb !== null
-    ? { totalBytes: cfg.memoryLimitGb * 2 ** 30, source: '--memory-limit-gb' }
-    : { totalBytes: totalMemoryBytes(), source: "the host's memory" };

@@ -7,7 +7,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { join } from '../platform/files.js';
 import { Rng } from '../core/rng.js';
 import { dispose } from '../core/scope.js';
-import { saveCheckpoint, type Json } from '../nn/checkpoint.js';
+import type { Json } from '../nn/checkpoint.js';
 import type { OptimizerState } from '../nn/optim.js';
 import { smallConfig, validateConfig, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import { makeObjective, type BoundObjective } from '../objectives/registry.js';
@@ -29,12 +29,11 @@ import { runIdentity, type DatasetIdentity, type RunIdentity } from './resume-ch
 import type { MemoryEstimate } from '../nn/memory.js';
 import type { PretrainedParts } from './pretrained.js';
 import type { PyTree } from '../core/pytree.js';
-import type { LoraLayer } from '../nn/adapters.js';
-import { trainableOf, type LoraConfig } from '../nn/lora.js';
+import { trainableOf } from '../nn/lora.js';
 import { treeLeaves } from '../core/pytree.js';
 import { sumSquares } from '../ops/optim.js';
 import type { Tensor } from '../core/tensor.js';
-import { saveLoraCheckpoint } from '../nn/lora-checkpoint.js';
+import { trainsAt, type TrainingPlan } from './trains.js';
 
 /**
  * The default of `keepRecords`: about 8 MB of records (about 0.8 KB of heap each, measured by
@@ -133,8 +132,8 @@ export interface Run {
   readonly identity: RunIdentity;
   readonly writer: MetricsWriter;
   readonly records: MetricRecord[];
-  /** The adapters' config when the run trains LoRA adapters on a frozen base, else null. */
-  readonly lora: LoraConfig | null;
+  /** What each phase trains (`trains.ts`): every weight, or LoRA adapters on a frozen base. */
+  readonly plan: TrainingPlan;
   rng: Rng;
   /** The policy (with its adapters, under LoRA). */
   params: TransformerParams;
@@ -157,7 +156,7 @@ export function setup(
   cfg: TrainConfig,
   userTask: Task<Problem> | undefined,
   pretrained: PretrainedParts | null,
-  lora: LoraConfig | null,
+  plan: TrainingPlan,
   dataset: DatasetIdentity | null = null,
 ): E.Either<
   TrainConfigError,
@@ -197,7 +196,7 @@ export function setup(
     objective: objective.right,
     needsReference: objective.right.klToReference || cfg.advantage === 'rcc',
     heldOut,
-    lora,
+    plan,
     identity: runIdentity(cfg, objective.right.config, dataset),
     writer: new MetricsWriter(cfg.outputDir ? join(cfg.outputDir, METRICS_FILE) : null),
     records: [],
@@ -252,28 +251,8 @@ export async function save(run: Run, dir: string): Promise<void> {
     identity: { ...run.identity, dataset: run.identity.dataset ? { ...run.identity.dataset } : null },
     metricsBytes: await metricsBytes(run.cfg.outputDir),
   };
-  const rngs = { train: run.rng.state() };
-  const res = run.lora
-    ? await saveLoraCheckpoint(
-        dir,
-        {
-          config: run.config,
-          lora: run.lora,
-          params: run.params,
-          optimizer: run.opt as OptimizerState<readonly LoraLayer[]>,
-          rngs,
-          trainerState,
-        },
-        { withBase: run.cfg.modelDir === null, baseModel: run.cfg.modelDir },
-      )()
-    : await saveCheckpoint(dir, {
-        config: run.config,
-        params: run.params,
-        optimizer: run.opt as OptimizerState<TransformerParams>,
-        rngs,
-        trainerState,
-      })();
-  if (E.isLeft(res)) throw res.left;
+  const state = { params: run.params, opt: run.opt, rngs: { train: run.rng.state() }, trainerState };
+  await trainsAt(run.plan, run.at.phase).save(dir, run, state);
 }
 
 /**

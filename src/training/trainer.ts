@@ -6,55 +6,32 @@
  * opens the run, runs the two loops and ends it.
  */
 import * as E from 'fp-ts/lib/Either.js';
-import { escapeControls } from '../core/errors.js';
-import { dirname, join, resolve } from '../platform/files.js';
+import { dirname, join } from '../platform/files.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
 import { dispose } from '../core/scope.js';
-import { stopGradient } from '../core/transforms.js';
-import { loadCheckpoint, saveCheckpoint } from '../nn/checkpoint.js';
-import { adamwInit, type OptimizerState } from '../nn/optim.js';
-import type { PyTree } from '../core/pytree.js';
-import type { RngState } from '../core/rng.js';
-import type { Json } from '../nn/checkpoint.js';
-import {
-  LORA_MODULES,
-  initLora,
-  mergeLora,
-  readAdapter,
-  readAdapterConfig,
-  trainableOf,
-  withLora,
-  withoutLora,
-  writeAdapterFiles,
-  type LoraConfig,
-  type LoraWeights,
-} from '../nn/lora.js';
-import { isLoraCheckpoint, loadLoraCheckpoint } from '../nn/lora-checkpoint.js';
-import { writePlainDirAtomic } from '../nn/atomic-dir.js';
+import { adamwInit } from '../nn/optim.js';
+import { trainableOf } from '../nn/lora.js';
 import { initParams, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import { openBackend } from '../backends/registry.js';
 import type { Problem, Task } from '../tasks/task.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
 import type { EvalResult } from './evaluate.js';
 import type { MetricRecord } from './metrics.js';
-import { yieldToEventLoop } from '../platform/host.js';
+import { sha256File, yieldToEventLoop } from '../platform/host.js';
 import { abortReason, InterruptedError } from './interrupted.js';
 import { METRICS_FILE, type OutputLock, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
-import { checkResume, ResumeMismatchError, type DatasetIdentity } from './resume-check.js';
-import { sha256File } from '../platform/host.js';
+import { checkResume, type DatasetIdentity } from './resume-check.js';
 import { FileSystemError } from '../nn/atomic-dir.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
-import { checkFits, estimateTrainingMemory, formatBytes, type MemoryLimits, type RunShape } from '../nn/memory.js';
+import type { MemoryLimits } from '../nn/memory.js';
+import { checkRunFits } from './fits.js';
 import {
   checkDatasetRows,
   checkTokenizerCarries,
-  defaultMemoryLimits,
   loadDatasetTask,
   loadPretrainedParams,
   readPretrained,
-  runShape,
-  savePretrained,
   type PretrainedParts,
 } from './pretrained.js';
 import {
@@ -67,6 +44,7 @@ import {
   type TrainHooks,
   type TrainWarning,
 } from './run.js';
+import { loadRunCheckpoint, phaseMismatch, readPlan, trainsAt } from './trains.js';
 import { warmStartReached, warmStartStep } from './warm-start.js';
 import { rlStep } from './rl-phase.js';
 
@@ -183,7 +161,8 @@ async function trainOn(
   const final = finished ? run.finalEval! : await runEval(run, opts, 'after-rl');
   run.finalEval = final;
   if (checkpointDir && !finished) await save(run, checkpointDir);
-  if (cfg.outputDir) await saveOutputs(run, pretrained, cfg.outputDir, opts);
+  if (cfg.outputDir)
+    await run.plan.rl.outputs(run, pretrained, cfg.outputDir, (message, files) => warn(run, opts, message, files));
   if (run.reference) dispose(run.reference);
   if (run.stale) dispose(run.stale);
   dispose(run.opt);
@@ -203,38 +182,24 @@ async function openRun(
   held: OutputLock[],
 ): Promise<{ run: Run; pretrained: PretrainedParts | null }> {
   const pretrained = cfg.modelDir ? await readPretrained(cfg.modelDir) : null;
-  const lora = cfg.adapter ? await adapterConfig(cfg.adapter) : cfg.lora;
+  const plan = await readPlan(cfg);
   const task = opts.task ?? (cfg.dataset ? await loadDatasetTask(cfg.dataset, opts.signal) : undefined);
   // The dataset's identity for resuming: a checkpoint resumes only on the same rows (ResumeMismatchError).
   const dataset = !opts.task && cfg.dataset ? await datasetIdentity(cfg.dataset) : null;
-  const base = setup(cfg, task, pretrained, lora, dataset);
+  const base = setup(cfg, task, pretrained, plan, dataset);
   if (E.isLeft(base)) throw base.left;
   if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
   await checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg, opts.signal);
-  const { tokenizer: tok, task: runTask, needsReference } = base.right;
-  // Under LoRA a Hub model's frozen matrices stay in their stored dtype (bf16/f16), widened inside the kernels.
-  const frozenBytes = lora && pretrained ? pretrained.storedBytesPerParameter : 4;
-  const shape = runShape(cfg, tok, runTask, needsReference, lora, !backend.batchInvariant, frozenBytes);
-  const estimate = estimateTrainingMemory(base.right.config, shape);
-  opts.onMemoryEstimate?.(estimate);
-  const host = defaultMemoryLimits(cfg);
-  const device = backend.maxMemoryBytes ?? Number.POSITIVE_INFINITY;
-  const limits = opts.memoryLimits ?? {
-    totalBytes: Math.min(host.totalBytes, device),
-    maxBufferBytes: backend.maxBufferBytes,
-    source: device < host.totalBytes ? (backend.memoryNote ?? `the ${backend.name} backend's memory`) : host.source,
-  };
-  const refusal = checkFits(estimate, limits, () =>
-    fittingAlternatives(base.right.config, shape, limits.totalBytes, cfg, backend.name, host.totalBytes),
-  );
-  if (refusal) throw refusal;
+  const phases = plan.warmStart === plan.rl ? [plan.rl.lora] : [plan.warmStart.lora, plan.rl.lora];
+  checkRunFits(base.right, pretrained, phases, backend, opts);
   if (cfg.outputDir) {
     const inputs = [['--model', cfg.modelDir] as const, ['--dataset', cfg.dataset] as const];
     held.push(await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite, inputs }));
   }
-  const allowNonFinite = cfg.allowNonFiniteWeights;
+  // Under LoRA a Hub model's frozen matrices stay in their stored dtype (bf16/f16), widened inside the kernels.
+  const keepDType = plan.warmStart.lora !== null;
   const loadBase = async () =>
-    await loadPretrainedParams(pretrained!, backend, { allowNonFinite, keepDType: lora !== null });
+    await loadPretrainedParams(pretrained!, backend, { allowNonFinite: cfg.allowNonFiniteWeights, keepDType });
   const started = cfg.resume
     ? await resume(cfg.resume, backend, base.right, pretrained ? loadBase : null)
     : await startRun(base.right, backend, pretrained ? await loadBase() : null);
@@ -242,116 +207,26 @@ async function openRun(
 }
 
 /**
- * What would fit where the run does not, each with its estimate: LoRA, gradient checkpointing, both, one group per
- * minibatch, or a backend without the CPU backend's WebAssembly limit.
- */
-function fittingAlternatives(
-  config: TransformerConfig,
-  shape: RunShape,
-  limit: number,
-  cfg: TrainConfig,
-  backendName: string,
-  hostBytes: number,
-): string[] {
-  const out: string[] = [];
-  const allLinear = { r: 16, targetModules: LORA_MODULES };
-  const tryShape = (label: string, over: Partial<RunShape>): void => {
-    const e = estimateTrainingMemory(config, { ...shape, ...over });
-    if (e.total <= limit) out.push(`${label} (${formatBytes(e.total)})`);
-  };
-  if (!shape.lora) tryShape('LoRA: --lora-r 16 --lora-target-modules all-linear', { lora: allLinear });
-  if (!shape.remat) tryShape('--gradient-checkpointing', { remat: true });
-  if (!shape.lora && !shape.remat)
-    tryShape('LoRA (r 16, all-linear) with --gradient-checkpointing', { lora: allLinear, remat: true });
-  if (shape.minibatchRows > cfg.numGenerations)
-    tryShape('--groups-per-minibatch 1', { minibatchRows: cfg.numGenerations });
-  if (backendName === 'cpu' && estimateTrainingMemory(config, shape).total <= hostBytes)
-    out.push(`--backend webgpu, whose memory is the device's, not a WebAssembly memory's`);
-  return out;
-}
-
-/**
- * From the warm-start to RL: the warm-started policy's held-out evaluation, a fresh optimizer, and the frozen
- * reference policy (saved beside the checkpoints); a run resumed in RL loads its reference instead.
+ * From the warm-start to RL: the warm-started policy's held-out evaluation, the policy RL trains (under LoRA on a
+ * new model, adapters attached to the warm-started base), a fresh optimizer for it, and the frozen KL reference; a
+ * run resumed in RL makes its reference again or loads it.
  */
 async function beginRl(run: Run, hooks: TrainHooks, backend: Backend): Promise<void> {
-  const { cfg } = run;
+  const rl = run.plan.rl;
+  const resumedFrom = run.at.phase === 'rl' ? run.cfg.resume : null;
   if (run.at.phase === 'warmstart') {
     run.warmStartEval = await runEval(run, hooks, 'after-warmstart');
-    // Tensors are immutable, so the reference is new handles over the same storage (no copy).
-    dispose(run.opt);
-    run.opt = adamwInit(trainableOf(run.params));
+    await trainAnew(run, await rl.attach(run.params, run, backend));
     run.at = { phase: 'rl', step: 0 };
-    // Under LoRA the reference is the base model with the adapters switched off, as TRL does with peft: no second
-    // copy of the weights and nothing to save (the base is --model's, or the checkpoint's own).
-    if (run.needsReference) run.reference = stopGradient(withoutLora(run.params));
-    if (cfg.outputDir && !run.lora) await saveReference(run.config, run.params, join(cfg.outputDir, 'reference'));
-  } else if (run.needsReference && run.lora) {
-    run.reference = stopGradient(withoutLora(run.params));
-  } else if (run.needsReference) {
-    const from = join(dirname(cfg.resume!), 'reference');
-    run.reference = await loadReference(from, backend);
-    // A resumed run writing elsewhere keeps its reference beside its own checkpoints, so it can be resumed too.
-    const to = cfg.outputDir ? join(cfg.outputDir, 'reference') : null;
-    if (to && resolve(to) !== resolve(from)) await saveReference(run.config, run.reference, to);
   }
+  run.reference = await rl.reference(run, backend, resumedFrom);
 }
 
-/**
- * A checkpoint of the kind the command asks for: a LoRA run's (adapters on the base of --model, or on its own
- * base weights) or a full one. A LoRA command on a full checkpoint, the other way round, or adapters made another
- * way (rank, alpha, targets, ...) differ from the run the command states: refused, naming what differs.
- */
-async function loadAnyCheckpoint(
-  dir: string,
-  backend: Backend,
-  command: Pick<Run, 'cfg' | 'lora'>,
-  loadBase: (() => Promise<TransformerParams>) | null,
-): Promise<{
-  config: TransformerConfig;
-  params: TransformerParams;
-  optimizer?: OptimizerState<PyTree>;
-  rngs?: Readonly<Record<string, RngState>>;
-  trainerState?: Json;
-}> {
-  const allowNonFinite = command.cfg.allowNonFiniteWeights;
-  const isLora = await isLoraCheckpoint(dir);
-  if (isLora !== (command.lora !== null))
-    throw new ResumeMismatchError(
-      'lora',
-      isLora ? 'LoRA adapters' : 'full fine-tuning',
-      command.lora ? 'LoRA adapters' : 'full fine-tuning',
-    );
-  if (!command.lora) {
-    const res = await loadCheckpoint(dir, { backend, allowNonFinite })();
-    if (E.isLeft(res)) throw res.left;
-    return res.right as typeof res.right & { optimizer?: OptimizerState<PyTree> };
-  }
-  const base = loadBase ? await loadBase() : undefined;
-  const res = await loadLoraCheckpoint(dir, { backend, allowNonFinite, ...(base ? { base } : {}) })();
-  if (E.isLeft(res)) {
-    if (base) dispose(base);
-    throw res.left;
-  }
-  const ck = res.right;
-  for (const key of Object.keys(command.lora) as (keyof LoraConfig)[]) {
-    if (JSON.stringify(ck.lora[key]) !== JSON.stringify(command.lora[key])) {
-      dispose([ck.params, ck.optimizer]);
-      throw new ResumeMismatchError(`lora.${key}`, ck.lora[key], command.lora[key]);
-    }
-  }
-  return ck as typeof ck & { optimizer: OptimizerState<PyTree> };
-}
-
-async function saveReference(config: TransformerConfig, params: TransformerParams, dir: string): Promise<void> {
-  const res = await saveCheckpoint(dir, { config, params })();
-  if (E.isLeft(res)) throw res.left;
-}
-
-async function loadReference(dir: string, backend: Backend): Promise<TransformerParams> {
-  const res = await loadCheckpoint(dir, { backend })();
-  if (E.isLeft(res)) throw res.left;
-  return res.right.params;
+/** `params` as the policy, with a fresh optimizer over what it trains. */
+async function trainAnew(run: Pick<Run, 'params' | 'opt'>, params: TransformerParams): Promise<void> {
+  dispose(run.opt);
+  run.params = params;
+  run.opt = adamwInit(trainableOf(params));
 }
 
 /** The mutable part of a run at its start. */
@@ -361,86 +236,24 @@ type RunStart = Pick<
 >;
 
 /**
- * A new run's policy: the Hub model's weights or a new model drawn from the seed, and under LoRA its adapters (a
- * saved adapter's, `--adapter`, or new ones drawn after the base, so a new model draws as before). The optimizer's
- * state is made last, for what the run trains only (a full model's moments made and dropped would stay in the
- * CPU backend's pool, whose blocks other sizes cannot use).
+ * A new run's policy: the Hub model's weights or a new model drawn from the seed, as the warm-start trains it
+ * (with adapters when it trains LoRA). The optimizer's state is made last, for what the run trains only (a full
+ * model's moments made and dropped would stay in the CPU backend's pool, whose blocks other sizes cannot use).
  */
 async function startRun(
-  run: Pick<Run, 'cfg' | 'config' | 'lora'>,
+  run: Pick<Run, 'cfg' | 'config' | 'plan'>,
   backend: Backend,
   pretrained: TransformerParams | null,
 ): Promise<RunStart> {
   const rng = new Rng(run.cfg.seed);
   const base = pretrained ?? initParams(run.config, rng, { backend });
-  if (!run.lora) return startFrom(base, rng);
-  let lora: LoraWeights;
-  if (run.cfg.adapter) {
-    const read = await readAdapter(run.cfg.adapter, run.config, backend, {
-      allowNonFinite: run.cfg.allowNonFiniteWeights,
-    });
-    if (E.isLeft(read)) {
-      dispose(base);
-      throw read.left;
-    }
-    lora = read.right.lora;
-  } else {
-    lora = initLora(run.config, run.lora, rng, { backend });
-  }
-  return startFrom(withLora(base, lora), rng);
-}
-
-/** The LoRA config of a saved adapter (`--adapter DIR`), read before anything is allocated. */
-async function adapterConfig(dir: string): Promise<LoraConfig> {
-  const config = await readAdapterConfig(dir);
-  if (E.isLeft(config)) throw config.left;
-  return config.right;
-}
-
-/**
- * What a run leaves in its output directory at the end: under LoRA the adapter in peft's layout (`OUTPUT/adapter`),
- * and a Hub model (`OUTPUT/model`: weights, config, tokenizer, which transformers loads) for a run from one: its
- * trained weights, or under LoRA with --merge-lora the base with the adapters merged in.
- */
-async function saveOutputs(
-  run: Run,
-  pretrained: PretrainedParts | null,
-  out: string,
-  hooks: TrainHooks,
-): Promise<void> {
-  const { cfg } = run;
-  if (run.lora) {
-    const lora = run.lora;
-    await writePlainDirAtomic(join(out, 'adapter'), (tmp) =>
-      writeAdapterFiles(tmp, run.params.lora!, lora, cfg.modelDir),
-    );
-  }
-  if (!pretrained || (run.lora && !cfg.mergeLora)) return;
-  const model = run.lora ? mergeLora(run.params) : run.params;
-  let skipped: readonly string[];
+  let params: TransformerParams;
   try {
-    skipped = await savePretrained(join(out, 'model'), model, pretrained, cfg.saveDtype);
-  } finally {
-    if (model !== run.params) dispose(model);
+    params = await run.plan.warmStart.attach(base, run, backend);
+  } catch (e) {
+    dispose(base);
+    throw e;
   }
-  if (skipped.length === 0) return;
-  const message = escapeControls(
-    `${join(out, 'model')} was saved without ${skipped.join(', ')} of ${pretrained.dir}: not a regular file there ` +
-      '(a symbolic link is not followed out of the model directory); copy what it should hold by hand',
-  );
-  const warning: TrainWarning = {
-    kind: 'skipped-companions',
-    step: run.at.step,
-    steps: 0,
-    reward: Number.NaN,
-    files: skipped,
-    message,
-  };
-  if (hooks.onWarning) hooks.onWarning(warning);
-  else console.warn(`warning: ${message}`);
-}
-
-function startFrom(params: TransformerParams, rng: Rng): RunStart {
   return {
     rng,
     params,
@@ -457,10 +270,10 @@ function startFrom(params: TransformerParams, rng: Rng): RunStart {
 async function resume(
   dir: string,
   backend: Backend,
-  command: Pick<Run, 'cfg' | 'config' | 'identity' | 'lora'>,
+  command: Pick<Run, 'cfg' | 'config' | 'identity' | 'plan'>,
   loadBase: (() => Promise<TransformerParams>) | null,
 ): Promise<RunStart> {
-  const ck = await loadAnyCheckpoint(dir, backend, command, loadBase);
+  const ck = await loadRunCheckpoint(dir, backend, command.plan, command.cfg, loadBase);
   const refuse = (e: Error): never => {
     dispose([ck.params, ck.optimizer]);
     throw e;
@@ -493,12 +306,19 @@ async function resume(
     { config: command.config, identity: command.identity },
   );
   if (mismatch) refuse(mismatch);
+  const split = phaseMismatch(command.plan, ck.params, state.phase, state.step);
+  if (split) refuse(split);
+  // What the phase trains from these weights: the same policy, or (a full checkpoint at RL step 0 under LoRA) the
+  // adapters' start, with a fresh optimizer for them.
+  const at = { params: ck.params, opt: ck.optimizer! };
+  const params = await trainsAt(command.plan, state.phase).attach(ck.params, command, backend);
+  if (params !== ck.params) await trainAnew(at, params);
   const out = command.cfg.outputDir;
   if (out && inPlace) await truncateMetrics(out, state.metricsBytes);
   return {
     rng: Rng.fromState(ck.rngs!.train!),
-    params: ck.params,
-    opt: ck.optimizer!,
+    params: at.params,
+    opt: at.opt,
     reference: null,
     at: { phase: state.phase, step: state.step },
     warmStartEval: state.warmStartEval,
@@ -515,4 +335,18 @@ async function datasetIdentity(path: string): Promise<DatasetIdentity> {
   } catch (e) {
     throw FileSystemError.from(path, e);
   }
+}
+
+/** A warning of the run's, to the caller's hook or the console. */
+function warn(run: Run, hooks: TrainHooks, message: string, files: readonly string[]): void {
+  const warning: TrainWarning = {
+    kind: 'skipped-companions',
+    step: run.at.step,
+    steps: 0,
+    reward: Number.NaN,
+    files,
+    message,
+  };
+  if (hooks.onWarning) hooks.onWarning(warning);
+  else console.warn(`warning: ${message}`);
 }
