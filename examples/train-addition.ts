@@ -7,7 +7,11 @@
  * docs/results/addition-regime/ (its README.md says why these).
  *
  *   npm run example:addition [-- --seed 0 --steps 250 --objective grpo --backend cpu|webgpu --threads N
- *                               --warm-start-steps 400 --eval-prompts 200 --output runs/addition-s0]
+ *                               --warm-start-steps 400 --eval-prompts 200 --output runs/addition-s0
+ *                               --lora-r 1 --lora-alpha 32 --learning-rate X]
+ *
+ * With `--lora-r R` the same job trains LoRA adapters of rank R on every linear layer in RL, on the base its
+ * warm-start made (every weight), at LoRA's default learning rate unless `--learning-rate` is given.
  */
 import { writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
@@ -15,8 +19,10 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';
 import {
+  describeTraining,
   heldOutLine,
   openBackend,
+  rlLabel,
   parseTrainConfig,
   train,
   type MetricRecord,
@@ -40,6 +46,7 @@ const REGIME_KEYS = [
   'evalEvery',
   'evalPrompts',
   'evalK',
+  'lora',
 ] as const satisfies readonly (keyof TrainConfig)[];
 
 const { values } = parseArgs({
@@ -52,6 +59,9 @@ const { values } = parseArgs({
     output: { type: 'string' },
     backend: { type: 'string', default: 'cpu' },
     threads: { type: 'string' },
+    'lora-r': { type: 'string' },
+    'lora-alpha': { type: 'string' },
+    'learning-rate': { type: 'string' },
   },
 });
 const seed = Number(values.seed);
@@ -66,6 +76,15 @@ const cfg = parseTrainConfig({
   ...(values['warm-start-steps'] ? { warmStartSteps: Number(values['warm-start-steps']) } : {}),
   ...(values['eval-prompts'] ? { evalPrompts: Number(values['eval-prompts']) } : {}),
   ...(values.threads ? { threads: Number(values.threads) } : {}),
+  ...(values['learning-rate'] ? { learningRate: Number(values['learning-rate']) } : {}),
+  ...(values['lora-r'] || values['lora-alpha']
+    ? {
+        lora: {
+          ...(values['lora-r'] ? { r: Number(values['lora-r']) } : {}),
+          ...(values['lora-alpha'] ? { alpha: Number(values['lora-alpha']) } : {}),
+        } as TrainConfig['lora'],
+      }
+    : {}),
 });
 if (E.isLeft(cfg)) {
   console.error(cfg.left.message);
@@ -81,6 +100,8 @@ console.log(
     `${c.numGenerations} completions, temperature ${c.temperature}) on ${c.backend}; held-out pass@1 on ` +
     `${c.evalPrompts} prompts after the warm-start and every ${c.evalEvery} RL steps`,
 );
+const training = describeTraining(c, values['learning-rate'] !== undefined);
+if (training) console.log(training);
 
 const rewards: { x: number; y: number }[] = [];
 const passAt1: { x: number; y: number }[] = [];
@@ -157,6 +178,6 @@ const summary = {
 writeFileSync(join(output, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
 console.log(`\nmetrics.jsonl, curves.svg and summary.json are in ${output}`);
 console.log(
-  `${heldOutLine(result.final.prompts, result.warmStart?.passAt1 ?? null, result.final.passAt1)}, ` +
+  `${heldOutLine(result.final.prompts, result.warmStart?.passAt1 ?? null, result.final.passAt1, rlLabel(c))}, ` +
     `in ${seconds.toFixed(0)} s of wall time`,
 );

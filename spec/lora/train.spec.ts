@@ -23,15 +23,25 @@ const untimed = (r: T.MetricRecord): Record<string, unknown> =>
 const mixedReward = T.withReward(T.additionTask(), (completion) => completion.length % 2);
 
 describe('LoRA settings at the boundary', () => {
-  it('takes peft names and defaults, on the command line and in the config, and names a bad one', () => {
-    const cli = parseTrainArgs(['--lora-r', '16', '--lora-target-modules', 'all-linear', '--use-rslora']);
+  it("takes peft names; defaults all-linear, alpha 32 and LoRA's RL learning rate; names a bad one", () => {
+    const cli = parseTrainArgs(['--lora-r', '16', '--use-rslora']);
     expect(E.isRight(cli) && cli.right.lora).toEqual({
       r: 16,
-      alpha: 8,
+      alpha: 32,
       dropout: 0,
       targetModules: [...T.LORA_MODULES],
       useRslora: true,
     });
+    // Without --learning-rate LoRA's own; given, the user's; without LoRA the main job's.
+    expect(E.isRight(cli) && cli.right.learningRate).toBe(T.LORA_LEARNING_RATE);
+    const given = parseTrainArgs(['--lora-r', '1', '--learning-rate', '0.01']);
+    expect(E.isRight(given) && given.right.learningRate).toBe(0.01);
+    const plain = parseTrainArgs([]);
+    expect(E.isRight(plain) && plain.right.learningRate).toBe(T.TRAIN_DEFAULTS.learningRate);
+    expect(T.LORA_LEARNING_RATE).not.toBe(T.TRAIN_DEFAULTS.learningRate);
+    // peft's own default targets stay available by name.
+    const peftTargets = parseTrainArgs(['--lora-target-modules', 'q_proj,v_proj']);
+    expect(E.isRight(peftTargets) && peftTargets.right.lora?.targetModules).toEqual(['q_proj', 'v_proj']);
     const peft = parseTrainConfig({ lora: { r: 4, lora_alpha: 16, target_modules: 'v_proj,q_proj' } as never });
     expect(E.isRight(peft) && peft.right.lora).toEqual({
       r: 4,

@@ -1,5 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import {
+  LORA_LEARNING_RATE,
+  LORA_TRAIN_DEFAULTS,
   TASK_NAMES,
   TRAIN_DEFAULTS,
   TrainConfigError,
@@ -12,7 +14,7 @@ import { TASKS } from '../tasks/registry.js';
 import { BACKEND_NAMES } from '../backends/registry.js';
 import { EXIT_CODE_HELP } from './exit-codes.js';
 import { ENGINES, type Engine, type ExportArgs } from './export-config.js';
-import { LORA_DEFAULTS, LORA_MODULES } from '../nn/lora.js';
+import { LORA_MODULES } from '../nn/lora.js';
 
 /**
  * `rlvr train` options, named as TRL's GRPOConfig names them where it has the setting (--num-generations,
@@ -165,11 +167,14 @@ export const TRAIN_USAGE = [
   row('--digits N|A,B', `digits per operand of arithmetic tasks; A,B: first and second (default ${String(d.digits)})`),
   row('--backend NAME', `where tensors live, ${BACKEND_NAMES.join('|')} (default ${d.backend}; rlvr info)`),
   '',
-  'LoRA (train adapters on a frozen base, as peft does; any of these turns it on, the rest take peft defaults):',
-  row('--lora-r N', `adapter rank (default ${LORA_DEFAULTS.r})`),
-  row('--lora-alpha X', `scaling numerator: scaling = alpha / r (default ${LORA_DEFAULTS.alpha})`),
-  row('--lora-dropout X', `dropout on the adapters' input while training (default ${LORA_DEFAULTS.dropout})`),
-  row('--lora-target-modules LIST', `all-linear or some of these (default ${LORA_DEFAULTS.targetModules.join(',')}):`),
+  'LoRA (adapters on a frozen base, as peft; any of these turns it on, the rest take these defaults):',
+  "  a new model's warm-start trains every weight, then RL trains adapters on that base (the KL reference: the base,",
+  '  adapters off); with --model every phase trains adapters. Without --learning-rate, RL under LoRA runs at',
+  `  ${LORA_LEARNING_RATE} (docs/results/lora/README.md: the rate the study on the main job picked).`,
+  row('--lora-r N', `adapter rank (default ${LORA_TRAIN_DEFAULTS.r})`),
+  row('--lora-alpha X', `scaling numerator: scaling = alpha / r (default ${LORA_TRAIN_DEFAULTS.alpha})`),
+  row('--lora-dropout X', `dropout on the adapters' input while training (default ${LORA_TRAIN_DEFAULTS.dropout})`),
+  row('--lora-target-modules LIST', "all-linear (the default) or some of these (peft's default: q_proj,v_proj):"),
   more(LORA_MODULES.join(',')),
   row('--use-rslora', 'scaling = alpha / sqrt(r) (rsLoRA; off unless given)'),
   row('--adapter DIR', 'continue from a saved adapter in peft layout (default: new adapters)'),

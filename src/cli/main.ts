@@ -6,6 +6,7 @@ import { EXPORT_USAGE, parseExportArgs, parseTrainArgs, TRAIN_USAGE } from './ar
 import { exportConfig, resolveExport } from './export-config.js';
 import { createProgress } from './progress.js';
 import { heldOutLine, train } from '../training/trainer.js';
+import { describeTraining, rlLabel } from '../training/trains.js';
 import { OBJECTIVES } from '../objectives/registry.js';
 import { BACKENDS, openBackend } from '../backends/registry.js';
 import { describeFailure, EXIT, EXIT_CODE_HELP } from './exit-codes.js';
@@ -40,6 +41,9 @@ async function runTrain(argv: string[]): Promise<number> {
     cfg.right.threads === null ? {} : { threads: cfg.right.threads },
   );
   console.log(`rlvr: backend ${backend.describe()}`);
+  const given = argv.some((a) => a === '--learning-rate' || a.startsWith('--learning-rate='));
+  const training = describeTraining(cfg.right, given);
+  if (training) console.log(`rlvr: ${training}`);
   const progress = createProgress();
   let result: Awaited<ReturnType<typeof train>>;
   try {
@@ -62,12 +66,17 @@ async function runTrain(argv: string[]): Promise<number> {
   }
   const out = cfg.right.outputDir;
   const lora = cfg.right.lora !== null || cfg.right.adapter !== null;
-  if (out && lora) console.log(`rlvr: trained LoRA adapter (peft's layout) in ${join(out, 'adapter')}`);
+  if (out && lora) {
+    console.log(`rlvr: trained LoRA adapter (peft's layout) in ${join(out, 'adapter')}`);
+    if (!cfg.right.modelDir)
+      console.log(`rlvr: its base, the warm-started model (every weight), in ${join(out, 'base')}`);
+  }
   if (out && cfg.right.modelDir && (!lora || cfg.right.mergeLora)) {
     const what = lora ? 'the base with the adapter merged' : 'trained model';
     console.log(`rlvr: ${what} (Hugging Face format) in ${join(out, 'model')}`);
   }
-  console.log(heldOutLine(result.final.prompts, result.warmStart?.passAt1 ?? null, result.final.passAt1));
+  const { final, warmStart } = result;
+  console.log(heldOutLine(final.prompts, warmStart?.passAt1 ?? null, final.passAt1, rlLabel(cfg.right)));
   return EXIT.ok;
 }
 

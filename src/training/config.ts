@@ -16,7 +16,7 @@ import {
   type BiccRatio,
   type BiccSides,
 } from '../rl/bicc-options.js';
-import { LORA_DEFAULTS, loraConfigProblem, parseTargetModules, type LoraConfig } from '../nn/lora.js';
+import { LORA_DEFAULTS, LORA_MODULES, loraConfigProblem, parseTargetModules, type LoraConfig } from '../nn/lora.js';
 import {
   anyRecord,
   bool,
@@ -211,6 +211,15 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   gradientCheckpointing: false,
 };
 
+/**
+ * LoRA's defaults where this library's differ from peft's (`LORA_DEFAULTS`: r 8, alpha 8, q_proj and v_proj, which
+ * stay available by name): every linear layer and alpha 32 (scaling 32 / r), as "LoRA Without Regret" (Thinking
+ * Machines, 2025) ran policy-gradient RL; and when LoRA is on and no learning rate is given, RL's learning rate is
+ * `LORA_LEARNING_RATE`, the one the study on the main job picked (docs/results/lora/README.md).
+ */
+export const LORA_TRAIN_DEFAULTS: LoraConfig = { ...LORA_DEFAULTS, alpha: 32, targetModules: [...LORA_MODULES] };
+export const LORA_LEARNING_RATE = 1e-3;
+
 /** A bad training setting: the field, the value and why. */
 export class TrainConfigError extends RlvrError {
   constructor(
@@ -323,7 +332,7 @@ const SPEC: Spec<TrainConfig> = {
   saveDtype: oneOf(['f32', 'bf16']),
   memoryLimitGb: nullable(positive),
   allowNonFiniteWeights: bool,
-  lora: nullable(record(loraSpec, LORA_ALIASES, LORA_DEFAULTS)),
+  lora: nullable(record(loraSpec, LORA_ALIASES, LORA_TRAIN_DEFAULTS)),
   adapter: nullable(str),
   mergeLora: bool,
   gradientCheckpointing: bool,
@@ -346,12 +355,22 @@ const loraRules: Post<TrainConfig> = (c) => {
   return E.right(c);
 };
 
+// Adapters learn at their own rate: LoRA's default learning rate unless one is given.
+const loraLearningRate: Post<TrainConfig> = (c, given) =>
+  E.right(
+    (c.lora !== null || c.adapter !== null) && !given.has('learningRate')
+      ? { ...c, learningRate: LORA_LEARNING_RATE }
+      : c,
+  );
+
 const toError = (field: string, value: unknown, reason: string): TrainConfigError =>
   new TrainConfigError(field, value, reason);
 
 /** Fill defaults and validate (camelCase or snake_case keys, unknown keys rejected); names the first bad field. */
 export function parseTrainConfig(input: Partial<TrainConfig> = {}): E.Either<TrainConfigError, TrainConfig> {
   return parseWith(toError, SPEC, {}, TRAIN_DEFAULTS, input, (c, given) =>
-    E.chain((d: TrainConfig) => loraRules(d, given))(pretrainedWarmStart(c, given)),
+    E.chain((d: TrainConfig) => loraLearningRate(d, given))(
+      E.chain((d: TrainConfig) => loraRules(d, given))(pretrainedWarmStart(c, given)),
+    ),
   );
 }

@@ -1,6 +1,8 @@
 /** The RLVR trainer: config, loop, evaluation and metrics. */
 export {
   TRAIN_DEFAULTS,
+  LORA_TRAIN_DEFAULTS,
+  LORA_LEARNING_RATE,
   TASK_NAMES,
   TrainConfigError,
   parseTrainConfig,
@@ -23,6 +25,15 @@ export {
   type TrainWarning,
   type RolloutView,
 } from './trainer.js';
+export {
+  describeTraining,
+  FULL,
+  loraTraining,
+  planRun,
+  rlLabel,
+  type Trains,
+  type TrainingPlan,
+} from './trains.js';
 export { evaluate, type EvalResult, type EvalOptions } from './evaluate.js';
 export { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
 export { updatePolicy, type UpdateInputs, type UpdateResult } from './rl-step.js';

@@ -17,6 +17,8 @@ import { writePlainDirAtomic } from '../nn/atomic-dir.js';
 import { loadCheckpoint, saveCheckpoint, type Json } from '../nn/checkpoint.js';
 import {
   initLora,
+  LORA_MODULES,
+  loraScaling,
   mergeLora,
   readAdapterConfig,
   readAdapterTensors,
@@ -274,3 +276,25 @@ async function saveHubModel(
   );
   warn(message, skipped);
 }
+
+/**
+ * The run's opening line on what it trains, or null without LoRA (nothing to say): which phase trains what, the
+ * adapters, and RL's learning rate with where it comes from.
+ */
+export function describeTraining(cfg: TrainConfig, learningRateGiven: boolean): string | null {
+  if (cfg.lora === null && cfg.adapter === null) return null;
+  const adapters = cfg.lora
+    ? `adapters (r ${cfg.lora.r}, alpha ${cfg.lora.alpha}, scaling ${loraScaling(cfg.lora)}, ` +
+      `${cfg.lora.targetModules.length === LORA_MODULES.length ? 'all-linear' : cfg.lora.targetModules.join(',')})`
+    : `the adapter of ${cfg.adapter}`;
+  const phases =
+    cfg.modelDir !== null
+      ? `every phase trains ${adapters} on the frozen weights of ${cfg.modelDir}`
+      : `the warm-start trains every weight of the new model, then RL trains ${adapters} on that base`;
+  const lr = learningRateGiven ? '' : ", LoRA's default (--learning-rate to change)";
+  return `LoRA: ${phases}; RL learning rate ${cfg.learningRate}${lr}`;
+}
+
+/** The RL phase as a result line names it: `RL`, or `LoRA RL (r 8)`. */
+export const rlLabel = (cfg: TrainConfig): string =>
+  cfg.lora ? `LoRA RL (r ${cfg.lora.r})` : cfg.adapter ? 'LoRA RL' : 'RL';
