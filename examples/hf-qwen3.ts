@@ -2,10 +2,12 @@
  * The path a user with a real checkpoint takes, end to end on a tiny model: build a small Qwen3-layout
  * transformer (q/k norms, explicit head_dim, grouped-query attention) over the real Qwen3 vocabulary, save it as
  * a Hugging Face Hub directory (bf16 safetensors, config.json, the Qwen3 tokenizer files), load it back with its
- * tokenizer, and run a short warm-start and a few RL steps on addition with the prompts rendered through the chat
- * template. The output directory ends with OUTPUT/model, which transformers loads as it is.
+ * tokenizer; then give it a base that earns rewards, as a real checkpoint has (a supervised warm-start of every
+ * weight on 1-digit addition, with the prompts rendered through the chat template, saved as a Hub directory), and
+ * run LoRA RL on that Hub model (rank 1 on every linear layer), which moves held-out pass@1. Each run's output ends
+ * with OUTPUT/model, which transformers loads as it is; the LoRA run's OUTPUT/adapter is peft's layout.
  *
- *   npm run example:hf [-- --steps 3 --warm-start-steps 10 --backend cpu|webgpu --output runs/hf-example]
+ *   npm run example:hf [-- --warm-start-steps 150 --steps 30 --backend cpu|webgpu --output runs/hf-example]
  *
  * The model it builds lives in a temporary directory, removed when the example ends (however it ends); so does
  * the run's output, unless --output keeps it.
@@ -20,14 +22,16 @@ import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';
 import {
   describeEstimate,
+  describeTraining,
   dispose,
+  heldOutLine,
   initParams,
   loadHfCheckpoint,
   loadHfTokenizer,
-  NO_SIGNAL_WARN_STEPS,
   openBackend,
   parseTrainConfig,
   Rng,
+  rlLabel,
   saveHfCheckpoint,
   train,
   type MetricRecord,
@@ -36,8 +40,8 @@ import {
 
 const { values } = parseArgs({
   options: {
-    steps: { type: 'string', default: '3' },
-    'warm-start-steps': { type: 'string', default: '10' },
+    steps: { type: 'string', default: '30' },
+    'warm-start-steps': { type: 'string', default: '150' },
     backend: { type: 'string', default: 'cpu' },
     output: { type: 'string' },
   },
@@ -105,11 +109,11 @@ console.log(
 console.log(`prompt ids: [${tokenizer.promptIds('12+34=').join(', ')}], stop ids: [${tokenizer.stopIds.join(', ')}]`);
 dispose(loaded.params);
 
-// 3. RL from the directory, as `rlvr train --model DIR` runs it: a short supervised warm-start (optional; 0 by
-// default from a checkpoint), then GRPO with KL to the start. The LM head over 151,936 tokens dominates the cost on
-// the CPU backend, so the run is kept small: a random model this size does not learn addition in a few steps; a
-// real checkpoint starts with a non-zero pass rate.
-const output = values.output ?? (await tempDir('qwen3-run-'));
+// 3. A base that can earn rewards, as a real checkpoint does: a full supervised warm-start from the directory (every
+// weight; a run from --model trains every weight unless LoRA is asked for), which ends with OUTPUT/model, a Hub
+// directory of the warm-started weights. The LM head over 151,936 tokens dominates the cost on the CPU backend, so
+// the task is 1-digit addition.
+const baseOutput = values.output ?? (await tempDir('qwen3-base-'));
 const cfg = must(
   parseTrainConfig({
     modelDir,
@@ -118,64 +122,75 @@ const cfg = must(
     objective: 'grpo',
     backend: values.backend as 'cpu',
     warmStartSteps: Number(values['warm-start-steps']),
-    warmStartBatchSize: 8,
-    steps: Number(values.steps),
-    promptsPerStep: 2,
-    numGenerations: 4,
-    maxCompletionLength: 6,
-    objectiveOptions: { beta: 0.04 },
-    evalPrompts: 4,
+    warmStartBatchSize: 16,
+    steps: 0,
+    maxCompletionLength: 4,
+    evalPrompts: 20,
     evalK: 2,
-    outputDir: output,
+    outputDir: baseOutput,
   }),
 );
 const show = (r: MetricRecord): void => {
-  if (r.phase === 'warmstart' && r.step % 5 === 0)
+  if (r.phase === 'warmstart' && r.step % 25 === 0)
     console.log(`warm-start ${r.step}: loss ${Number(r.loss).toFixed(3)}`);
-  if (r.phase === 'rl')
+  if (r.phase === 'rl' && (r.step % 5 === 0 || r.step === 1))
     console.log(`rl ${r.step}: reward ${Number(r.reward).toFixed(3)} (${Number(r.seconds).toFixed(1)} s)`);
-  if (r.phase === 'eval') console.log(`eval ${r.label}: pass@1 ${Number(r.pass_at_1).toFixed(3)}`);
+  if (r.phase === 'eval' && r.label !== 'warmstart-validation')
+    console.log(`eval ${r.label}: pass@1 ${Number(r.pass_at_1).toFixed(3)}`);
 };
+console.log(`\nthe base: a supervised warm-start of every weight (${cfg.warmStartSteps} steps)`);
+const base = await train(cfg, { backend, onRecord: show, onMemoryEstimate: (e) => console.log(describeEstimate(e)) });
+const basePassAt1 = base.final.passAt1;
+dispose(base.params);
 console.log(
-  'note: this shows the Hub path (save, load, chat template, RL, export), not learning. A randomly initialised ' +
-    'model of this size, with 10 warm-start steps over a 151,936-token vocabulary, almost never writes a right ' +
-    'answer, so every group is all wrong, every advantage is zero and the reward stays 0 (the trainer warns after ' +
-    `${NO_SIGNAL_WARN_STEPS} such steps). A real checkpoint (rlvr train --model ~/models/Qwen3-0.6B ...) starts ` +
-    'with a non-zero pass rate; for RL that visibly learns on this machine, run npm run example:addition.',
+  `the warm-started base is a Hub directory: ${join(baseOutput, 'model')} (held-out pass@1 ${basePassAt1.toFixed(3)})`,
 );
-const result = await train(cfg, { backend, onRecord: show, onMemoryEstimate: (e) => console.log(describeEstimate(e)) });
-const zeroNote = result.final.passAt1 === 0 ? ': 0, as expected of a random model this size; see the note above' : '';
-console.log(
-  values.output
-    ? `\nthe trained policy is a Hub directory: ${join(output, 'model')} (pass@1 ${result.final.passAt1.toFixed(3)}${zeroNote})`
-    : `\ntrained (pass@1 ${result.final.passAt1.toFixed(3)}${zeroNote}); the run's directory was temporary: --output DIR keeps it`,
-);
-dispose(result.params);
 
-// 4. The same run with LoRA (as `--lora-r 8 --lora-target-modules all-linear --merge-lora`): the base model stays
-// frozen, in bf16 as its checkpoint stores it; only the adapters, their gradients and AdamW moments are trained and
-// saved; the KL reference is the base with the adapters off. OUTPUT/adapter is peft's layout
-// (PeftModel.from_pretrained(base, "OUTPUT/adapter")), and --merge-lora also writes the merged OUTPUT/model.
+// 4. RL with LoRA on that Hub model, as `rlvr train --model DIR --lora-r 1 --merge-lora`: the base stays frozen (in
+// f32, as the directory stores it); only the adapters (rank 1 on every linear layer, alpha 32) and their AdamW moments
+// are trained and saved, at LoRA's default learning rate; the KL reference is the base with the adapters off.
+// OUTPUT/adapter is peft's layout (PeftModel.from_pretrained(base, "OUTPUT/adapter")), and --merge-lora also writes
+// the merged OUTPUT/model.
 const loraOutput = values.output ? `${values.output}-lora` : await tempDir('qwen3-lora-');
 const loraCfg = must(
   parseTrainConfig({
-    ...cfg,
+    modelDir: join(baseOutput, 'model'),
+    task: 'addition',
+    digits: 1,
+    objective: 'grpo',
+    objectiveOptions: { beta: 0.04 },
+    backend: values.backend as 'cpu',
+    steps: Number(values.steps),
+    promptsPerStep: 8,
+    numGenerations: 4,
+    temperature: 0.7,
+    maxCompletionLength: 4,
+    evalPrompts: 20,
+    evalK: 2,
+    evalEvery: 0,
     outputDir: loraOutput,
-    lora: { r: 8, alpha: 16, dropout: 0, targetModules: 'all-linear', useRslora: false } as never,
+    lora: { r: 1 } as never,
     mergeLora: true,
   }),
 );
-console.log('\nthe same with LoRA (r 8, all linear layers, the base frozen in bf16):');
+console.log(`\n${describeTraining(loraCfg, false)}`);
 const loraResult = await train(loraCfg, {
   backend,
   onRecord: show,
   onMemoryEstimate: (e) => console.log(describeEstimate(e)),
 });
-const wq = loraResult.params.layers[0]!.wq;
 console.log(
-  `base weights held as ${wq.dtype}; ${join(loraOutput, 'adapter')} holds adapter_config.json and ` +
-    `adapter_model.safetensors (peft's layout), ${join(loraOutput, 'model')} the merged model` +
-    (values.output ? '' : ' (temporary: --output DIR keeps it, as DIR-lora)'),
+  `${join(loraOutput, 'adapter')} holds adapter_config.json and adapter_model.safetensors (peft's layout), ` +
+    `${join(loraOutput, 'model')} the merged model` +
+    (values.output ? '' : ' (temporary: --output DIR keeps the base in DIR and this run in DIR-lora)'),
+);
+console.log(
+  heldOutLine(
+    loraResult.final.prompts,
+    loraResult.warmStart?.passAt1 ?? null,
+    loraResult.final.passAt1,
+    rlLabel(loraCfg),
+  ),
 );
 dispose(loraResult.params);
 if (backend.name !== 'cpu') backend.dispose();

@@ -99,7 +99,7 @@ async function runVariant(seed: number, variant: string): Promise<void> {
   const dir = join(out, `${variant.replace(':', '-lr')}-s${seed}`);
   const args = ['--seed', String(seed), '--resume', ck, '--output', dir, '--overwrite', ...variantFlags(variant)];
   const { text, wall, rssKiB } = await runCli(args, join(out, 'runs.log'));
-  const m = /after warm-start ([\d.]+), after RL ([\d.]+)/.exec(text);
+  const m = /after warm-start ([\d.]+), after (?:LoRA )?RL(?: \(r \d+\))? ([\d.]+)/.exec(text);
   if (!m) throw new Error(`no result line for ${variant} seed ${seed}`);
   const estimate = /memory estimate: ([\d.]+ [MG]iB)/.exec(text)?.[1] ?? '?';
   const result: Result = {

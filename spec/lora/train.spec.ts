@@ -154,6 +154,16 @@ describe('a LoRA training run', () => {
     expect(pick(resumed)).toEqual(pick(full));
   });
 
+  it('--overwrite replaces a finished LoRA run (its base and adapter are entries a run writes)', async () => {
+    const out = tmp('overwrite');
+    const cfg = tinyRun({ objective: 'grpo', steps: 1, lora: LORA, outputDir: out });
+    await T.train(cfg, { task: mixedReward });
+    expect(readdirSync(out)).toEqual(expect.arrayContaining(['adapter', 'base', 'checkpoint']));
+    const again = await T.train({ ...cfg, overwrite: true }, { task: mixedReward });
+    expect(again.params.lora).toBeDefined();
+    await expect(T.train(cfg, { task: mixedReward })).rejects.toThrow(/is not empty|--overwrite/);
+  });
+
   it('killed in the warm-start and resumed, it keeps the phase split and continues exactly', async () => {
     const cfg = { objective: 'grpo' as const, steps: 3, checkpointEvery: 1, lora: LORA, learningRate: 1e-2 };
     const full: T.MetricRecord[] = [];

@@ -22,7 +22,7 @@ import { FileSystemError } from '../nn/atomic-dir.js';
 
 /**
  * The run directory (`--output`): `metrics.jsonl`, `checkpoint` (a link to the newest whole checkpoint
- * generation) and `reference`. It is checked before the run starts, so a bad path fails at once, in one line:
+ * generation), `reference` or, under LoRA, `base` and `adapter`, and `model`. It is checked before the run starts, so a bad path fails at once, in one line:
  * - it must be a directory we can create and write, and no other run may be using it: the run takes an exclusive
  *   lock (`.rlvr-lock`, holding its pid and host) before anything else, released when the run ends; a lock left by a
  *   dead process of this machine is recovered;
@@ -59,7 +59,7 @@ export const resumesInPlace = (output: string, resume: string | null): boolean =
  * `summary.json` are what the main job (examples/train-addition.ts) writes beside the metrics.
  */
 const RUN_ENTRY =
-  /^(metrics\.jsonl|curves\.svg|summary\.json|(checkpoint|reference|model)(\.(gen|link)-\d+|\.(tmp|old)-[\w.-]+)?|\.write-probe-\d+|\.rlvr-lock(\.[\w-]+)?)$/;
+  /^(metrics\.jsonl|curves\.svg|summary\.json|(checkpoint|reference|base|adapter|model)(\.(gen|link)-\d+|\.(tmp|old)-[\w.-]+)?|\.write-probe-\d+|\.rlvr-lock(\.[\w-]+)?)$/;
 
 /** Whether `path` is `dir` or inside it. */
 const within = (path: string, dir: string): boolean =>
