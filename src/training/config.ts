@@ -218,7 +218,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
  * `LORA_LEARNING_RATE`, the one the study on the main job picked (docs/results/lora/README.md).
  */
 export const LORA_TRAIN_DEFAULTS: LoraConfig = { ...LORA_DEFAULTS, alpha: 32, targetModules: [...LORA_MODULES] };
-export const LORA_LEARNING_RATE = 1e-3;
+export const LORA_LEARNING_RATE = 2e-3;
 
 /** A bad training setting: the field, the value and why. */
 export class TrainConfigError extends RlvrError {
