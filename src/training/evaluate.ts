@@ -66,3 +66,17 @@ export async function evaluate<P extends Problem>(
     prompts: n,
   };
 }
+
+/**
+ * The run's result in one line, every number named: `held-out pass@1 (200 prompts): after warm-start 0.412, after
+ * RL 0.455 (RL changed it by +0.043)`; `rl` names the RL phase (`LoRA RL (r 1)`).
+ */
+export function heldOutLine(prompts: number, before: number | null, after: number, rl = 'RL'): string {
+  const head = `held-out pass@1 (${prompts} prompts): `;
+  if (before === null) return `${head}after ${rl} ${after.toFixed(3)}`;
+  const change = after - before;
+  return (
+    `${head}after warm-start ${before.toFixed(3)}, after ${rl} ${after.toFixed(3)} ` +
+    `(${rl} changed it by ${change >= 0 ? '+' : '-'}${Math.abs(change).toFixed(3)})`
+  );
+}

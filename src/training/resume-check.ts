@@ -1,4 +1,6 @@
 import { RlvrError } from '../core/errors.js';
+import { FileSystemError } from '../platform/errors.js';
+import { sha256File } from '../platform/host.js';
 import type { Json } from '../nn/checkpoint.js';
 import type { TransformerConfig } from '../nn/transformer.js';
 import type { Digits, TrainConfig } from './config.js';
@@ -90,4 +92,13 @@ export function checkResume(
       return new ResumeMismatchError(key, saved[key], command.identity[key]);
   }
   return null;
+}
+
+/** A dataset file's path as given and the SHA-256 of its content (read a chunk at a time). */
+export async function datasetIdentity(path: string): Promise<DatasetIdentity> {
+  try {
+    return { path, sha256: (await sha256File(path)).sha256 };
+  } catch (e) {
+    throw FileSystemError.from(path, e);
+  }
 }

@@ -203,6 +203,12 @@ export function setup(
   });
 }
 
+/** A warning of the run's, to the caller's hook or, without one, the console. */
+export function warn(hooks: TrainHooks, warning: TrainWarning): void {
+  if (hooks.onWarning) hooks.onWarning(warning);
+  else console.warn(`warning: ${warning.message}`);
+}
+
 export function emit(run: Run, record: MetricRecord, hooks: TrainHooks): void {
   run.records.push(record);
   // Trimmed in batches (amortised O(1) per record): at most twice the bound is ever held.

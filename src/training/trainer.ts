@@ -18,11 +18,10 @@ import type { Problem, Task } from '../tasks/task.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
 import type { EvalResult } from './evaluate.js';
 import type { MetricRecord } from './metrics.js';
-import { sha256File, yieldToEventLoop } from '../platform/host.js';
+import { yieldToEventLoop } from '../platform/host.js';
 import { abortReason, InterruptedError } from './interrupted.js';
 import { METRICS_FILE, type OutputLock, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
-import { checkResume, type DatasetIdentity } from './resume-check.js';
-import { FileSystemError } from '../nn/atomic-dir.js';
+import { checkResume, datasetIdentity } from './resume-check.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
 import type { MemoryLimits } from '../nn/memory.js';
 import { checkRunFits } from './fits.js';
@@ -34,22 +33,14 @@ import {
   readPretrained,
   type PretrainedParts,
 } from './pretrained.js';
-import {
-  DEFAULT_KEEP_RECORDS,
-  runEval,
-  save,
-  setup,
-  type RlFaults,
-  type Run,
-  type TrainHooks,
-  type TrainWarning,
-} from './run.js';
+import { DEFAULT_KEEP_RECORDS, runEval, save, setup, type RlFaults, type Run, type TrainHooks, warn } from './run.js';
 import { loadRunCheckpoint, phaseMismatch, readPlan, trainsAt } from './trains.js';
 import { warmStartReached, warmStartStep } from './warm-start.js';
 import { rlStep } from './rl-phase.js';
 
 export type { RlFaults, RolloutView, TrainHooks, TrainWarning } from './run.js';
 export { DEFAULT_KEEP_RECORDS, taskFor } from './run.js';
+export { heldOutLine } from './evaluate.js';
 export { WARM_START_CHECK_EVERY, WARM_START_VALIDATION } from './warm-start.js';
 export { NO_SIGNAL_WARN_STEPS, BICC_CONTEXT_WARN_NATS } from './rl-phase.js';
 
@@ -62,20 +53,6 @@ export interface TrainResult {
   readonly final: EvalResult;
   /** The latest metric records, at most `keepRecords` of them (all of them are in metrics.jsonl). */
   readonly records: readonly MetricRecord[];
-}
-
-/**
- * The run's result in one line, every number named: `held-out pass@1 (200 prompts): after warm-start 0.412, after
- * RL 0.455 (RL changed it by +0.043)`; `rl` names the RL phase (`LoRA RL (r 1)`).
- */
-export function heldOutLine(prompts: number, before: number | null, after: number, rl = 'RL'): string {
-  const head = `held-out pass@1 (${prompts} prompts): `;
-  if (before === null) return `${head}after ${rl} ${after.toFixed(3)}`;
-  const change = after - before;
-  return (
-    `${head}after warm-start ${before.toFixed(3)}, after ${rl} ${after.toFixed(3)} ` +
-    `(${rl} changed it by ${change >= 0 ? '+' : '-'}${Math.abs(change).toFixed(3)})`
-  );
 }
 
 export interface TrainOptions extends TrainHooks {
@@ -162,7 +139,9 @@ async function trainOn(
   run.finalEval = final;
   if (checkpointDir && !finished) await save(run, checkpointDir);
   if (cfg.outputDir)
-    await run.plan.rl.outputs(run, pretrained, cfg.outputDir, (message, files) => warn(run, opts, message, files));
+    await run.plan.rl.outputs(run, pretrained, cfg.outputDir, (message, files) =>
+      warn(opts, { kind: 'skipped-companions', step: run.at.step, steps: 0, reward: Number.NaN, files, message }),
+    );
   if (run.reference) dispose(run.reference);
   if (run.stale) dispose(run.stale);
   dispose(run.opt);
@@ -326,27 +305,4 @@ async function resume(
     noSignal: null,
     stale: null,
   };
-}
-
-/** A dataset file's path as given and the SHA-256 of its content (read a chunk at a time). */
-async function datasetIdentity(path: string): Promise<DatasetIdentity> {
-  try {
-    return { path, sha256: (await sha256File(path)).sha256 };
-  } catch (e) {
-    throw FileSystemError.from(path, e);
-  }
-}
-
-/** A warning of the run's, to the caller's hook or the console. */
-function warn(run: Run, hooks: TrainHooks, message: string, files: readonly string[]): void {
-  const warning: TrainWarning = {
-    kind: 'skipped-companions',
-    step: run.at.step,
-    steps: 0,
-    reward: Number.NaN,
-    files,
-    message,
-  };
-  if (hooks.onWarning) hooks.onWarning(warning);
-  else console.warn(`warning: ${message}`);
 }
