@@ -1,11 +1,11 @@
 import * as E from 'fp-ts/lib/Either.js';
+import { clipText } from '../core/errors.js';
 import {
   LORA_LEARNING_RATE,
   LORA_TRAIN_DEFAULTS,
   TASK_NAMES,
   TRAIN_DEFAULTS,
   TrainConfigError,
-  clip,
   parseTrainConfig,
   type TrainConfig,
 } from '../training/config.js';
@@ -249,13 +249,13 @@ function scanArgs(argv: readonly string[]): E.Either<TrainConfigError, Map<strin
     const token = argv[i]!;
     if (!token.startsWith('--') || token === '--')
       return err(
-        token === '' ? '(an empty argument)' : clip(token),
+        token === '' ? '(an empty argument)' : clipText(token),
         null,
         'is not an option (options start with --; rlvr train --help lists them)',
       );
     const eq = token.indexOf('=');
     const name = token.slice(2, eq < 0 ? undefined : eq);
-    const flag = `--${clip(name)}`;
+    const flag = `--${clipText(name)}`;
     let value: string | true;
     if (BOOLEAN_FLAGS.has(name)) {
       if (eq >= 0) return err(flag, token.slice(eq + 1), 'takes no value');
@@ -422,7 +422,7 @@ export function parseExportArgs(argv: readonly string[]): E.Either<TrainConfigEr
     if (clash !== undefined)
       return E.left(
         new TrainConfigError(
-          clip(clash.split('=')[0]!),
+          clipText(clash.split('=')[0]!),
           null,
           'is read from the run (--run): drop it from the command',
         ),

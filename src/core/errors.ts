@@ -41,6 +41,46 @@ export class RlvrError extends Error {
   }
 }
 
+/** At most the first `n` characters of text a user gave, for a message: a 100 KB value is not echoed whole. */
+export const clipText = (text: string, n = 80): string =>
+  text.length > n ? `${text.slice(0, n)}... (${text.length} characters)` : text;
+
+/**
+ * A value as a message quotes it, clipped: strings and records as JSON (`"grpo"`, `[1,2]`), everything else as
+ * `String` writes it, so NaN and Infinity read as themselves where JSON would write null. Never throws: a record
+ * JSON cannot write (a cycle, a BigInt inside) falls back to `String`.
+ */
+export function quoteValue(value: unknown): string {
+  if (typeof value === 'string' || (typeof value === 'object' && value !== null)) {
+    try {
+      const json = JSON.stringify(value);
+      if (json !== undefined) return clipText(json);
+    } catch {
+      // falls through to String
+    }
+  }
+  try {
+    return clipText(String(value));
+  } catch {
+    return '(a value with no text form)'; // an object without a prototype, which String cannot convert
+  }
+}
+
+/**
+ * A bad setting: the field it names, the value given and why. The config errors of each layer (the trainer's,
+ * an objective's, BICC's) extend it, each with its own message, quoting the value by `quoteValue`.
+ */
+export class FieldError extends RlvrError {
+  constructor(
+    readonly field: string,
+    readonly value: unknown,
+    readonly reason: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** Two shapes (or a shape and an argument) do not fit together in an op. */
 export class ShapeError extends RlvrError {
   constructor(

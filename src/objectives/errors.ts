@@ -1,18 +1,18 @@
-import { RlvrError } from '../core/errors.js';
+import { FieldError, quoteValue, RlvrError } from '../core/errors.js';
 
 /**
  * A configuration value is invalid. `field` names the offending key (camelCase, as in the typed records), `value`
  * is what was given, `objective` which parser rejected it.
  */
-export class ConfigError extends RlvrError {
+export class ConfigError extends FieldError {
   readonly _tag = 'ConfigError' as const;
   constructor(
     readonly objective: string,
-    readonly field: string,
-    readonly value: unknown,
-    readonly reason: string,
+    field: string,
+    value: unknown,
+    reason: string,
   ) {
-    super(`${objective} config: ${field} = ${fmt(value)}: ${reason}`);
+    super(field, value, reason, `${objective} config: ${field} = ${quoteValue(value)}: ${reason}`);
   }
 }
 
@@ -29,14 +29,5 @@ export class BatchError extends RlvrError {
     readonly index?: number,
   ) {
     super(`batch.${field}${index === undefined ? '' : `[${index}]`}: ${detail}`);
-  }
-}
-
-function fmt(v: unknown): string {
-  if (typeof v === 'string') return JSON.stringify(v);
-  try {
-    return typeof v === 'object' && v !== null ? JSON.stringify(v) : String(v);
-  } catch {
-    return String(v);
   }
 }

@@ -1,5 +1,5 @@
 import type * as E from 'fp-ts/lib/Either.js';
-import { RlvrError } from '../core/errors.js';
+import { FieldError, quoteValue } from '../core/errors.js';
 import {
   finite,
   nonEmptyArrayOf,
@@ -72,23 +72,10 @@ export const BICC_DEFAULTS: BiccOptions = {
 };
 
 /** A BICC option or input is invalid. `field` names it (camelCase), `value` is what was given. */
-export class BiccError extends RlvrError {
+export class BiccError extends FieldError {
   readonly _tag = 'BiccError' as const;
-  constructor(
-    readonly field: string,
-    readonly value: unknown,
-    readonly reason: string,
-  ) {
-    super(`bicc: ${field} = ${fmt(value)}: ${reason}`);
-  }
-}
-
-function fmt(v: unknown): string {
-  if (typeof v === 'number' || typeof v === 'boolean' || v === undefined || v === null) return String(v);
-  try {
-    return JSON.stringify(v);
-  } catch {
-    return String(v);
+  constructor(field: string, value: unknown, reason: string) {
+    super(field, value, reason, `bicc: ${field} = ${quoteValue(value)}: ${reason}`);
   }
 }
 

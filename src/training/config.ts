@@ -1,5 +1,5 @@
 import * as E from 'fp-ts/lib/Either.js';
-import { RlvrError } from '../core/errors.js';
+import { clipText, FieldError, quoteValue } from '../core/errors.js';
 import { OBJECTIVE_NAMES, type ObjectiveName } from '../objectives/registry.js';
 import type { ConfigInput } from '../objectives/types.js';
 import type { TransformerConfig } from '../nn/transformer.js';
@@ -220,21 +220,17 @@ export const TRAIN_DEFAULTS: TrainConfig = {
 export const LORA_TRAIN_DEFAULTS: LoraConfig = { ...LORA_DEFAULTS, alpha: 32, targetModules: [...LORA_MODULES] };
 export const LORA_LEARNING_RATE = 2e-3;
 
-/** A bad training setting: the field, the value and why. */
-export class TrainConfigError extends RlvrError {
-  constructor(
-    readonly field: string,
-    readonly value: unknown,
-    reason: string,
-  ) {
+/** A bad training setting: the field (a config key, or the flag that gave it), the value (null: none) and why. */
+export class TrainConfigError extends FieldError {
+  constructor(field: string, value: unknown, reason: string) {
     super(
-      `train config: ${clip(field)}${value === null ? '' : ` = ${clip(JSON.stringify(value) ?? String(value))}`} ${reason}`,
+      field,
+      value,
+      reason,
+      `train config: ${clipText(field)}${value === null ? '' : ` = ${quoteValue(value)}`} ${reason}`,
     );
   }
 }
-
-/** At most the first 80 characters of what a user typed, for a message (a 100 KB value is not echoed). */
-export const clip = (s: string, n = 80): string => (s.length > n ? `${s.slice(0, n)}... (${s.length} characters)` : s);
 
 /**
  * The smallest sampling temperature. Sampling and scoring divide the logits by it in f32, which overflows past
