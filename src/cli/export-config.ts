@@ -5,6 +5,7 @@ import { RCC_ADVANTAGES } from '../objectives/rcc.js';
 import { join, stat } from '../platform/files.js';
 import { TrainConfigError, type TrainConfig } from '../training/config.js';
 import { readTrainerState } from '../training/trainer-state.js';
+import { flagFor } from './train-flags.js';
 
 /**
  * `rlvr export-config --engine verl|prime-rl`: a `TrainConfig` as the configuration of another engine, for the same
@@ -46,18 +47,8 @@ export const verlLossName = (objective: string): string => `rlvr_${objective}`;
 /** The import path of the prime-rl custom loss for an objective (python/rlvr_objectives/prime_rl.py). */
 export const primeRlImportPath = (objective: string): string => `rlvr_objectives.prime_rl.${objective}_loss`;
 
-/** The flags of `rlvr train` that set objective options (args.ts), by option; other options have no flag. */
-const OPTION_FLAGS: Readonly<Record<string, string>> = {
-  epsilon: '--epsilon',
-  epsilonHigh: '--epsilon-high',
-  beta: '--beta',
-  tau: '--tau',
-  margin: '--margin',
-  alpha: '--alpha',
-  lossType: '--loss-type',
-  scaleRewards: '--scale-rewards',
-};
-const optionFlag = (key: string): string => OPTION_FLAGS[key] ?? `objective option ${key}`;
+/** The `rlvr train` flag that sets an objective option, for a refusal; options without a flag by their name. */
+const optionFlag = (key: string): string => flagFor(`objectiveOptions.${key}`) ?? `objective option ${key}`;
 
 /** Objectives that contrast a group's positives with its negatives (their verl loss needs whole groups). */
 const isContrastive = (o: BoundObjective): boolean => o.contrastive;
