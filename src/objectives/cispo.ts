@@ -1,8 +1,7 @@
 import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
-import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
-import { add, clamp, exp, greater, mul, neg, sub } from '../ops/elementwise.js';
+import { clamp, exp, greater, mul, neg, sub } from '../ops/elementwise.js';
 import { nonNegative, nullable, num, openUnit, positiveInt } from '../core/validate.js';
 import {
   advantageTensor,
@@ -11,17 +10,9 @@ import {
   advantageSpec,
   type AdvantageConfig,
 } from './advantages.js';
-import { aggregate, maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
+import { maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
-import {
-  detachAll,
-  hostAdvantages,
-  k3,
-  maxLengthOf,
-  rewardMetrics,
-  tokenMetrics,
-  parseObjectiveConfig,
-} from './common.js';
+import { baseMetrics, detachAll, hostAdvantages, tokenLoss, parseObjectiveConfig } from './common.js';
 import type { ConfigError } from './errors.js';
 import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
@@ -90,18 +81,11 @@ export function cispoLoss(batch: RolloutBatch, cfg: CispoConfig, _progress?: Tra
     const a = advantageTensor(hostAdvantages(batch, cfg), prep);
     const ratio = stopGradient(exp(sub(prep.logp, prep.old)));
     const weight = clamp(ratio, cfg.epsilonLow === null ? null : 1 - cfg.epsilonLow, cfg.epsilonMax);
-    let perToken: Tensor = neg(mul(mul(weight, a), prep.logp));
-    if (cfg.beta > 0) perToken = add(perToken, mul(k3(prep), cfg.beta));
-    const loss = aggregate(perToken, prep.mask, cfg.lossType, {
-      rows: prep.b,
-      maxCompletionLength: maxLengthOf(cfg, batch, prep),
-      ...(batch.numItemsInBatch === undefined ? {} : { numItemsInBatch: batch.numItemsInBatch }),
-    });
+    const loss = tokenLoss(neg(mul(mul(weight, a), prep.logp)), prep, cfg, batch);
     return {
       loss,
       metrics: detachAll({
-        ...tokenMetrics(prep),
-        ...rewardMetrics(batch.rewards, batch.groupIds, prep),
+        ...baseMetrics(prep, batch.rewards, batch.groupIds),
         cispo_clip_ratio: maskedMean(greater(ratio, cfg.epsilonMax), prep.mask),
       }),
     };

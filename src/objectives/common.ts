@@ -3,12 +3,12 @@ import { parseWith, type Aliases, type Post, type Spec } from '../core/validate.
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { scalar } from '../ops/creation.js';
-import { exp, sub } from '../ops/elementwise.js';
+import { add, exp, mul, sub } from '../ops/elementwise.js';
 import { mean } from '../ops/reduce.js';
 import { groupAdvantages, type AdvantageConfig } from './advantages.js';
 import type { Prepared, RolloutBatch } from './batch.js';
 import { BatchError, ConfigError } from './errors.js';
-import { maskedMean } from './aggregate.js';
+import { aggregate, maskedMean, type LossType } from './aggregate.js';
 import { groupLayout, groupStats, type GroupLayout } from './groups.js';
 
 /** @internal Helpers shared by the objectives. */
@@ -50,7 +50,7 @@ export function k3(prep: Prepared): Tensor {
 }
 
 /** Reward metrics computed on the host (TRL's names): reward, reward_std, frac_reward_zero_std, pass_rate. */
-export function rewardMetrics(
+function rewardMetrics(
   rewards: readonly number[],
   groupIds: readonly number[],
   prep: Prepared,
@@ -67,7 +67,7 @@ export function rewardMetrics(
 }
 
 /** Metrics every objective reports from the tensors: mean completion length, mean token ratio, and KL when a reference is given. */
-export function tokenMetrics(prep: Prepared): Record<string, Tensor> {
+function tokenMetrics(prep: Prepared): Record<string, Tensor> {
   const m = prep.mask;
   const logp = stopGradient(prep.logp);
   const out: Record<string, Tensor> = {
@@ -80,6 +80,14 @@ export function tokenMetrics(prep: Prepared): Record<string, Tensor> {
   }
   return out;
 }
+
+/** What every objective reports: the token metrics (length, ratio, KL) and the reward metrics. */
+export const baseMetrics = (
+  prep: Prepared,
+  rewards: readonly number[],
+  groupIds: readonly number[],
+  threshold = 0.5,
+): Record<string, Tensor> => ({ ...tokenMetrics(prep), ...rewardMetrics(rewards, groupIds, prep, threshold) });
 
 /** Detach every metric (they must carry no gradient). */
 export function detachAll(metrics: Record<string, Tensor>): Record<string, Tensor> {
@@ -94,6 +102,33 @@ export const maxLengthOf = (
   batch: RolloutBatch,
   prep: Prepared,
 ): number => cfg.maxCompletionLength ?? batch.maxCompletionLength ?? prep.t;
+
+/** The settings `tokenLoss` reads from a token-level objective's config. */
+export interface TokenLossConfig {
+  readonly beta: number;
+  readonly lossType: LossType;
+  readonly maxCompletionLength: number | null;
+}
+
+/**
+ * The per-token loss [B, T] (or [B, 1], broadcast over the row's tokens) plus beta k3, aggregated by `lossType`
+ * over `mask` with `rows` counted rows. TRL adds the KL per token, before aggregation.
+ */
+export function tokenLoss(
+  perToken: Tensor,
+  prep: Prepared,
+  cfg: TokenLossConfig,
+  batch: RolloutBatch,
+  mask: Tensor = prep.mask,
+  rows: number = prep.b,
+): Tensor {
+  const withKl = cfg.beta > 0 ? add(perToken, mul(k3(prep), cfg.beta)) : perToken;
+  return aggregate(withKl, mask, cfg.lossType, {
+    rows,
+    maxCompletionLength: maxLengthOf(cfg, batch, prep),
+    ...(batch.numItemsInBatch === undefined ? {} : { numItemsInBatch: batch.numItemsInBatch }),
+  });
+}
 
 /**
  * Parse an objective's config record (see `core/validate.ts`): a `ConfigError` names the field as the caller spelled

@@ -10,12 +10,11 @@ import { nonNegative, oneOf, openUnit, positive, unitHalfOpen } from '../core/va
 import { maskedMean } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
 import {
+  baseMetrics,
   checkGroupSizes,
   detachAll,
   hostScalar,
   k3,
-  rewardMetrics,
-  tokenMetrics,
   parseObjectiveConfig,
   followEpsilon,
 } from './common.js';
@@ -246,8 +245,7 @@ export function conspoLoss(batch: RolloutBatch, cfg: ConspoConfig, progress?: Tr
     return {
       loss,
       metrics: detachAll({
-        ...tokenMetrics(prep),
-        ...rewardMetrics(batch.rewards, batch.groupIds, prep, cfg.positiveThreshold),
+        ...baseMetrics(prep, batch.rewards, batch.groupIds, cfg.positiveThreshold),
         margin: hostScalar(margin, prep),
         'contrastive/pos_prob_mean': r.meanPositiveProb,
         'groups/valid_frac': div(sum(r.validGroups), Math.max(1, groups.layout.keys.length)),

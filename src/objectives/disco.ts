@@ -7,7 +7,7 @@ import { logsumexp, sum } from '../ops/reduce.js';
 import { nonNegative, oneOf, positive } from '../core/validate.js';
 import { maskedMean } from './aggregate.js';
 import { prepare, type Prepared, type RolloutBatch } from './batch.js';
-import { checkGroupSizes, detachAll, rewardMetrics, tokenMetrics, parseObjectiveConfig } from './common.js';
+import { baseMetrics, checkGroupSizes, detachAll, parseObjectiveConfig } from './common.js';
 import {
   CONTRAST_DEFAULTS,
   GROUP_ALIASES,
@@ -106,8 +106,7 @@ export function discoLoss(batch: RolloutBatch, cfg: DiscoConfig, _progress?: Tra
     return {
       loss,
       metrics: detachAll({
-        ...tokenMetrics(prep),
-        ...rewardMetrics(batch.rewards, batch.groupIds, prep, cfg.positiveThreshold),
+        ...baseMetrics(prep, batch.rewards, batch.groupIds, cfg.positiveThreshold),
         'disco/kl': kl,
         'disco/constraint_active': greater(kl, cfg.delta),
         'disco/penalty': penalty,

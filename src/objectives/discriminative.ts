@@ -5,7 +5,7 @@ import { clamp, div, exp, maximum, mul, sub } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
 import { groupAdvantages, type AdvantageOptions } from './advantages.js';
 import { prepare, type Prepared, type RolloutBatch } from './batch.js';
-import { detachAll, hostScalar, rewardMetrics, tokenMetrics } from './common.js';
+import { baseMetrics, detachAll, hostScalar } from './common.js';
 import { BatchError } from './errors.js';
 import { groupLayout } from './groups.js';
 import type { ObjectiveResult } from './types.js';
@@ -180,8 +180,7 @@ export function discriminativeLoss(batch: RolloutBatch, opts: DiscriminativeOpti
     return {
       loss: sub(0, j),
       metrics: detachAll({
-        ...tokenMetrics(prep),
-        ...rewardMetrics(batch.rewards, batch.groupIds, prep),
+        ...baseMetrics(prep, batch.rewards, batch.groupIds),
         'W/mean': hostScalar(coef.groupW.reduce((acc, w) => acc + w, 0) / q, prep),
       }),
     };

@@ -13,7 +13,7 @@ import {
 } from './advantages.js';
 import { maskedMean } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
-import { detachAll, hostAdvantages, k3, rewardMetrics, tokenMetrics, parseObjectiveConfig } from './common.js';
+import { baseMetrics, detachAll, hostAdvantages, k3, parseObjectiveConfig } from './common.js';
 import type { ConfigError } from './errors.js';
 import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
@@ -56,8 +56,7 @@ export function gmpoLoss(batch: RolloutBatch, cfg: GmpoConfig, _progress?: Train
     return {
       loss,
       metrics: detachAll({
-        ...tokenMetrics(prep),
-        ...rewardMetrics(batch.rewards, batch.groupIds, prep),
+        ...baseMetrics(prep, batch.rewards, batch.groupIds),
         'clip_ratio/region_mean': maskedMean(clipped, prep.mask),
         'seq_ratio/mean': div(sum(mul(stopGradient(ratio), nonEmpty)), maximum(sum(nonEmpty), 1)),
       }),

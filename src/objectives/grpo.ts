@@ -23,16 +23,14 @@ import {
   advantageSpec,
   type AdvantageConfig,
 } from './advantages.js';
-import { aggregate, maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
+import { maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
 import {
+  baseMetrics,
   detachAll,
   hostAdvantages,
   hostScalar,
-  k3,
-  maxLengthOf,
-  rewardMetrics,
-  tokenMetrics,
+  tokenLoss,
   followEpsilon,
   parseObjectiveConfig,
 } from './common.js';
@@ -162,20 +160,13 @@ export function grpoLoss(batch: RolloutBatch, cfg: GrpoConfig, _progress?: Train
     const surrogate = minimum(mul(unclipped, a), mul(clipped, a)); // Eq. 4
     const objective =
       cfg.dualClip === null ? surrogate : where(less(a, 0), maximum(surrogate, mul(a, cfg.dualClip)), surrogate);
-    let perToken = neg(objective);
-    if (cfg.beta > 0) perToken = add(perToken, mul(k3(prep), cfg.beta));
-    const loss = aggregate(perToken, m, cfg.lossType, {
-      rows,
-      maxCompletionLength: maxLengthOf(cfg, batch, prep),
-      ...(batch.numItemsInBatch === undefined ? {} : { numItemsInBatch: batch.numItemsInBatch }),
-    });
+    const loss = tokenLoss(neg(objective), prep, cfg, batch, m, rows);
 
     const r = stopGradient(ratio);
     const low = mul(less(r, 1 - cfg.epsilon), less(a, 0));
     const high = mul(greater(r, 1 + cfg.epsilonHigh), greater(a, 0));
     const metrics: Record<string, Tensor> = {
-      ...tokenMetrics(prep),
-      ...rewardMetrics(rewards, batch.groupIds, prep),
+      ...baseMetrics(prep, rewards, batch.groupIds),
       'clip_ratio/low_mean': maskedMean(low, m),
       'clip_ratio/high_mean': maskedMean(high, m),
       'clip_ratio/region_mean': maskedMean(add(low, high), m),

@@ -1,6 +1,5 @@
 import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
-import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
 import { add, clamp, div, exp, greater, less, minimum, mul, neg, sub } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
@@ -12,17 +11,9 @@ import {
   advantageSpec,
   type AdvantageConfig,
 } from './advantages.js';
-import { aggregate, maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
+import { maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
 import { prepare, type RolloutBatch } from './batch.js';
-import {
-  detachAll,
-  hostAdvantages,
-  k3,
-  maxLengthOf,
-  rewardMetrics,
-  tokenMetrics,
-  parseObjectiveConfig,
-} from './common.js';
+import { baseMetrics, detachAll, hostAdvantages, tokenLoss, parseObjectiveConfig } from './common.js';
 import type { ConfigError } from './errors.js';
 import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
@@ -75,13 +66,7 @@ export function gspoLoss(batch: RolloutBatch, cfg: GspoConfig, _progress?: Train
     const seqLogRatio = div(sum(mul(sub(prep.logp, prep.old), prep.mask), 1, true), prep.safeLengths); // [B, 1]
     const s = exp(seqLogRatio);
     const objective = minimum(mul(s, a), mul(clamp(s, 1 - cfg.epsilon, 1 + cfg.epsilonHigh), a)); // [B, 1]
-    let perToken: Tensor = neg(objective); // [B, 1], broadcast over the row's tokens
-    if (cfg.beta > 0) perToken = add(perToken, mul(k3(prep), cfg.beta));
-    const loss = aggregate(perToken, prep.mask, cfg.lossType, {
-      rows: prep.b,
-      maxCompletionLength: maxLengthOf(cfg, batch, prep),
-      ...(batch.numItemsInBatch === undefined ? {} : { numItemsInBatch: batch.numItemsInBatch }),
-    });
+    const loss = tokenLoss(neg(objective), prep, cfg, batch); // [B, 1], broadcast over the row's tokens
     const sd = stopGradient(s);
     const low = mul(less(sd, 1 - cfg.epsilon), less(a, 0));
     const high = mul(greater(sd, 1 + cfg.epsilonHigh), greater(a, 0));
@@ -89,8 +74,7 @@ export function gspoLoss(batch: RolloutBatch, cfg: GspoConfig, _progress?: Train
     return {
       loss,
       metrics: detachAll({
-        ...tokenMetrics(prep),
-        ...rewardMetrics(batch.rewards, batch.groupIds, prep),
+        ...baseMetrics(prep, batch.rewards, batch.groupIds),
         // Per sequence, counted over tokens as TRL does.
         'clip_ratio/low_mean': maskedMean(low, prep.mask),
         'clip_ratio/high_mean': maskedMean(high, prep.mask),

@@ -1,10 +1,9 @@
 import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
-import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
-import { add, div, exp, mul, neg, sigmoid, sub } from '../ops/elementwise.js';
+import { div, exp, mul, neg, sigmoid, sub } from '../ops/elementwise.js';
 import { nonNegative, nullable, positive, positiveInt } from '../core/validate.js';
-import { aggregate, lossTypeCheck, type LossType } from './aggregate.js';
+import { lossTypeCheck, type LossType } from './aggregate.js';
 import {
   advantageTensor,
   ADVANTAGE_ALIASES,
@@ -13,15 +12,7 @@ import {
   type AdvantageConfig,
 } from './advantages.js';
 import { prepare, type RolloutBatch } from './batch.js';
-import {
-  detachAll,
-  hostAdvantages,
-  k3,
-  maxLengthOf,
-  rewardMetrics,
-  tokenMetrics,
-  parseObjectiveConfig,
-} from './common.js';
+import { baseMetrics, detachAll, hostAdvantages, tokenLoss, parseObjectiveConfig } from './common.js';
 import type { ConfigError } from './errors.js';
 import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
@@ -85,17 +76,8 @@ export function sapoLoss(batch: RolloutBatch, cfg: SapoConfig, _progress?: Train
     );
     const ratio = exp(sub(prep.logp, prep.old));
     const gate = div(mul(sigmoid(mul(tau, sub(ratio, 1))), 4), tau);
-    let perToken: Tensor = neg(mul(gate, a));
-    if (cfg.beta > 0) perToken = add(perToken, mul(k3(prep), cfg.beta));
-    const loss = aggregate(perToken, prep.mask, cfg.lossType, {
-      rows: prep.b,
-      maxCompletionLength: maxLengthOf(cfg, batch, prep),
-      ...(batch.numItemsInBatch === undefined ? {} : { numItemsInBatch: batch.numItemsInBatch }),
-    });
-    return {
-      loss,
-      metrics: detachAll({ ...tokenMetrics(prep), ...rewardMetrics(batch.rewards, batch.groupIds, prep) }),
-    };
+    const loss = tokenLoss(neg(mul(gate, a)), prep, cfg, batch);
+    return { loss, metrics: detachAll(baseMetrics(prep, batch.rewards, batch.groupIds)) };
   });
 }
 
