@@ -2,7 +2,6 @@ import * as E from 'fp-ts/lib/Either.js';
 import { ArgumentError } from '../core/errors.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
-import { stopGradient } from '../core/transforms.js';
 import { add, div, exp, greater, maximum, mul, sqrt, sub, where } from '../ops/elementwise.js';
 import { stack } from '../ops/movement.js';
 import { logsumexp, sum } from '../ops/reduce.js';
@@ -24,6 +23,7 @@ import {
   contrastSpec,
   type ContrastGroupConfig,
   contrastGroups,
+  contrastMetrics,
   contrastTensors,
   nonEmptyRows,
   type ContrastGroups,
@@ -240,17 +240,14 @@ export function conspoLoss(batch: RolloutBatch, cfg: ConspoConfig, progress?: Tr
     let loss = sub(0, r.objective);
     if (cfg.beta > 0) loss = add(loss, mul(maskedMean(k3(prep), prep.mask), cfg.beta));
 
-    const sp = stopGradient(sPos);
-    const sn = stopGradient(sNeg);
+    const split = { valid: r.validGroups, pos: r.positiveRows, neg: r.negativeRows };
     return {
       loss,
       metrics: detachAll({
         ...baseMetrics(prep, batch.rewards, batch.groupIds, cfg.positiveThreshold),
         margin: hostScalar(margin, prep),
         'contrastive/pos_prob_mean': r.meanPositiveProb,
-        'groups/valid_frac': div(sum(r.validGroups), Math.max(1, groups.layout.keys.length)),
-        'score/pos_mean': div(sum(mul(r.positiveRows, sp)), maximum(sum(r.positiveRows), 1)),
-        'score/neg_mean': div(sum(mul(r.negativeRows, sn)), maximum(sum(r.negativeRows), 1)),
+        ...contrastMetrics(split, groups.layout.keys.length, sPos, sNeg),
       }),
     };
   });

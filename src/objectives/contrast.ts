@@ -1,6 +1,7 @@
 import type { Tensor } from '../core/tensor.js';
+import { stopGradient } from '../core/transforms.js';
 import { tensor } from '../ops/creation.js';
-import { greater, maximum, mul, where } from '../ops/elementwise.js';
+import { div, greater, maximum, mul, where } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
 import { finite, nullable, oneOf, type Spec } from '../core/validate.js';
 import type { Prepared } from './batch.js';
@@ -95,3 +96,21 @@ export function contrastTensors(
 
 /** @internal 1 where the row has at least one completion token, [B]. */
 export const nonEmptyRows = (prep: Prepared): Tensor => greater(prep.lengths, 0);
+
+/**
+ * @internal The metrics a group contrast reports: the share of its `groupCount` groups that hold both classes, and the mean
+ * score (detached) of the positive and of the negative rows taking part. Negatives are scored by `positiveScores`
+ * too unless their own scores are given.
+ */
+export function contrastMetrics(
+  split: Pick<ContrastTensors, 'valid' | 'pos' | 'neg'>,
+  groupCount: number,
+  positiveScores: Tensor,
+  negativeScores: Tensor = positiveScores,
+): Record<string, Tensor> {
+  return {
+    'groups/valid_frac': div(sum(split.valid), Math.max(1, groupCount)),
+    'score/pos_mean': div(sum(mul(split.pos, stopGradient(positiveScores))), maximum(sum(split.pos), 1)),
+    'score/neg_mean': div(sum(mul(split.neg, stopGradient(negativeScores))), maximum(sum(split.neg), 1)),
+  };
+}

@@ -1,7 +1,6 @@
 import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
-import { stopGradient } from '../core/transforms.js';
 import { add, div, exp, greater, log, maximum, mul, relu, square, sub, where } from '../ops/elementwise.js';
 import { logsumexp, sum } from '../ops/reduce.js';
 import { nonNegative, oneOf, positive } from '../core/validate.js';
@@ -14,6 +13,7 @@ import {
   contrastSpec,
   type ContrastGroupConfig,
   contrastGroups,
+  contrastMetrics,
   contrastTensors,
   nonEmptyRows,
 } from './contrast.js';
@@ -102,7 +102,6 @@ export function discoLoss(batch: RolloutBatch, cfg: DiscoConfig, _progress?: Tra
     const kl = maskedMean(cfg.klEstimator === 'k1' ? d : sub(add(d, exp(sub(prep.logp, prep.old))), 1), prep.mask);
     const penalty = mul(square(relu(sub(kl, cfg.delta))), cfg.beta / 2);
     const loss = add(sub(0, j), penalty);
-    const sd = stopGradient(s);
     return {
       loss,
       metrics: detachAll({
@@ -110,9 +109,7 @@ export function discoLoss(batch: RolloutBatch, cfg: DiscoConfig, _progress?: Tra
         'disco/kl': kl,
         'disco/constraint_active': greater(kl, cfg.delta),
         'disco/penalty': penalty,
-        'groups/valid_frac': div(sum(ct.valid), Math.max(1, ct.grid.q)),
-        'score/pos_mean': div(sum(mul(ct.pos, sd)), maximum(sum(ct.pos), 1)),
-        'score/neg_mean': div(sum(mul(ct.neg, sd)), maximum(sum(ct.neg), 1)),
+        ...contrastMetrics(ct, ct.grid.q, s),
       }),
     };
   });
