@@ -44,7 +44,10 @@ const plain = packSequences(
   outs.map((o) => encodeCompletion(tokenizer, o)),
   tokenizer.pad,
 );
-const cond = conditionBatch({ ...plain, rewards, groupIds: outs.map(() => 0) }, tokenizer, config);
+// 'after-query': the inserted context ends the prompt block, where the probe checks below look for it.
+const cond = conditionBatch({ ...plain, rewards, groupIds: outs.map(() => 0) }, tokenizer, config, {
+  placement: 'after-query',
+});
 const posRows = [0, 2];
 const c = plain.completionLen;
 // pi_old on the plain context, as in training. Wide clip range: every token keeps its gradient (no clipping kink).

@@ -2,7 +2,8 @@ import fc from 'fast-check';
 import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
 import { encodeCompletion, encodePrompt, packSequences, positionsAndBias } from '../../src/rl/batch.js';
-import { BiccError, conditionBatch, parseBiccOptions } from '../../src/rl/bicc.js';
+import { BICC_DEFAULTS, BiccError, conditionBatch, parseBiccOptions } from '../../src/rl/bicc.js';
+import { TRAIN_DEFAULTS } from '../../src/training/config.js';
 import { shareBudget } from '../../src/rl/bicc-layout.js';
 import { expectedPrompt, tokenizer, type PlainRow } from './helpers.js';
 
@@ -68,6 +69,7 @@ describe('BICC layout', () => {
         const input = { ...plain, rewards: rows.map((x) => x.reward), groupIds: rows.map((x) => x.group) };
         const snapshot = [Array.from(plain.tokens), Array.from(plain.attentionMask), Array.from(plain.completionMask)];
         const opts = {
+          placement: 'after-query' as const,
           contextShare: share,
           separator: sep,
           ...(budgetCut === undefined ? {} : { contextBudget: budget }),
@@ -155,16 +157,18 @@ describe('BICC layout', () => {
     expect(Math.min(seen.conditioned, seen.plainInMixedBatch, seen.truncated, seen.dropped)).toBeGreaterThan(20);
   });
 
-  it('matches a worked example (default separator EOS, default 40% share)', () => {
+  it("matches a worked example of 'after-query' (default separator EOS, default 40% share)", () => {
     const q = '12+34=';
     const comps = ['\\boxed{46}', '\\boxed{45}', '\\boxed{4', '\\boxed{3}'];
     const prompts = [q, q, q, '1+2='].map((s) => encodePrompt(tokenizer, s));
     const completions = comps.map((s, i) => (i === 2 ? tokenizer.encode(s) : encodeCompletion(tokenizer, s)));
     const plain = packSequences(prompts, completions, tokenizer.pad);
-    const out = conditionBatch({ ...plain, rewards: [1, 0, 0, 1], groupIds: [0, 0, 0, 1] }, tokenizer, {
-      maxSeqLen: 48,
-      vocabSize: V,
-    });
+    const out = conditionBatch(
+      { ...plain, rewards: [1, 0, 0, 1], groupIds: [0, 0, 0, 1] },
+      tokenizer,
+      { maxSeqLen: 48, vocabSize: V },
+      { placement: 'after-query' },
+    );
     const t = out.batch.promptLen + out.batch.completionLen;
     const row = (r: number): string =>
       tokenizer
@@ -182,7 +186,7 @@ describe('BICC layout', () => {
       { ...plain, rewards: [1, 0, 0, 1], groupIds: [0, 0, 0, 1] },
       tokenizer,
       { maxSeqLen: 48, vocabSize: V },
-      { contextBudget: 20 },
+      { placement: 'after-query', contextBudget: 20 },
     );
     const t2 = tight.batch.promptLen + tight.batch.completionLen;
     expect(
@@ -194,7 +198,7 @@ describe('BICC layout', () => {
     ]);
   });
 
-  it("placement 'before-query' puts the same inserted tokens in front of the plain prompt (worked example)", () => {
+  it("placement 'before-query', the default, puts the same inserted tokens in front of the plain prompt", () => {
     const q = '12+34=';
     const comps = ['\\boxed{46}', '\\boxed{45}', '\\boxed{4', '\\boxed{3}'];
     const prompts = [q, q, q, '1+2='].map((s) => encodePrompt(tokenizer, s));
@@ -202,8 +206,13 @@ describe('BICC layout', () => {
     const plain = packSequences(prompts, completions, tokenizer.pad);
     const input = { ...plain, rewards: [1, 0, 0, 1], groupIds: [0, 0, 0, 1] };
     const cfg = { maxSeqLen: 48, vocabSize: V };
-    const after = conditionBatch(input, tokenizer, cfg);
-    const before = conditionBatch(input, tokenizer, cfg, { placement: 'before-query' });
+    const after = conditionBatch(input, tokenizer, cfg, { placement: 'after-query' });
+    const before = conditionBatch(input, tokenizer, cfg);
+    expect(Array.from(before.batch.tokens)).toEqual(
+      Array.from(conditionBatch(input, tokenizer, cfg, { placement: 'before-query' }).batch.tokens),
+    );
+    // One default: the trainer's is BICC's own.
+    expect([BICC_DEFAULTS.placement, TRAIN_DEFAULTS.biccPlacement]).toEqual(['before-query', 'before-query']);
     const t = before.batch.promptLen + before.batch.completionLen;
     const row = (r: number): string =>
       tokenizer

@@ -29,11 +29,12 @@ export interface BiccOptions {
   /** A rollout is positive when its reward is above this (default 0.5, as DisCO/ConSPO split groups). */
   readonly threshold: number;
   /**
-   * Where the inserted context goes. 'after-query' (default): [BOS, query, S, traces.., S][completion], the
-   * completion follows a separator. 'before-query': [S, traces.., S, BOS, query][completion], the completion
-   * follows the query as it does when sampling (same tokens before it, same RoPE offsets to them), so what is
-   * learned under the conditioned context carries over to the plain one; the trainer uses this one (issue 21: with
-   * 'after-query' a small policy learned a prompt-dependent task only at chance).
+   * Where the inserted context goes. 'before-query' (default, the trainer's too): [S, traces.., S, BOS, query]
+   * [completion], the completion follows the query as it does when sampling (same tokens before it, same RoPE
+   * offsets to them), so what is learned under the conditioned context carries over to the plain one.
+   * 'after-query': [BOS, query, S, traces.., S][completion], the paper's [q; O-] read literally: the completion
+   * follows a separator, a context the sampler never produces, and a small policy trained so learned a
+   * prompt-dependent task only at chance (docs/ARCHITECTURE.md, "BICC").
    */
   readonly placement: BiccPlacement;
   /**
@@ -67,7 +68,7 @@ export const BICC_PLACEMENTS: readonly BiccPlacement[] = ['after-query', 'before
 export const BICC_DEFAULTS: BiccOptions = {
   contextShare: 0.4,
   threshold: 0.5,
-  placement: 'after-query',
+  placement: 'before-query',
   sides: 'both',
 };
 

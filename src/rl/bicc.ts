@@ -16,7 +16,7 @@ import { tidy } from '../core/scope.js';
  *
  * Layout of a conditioned row (docs/ARCHITECTURE.md, "BICC"), S the separator (default [EOS]):
  *   [PAD.., BOS, query, S, trace_1, S, trace_2, ..., S, trace_k, S] [completion block of the plain row]
- * or, with `placement: 'before-query'` (the trainer's), the same inserted tokens before the plain prompt:
+ * or, with `placement: 'before-query'` (the default), the same inserted tokens before the plain prompt:
  *   [PAD.., S, trace_1, S, trace_2, ..., S, trace_k, S, BOS, query] [completion block of the plain row]
  * - trace_i: the completion of the i-th opposite-class rollout of the group in increasing row order, without a
  *   final EOS, cut at its end to its share of the room;

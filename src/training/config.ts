@@ -9,6 +9,7 @@ import { TASK_NAMES, type Digits, type TaskName } from '../tasks/registry.js';
 
 export { TASK_NAMES, type Digits, type TaskName };
 import {
+  BICC_DEFAULTS,
   BICC_PLACEMENTS,
   BICC_RATIOS,
   BICC_SIDES,
@@ -165,10 +166,11 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   advantage: 'group',
   rccDelta: 'sum',
   bicc: false,
-  biccContextShare: 0.4,
-  biccPlacement: 'before-query',
+  // BICC's own defaults (`BICC_DEFAULTS`), so that the trainer and `conditionBatch` cannot drift apart.
+  biccContextShare: BICC_DEFAULTS.contextShare,
+  biccPlacement: BICC_DEFAULTS.placement,
   biccRatio: 'conditioned-policy',
-  biccSides: 'both',
+  biccSides: BICC_DEFAULTS.sides,
   backend: 'cpu',
   threads: null,
   seed: 0,
