@@ -1,14 +1,4 @@
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -16,22 +6,27 @@ import { CpuBackend } from '../../src/backends/cpu/index.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
 import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
 import { escapeControls } from '../../src/core/errors.js';
+import { Rng } from '../../src/core/rng.js';
 import { dispose } from '../../src/core/scope.js';
 import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
 import { initParams } from '../../src/nn/transformer.js';
-import { Rng } from '../../src/core/rng.js';
 import { DatasetError } from '../../src/tasks/dataset.js';
-import { invalidUtf8At, loadDatasetTask, readPretrained } from '../../src/training/pretrained.js';
 import { loadHfTokenizer } from '../../src/tokenizers/hf-tokenizer.js';
+import { loadDatasetTask, readPretrained } from '../../src/training/pretrained.js';
 import type { TrainWarning } from '../../src/training/run.js';
 import { train } from '../../src/training/trainer.js';
 import { TINY_HUB_CONFIG, tinyHubDir } from '../hf/tiny-hub.js';
+import { rejectionOf, tempDir } from './helpers/harness.js';
 
-/** Issue 26, hardening round 3 (items 1 to 3 of this branch). */
+/**
+ * Files the user did not mean to hand over: a model directory's companions or configs that are links to files
+ * outside it, a dataset linked elsewhere, names holding terminal escapes. Nothing of them is copied into an
+ * export or quoted in a message, and what a message does quote is printed with its control characters escaped.
+ */
 const cpu = new CpuBackend();
 const RUN = ['--steps', '1', '--prompts-per-step', '2', '--num-generations', '2', '--max-completion-length', '4'];
 const EVAL = ['--eval-prompts', '2', '--eval-k', '1'];
-const tmp = (prefix: string): string => mkdtempSync(join(tmpdir(), `rlvr-r3b-${prefix}-`));
+const tmp = (name: string): string => tempDir(`foreign-${name}`);
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -48,7 +43,7 @@ async function hostileCompanions(): Promise<{ dir: string; secret: string }> {
   return { dir, secret };
 }
 
-describe('issue 26 item 1: companion files that are links are not copied into the export', () => {
+describe('companion files that are links are not copied into the export', () => {
   it('saveHfCheckpoint copies regular companions only and names the rest', async () => {
     const { dir } = await hostileCompanions();
     const out = join(tmp('save'), 'model');
@@ -91,71 +86,7 @@ describe('issue 26 item 1: companion files that are links are not copied into th
   });
 });
 
-describe('issue 26 item 2: invalid UTF-8 in a dataset is refused, not replaced by U+FFFD', () => {
-  const row = (prompt: string, answer: string): string => `${JSON.stringify({ prompt, answer })}\n`;
-  const write = (bytes: Buffer): string => {
-    const path = join(tmp('utf8'), 'data.jsonl');
-    writeFileSync(path, bytes);
-    return path;
-  };
-
-  it('"caf\\xe9" is a DatasetError (exit 2) naming the file, line and byte offset', async () => {
-    const first = Buffer.from(row('What is 1+1?', '2'));
-    const bad = Buffer.concat([
-      Buffer.from('{"prompt": "caf'),
-      Buffer.from([0xe9]),
-      Buffer.from('", "answer": "1"}\n'),
-    ]);
-    const path = write(Buffer.concat([first, bad, Buffer.from(row('What is 2+2?', '4'))]));
-    const e = await loadDatasetTask(path).then(
-      () => null,
-      (err: unknown) => err,
-    );
-    expect(e).toBeInstanceOf(DatasetError);
-    expect(e).toMatchObject({ file: path, line: 2, field: 'line' });
-    const at = '{"prompt": "caf'.length;
-    expect((e as Error).message).toContain(`byte offset ${at} of the line (${first.length + at} of the file)`);
-    expect(describeFailure(e).code).toBe(EXIT.usage);
-  });
-
-  it('past a chunk boundary, and on a last line without a newline, the offsets still count from the file start', async () => {
-    const filler = Buffer.from(row(`What is ${'x'.repeat(70_000)}?`, '1'));
-    const bad = Buffer.concat([Buffer.from('{"prompt": "a'), Buffer.from([0xc3, 0x28]), Buffer.from('"}')]);
-    const path = write(Buffer.concat([filler, filler, bad]));
-    await expect(loadDatasetTask(path)).rejects.toMatchObject({
-      line: 3,
-      message: expect.stringContaining(`byte offset 13 of the line (${2 * filler.length + 13} of the file)`),
-    });
-  });
-
-  it('valid multi-byte text split across read chunks is read as it is', async () => {
-    const rows: Buffer[] = [];
-    for (let i = 0; i < 4000; i++) rows.push(Buffer.from(row(`Combien font ${i} + 1 ? café ☕ 𝟙`, String(i + 1))));
-    const task = await loadDatasetTask(write(Buffer.concat(rows)));
-    expect(task.rows).toHaveLength(4000);
-    expect(task.rows.every((p) => p.prompt.includes('café ☕ 𝟙') && !p.prompt.includes('\ufffd'))).toBe(true);
-  });
-
-  it('invalidUtf8At agrees with a fatal TextDecoder on random bytes', () => {
-    const rng = new Rng(26);
-    const strict = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-    for (let t = 0; t < 3000; t++) {
-      const b = new Uint8Array(1 + rng.int(8));
-      for (let i = 0; i < b.length; i++) b[i] = rng.int(4) === 0 ? rng.int(128) : 0x80 + rng.int(128);
-      let valid = true;
-      try {
-        strict.decode(b);
-      } catch {
-        valid = false;
-      }
-      const at = invalidUtf8At(b);
-      expect(at === -1, Buffer.from(b).toString('hex')).toBe(valid);
-      if (!valid) expect(() => strict.decode(b.subarray(0, at))).not.toThrow();
-    }
-  });
-});
-
-describe('issue 26 item 3: messages quote no foreign file and print no control character', () => {
+describe('messages quote no foreign file and print no control character', () => {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: what a message must not hold
   const RAW_CONTROL = /[\x00-\x1f\x7f-\x9f]/;
   const SECRET = 'SECRET-TOKEN-abcdef: not json at all';
@@ -215,10 +146,7 @@ describe('issue 26 item 3: messages quote no foreign file and print no control c
     '--dataset /proc/self/environ echoes none of the environment',
     async () => {
       const environ = readFileSync('/proc/self/environ', 'latin1');
-      const e = await loadDatasetTask('/proc/self/environ').then(
-        () => null,
-        (err: unknown) => err,
-      );
+      const e = await rejectionOf(loadDatasetTask('/proc/self/environ'));
       expect(e).toBeInstanceOf(DatasetError);
       expect(describeFailure(e).code).toBe(EXIT.usage);
       const m = (e as Error).message;

@@ -1,17 +1,13 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
-import { CpuBackend } from '../../src/backends/cpu/index.js';
-import { parseTrainArgs } from '../../src/cli/args.js';
-import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
-import { InterruptedError } from '../../src/training/interrupted.js';
-import { train } from '../../src/training/trainer.js';
 import { loadHfTokenizer, type HfTokenizer } from '../../src/tokenizers/hf-tokenizer.js';
 import { tinyHubDir, tinyTokenizerJson } from '../hf/tiny-hub.js';
 
-/** Issue 26 ("Hardening, round 3"), items 1-3 of this branch: chat templates, tokenizer regexes, signals in setup. */
+/**
+ * What a model directory's tokenizer files make the loader run is bounded in time: a chat template's renders
+ * (each, and all of one tokenizer's together) and the regular expressions of tokenizer.json, which are timed
+ * once at load. A hostile or careless file is refused, naming it, instead of stalling a run for minutes.
+ */
 
 const withTemplate = async (chat_template: string) =>
   await loadHfTokenizer(await tinyHubDir({ tokenizerConfig: { chat_template } }));
@@ -21,7 +17,7 @@ const loaded = (t: E.Either<Error, HfTokenizer>): HfTokenizer => {
   return t.right;
 };
 
-describe('issue 26 item 1: a chat template cannot run past its time limit', () => {
+describe('a chat template cannot run past its time limit', () => {
   it('a sort of a 1M-item list is refused at once (sorts of it ran 178 s, the clock read every 1024 steps)', async () => {
     const t0 = performance.now();
     const t = await withTemplate(
@@ -69,7 +65,7 @@ describe('issue 26 item 1: a chat template cannot run past its time limit', () =
   }, 30_000);
 });
 
-describe('issue 26 item 2: a regular expression of tokenizer.json is bounded', () => {
+describe('a regular expression of tokenizer.json is bounded', () => {
   const withSplit = async (pattern: string) => {
     const tokenizer = tinyTokenizerJson();
     tokenizer.pre_tokenizer = {
@@ -104,34 +100,5 @@ describe('issue 26 item 2: a regular expression of tokenizer.json is bounded', (
     const qwen =
       "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
     for (const pattern of [llama3, qwen]) loaded(await withSplit(pattern));
-  }, 30_000);
-});
-
-describe('issue 26 item 3: a signal stops the setup of a run, not only its steps', () => {
-  it('an abort while every dataset row is rendered stops within a second or two (exit 5 came 99-123 s later)', async () => {
-    const dir = await tinyHubDir();
-    const data = join(mkdtempSync(join(tmpdir(), 'rlvr-r3c-')), 'rows.jsonl');
-    // About 4 s of rendering and encoding every row's prompt, on one thread, before the first step.
-    const rows: string[] = [];
-    for (let i = 0; i < 30_000; i++) rows.push(JSON.stringify({ prompt: `${i}+1?`, answer: String(i + 1) }));
-    writeFileSync(data, `${rows.join('\n')}\n`);
-    const cfg = parseTrainArgs([
-      ...['--model', dir, '--dataset', data, '--steps', '1', '--prompts-per-step', '2', '--num-generations', '2'],
-      ...['--max-completion-length', '24', '--eval-prompts', '2', '--eval-k', '1'],
-    ]);
-    if (E.isLeft(cfg)) throw cfg.left;
-    const controller = new AbortController();
-    const t0 = performance.now();
-    setTimeout(() => controller.abort('SIGTERM'), 500);
-    const e = await train(cfg.right, { backend: new CpuBackend(), signal: controller.signal }).then(
-      () => null,
-      (err: unknown) => err,
-    );
-    expect(performance.now() - t0).toBeLessThan(2_000);
-    expect(e).toBeInstanceOf(InterruptedError);
-    expect(e).toMatchObject({ phase: 'setup', checkpoint: null });
-    const { code, line } = describeFailure(e);
-    expect(code).toBe(EXIT.interrupted);
-    expect(line).toBe('interrupted by SIGTERM before the first step: nothing saved (no --output)');
   }, 30_000);
 });
