@@ -20,7 +20,7 @@ import { tinyRun } from '../training/helpers/tiny-run.js';
 import { resealManifest } from './helpers/manifest.js';
 
 /**
- * Issue 19 item 1: the manifest cannot be bypassed. A checkpoint whose manifest is emptied, deleted, of an
+ * The manifest cannot be bypassed. A checkpoint whose manifest is emptied, deleted, of an
  * unknown format, or silent about a file the directory holds is damaged (kind 'corrupt', exit 3), so a flipped
  * byte in model.safetensors is always caught.
  */
@@ -59,7 +59,7 @@ async function refusal(dir: string): Promise<{ kind: string; field: string; mess
   return r.left;
 }
 
-describe('issue 19 item 1: the manifest cannot be bypassed', () => {
+describe('the manifest cannot be bypassed', () => {
   const cases: [string, (dir: string) => void][] = [
     ['emptied (0 bytes)', (dir) => writeFileSync(join(dir, MANIFEST), '')],
     ['emptied ({})', (dir) => writeManifest(dir, {})],
@@ -118,11 +118,11 @@ describe('issue 19 item 1: the manifest cannot be bypassed', () => {
 });
 
 /**
- * Issue 19 item 2: the trainer state is validated, every field against its type and range and against the files it
+ * The trainer state is validated, every field against its type and range and against the files it
  * refers to (the optimizer's step, the run's metrics.jsonl), before a step runs or a line of metrics.jsonl is cut.
  * Each case edits a real run's checkpoint and reseals its manifest, so only the trainer's own checks stand.
  */
-describe('issue 19 item 2: the trainer state is not trusted', () => {
+describe('the trainer state is not trusted', () => {
   const runTask = withReward(additionTask(), (completion) => completion.length % 2);
   const base = { warmStartSteps: 2, steps: 2, checkpointEvery: 1, objective: 'grpo' as const };
   let source: string | null = null;

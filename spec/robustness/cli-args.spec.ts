@@ -8,7 +8,7 @@ import { TrainConfigError } from '../../src/training/config.js';
 import { train } from '../../src/training/trainer.js';
 import { tinyRun } from '../training/helpers/tiny-run.js';
 
-/** Issue 19 items 11-13: the command line as a careless user types it. */
+/** The command line as a careless user types it. */
 const left = (argv: string[]): TrainConfigError => {
   const r = parseTrainArgs(argv);
   if (E.isRight(r)) throw new Error(`accepted: ${argv.join(' ')}`);
@@ -22,7 +22,7 @@ const right = (argv: string[]) => {
   return r.right;
 };
 
-describe('issue 19 item 11: negative numbers are values; messages quote a bounded prefix', () => {
+describe('negative numbers are values; messages quote a bounded prefix', () => {
   it("--seed -1, --weight-decay -0.5 and --margin=-0.1 are values (Node's parser called them ambiguous options)", () => {
     expect(right(['--seed', '-1']).seed).toBe(-1);
     expect(right(['--objective', 'conspo', '--margin', '-0.1']).objectiveOptions).toMatchObject({ margin: -0.1 });
@@ -52,7 +52,7 @@ describe('issue 19 item 11: negative numbers are values; messages quote a bounde
   });
 });
 
-describe('issue 19 item 12: an empty value is a usage error', () => {
+describe('an empty value is a usage error', () => {
   for (const flag of [
     'output',
     'resume',
@@ -72,7 +72,7 @@ describe('issue 19 item 12: an empty value is a usage error', () => {
   }
 });
 
-describe('issue 19 item 13: no stack overflow from spreading large arrays', () => {
+describe('no stack overflow from spreading large arrays', () => {
   const task = withReward(additionTask(), (c) => c.length % 2);
   it('packSequences over 300,000 rows (a spread of that many arguments overflowed the stack)', () => {
     const rows = Array.from({ length: 300_000 }, (_, i) => [1, 2 + (i % 3)]);
@@ -105,7 +105,7 @@ describe('issue 19 item 13: no stack overflow from spreading large arrays', () =
   }, 60_000);
 });
 
-describe('issue 29 item 6: the defaults are the main job, and its warm-start target can be turned off', () => {
+describe('the defaults are the main job, and its warm-start target can be turned off', () => {
   it('no flags: 2+1-digit addition, GRPO, the warm-start until 0.4 (at most 600 steps), 300 steps at 5e-4, T 0.7', () => {
     expect(right([])).toMatchObject({
       task: 'addition',

@@ -6,7 +6,7 @@ import { EXIT } from '../../src/cli/exit-codes.js';
 import { cliBundle, rlvrChild, TINY_ARGS, withArgs } from './helpers/cli.js';
 
 /**
- * What the CLI prints, and where it goes: a closed stdout (issue 19 item 14).
+ * What the CLI prints, and where it goes: a closed stdout.
  */
 const tmp = (name: string): string => mkdtempSync(join(tmpdir(), `rlvr-cliout-${name}-`));
 const cli = cliBundle('output');
@@ -14,7 +14,7 @@ beforeAll(cli.build);
 afterAll(cli.remove);
 const noStack = (text: string): void => expect(text).not.toMatch(/^\s+at /m);
 
-describe('issue 19 item 14: a closed stdout does not end training', () => {
+describe('a closed stdout does not end training', () => {
   it('rlvr train | head -1: the run goes on to the end, exit 0, no EPIPE stack (it died before the first checkpoint)', async () => {
     const out = join(tmp('epipe'), 'run');
     const run = rlvrChild(cli.path, ['train', ...withArgs(TINY_ARGS, { '--warm-start-steps': '40' }), '--output', out]);

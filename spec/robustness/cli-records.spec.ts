@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { TrainOptions } from '../../src/training/trainer.js';
 
 /**
- * Issue 26 item 14: 10,000 RL steps of a tiny `rlvr train --checkpoint-every 1` grew RSS from 122 MB to 135 MB.
+ * 10,000 RL steps of a tiny `rlvr train --checkpoint-every 1` grew RSS from 122 MB to 135 MB.
  * The CLI kept the default DEFAULT_KEEP_RECORDS metric records in memory (about 0.5 KB a step, trimmed only past
  * twice the bound) that it never reads; with `keepRecords: 0` the JS heap after gc stays flat (bench/long-run-memory.ts).
  */
@@ -25,7 +25,7 @@ afterEach(() => {
   process.exitCode = exitCode;
 });
 
-describe('issue 26 item 14: the CLI keeps no metric records in memory', () => {
+describe('the CLI keeps no metric records in memory', () => {
   it('passes keepRecords: 0 to train', async () => {
     process.argv = [argv[0]!, 'main.js', 'train', '--steps', '1', '--warm-start-steps', '1'];
     const log = vi.spyOn(console, 'log').mockImplementation(() => {});

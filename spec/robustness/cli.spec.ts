@@ -12,7 +12,7 @@ import { DivergedError } from '../../src/training/divergence.js';
 import { TRAIN_USAGE } from '../../src/cli/args.js';
 
 /**
- * Issue 12 items 4 and 5 at the command line: one line per failure, no stack trace, one exit-status convention
+ * Failures at the command line: one line per failure, no stack trace, one exit-status convention
  * (documented in --help). Two real processes (the bundled CLI, ~1 s each); the rest through the same
  * mapping in process.
  */

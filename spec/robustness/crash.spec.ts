@@ -8,7 +8,7 @@ import { CheckpointError, train } from '../../src/index.js';
 import { crashConfig, metricLines, task } from './helpers/crash-run.js';
 
 /**
- * Issue 12 item 1: a kill at any moment (between any two writes of a checkpoint, or of metrics.jsonl) leaves
+ * A kill at any moment (between any two writes of a checkpoint, or of metrics.jsonl) leaves
  * the previous checkpoint loadable, and the resumed run reproduces the uninterrupted one exactly on the CPU
  * backend: the same metrics.jsonl (no repeated or missing line; wall-clock fields aside) and the same bytes of
  * weights and AdamW moments in the final checkpoint.

@@ -13,7 +13,7 @@ import { train } from '../../src/training/trainer.js';
 import { tinyRun } from '../training/helpers/tiny-run.js';
 
 /**
- * Issue 19 items 9 and 10: a dataset is read streaming, every row checked up front (its length in tokens against
+ * A dataset is read streaming, every row checked up front (its length in tokens against
  * the model, its answer against the verifier) with the file and line in the message, before anything trains.
  */
 const tmp = (): string => mkdtempSync(join(tmpdir(), 'rlvr-data-'));
@@ -45,7 +45,7 @@ function trainingPrompt(n: number): string {
   }
 }
 
-describe('issue 19 item 9: every dataset row is checked up front, naming file and line', () => {
+describe('every dataset row is checked up front, naming file and line', () => {
   it('a 10 MB prompt line is refused at once naming file:line (25 s and 5.1 GB, naming neither)', async () => {
     const lines = base();
     lines.splice(2, 0, row('1'.repeat(10 * 1024 * 1024), 1));
@@ -85,7 +85,7 @@ describe('issue 19 item 9: every dataset row is checked up front, naming file an
   });
 });
 
-describe('issue 19 item 10: answers the verifier cannot match are refused', () => {
+describe('answers the verifier cannot match are refused', () => {
   const cases: [string, string][] = [
     ['unbalanced braces', row('1+1=', 'a}b{')],
     ['a number too large for a double', '{"prompt": "1+1=", "answer": 1e400}'],

@@ -5,10 +5,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Issue 19 item 25: `npm run example:hf` left 21 MB + 105 MB in temporary directories per run. It removes what it
+ * `npm run example:hf` left 21 MB + 105 MB in temporary directories per run. It removes what it
  * made when it ends; a TMPDIR of its own shows what is left.
  */
-describe('issue 19 item 25: example:hf leaves no temporary directory', () => {
+describe('example:hf leaves no temporary directory', () => {
   it('the model and the run directories are gone after the example ends', () => {
     const tmp = mkdtempSync(join(tmpdir(), 'rlvr-example-tmp-'));
     const r = spawnSync(

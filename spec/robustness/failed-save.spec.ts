@@ -20,7 +20,7 @@ import { tinyConfig } from '../policy/helpers/fixtures.js';
 import { resealManifest } from './helpers/manifest.js';
 
 /**
- * Issue 25 item 5: a save that fails leaves nothing behind. A 2.2 GB optimizer file that could not be written
+ * A save that fails leaves nothing behind. A 2.2 GB optimizer file that could not be written
  * left a 3.3 GB `checkpoint.gen-1` orphan; now a throw from `write`, from hashing or from linking removes the
  * partial generation (or temporary directory) before the error propagates, and the previous checkpoint is
  * untouched. (A kill is not a throw: spec/robustness/crash.spec.ts covers it; the next save removes its orphan.)

@@ -15,7 +15,7 @@ import { TrainConfigError } from '../../src/training/config.js';
 import { checkBounds } from '../../src/training/bounds.js';
 
 /**
- * Issue 12, fuzzing as tests: random argument vectors at the CLI parser, random and mutated bytes at the
+ * Fuzzing as tests: random argument vectors at the CLI parser, random and mutated bytes at the
  * safetensors and checkpoint loaders. The property is the same everywhere: an answer (a value or a typed error
  * in an Either), never a thrown exception, a crash or a hang.
  */
@@ -179,7 +179,7 @@ describe('fuzz: the checkpoint loader', () => {
             writeFileSync(join(dir, name), kind === 'cut' ? b.subarray(0, at % b.length) : b);
           }
           const r = await loadCheckpoint(dir)();
-          // Every change is caught: by the manifest, or because a checkpoint without one is damaged (issue 19).
+          // Every change is caught: by the manifest, or because a checkpoint without one is damaged.
           expect(E.isLeft(r)).toBe(true);
           if (E.isLeft(r)) expect(r.left).toBeInstanceOf(CheckpointError);
           rmSync(dir, { recursive: true, force: true });

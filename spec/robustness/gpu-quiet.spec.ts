@@ -7,7 +7,7 @@ import { dawnNoiseFilter } from '../../src/cli/quiet-gpu.js';
 import { cliBundle, rlvrChild, rlvrSync, TINY_ARGS, withArgs } from './helpers/cli.js';
 
 /**
- * Issue 19 item 23: every WebGPU run printed Dawn's warnings (written by native code straight to stderr): "Couldn't
+ * Every WebGPU run printed Dawn's warnings (written by native code straight to stderr): "Couldn't
  * load Vulkan: libvulkan.so.1 ..." and two "artificially reduced" limits. They stay out of a user's output unless
  * RLVR_DEBUG=1 asks for them; the README says what they mean.
  */
@@ -23,7 +23,7 @@ beforeAll(cli.build);
 afterAll(cli.remove);
 const WEBGPU = [...withArgs(TINY_ARGS, { '--warm-start-steps': '1', '--steps': '1' }), '--backend', 'webgpu'];
 
-describe("issue 19 item 23: Dawn's warnings stay out of the output unless asked", () => {
+describe("Dawn's warnings stay out of the output unless asked", () => {
   it("the filter drops Dawn's warning blocks and keeps every line of ours", () => {
     const f = dawnNoiseFilter();
     const ours = ['rlvr: training diverged: loss = NaN at rl step 3', `rlvr: ${'x'.repeat(50)}`];

@@ -3,13 +3,13 @@ import { TRAIN_FLAGS, TRAIN_USAGE } from '../../src/cli/args.js';
 import { TRAIN_DEFAULTS as D } from '../../src/training/config.js';
 
 /**
- * Issue 19 item 19: `rlvr train --help` as a new user reads it: no control bytes (a "\b" in a string printed a
+ * `rlvr train --help` as a new user reads it: no control bytes (a "\b" in a string printed a
  * backspace: "rows verified by oxed{}"), every option on its own line with words and its default, descriptions in
  * one column.
  */
 const optionLines = TRAIN_USAGE.split('\n').filter((l) => /^ {2}--/.test(l));
 
-describe('issue 19 item 19: the help text', () => {
+describe('the help text', () => {
   it('has no control characters, and spells \\boxed{}', () => {
     const control = [...TRAIN_USAGE].filter((c) => {
       const code = c.charCodeAt(0);
@@ -33,7 +33,7 @@ describe('issue 19 item 19: the help text', () => {
       expect(words.length, line).toBeGreaterThan(10);
       expect(line, line).toMatch(/default|off unless given|\bset\b/);
     }
-    // The defaults the help states are the config's (issue 29: they are the main job's since).
+    // The defaults the help states are the config's, which are the main job's.
     for (const [flag, def] of [
       ['warm-start-steps', '600'],
       ['warm-start-until', '0.4'],

@@ -10,7 +10,7 @@ import { encodeHeader } from '../../src/nn/safetensors.js';
 import { readSafetensorsIndex, streamTensors, writeSafetensorsFile } from '../../src/nn/safetensors-file.js';
 
 /**
- * Issue 25 item 5: files of any size. A 2.2 GB optimizer.safetensors ended a run with ERR_FS_FILE_TOO_LARGE
+ * Files of any size. A 2.2 GB optimizer.safetensors ended a run with ERR_FS_FILE_TOO_LARGE
  * (whole-file reads stop at 2 GiB, one buffer at 4 GiB, one fs call at 2 GiB). The files here are sparse (a
  * length and a few marker bytes: no disk space, no memory), so sizes past 2^31 and 2^32 cost only the time to
  * read and hash them (about 0.75 s per GiB of SHA-256 on the machine this was written on).

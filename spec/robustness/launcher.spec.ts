@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Issue 19 item 22: on a fresh clone (after `npm ci`, nothing built) `npx rlvr` ran a bin pointing into an
+ * On a fresh clone (after `npm ci`, nothing built) `npx rlvr` ran a bin pointing into an
  * unbuilt dist/ (exit 127); `npm run rlvr` rebuilt every bundle on every call (5.7 s against 0.6 s for --help).
  * The bin is a launcher that builds the CLI bundle when it is missing or older than its sources, and only then.
  * A temporary clone (the files a clone has, node_modules linked) stands in for a fresh one.
@@ -28,7 +28,7 @@ function freshClone(): string {
 const run = (cwd: string, command: string, args: string[]) =>
   spawnSync(command, args, { cwd, encoding: 'utf8', timeout: 120_000 });
 
-describe('issue 19 item 22: rlvr on a fresh clone, and without needless rebuilds', () => {
+describe('rlvr on a fresh clone, and without needless rebuilds', () => {
   it('npx rlvr works on a fresh clone (it exited 127), building only the CLI', () => {
     const clone = freshClone();
     expect(existsSync(join(clone, 'dist'))).toBe(false);

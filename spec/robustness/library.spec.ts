@@ -2,8 +2,8 @@ import { describe, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
 
 /**
- * Issue 12 item 6 (library entry points that returned wrong values instead of failing) and issue 13 item 1
- * (every op through `runOp`, so its checks apply to all of them). Each case failed on the code of the issue.
+ * Library entry points that returned wrong values instead of failing, and every op through `runOp` (so its
+ * checks apply to all of them). Each case failed on the code before these checks.
  */
 const disposedTensor = (): T.Tensor => {
   const t = T.tensor([1, 2, 3, 4, 5, 6], [2, 3]);

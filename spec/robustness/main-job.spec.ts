@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliBundle, rlvrSync, TINY_ARGS, withArgs } from './helpers/cli.js';
 
 /**
- * Issue 19 item 24: the main job (`npm run example:addition`, and `rlvr train`) says what it is doing from its
+ * The main job (`npm run example:addition`, and `rlvr train`) says what it is doing from its
  * first step, and its last line explains every number in it.
  */
 const cli = cliBundle('main-job');
@@ -15,7 +15,7 @@ afterAll(cli.remove);
 const FINAL =
   /^held-out pass@1 \(\d+ prompts\): after warm-start \d\.\d{3}, after RL \d\.\d{3} \(RL changed it by [+-]\d\.\d{3}\)/;
 
-describe('issue 19 item 24: the main job speaks from its first step', () => {
+describe('the main job speaks from its first step', () => {
   it('rlvr train prints warm-start step 1, and a final line whose numbers are all named', () => {
     const r = rlvrSync(cli.path, ['train', ...withArgs(TINY_ARGS, { '--warm-start-steps': '30' })]);
     expect(r.status, r.stderr).toBe(0);
@@ -50,7 +50,7 @@ describe('issue 19 item 24: the main job speaks from its first step', () => {
       expect(lines[1]).toMatch(/^warm-start 1\/3: loss \d/);
       expect(lines.at(-1)).toMatch(FINAL);
       expect(lines.at(-1)).toMatch(/in \d+ s of wall time$/);
-      // Issue 21 item 2: the reward-and-pass@1 plot and the summary beside the metrics; a second run into the same
+      // The reward-and-pass@1 plot and the summary beside the metrics; a second run into the same
       // directory replaces them (it was refused: "holds curves.svg, summary.json, which a run does not write").
       expect(readdirSync(output)).toEqual(expect.arrayContaining(['metrics.jsonl', 'curves.svg', 'summary.json']));
       expect(readFileSync(join(output, 'curves.svg'), 'utf8')).toMatch(/^<svg[\s\S]*held-out pass@1[\s\S]*<\/svg>/);

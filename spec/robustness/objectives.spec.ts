@@ -4,7 +4,7 @@ import { tensor } from '../../src/index.js';
 import { BatchError, makeObjective, OBJECTIVE_NAMES, type RolloutBatch } from '../../src/objectives/index.js';
 
 /**
- * Issue 12 item 6: an objective given NaN log-probs without `validateBatch` returned NaN, or (DisCO) a finite loss
+ * An objective given NaN log-probs without `validateBatch` returned NaN, or (DisCO) a finite loss
  * with NaN gradients, or dropped its KL term; a mask of 0.5 was accepted. On a synchronous backend the objectives
  * now check the values themselves (`checkBatch`) and throw a `BatchError` naming the field and the index.
  */

@@ -13,7 +13,7 @@ import { tinyHubDir } from '../hf/tiny-hub.js';
 import { tinyRun } from '../training/helpers/tiny-run.js';
 
 /**
- * Issue 19 item 16: `--overwrite` never deletes what the run reads. A --model, --dataset or --resume inside the
+ * `--overwrite` never deletes what the run reads. A --model, --dataset or --resume inside the
  * --output it would empty, an --output that is a symbolic link (its target would be emptied), and a directory
  * holding anything a run does not write are refused (usage, exit 2) before anything is deleted.
  */
@@ -40,7 +40,7 @@ const refused = async (cfg: TrainConfig, taskOverride = true): Promise<OutputDir
   return e as OutputDirError;
 };
 
-describe("issue 19 item 16: --overwrite does not delete the run's own inputs", () => {
+describe("--overwrite does not delete the run's own inputs", () => {
   it('--model DIR/base --output DIR --overwrite is refused and the model kept (it deleted the model)', async () => {
     const out = tmp('model');
     await previousRun(out);
@@ -119,11 +119,11 @@ describe("issue 19 item 16: --overwrite does not delete the run's own inputs", (
 });
 
 /**
- * Issue 19 item 17: one run at a time per output directory. A run takes an exclusive lock (OUTPUT/.rlvr-lock,
+ * One run at a time per output directory. A run takes an exclusive lock (OUTPUT/.rlvr-lock,
  * created with O_EXCL, holding its pid and host) before it deletes or writes anything there, and releases it when
  * it ends, however it ends; a lock left by a dead process is recovered.
  */
-describe('issue 19 item 17: an exclusive lock on the output directory', () => {
+describe('an exclusive lock on the output directory', () => {
   const LOCK = '.rlvr-lock';
   it('a second run on the same --output while the first runs is refused; the first finishes alone', async () => {
     const out = join(tmp('lock'), 'run');

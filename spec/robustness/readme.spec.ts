@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 
 /**
- * Issue 19 item 26: the README speaks of what a user of the project has. Every file or directory it points at (a
+ * The README speaks of what a user of the project has. Every file or directory it points at (a
  * link, or a path in backticks) is part of the project, and nothing points outside it (`../...`).
  */
 const README = readFileSync('README.md', 'utf8');
@@ -33,7 +33,7 @@ function referencedPaths(text: string): string[] {
   return [...new Set([...links, ...paths])].map((p) => p.replace(/[),.;:]+$/, '')).filter((p) => !p.includes('<')); // a pattern (docs/results/<scale>/...), not a path
 }
 
-describe('issue 19 item 26: the README points only at what the project has', () => {
+describe('the README points only at what the project has', () => {
   it('finds the paths it checks (a sanity check of the extraction)', () => {
     expect(referencedPaths(README)).toEqual(expect.arrayContaining(['docs/RESULTS.md', 'docs/ARCHITECTURE.md']));
   });

@@ -5,13 +5,13 @@ import { DEFAULT_KEEP_RECORDS, train } from '../../src/training/trainer.js';
 import { tinyRun } from '../training/helpers/tiny-run.js';
 
 /**
- * Issue 19 item 18: a run kept every metric record in memory (about 0.5 KB a step, without end). `result.records`
+ * A run kept every metric record in memory (about 0.5 KB a step, without end). `result.records`
  * now holds the last `keepRecords` (default DEFAULT_KEEP_RECORDS); the whole history is metrics.jsonl's and
  * `onRecord`'s.
  */
 const task = withReward(additionTask(), (completion) => completion.length % 2);
 
-describe('issue 19 item 18: run.records is bounded', () => {
+describe('run.records is bounded', () => {
   it('keeps the last keepRecords records, the newest last, as onRecord saw them', async () => {
     const seen: MetricRecord[] = [];
     const result = await train(tinyRun({ warmStartSteps: 12, steps: 3, objective: 'grpo' }), {

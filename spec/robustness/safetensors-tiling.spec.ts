@@ -10,7 +10,7 @@ import { decodeSafetensors } from '../../src/nn/safetensors.js';
 import { readSafetensorsIndex } from '../../src/nn/safetensors-file.js';
 
 /**
- * Issue 19 item 3: the tensors' data_offsets must tile the data section exactly (the safetensors format's rule:
+ * The tensors' data_offsets must tile the data section exactly (the safetensors format's rule:
  * sorted by offset, each begins where the previous ends, the first at 0, the last at the end; no overlap, no
  * hole). Files that break it (every tensor misaligned, two tensors over the same bytes) loaded as garbage weights.
  * Both readers refuse them: the in-memory one (checkpoints) and the streaming one (Hub directories).
@@ -35,7 +35,7 @@ const CASES: [string, Record<string, unknown>, number][] = [
   ['bytes after the last tensor', { a: f32(4, 0), b: f32(4, 16) }, 40],
 ];
 
-describe('issue 19 item 3: data_offsets tile the data section', () => {
+describe('data_offsets tile the data section', () => {
   it('a tiled file (in any header order, with an empty tensor) still reads', async () => {
     const ok = file({ b: f32(4, 16), e: { dtype: 'F32', shape: [0], data_offsets: [16, 16] }, a: f32(4, 0) }, 32);
     expect(E.isRight(decodeSafetensors(ok))).toBe(true);

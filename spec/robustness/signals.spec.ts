@@ -12,7 +12,7 @@ import { cliBundle, rlvrChild, TINY_ARGS, withArgs } from './helpers/cli.js';
 import { crashConfig, metricLines, task } from './helpers/crash-run.js';
 
 /**
- * Issue 19 item 15: SIGTERM and SIGINT stop a run at the next step boundary, with its checkpoint written (even
+ * SIGTERM and SIGINT stop a run at the next step boundary, with its checkpoint written (even
  * between --checkpoint-every saves), one line saying so, and a documented exit status; the run resumes exactly.
  * A second signal stops at once (checkpoints are atomic, so the last one is kept).
  */
@@ -21,7 +21,7 @@ const cli = cliBundle('signals');
 beforeAll(cli.build);
 afterAll(cli.remove);
 
-describe('issue 19 item 15: signals stop a run cleanly', () => {
+describe('signals stop a run cleanly', () => {
   it('the library: an aborted signal stops at the step boundary, saves, and the resumed run is exact', async () => {
     const full = tmp('full');
     await train({ ...crashConfig(full, null), checkpointEvery: 0 }, { task });

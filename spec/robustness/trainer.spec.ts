@@ -19,7 +19,10 @@ import { tinyConfig } from '../policy/helpers/fixtures.js';
 import { metricLines } from './helpers/crash-run.js';
 import { TINY_RUN, tinyRun } from '../training/helpers/tiny-run.js';
 
-/** Issue 12 items 1-5, each through the trainer as a library user (or the CLI, through train()) meets it. */
+/**
+ * Whole checkpoints, resume checks, divergence, the output directory and size bounds, each through the trainer as
+ * a library user (or the CLI, through train()) meets it.
+ */
 const TINY: Partial<TrainConfig> = { ...TINY_RUN, warmStartSteps: 2, steps: 2 };
 const cfgOf = (over: Partial<TrainConfig>): TrainConfig => tinyRun({ ...TINY, ...over });
 const tmp = (name: string): string => mkdtempSync(join(tmpdir(), `rlvr-rob-${name}-`));

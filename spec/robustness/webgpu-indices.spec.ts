@@ -2,7 +2,7 @@ import { expect, it } from 'vitest';
 import * as T from '../../src/index.js';
 import { describeGpu } from '../webgpu/helpers.js';
 
-/** Issue 12: index ops range-checked in a debug mode on WebGPU (a check there needs a readback). */
+/** Index ops range-checked in a debug mode on WebGPU (a check there needs a readback). */
 describeGpu('WebGPU index range checks in debug mode', (gpu) => {
   it('without the debug mode an out-of-range index reads 0 there (documented; nothing is read back)', async () => {
     const x = T.tensor([1, 2, 3, 4], [4], { backend: gpu });

@@ -34,8 +34,8 @@ function checkFinite(what: string, xs: readonly number[]): void {
  * The clamp: b* is a weighted mean of the group's rewards, so it always lies in that range; its first-order
  * expansion does not once |delta| is a few nats (a policy that has moved far from the reference: one positive
  * rollout whose delta exceeds the negatives' by about 4 nats in a group of 8 gives b > 1). Outside the range every
- * advantage of the group has the same sign, and the best rollout is pushed down: the trainer then drove a task's
- * reward to 0 (issue 21). Inside the range (small delta, where the expansion holds) the clamp changes nothing.
+ * advantage of the group has the same sign, and the best rollout is pushed down: without the clamp the trainer
+ * drove a task's reward to 0. Inside the range (small delta, where the expansion holds) the clamp changes nothing.
  */
 export function rccBaseline(rewards: readonly number[], deltas: readonly number[]): number {
   if (rewards.length !== deltas.length || rewards.length === 0) {

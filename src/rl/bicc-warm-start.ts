@@ -1,5 +1,5 @@
 /**
- * The context-reading warm-start (issue 29). BICC scores a rollout after its group's opposite-class rollouts,
+ * The context-reading warm-start. BICC scores a rollout after its group's opposite-class rollouts,
  * inserted before the query; a policy trained only on plain prompts has never seen such a prefix, and under it
  * scores completions as another distribution (at the first BICC step, 8.5 to 11.5 nats per token from the plain
  * prompt's log-probs on the addition task: docs/results/reading.md). Here a share of the supervised examples get

@@ -316,7 +316,7 @@ export interface ContextLogRatio {
   readonly meanAbs: number;
   /**
    * log of the mean per-token ratio pi(o|q) / pi(o|c, q) over the same tokens: dominated by the tokens the context
-   * moves most (the figure issue 29 quotes from the first BICC runs, mean ratios of 5e3 to 1e5).
+   * moves most (the first BICC runs measured mean ratios of 5e3 to 1e5).
    */
   readonly logMeanRatio: number;
   /** The mean over the positive rows' tokens, and over the negative rows' (NaN where there are none). */
@@ -330,7 +330,7 @@ export interface ContextLogRatio {
  * The per-token log-ratio log pi(o_t | q, o_<t) - log pi(o_t | c, q, o_<t) over the conditioned rows' completion
  * tokens, from the plain and the conditioned log-probs of the same policy ([B, C] each, the completion mask [B, C]).
  * Near 0: the policy reads the inserted context as the same task, and BICC sharpens the objective; large: under the
- * context it is another distribution, and BICC changes the objective (issue 29).
+ * context it is another distribution, and BICC changes the objective rather than sharpening it.
  */
 export function contextLogRatio(
   plain: ArrayLike<number>,
