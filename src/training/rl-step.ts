@@ -1,131 +1,213 @@
-import type { Tensor } from '../core/tensor.js';
-import { tidy, dispose } from '../core/scope.js';
-import type { Rng } from '../core/rng.js';
-import { valueAndGrad } from '../core/transforms.js';
-import { tensor } from '../ops/creation.js';
-import { adamwStep, type OptimizerState } from '../nn/optim.js';
-import { activationDType, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
-import type { PyTree } from '../core/pytree.js';
-import { trainableOf, withTrainable } from '../nn/lora.js';
-import type { BoundObjective } from '../objectives/registry.js';
-import type { RolloutBatch } from '../objectives/batch.js';
-import type { Metrics } from '../objectives/types.js';
-import { selectRows, selectRowValues, type SequenceBatch } from '../rl/batch.js';
-import type { Rollouts } from '../rl/sampler.js';
-import { scoreLogProbs } from '../rl/score.js';
+/**
+ * One RL step of a run: sample G completions per prompt, verify them, apply RCC and BICC (`interventions.ts`),
+ * update the policy (`policy-update.ts`), record the step, and warn when no group carried a signal.
+ */
+import { stopGradient } from '../core/transforms.js';
+import { lrAt } from '../nn/schedule.js';
+import { groupStats } from '../objectives/groups.js';
+import { sampleRollouts, type Rollouts } from '../rl/sampler.js';
+import { rescoreOldLogProbs } from '../rl/score.js';
+import { sampleProblems } from '../tasks/task.js';
+import type { TrainConfig } from './config.js';
+import { readMetrics, type MetricRecord } from './metrics.js';
+import { updatePolicy, type AdamWSettings } from './policy-update.js';
+import { interventions } from './interventions.js';
+import {
+  emit,
+  adoptOrSkip,
+  guardUpdate,
+  updatedStateCheck,
+  withoutStateCheck,
+  type Run,
+  type TrainHooks,
+  type TrainWarning,
+  type RlFaults,
+} from './run.js';
+import { STATE_METRIC } from './divergence.js';
+
+/** RL steps in a row without a group of mixed rewards before the trainer warns. */
+export const NO_SIGNAL_WARN_STEPS = 5;
 
 /**
- * The optimisation half of one RL step: `numIterations` epochs over the step's rollouts, each split into
- * minibatches of whole groups (group-wise objectives such as ConSPO and DisCO need every member of a group
- * together). pi_old is what the sampler recorded; the current policy's log-probs come from `scoreLogProbs`
- * (or from a context-conditioned batch when BICC is on), at the sampling temperature.
+ * The mean per-token log-ratio, plain pi_old over conditioned pi_old, beyond which the trainer says that BICC's
+ * context is not read as the same task. A policy that has learned to read context stays within about 1 nat on the
+ * addition task (docs/results/bicc-context/); one that has never seen a prefix is at 8.5 to 11.5 (issue 29).
  */
-export interface UpdateInputs {
-  readonly rollouts: Rollouts;
-  readonly rewards: readonly number[];
-  /** Precomputed advantages (RCC), or null for the objective's own. */
-  readonly advantages: readonly number[] | null;
-  readonly objective: BoundObjective;
-  readonly progress: { readonly step: number; readonly totalSteps: number };
-  readonly numIterations: number;
-  readonly groupsPerMinibatch: number;
-  readonly maxCompletionLength: number;
-  /** Given the rows of a minibatch (in the plain layout), the batch whose completions the policy scores. */
-  readonly scoredBatch?: (rows: readonly number[]) => SequenceBatch;
+export const BICC_CONTEXT_WARN_NATS = 2;
+
+function rlSettings(cfg: TrainConfig): (step: number) => AdamWSettings {
+  const totalUpdates =
+    cfg.steps * cfg.numIterations * Math.ceil(cfg.promptsPerStep / (cfg.groupsPerMinibatch ?? cfg.promptsPerStep));
+  return (step) => ({
+    lr: lrAt(
+      { peakLr: cfg.learningRate, warmupSteps: Math.min(cfg.warmupSteps, totalUpdates), totalSteps: totalUpdates },
+      step,
+    ),
+    maxGradNorm: cfg.maxGradNorm,
+    weightDecay: cfg.weightDecay,
+  });
 }
 
-export interface OptimState {
-  readonly params: TransformerParams;
-  /** AdamW's state over `trainableOf(params)`. */
-  readonly opt: OptimizerState<PyTree>;
-}
-
-export interface AdamWSettings {
-  readonly lr: number;
-  readonly maxGradNorm: number;
-  readonly weightDecay: number;
-}
-
-export interface UpdateResult extends OptimState {
-  /** Metric tensors of the last minibatch, plus loss and grad norm (caller reads and disposes them). */
-  readonly metrics: Metrics;
-  readonly tokensScored: number;
-}
-
-export function shuffled(n: number, rng: Rng): number[] {
-  const order = [...Array(n).keys()];
-  for (let i = n - 1; i > 0; i--) {
-    const j = rng.int(i + 1);
-    [order[i], order[j]] = [order[j]!, order[i]!];
-  }
-  return order;
-}
-
-export function updatePolicy(
-  state: OptimState,
-  config: TransformerConfig,
-  inputs: UpdateInputs,
-  lrFor: (step: number) => AdamWSettings,
-  rng: Rng,
-  training: { readonly dropoutRng?: Rng | undefined; readonly remat?: boolean } = {},
-): UpdateResult {
-  const { rollouts: ro, objective } = inputs;
-  const g = ro.groupSize;
-  const groups = ro.prompts.length;
-  const c = ro.completionLen;
-  let { params, opt } = state;
-  let metrics: Metrics = {};
-  let tokensScored = 0;
-  for (let epoch = 0; epoch < inputs.numIterations; epoch++) {
-    const order = shuffled(groups, rng);
-    for (let start = 0; start < groups; start += inputs.groupsPerMinibatch) {
-      const rows = order
-        .slice(start, start + inputs.groupsPerMinibatch)
-        .flatMap((grp) => Array.from({ length: g }, (_, k) => grp * g + k));
-      const plain = selectRows(ro, rows);
-      const scored = inputs.scoredBatch ? inputs.scoredBatch(rows) : plain;
-      tokensScored += scored.batchSize * (scored.promptLen + scored.completionLen);
-      const settings = lrFor(opt.step);
-      dispose(metrics);
-      const next = tidy(() => {
-        const backend = params.embed.weight.backend;
-        const dtype = activationDType(params);
-        const shape = [rows.length, c];
-        const on = { dtype, backend };
-        const batch: Omit<RolloutBatch, 'logProbs'> = {
-          oldLogProbs: tensor(selectRowValues(ro.oldLogProbs, c, rows), shape, on),
-          ...(ro.refLogProbs ? { refLogProbs: tensor(selectRowValues(ro.refLogProbs, c, rows), shape, on) } : {}),
-          mask: tensor(plain.completionMask, shape, on),
-          rewards: rows.map((r) => inputs.rewards[r]!),
-          groupIds: rows.map((r) => ro.promptIndex[r]!),
-          ...(inputs.advantages ? { advantages: rows.map((r) => inputs.advantages![r]!) } : {}),
-          lengths: rows.map((r) => ro.completionLengths[r]!),
-          maxCompletionLength: inputs.maxCompletionLength,
-        };
-        // Only the trainable part is differentiated (under LoRA the adapters: no gradient for the frozen base).
-        const current = params;
-        const lossFn = (t: PyTree): [Tensor, Metrics] => {
-          const scoring = { temperature: ro.scoringTemperature, ...training };
-          const logProbs = scoreLogProbs(withTrainable(current, t), config, scored, scoring);
-          const result = objective.loss({ ...batch, logProbs }, inputs.progress);
-          return [result.loss, result.metrics];
-        };
-        const trainable = trainableOf(params);
-        const [[loss, m], grads] = valueAndGrad(lossFn, { hasAux: true })(trainable);
-        const stepped = adamwStep(trainable, grads, opt, {
-          lr: settings.lr,
-          maxGradNorm: settings.maxGradNorm,
-          weightDecay: settings.weightDecay,
-        });
-        return {
-          params: withTrainable(params, stepped.params),
-          opt: stepped.state,
-          metrics: { ...m, loss, grad_norm: stepped.gradNorm } as Metrics,
-        };
+export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {}): Promise<void> {
+  const { cfg } = run;
+  run.finalEval = null; // a result after RL holds for the step it was taken at only
+  const t0 = performance.now();
+  const problems = sampleProblems(run.task, cfg.promptsPerStep, run.rng);
+  if (faults.staleSampler) run.stale ??= stopGradient(run.params);
+  const sampled: Rollouts = await sampleRollouts(
+    run.stale ?? run.params,
+    run.config,
+    run.tokenizer,
+    problems.map((p) => p.prompt),
+    run.rng,
+    {
+      groupSize: cfg.numGenerations,
+      maxNewTokens: cfg.maxCompletionLength,
+      temperature: cfg.temperature,
+      topP: cfg.topP,
+      refParams: run.needsReference ? run.reference : null,
+      remat: cfg.gradientCheckpointing,
+    },
+  );
+  // Where the sampler's numbers may depend on the batch's shape, pi_old is re-scored by the training forward so
+  // that the first ratio is exactly 1.
+  const batchInvariant = run.params.embed.weight.backend.batchInvariant;
+  const rollouts = batchInvariant
+    ? sampled
+    : await rescoreOldLogProbs(run.params, run.config, sampled, {
+        remat: cfg.gradientCheckpointing,
       });
-      if (params !== state.params) dispose([trainableOf(params), opt]);
-      ({ params, opt, metrics } = next);
-    }
+  const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
+  // What the objective learns from: the rewards, unless a spec flips the signal's sign.
+  const signal = faults.flipAdvantageSign ? reflected(rewards) : rewards;
+  const { promptIndex, completions } = rollouts;
+  hooks.onRollouts?.({
+    step: run.at.step + 1,
+    prompts: problems.map((p) => p.prompt),
+    promptIndex,
+    completions,
+    rewards,
+  });
+  const applied = await interventions(
+    cfg,
+    rollouts,
+    rewards,
+    signal,
+    run.tokenizer,
+    run.config,
+    run.stale ?? run.params,
+  );
+  warnContextNotRead(run, hooks, applied.record);
+  const sampledAt = performance.now();
+  const settings = rlSettings(cfg);
+  const rlStepIndex = run.at.step;
+  const result = guardUpdate(run, () =>
+    updatePolicy(
+      { params: run.params, opt: run.opt },
+      run.config,
+      {
+        rollouts: applied.oldLogProbs ? { ...rollouts, oldLogProbs: applied.oldLogProbs } : rollouts,
+        rewards: signal,
+        advantages: applied.advantages,
+        objective: run.objective,
+        progress: { step: rlStepIndex, totalSteps: cfg.steps },
+        numIterations: cfg.numIterations,
+        groupsPerMinibatch: cfg.groupsPerMinibatch ?? cfg.promptsPerStep,
+        maxCompletionLength: cfg.maxCompletionLength,
+        ...(applied.scoredBatch ? { scoredBatch: applied.scoredBatch } : {}),
+      },
+      settings,
+      run.rng,
+      { dropoutRng: run.params.lora?.dropout ? run.rng : undefined, remat: cfg.gradientCheckpointing },
+    ),
+  );
+  const updated = result.params !== run.params;
+  const read = await readMetrics(
+    updated ? { ...result.metrics, [STATE_METRIC]: updatedStateCheck(result) } : result.metrics,
+  );
+  const skipped = result.skipped ?? (updated ? adoptOrSkip(run, 'rl', read, result) : null);
+  const metrics = withoutStateCheck(read);
+  run.at.step++;
+  const seconds = (performance.now() - t0) / 1000;
+  const stats = groupStats(rewards, rollouts.promptIndex);
+  const reward = rewards.reduce((s, x) => s + x, 0) / rewards.length;
+  warnWithoutSignal(
+    run,
+    hooks,
+    rewards,
+    stats.every((s) => s.rewardStd === 0),
+  );
+  const sampledTokens = rollouts.completionLengths.reduce((s, x) => s + x, 0);
+  const record: MetricRecord = {
+    phase: 'rl',
+    step: run.at.step,
+    // The objective's metrics are its last minibatch's; the step's own reward over all rollouts comes after them.
+    ...metrics,
+    reward,
+    groups_mixed: stats.filter((s) => s.rewardStd > 0).length / stats.length,
+    // What the two interventions did this step, so a run shows they acted.
+    ...applied.record,
+    ...(skipped ? { skipped } : {}),
+    lr: settings(run.opt.step - 1).lr,
+    seconds,
+    sample_seconds: (sampledAt - t0) / 1000,
+    tokens_per_s: (sampledTokens + result.tokensScored) / seconds,
+  };
+  emit(run, record, hooks);
+  hooks.onProgress?.({ phase: 'rl', step: run.at.step, total: cfg.steps, record });
+}
+
+/** Say once per run when the policy scores completions after BICC's context as another distribution. */
+function warnContextNotRead(run: Run, hooks: TrainHooks, record: Readonly<Record<string, number>>): void {
+  const ratio = record.bicc_log_ratio;
+  if (run.biccContextWarned || ratio === undefined || Math.abs(ratio) <= BICC_CONTEXT_WARN_NATS) return;
+  run.biccContextWarned = true;
+  const step = run.at.step + 1;
+  const message =
+    `RL step ${step}: the policy scores completions after BICC's inserted context ${ratio.toFixed(1)} nats per ` +
+    `token ${ratio > 0 ? 'below' : 'above'} the plain prompt (bound ${BICC_CONTEXT_WARN_NATS}): it does not read the ` +
+    'context as the same task, so BICC changes the objective rather than sharpening it; a warm-start with ' +
+    '--warm-start-context-share (e.g. 0.5) teaches it to.';
+  const warning: TrainWarning = { kind: 'bicc-context', step, steps: 1, reward: Number.NaN, logRatio: ratio, message };
+  if (hooks.onWarning) hooks.onWarning(warning);
+  else console.warn(`warning: ${message}`);
+}
+
+/** Each reward r as (max + min) - r: centred rewards change sign, their spread and the range stay (RlFaults). */
+function reflected(rewards: readonly number[]): number[] {
+  const [lo, hi] = [Math.min(...rewards), Math.max(...rewards)];
+  return rewards.map((r) => hi + lo - r);
+}
+
+/** Count RL steps in a row without a mixed group; warn once when a streak reaches NO_SIGNAL_WARN_STEPS. */
+function warnWithoutSignal(run: Run, hooks: TrainHooks, rewards: readonly number[], noSignal: boolean): void {
+  if (!noSignal) {
+    run.noSignal = null;
+    return;
   }
-  return { params, opt, metrics, tokensScored };
+  const [lo, hi] = [Math.min(...rewards), Math.max(...rewards)];
+  const sum = rewards.reduce((s, x) => s + x, 0) / rewards.length;
+  const was = run.noSignal;
+  const streak = was
+    ? { steps: was.steps + 1, reward: was.reward + sum, lo: Math.min(was.lo, lo), hi: Math.max(was.hi, hi) }
+    : { steps: 1, reward: sum, lo, hi };
+  run.noSignal = streak;
+  if (streak.steps !== NO_SIGNAL_WARN_STEPS) return;
+  const n = streak.steps;
+  const mean = streak.reward / n;
+  const step = run.at.step; // already counts this step
+  const why =
+    streak.hi <= 0
+      ? 'no rollout earned a reward: the task is too hard for the policy as it samples. A longer warm-start, a ' +
+        'larger group (numGenerations), more prompts per step or another sampling temperature can give the groups a mix'
+      : streak.lo === streak.hi
+        ? 'every rollout earned the same reward: the task is solved at this temperature (or the reward is constant)'
+        : 'each group agreed with itself (some all rewarded, others all not): the policy is deterministic on these ' +
+          'prompts; a higher temperature or a larger group (numGenerations) can give the groups a mix';
+  const message =
+    `RL step ${step}: no learning signal for ${n} steps in a row (every group's rewards were equal, ` +
+    `mean reward ${mean.toFixed(3)}), so every advantage is zero and the policy does not change; ${why}.`;
+  const warning: TrainWarning = { kind: 'no-signal', step, steps: n, reward: mean, message };
+  if (hooks.onWarning) hooks.onWarning(warning);
+  else console.warn(`warning: ${message}`);
 }

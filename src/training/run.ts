@@ -18,7 +18,7 @@ import type { Tokenizer } from '../tasks/tokenizer.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
 import { evaluate, type EvalResult } from './evaluate.js';
 import { MetricsWriter, type MetricRecord } from './metrics.js';
-import type { UpdateResult } from './rl-step.js';
+import type { UpdateResult } from './policy-update.js';
 import { BatchError } from '../objectives/errors.js';
 import { FileSystemError } from '../nn/atomic-dir.js';
 import { crashPoint } from '../platform/host.js';

@@ -1,6 +1,6 @@
 /**
  * The RLVR training loop: a supervised warm-start on worked solutions (`warm-start.ts`: so the policy starts with a
- * non-trivial pass rate, as RLVR assumes), then RL steps (`rl-phase.ts`: sample G completions per prompt, verify,
+ * non-trivial pass rate, as RLVR assumes), then RL steps (`rl-step.ts`: sample G completions per prompt, verify,
  * RCC and BICC, `numIterations` epochs of AdamW), held-out evaluation (pass@1 greedy, avg@k and pass@k), metrics
  * as JSON lines and checkpoints that resume exactly (the run's state and shared operations: `run.ts`). `train`
  * opens the run, runs the two loops and ends it.
@@ -36,13 +36,13 @@ import {
 import { DEFAULT_KEEP_RECORDS, runEval, save, setup, type RlFaults, type Run, type TrainHooks, warn } from './run.js';
 import { loadRunCheckpoint, phaseMismatch, readPlan, trainsAt } from './trains.js';
 import { warmStartReached, warmStartStep } from './warm-start.js';
-import { rlStep } from './rl-phase.js';
+import { rlStep } from './rl-step.js';
 
 export type { RlFaults, RolloutView, TrainHooks, TrainWarning } from './run.js';
 export { DEFAULT_KEEP_RECORDS, taskFor } from './run.js';
 export { heldOutLine } from './evaluate.js';
 export { WARM_START_CHECK_EVERY, WARM_START_VALIDATION } from './warm-start.js';
-export { NO_SIGNAL_WARN_STEPS, BICC_CONTEXT_WARN_NATS } from './rl-phase.js';
+export { NO_SIGNAL_WARN_STEPS, BICC_CONTEXT_WARN_NATS } from './rl-step.js';
 
 export interface TrainResult {
   /** Where `params` live: `opts.backend`, or the one `train` opened from `cfg.backend` (the caller disposes it). */
