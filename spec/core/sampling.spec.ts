@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
-import { pickToken } from '../../src/rl/sampling.js';
+import { chooseToken } from '../../src/core/sampling.js';
 
 /**
  * `sampleTokens` on the host backends is the host's token choice given the same draws: the same ids, bit for
- * bit, as `pickToken` had them before the sampler moved the choice to the backend (`pickTokenAsBefore`, its
- * code at d765bfc) and as `pickToken` has them now, on random rows (many seeds; V from 1 to Qwen3's 151,936;
+ * bit, as the host's `pickToken` had them before the sampler moved the choice to the backend (`pickTokenAsBefore`,
+ * its code at d765bfc) and as `chooseToken` (the definition) has them now, on random rows (many seeds; V from 1 to Qwen3's 151,936;
  * topP 1 to 0.1; greedy; tied log-probs, masked tokens at -Infinity, draws at both ends of [0, 1)). The CPU
  * backend runs the reference kernel through its fallback, in place on its WebAssembly memory.
  */
@@ -75,7 +75,7 @@ const BACKENDS: [string, () => T.Backend][] = [
 describe.each(BACKENDS)('sampleTokens on %s', (_, make) => {
   const backend = make();
 
-  /** The op's ids and log-probs against pickToken's, then and now, fed the same draws by Rngs in one state. */
+  /** The op's ids and log-probs against the host's choice then (an Rng in the same state) and now (the draws). */
   function check(lp: Float32Array, b: number, v: number, seed: number, greedy: boolean, topP: number): void {
     const draws = new T.Rng(seed);
     const u = Float64Array.from({ length: b }, () => (greedy ? 0 : draws.uniform()));
@@ -86,11 +86,11 @@ describe.each(BACKENDS)('sampleTokens on %s', (_, make) => {
     const ids = out.ids.dataSync();
     const chosen = out.logProbs.dataSync();
     T.dispose(out);
-    const [before, now] = [new T.Rng(seed), new T.Rng(seed)];
+    const before = new T.Rng(seed);
     for (let r = 0; r < b; r++) {
       const want = pickTokenAsBefore(lp, r * v, v, before, greedy, topP);
       expect(ids[r]).toBe(want);
-      expect(pickToken(lp, r * v, v, now, greedy, topP)).toBe(want);
+      expect(chooseToken(lp, r * v, v, u[r]!, greedy, topP)).toBe(want);
       expect(chosen[r]).toBe(lp[r * v + want]);
     }
   }

@@ -11,8 +11,8 @@ import { tinyConfig, tokenizer } from './helpers/fixtures.js';
 
 /**
  * The sampler picks tokens where the log-probs are (`sampleTokens`) and reads back only each row's id and its
- * log-prob: the bytes read back per generated token do not grow with the vocabulary. Its draws are the ones the
- * host's pickToken took: one uniform per unfinished row and token, none when greedy.
+ * log-prob: the bytes read back per generated token do not grow with the vocabulary. Its draws: one uniform per
+ * unfinished row and token, none when greedy.
  */
 
 /** The fixtures' tokenizer with a vocabulary of `vocab` ids and no stop id (every row runs maxNewTokens). */

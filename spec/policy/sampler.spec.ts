@@ -4,7 +4,7 @@ import { tidy, dispose } from '../../src/core/scope.js';
 import { liveTensors } from '../../src/core/tensor.js';
 import { sampleRollouts, type Rollouts } from '../../src/rl/sampler.js';
 import { scoreLogProbs } from '../../src/rl/score.js';
-import { pickToken } from '../../src/rl/sampling.js';
+import { chooseToken } from '../../src/core/sampling.js';
 import { tokenizer, tinyConfig, peakedParams } from './helpers/fixtures.js';
 
 const PROMPTS = ['12+34=', '7*8=', '3,5,7:22=', '999+1='];
@@ -129,15 +129,16 @@ describe('rollout sampler', () => {
   });
 });
 
-describe('pickToken', () => {
+describe('chooseToken, fed one uniform draw per token', () => {
   const probs = [0.5, 0.25, 0.15, 0.1];
   const lp = Float32Array.from(probs.map(Math.log));
+  const sample = (rng: Rng, topP: number): number => chooseToken(lp, 0, 4, rng.uniform(), false, topP);
 
   it('samples each token with its probability', () => {
     const rng = new Rng(1);
     const counts = [0, 0, 0, 0];
     const n = 40_000;
-    for (let i = 0; i < n; i++) counts[pickToken(lp, 0, 4, rng, false, 1)]!++;
+    for (let i = 0; i < n; i++) counts[sample(rng, 1)]!++;
     // 5 standard deviations of a binomial count.
     counts.forEach((c, i) =>
       expect(Math.abs(c / n - probs[i]!)).toBeLessThan(5 * Math.sqrt((probs[i]! * (1 - probs[i]!)) / n)),
@@ -148,19 +149,18 @@ describe('pickToken', () => {
     const rng = new Rng(2);
     const counts = [0, 0, 0, 0];
     const n = 30_000;
-    for (let i = 0; i < n; i++) counts[pickToken(lp, 0, 4, rng, false, 0.7)]!++;
+    for (let i = 0; i < n; i++) counts[sample(rng, 0.7)]!++;
     expect(counts[2]).toBe(0);
     expect(counts[3]).toBe(0);
     expect(Math.abs(counts[0]! / n - 2 / 3)).toBeLessThan(0.015);
     const once = [0, 0, 0, 0];
-    for (let i = 0; i < 1000; i++) once[pickToken(lp, 0, 4, rng, false, 0.4)]!++;
+    for (let i = 0; i < 1000; i++) once[sample(rng, 0.4)]!++;
     expect(once).toEqual([1000, 0, 0, 0]);
   });
 
-  it('is greedy without drawing from the generator', () => {
-    const rng = new Rng(3);
-    const before = rng.state();
-    expect(pickToken(Float32Array.from([-3, -0.5, -2, -0.5]), 0, 4, rng, true, 1)).toBe(1);
-    expect(rng.state()).toEqual(before);
+  // That greedy sampling draws nothing from the generator is the sampler's part (sampler-readback.spec.ts).
+  it('is greedy: the first argmax, whatever the draw', () => {
+    const tied = Float32Array.from([-3, -0.5, -2, -0.5]);
+    for (const u of [0, 0.5, 1 - 2 ** -32]) expect(chooseToken(tied, 0, 4, u, true, 1)).toBe(1);
   });
 });

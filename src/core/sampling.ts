@@ -1,11 +1,10 @@
 /**
  * Choosing one token from a row of log-probs, given its uniform draw: the definition every backend's
- * `sampleTokens` kernel follows (the reference kernel calls this; `rl/sampling.ts`'s `pickToken` draws u from an
- * `Rng` and calls it). Greedy is the first argmax. Otherwise probs = exp(logprob) in f64 (the temperature is
- * already in the log-probs); with topP < 1 they are ordered by (prob descending, id ascending) and cut to the
- * smallest prefix whose mass reaches topP times the row's total; then the first token of that order whose
- * cumulative mass exceeds u times the kept mass, with rounding at the very top falling back to the last kept
- * token with any mass. u lies in [0, 1) and is ignored when greedy.
+ * `sampleTokens` kernel follows (the reference kernel calls this). Greedy is the first argmax. Otherwise
+ * probs = exp(logprob) in f64 (the temperature is already in the log-probs); with topP < 1 they are ordered by
+ * (prob descending, id ascending) and cut to the smallest prefix whose mass reaches topP times the row's total;
+ * then the first token of that order whose cumulative mass exceeds u times the kept mass, with rounding at the
+ * very top falling back to the last kept token with any mass. u lies in [0, 1) and is ignored when greedy.
  */
 export function chooseToken(
   logProbs: ArrayLike<number>,

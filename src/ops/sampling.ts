@@ -22,9 +22,9 @@ export interface SampledTokens {
 /**
  * One token per row of `logProbs` [B, V] (already temperature-scaled and log-softmaxed), chosen on the backend
  * where the log-probs are: greedy (the first argmax), or inverse-CDF sampling at `draws[b]` (uniform in [0, 1),
- * one per row, drawn on the host: [B], f32 or f64) over the top-p nucleus, exactly as the host's `pickToken`
- * defines it (see `chooseToken` in core/sampling.ts; the WebGPU kernel's f32 arithmetic and where it can differ
- * are described in shaders/sample_tokens.wgsl). Only the ids and their log-probs need reading back: 2 B numbers
+ * one per row, drawn on the host: [B], f32 or f64) over the top-p nucleus, exactly as `chooseToken`
+ * (core/sampling.ts) defines it (the WebGPU kernel's f32 arithmetic and where it can differ are described in
+ * shaders/sample_tokens.wgsl). Only the ids and their log-probs need reading back: 2 B numbers
  * instead of B V. Not differentiable.
  */
 export function sampleTokens(logProbs: Tensor, draws: Tensor, opts: SampleTokensOptions = {}): SampledTokens {

@@ -11,7 +11,6 @@ export {
 } from './batch.js';
 export { scoreLogProbs, completionLogits, scaleLogits, rescoreOldLogProbs, type ScoreOptions } from './score.js';
 export { sampleRollouts, type SamplerOptions, type Rollouts } from './sampler.js';
-export { pickToken } from './sampling.js';
 export { sftLoss, sftBatch, sftExamples, type SftExample } from './sft.js';
 export {
   conditionBatch,

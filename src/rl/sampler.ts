@@ -121,7 +121,7 @@ export async function sampleRollouts(
   const backend = params.embed.weight.backend;
   const stops = new Set(tokenizer.stopIds);
   const greedy = temperature === 0;
-  // Draws keep the Rng's full precision where the backend stores f64 (the host's pickToken sees exactly these).
+  // Draws keep the Rng's full precision where the backend stores f64 (chooseToken on the host sees exactly these).
   const drawType = backend.supportsDType('f64') ? 'f64' : 'f32';
 
   // Inputs for columns [from, to): tokens, positions and key bias, uploaded as [B, to - from].
@@ -149,8 +149,8 @@ export async function sampleRollouts(
     const last = slice(hidden, [0, n - 1, 0], [b, 1, config.dModel]);
     return reshape(logSoftmax(scaleLogits(lmHead(params, last), temperature), -1), [b, config.vocabSize]);
   };
-  // The next token of every row, chosen on the backend: one draw per unfinished row, in row order, as
-  // pickToken drew them on the host (a finished row's result is ignored).
+  // The next token of every row, chosen on the backend: one draw per unfinished row, in row order (none when
+  // greedy), so a seeded run is reproducible (a finished row's result is ignored).
   const pick = (hidden: Tensor): SampledTokens => {
     const u = new Float64Array(b);
     if (!greedy) for (let r = 0; r < b; r++) if (!finished[r]) u[r] = rng.uniform();

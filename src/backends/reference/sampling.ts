@@ -6,7 +6,7 @@ import { data, store, type HostBackend } from './host.js';
 /**
  * Token choice where the log-probs are: `chooseToken` (core/sampling.ts, f64) on each row, read in place (on the
  * CPU backend, through its fallback, the view of the WebAssembly memory: no copy). The ids are therefore exactly
- * those of the host's `pickToken` given the same draws.
+ * those of `chooseToken` on the host given the same draws.
  */
 
 // logProbs [B, V], draws [B] -> ids [B] (i32), logProbs[b, ids[b]] [B] (logProbs' dtype)
