@@ -36,7 +36,7 @@ export {
 } from './trains.js';
 export { evaluate, type EvalResult, type EvalOptions } from './evaluate.js';
 export { MetricsWriter, readMetrics, type MetricRecord } from './metrics.js';
-export { updatePolicy, type UpdateInputs, type UpdateResult } from './policy-update.js';
+export { updatePolicy, type PolicyBatch, type UpdatePlan, type UpdateResult } from './policy-update.js';
 export {
   readPretrained,
   loadPretrainedParams,

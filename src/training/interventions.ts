@@ -1,25 +1,29 @@
 /**
  * The two interventions of the BICC paper, as one RL step applies them between sampling and the update: RCC, an
  * advantage transform (a per-group baseline corrected by the covariance of reward and confidence), and BICC, a
- * batch transform (each rollout scored under its group's opposite-class rollouts). `updatePolicy` takes what they
- * give; the step's record says what they did.
+ * batch transform (each rollout scored under its group's opposite-class rollouts). What they give the update is
+ * data (`Interventions`); the step's record says what they did.
  */
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 import { groupLayout, groupMean } from '../objectives/groups.js';
 import { rccAdvantages, rccBaseline, sequenceDeltas } from '../objectives/rcc.js';
-import { selectRows, type SequenceBatch } from '../rl/batch.js';
+import type { SequenceBatch } from '../rl/batch.js';
 import { biccInput, conditionBatch, conditionedOldLogProbs, contextLogRatio } from '../rl/bicc.js';
 import type { Rollouts } from '../rl/sampler.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import type { TrainConfig } from './config.js';
 
+/** What RCC and BICC give the update: which advantages, which sequences the policy is scored on, which pi_old. */
 export interface Interventions {
   /** RCC's advantages, or null for the objective's own. */
   readonly advantages: readonly number[] | null;
-  /** BICC's conditioned batch's rows for a minibatch, or null for the plain layout. */
-  readonly scoredBatch: ((rows: readonly number[]) => SequenceBatch) | null;
-  /** BICC's 'conditioned-old' reading: pi_old under the context ([B, C]; plain rows keep theirs), or null. */
-  readonly oldLogProbs: Float32Array | null;
+  /** What the policy is scored on: BICC's conditioned batch under the paper's reading, else the rollouts. */
+  readonly sequences: SequenceBatch;
+  /**
+   * log pi_old [B, C] the ratio divides by: the rollouts', except under BICC's 'conditioned-old' reading, where
+   * conditioned rows take pi_old under the context (plain rows keep theirs).
+   */
+  readonly oldLogProbs: Float32Array;
   /**
    * For the step's record: how far RCC moved the baselines; the share of rows BICC conditioned and the per-token
    * log pi_old(o|q) - log pi_old(o|c, q) on them (mean, mean absolute, positive and negative rows).
@@ -74,8 +78,11 @@ export async function interventions(
   const conditionedOld = cfg.biccRatio === 'conditioned-old';
   return {
     advantages: deltas && rccAdvantages(signal, deltas, rollouts.promptIndex),
-    scoredBatch: cond && !conditionedOld ? (rows) => selectRows(cond.batch, rows) : null,
-    oldLogProbs: cond && condOld && conditionedOld ? mixRows(rollouts.oldLogProbs, condOld, cond.conditioned) : null,
+    sequences: cond && !conditionedOld ? cond.batch : rollouts,
+    oldLogProbs:
+      cond && condOld && conditionedOld
+        ? mixRows(rollouts.oldLogProbs, condOld, cond.conditioned)
+        : rollouts.oldLogProbs,
     record: {
       ...(deltas ? { rcc_baseline_shift: rccBaselineShift(rewards, deltas, rollouts.promptIndex) } : {}),
       ...(cond ? { bicc_conditioned: cond.conditioned.filter(Boolean).length / cond.conditioned.length } : {}),

@@ -11,27 +11,40 @@ import type { BoundObjective } from '../objectives/registry.js';
 import type { RolloutBatch } from '../objectives/batch.js';
 import type { Metrics } from '../objectives/types.js';
 import { selectRows, selectRowValues, type SequenceBatch } from '../rl/batch.js';
-import type { Rollouts } from '../rl/sampler.js';
 import { scoreLogProbs } from '../rl/score.js';
 
 /**
- * The optimisation half of one RL step: `numIterations` epochs over the step's rollouts, each split into
- * minibatches of whole groups (group-wise objectives such as ConSPO and DisCO need every member of a group
- * together). pi_old is what the sampler recorded; the current policy's log-probs come from `scoreLogProbs`
- * (or from a context-conditioned batch when BICC is on), at the sampling temperature.
+ * One RL step's rollouts as the update reads them: every array over the same B rows, G consecutive rows per
+ * group, [B, C] arrays row-major. What the sampler and the interventions gave, in one piece.
  */
-export interface UpdateInputs {
-  readonly rollouts: Rollouts;
+export interface PolicyBatch {
+  /** The sequences the policy is scored on: the rollouts, or BICC's conditioned rows (the same completion block). */
+  readonly sequences: SequenceBatch;
+  /** log pi_old [B, C]: what the ratio divides by. */
+  readonly oldLogProbs: Float32Array;
+  /** log pi_ref [B, C], or null for a run without a reference. */
+  readonly refLogProbs: Float32Array | null;
+  /** What the objective learns from, one per row. */
   readonly rewards: readonly number[];
   /** Precomputed advantages (RCC), or null for the objective's own. */
   readonly advantages: readonly number[] | null;
+  /** Each row's group (its prompt's index). */
+  readonly groupIds: readonly number[];
+  /** Rows per group, G: a minibatch takes whole groups. */
+  readonly groupSize: number;
+  /** Completion tokens of each row, EOS included. */
+  readonly completionLengths: readonly number[];
+  /** The temperature the completions were sampled at: the policy is scored at it, as pi_old was. */
+  readonly temperature: number;
+}
+
+/** How the update goes over a `PolicyBatch`. */
+export interface UpdatePlan {
   readonly objective: BoundObjective;
   readonly progress: { readonly step: number; readonly totalSteps: number };
   readonly numIterations: number;
   readonly groupsPerMinibatch: number;
   readonly maxCompletionLength: number;
-  /** Given the rows of a minibatch (in the plain layout), the batch whose completions the policy scores. */
-  readonly scoredBatch?: (rows: readonly number[]) => SequenceBatch;
 }
 
 export interface OptimState {
@@ -61,29 +74,35 @@ export function shuffled(n: number, rng: Rng): number[] {
   return order;
 }
 
+/**
+ * The optimisation half of one RL step: `plan.numIterations` epochs over the batch, each split into minibatches
+ * of whole groups (group-wise objectives such as ConSPO and DisCO need every member of a group together). The
+ * current policy's log-probs come from `scoreLogProbs` on the batch's sequences, at the sampling temperature.
+ */
 export function updatePolicy(
   state: OptimState,
   config: TransformerConfig,
-  inputs: UpdateInputs,
+  batch: PolicyBatch,
+  plan: UpdatePlan,
   lrFor: (step: number) => AdamWSettings,
   rng: Rng,
   training: { readonly dropoutRng?: Rng | undefined; readonly remat?: boolean } = {},
 ): UpdateResult {
-  const { rollouts: ro, objective } = inputs;
-  const g = ro.groupSize;
-  const groups = ro.prompts.length;
-  const c = ro.completionLen;
+  const { sequences } = batch;
+  const { objective } = plan;
+  const g = batch.groupSize;
+  const groups = sequences.batchSize / g;
+  const c = sequences.completionLen;
   let { params, opt } = state;
   let metrics: Metrics = {};
   let tokensScored = 0;
-  for (let epoch = 0; epoch < inputs.numIterations; epoch++) {
+  for (let epoch = 0; epoch < plan.numIterations; epoch++) {
     const order = shuffled(groups, rng);
-    for (let start = 0; start < groups; start += inputs.groupsPerMinibatch) {
+    for (let start = 0; start < groups; start += plan.groupsPerMinibatch) {
       const rows = order
-        .slice(start, start + inputs.groupsPerMinibatch)
+        .slice(start, start + plan.groupsPerMinibatch)
         .flatMap((grp) => Array.from({ length: g }, (_, k) => grp * g + k));
-      const plain = selectRows(ro, rows);
-      const scored = inputs.scoredBatch ? inputs.scoredBatch(rows) : plain;
+      const scored = selectRows(sequences, rows);
       tokensScored += scored.batchSize * (scored.promptLen + scored.completionLen);
       const settings = lrFor(opt.step);
       dispose(metrics);
@@ -92,22 +111,24 @@ export function updatePolicy(
         const dtype = activationDType(params);
         const shape = [rows.length, c];
         const on = { dtype, backend };
-        const batch: Omit<RolloutBatch, 'logProbs'> = {
-          oldLogProbs: tensor(selectRowValues(ro.oldLogProbs, c, rows), shape, on),
-          ...(ro.refLogProbs ? { refLogProbs: tensor(selectRowValues(ro.refLogProbs, c, rows), shape, on) } : {}),
-          mask: tensor(plain.completionMask, shape, on),
-          rewards: rows.map((r) => inputs.rewards[r]!),
-          groupIds: rows.map((r) => ro.promptIndex[r]!),
-          ...(inputs.advantages ? { advantages: rows.map((r) => inputs.advantages![r]!) } : {}),
-          lengths: rows.map((r) => ro.completionLengths[r]!),
-          maxCompletionLength: inputs.maxCompletionLength,
+        const { refLogProbs, advantages } = batch;
+        const minibatch: Omit<RolloutBatch, 'logProbs'> = {
+          oldLogProbs: tensor(selectRowValues(batch.oldLogProbs, c, rows), shape, on),
+          ...(refLogProbs ? { refLogProbs: tensor(selectRowValues(refLogProbs, c, rows), shape, on) } : {}),
+          // BICC's conditioned rows keep the plain rows' completion mask, so the scored rows' mask is the mask.
+          mask: tensor(scored.completionMask, shape, on),
+          rewards: rows.map((r) => batch.rewards[r]!),
+          groupIds: rows.map((r) => batch.groupIds[r]!),
+          ...(advantages ? { advantages: rows.map((r) => advantages[r]!) } : {}),
+          lengths: rows.map((r) => batch.completionLengths[r]!),
+          maxCompletionLength: plan.maxCompletionLength,
         };
         // Only the trainable part is differentiated (under LoRA the adapters: no gradient for the frozen base).
         const current = params;
         const lossFn = (t: PyTree): [Tensor, Metrics] => {
-          const scoring = { temperature: ro.scoringTemperature, ...training };
+          const scoring = { temperature: batch.temperature, ...training };
           const logProbs = scoreLogProbs(withTrainable(current, t), config, scored, scoring);
-          const result = objective.loss({ ...batch, logProbs }, inputs.progress);
+          const result = objective.loss({ ...minibatch, logProbs }, plan.progress);
           return [result.loss, result.metrics];
         };
         const trainable = trainableOf(params);

@@ -1,6 +1,7 @@
 /**
  * One RL step of a run: sample G completions per prompt, verify them, apply RCC and BICC (`interventions.ts`),
- * update the policy (`policy-update.ts`), record the step, and warn when no group carried a signal.
+ * update the policy on one `PolicyBatch` (`policy-update.ts`), record the step, and warn when no group carried a
+ * signal.
  */
 import { stopGradient } from '../core/transforms.js';
 import { lrAt } from '../nn/schedule.js';
@@ -10,7 +11,7 @@ import { rescoreOldLogProbs } from '../rl/score.js';
 import { sampleProblems } from '../tasks/task.js';
 import type { TrainConfig } from './config.js';
 import { readMetrics, type MetricRecord } from './metrics.js';
-import { updatePolicy, type AdamWSettings } from './policy-update.js';
+import { updatePolicy, type AdamWSettings, type PolicyBatch } from './policy-update.js';
 import { interventions } from './interventions.js';
 import {
   emit,
@@ -98,6 +99,17 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
     run.stale ?? run.params,
   );
   warnContextNotRead(run, hooks, applied.record);
+  const batch: PolicyBatch = {
+    sequences: applied.sequences,
+    oldLogProbs: applied.oldLogProbs,
+    refLogProbs: rollouts.refLogProbs,
+    rewards: signal,
+    advantages: applied.advantages,
+    groupIds: promptIndex,
+    groupSize: rollouts.groupSize,
+    completionLengths: rollouts.completionLengths,
+    temperature: rollouts.scoringTemperature,
+  };
   const sampledAt = performance.now();
   const settings = rlSettings(cfg);
   const rlStepIndex = run.at.step;
@@ -105,16 +117,13 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
     updatePolicy(
       { params: run.params, opt: run.opt },
       run.config,
+      batch,
       {
-        rollouts: applied.oldLogProbs ? { ...rollouts, oldLogProbs: applied.oldLogProbs } : rollouts,
-        rewards: signal,
-        advantages: applied.advantages,
         objective: run.objective,
         progress: { step: rlStepIndex, totalSteps: cfg.steps },
         numIterations: cfg.numIterations,
         groupsPerMinibatch: cfg.groupsPerMinibatch ?? cfg.promptsPerStep,
         maxCompletionLength: cfg.maxCompletionLength,
-        ...(applied.scoredBatch ? { scoredBatch: applied.scoredBatch } : {}),
       },
       settings,
       run.rng,
