@@ -52,7 +52,7 @@ function step(score: (p: TransformerParams) => Tensor, r: readonly number[]): vo
     const f = (p: TransformerParams): Tensor =>
       grpo.loss({
         logProbs: score(p),
-        oldLogProbs: tensor(ro.oldLogProbs, [b, c]),
+        oldLogProbs: tensor(ro.sampledLogProbs, [b, c]),
         mask: tensor(ro.completionMask, [b, c]),
         rewards: r,
         groupIds: ro.promptIndex,

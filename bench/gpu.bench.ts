@@ -291,7 +291,7 @@ function sampleTask(gpu: WebGpuBackend, cpu: Backend, base: TransformerConfig, r
       const lp = scoreLogProbs(cpuParams, config, ro);
       // The recorded log-probs are the decode's (KV cache, f32) and the CPU's a full forward: 1e-3 nats apart
       // at most, while a wrong or dropped kernel changes which tokens are likely.
-      check(name, 'log-prob', ro.oldLogProbs, await lp.data(), 1e-3, 0);
+      check(name, 'log-prob', ro.sampledLogProbs, await lp.data(), 1e-3, 0);
       lp.dispose();
       task.counters = `${((after.readBacks - before.readBacks) / newTokens).toFixed(2)} read-backs per token`;
       return ms;

@@ -22,6 +22,7 @@ import {
   sampleProblems,
   sampleRollouts,
   scoreLogProbs,
+  scoreRollouts,
   selectRows,
   selectRowValues,
   tensor,
@@ -203,20 +204,15 @@ export async function measureGradientVariance(
       groupSize: opts.groupSize,
       maxNewTokens: opts.maxNewTokens,
       temperature: opts.temperature,
-      refParams: reference,
     },
   );
+  const scores = await scoreRollouts({ sampler: params, reference }, config, ro, null);
+  const [old, ref] = [scores.old, scores.reference!];
   const rewards = ro.completions.map((c, r) => task.verify(c, problems[ro.promptIndex[r]!]!));
   const groupIds = ro.promptIndex;
-  const deltas = objectives.sequenceDeltas(ro.oldLogProbs, ro.refLogProbs!, ro.completionMask, ro.completionLen, 'sum');
+  const deltas = objectives.sequenceDeltas(old, ref, ro.completionMask, ro.completionLen, 'sum');
   const grpoAdv = objectives.groupAdvantages(rewards, groupIds, objectives.PAPER_ADVANTAGES);
-  const meanDeltas = objectives.sequenceDeltas(
-    ro.oldLogProbs,
-    ro.refLogProbs!,
-    ro.completionMask,
-    ro.completionLen,
-    'mean',
-  );
+  const meanDeltas = objectives.sequenceDeltas(old, ref, ro.completionMask, ro.completionLen, 'mean');
   const rccAdv = objectives.rccAdvantages(rewards, deltas, groupIds);
   const w = groupNormalisedWeights(deltas, groupIds);
   const optimalAdv = baselineAdvantages(rewards, groupIds, (idx) =>
@@ -249,12 +245,12 @@ export async function measureGradientVariance(
       const grads = tidy(() => {
         const on = { dtype: params.embed.weight.dtype, backend: params.embed.weight.backend };
         const shape = [rows.length, c];
-        const old = tensor(selectRowValues(ro.oldLogProbs, c, rows), shape, on);
+        const oldRows = tensor(selectRowValues(old, c, rows), shape, on);
         const mask = tensor(batch.completionMask, shape, on);
         const loss = (p: TransformerParams) =>
           objective.right.loss({
             logProbs: scoreLogProbs(p, config, batch, { temperature: ro.scoringTemperature }),
-            oldLogProbs: old,
+            oldLogProbs: oldRows,
             mask,
             rewards: rows.map((r) => rewards[r]!),
             groupIds: rows.map((r) => groupIds[r]!),

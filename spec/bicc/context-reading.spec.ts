@@ -4,11 +4,12 @@ import { Rng } from '../../src/core/rng.js';
 import { seqLen } from '../../src/rl/batch.js';
 import { biccInput, biccLogProbs, conditionBatch, contextLogRatio } from '../../src/rl/bicc.js';
 import { contextWarmStartBatch, nearMiss } from '../../src/rl/bicc-warm-start.js';
+import { scoreRollouts } from '../../src/rl/rollout-scores.js';
 import { sampleRollouts } from '../../src/rl/sampler.js';
 import { sftBatch, sftExamples } from '../../src/rl/sft.js';
 import { additionTask, sampleProblems } from '../../src/tasks/index.js';
 import { parseTrainConfig } from '../../src/training/config.js';
-import { interventions } from '../../src/training/interventions.js';
+import { biccConditioning, interventions } from '../../src/training/interventions.js';
 import { peakedParams, tinyConfig, tokenizer } from './helpers.js';
 
 const task = additionTask({ digits: [3, 1] });
@@ -162,7 +163,9 @@ describe('the two readings of the ratio (TrainConfig.biccRatio)', () => {
       });
       const parsed = parseTrainConfig({ bicc: true, biccRatio: reading, biccContextShare: 0.4 });
       if (parsed._tag === 'Left') throw parsed.left;
-      const applied = await interventions(parsed.right, ro, rewards, rewards, tokenizer, config, params);
+      const conditioned = biccConditioning(parsed.right, ro, rewards, tokenizer, config);
+      const scores = await scoreRollouts({ sampler: params, reference: null }, config, ro, conditioned!.batch);
+      const applied = interventions(parsed.right, ro, scores, conditioned, rewards, rewards);
       const cond = conditionBatch(biccInput(ro, rewards), tokenizer, config, {
         contextShare: 0.4,
         placement: 'before-query',
@@ -177,21 +180,21 @@ describe('the two readings of the ratio (TrainConfig.biccRatio)', () => {
       for (let r = 0; r < ro.batchSize; r++)
         for (let j = 0; j < c; j++)
           if (cond.conditioned[r] && ro.completionMask[r * c + j]) {
-            sum += ro.oldLogProbs[r * c + j]! - condOld[r * c + j]!;
+            sum += ro.sampledLogProbs[r * c + j]! - condOld[r * c + j]!;
             n++;
           }
       expect(n).toBeGreaterThan(0);
       expect(applied.record.bicc_log_ratio).toBeCloseTo(sum / n, 5);
       if (reading === 'conditioned-policy') {
         // The paper's: the policy is scored on the conditioned rows; pi_old stays the sampler's.
-        expect(Array.from(applied.oldLogProbs)).toEqual(Array.from(ro.oldLogProbs));
+        expect(Array.from(applied.oldLogProbs)).toEqual(Array.from(ro.sampledLogProbs));
         expect(Array.from(applied.sequences.tokens)).toEqual(Array.from(cond.batch.tokens));
       } else {
         // The authors' code's intent: the policy on the plain rows; pi_old under the context on conditioned rows only.
         expect(applied.sequences).toBe(ro);
         for (let r = 0; r < ro.batchSize; r++) {
           const row = (a: ArrayLike<number>): number[] => Array.from(a).slice(r * c, (r + 1) * c);
-          expect(row(applied.oldLogProbs)).toEqual(row(cond.conditioned[r] ? condOld : ro.oldLogProbs));
+          expect(row(applied.oldLogProbs)).toEqual(row(cond.conditioned[r] ? condOld : ro.sampledLogProbs));
         }
         expect(cond.conditioned.some((x) => !x)).toBe(true);
       }

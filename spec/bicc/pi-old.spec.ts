@@ -5,12 +5,13 @@ import { dispose, tidy } from '../../src/core/scope.js';
 import { tensor } from '../../src/ops/creation.js';
 import { validateBatch, type RolloutBatch } from '../../src/objectives/index.js';
 import { biccInput, biccLogProbs, conditionBatch } from '../../src/rl/bicc.js';
+import { scoreRollouts } from '../../src/rl/rollout-scores.js';
 import { sampleRollouts } from '../../src/rl/sampler.js';
 import { objective, peakedParams, tinyConfig, tokenizer } from './helpers.js';
 
 /**
- * pi_old and pi_ref stay on the plain context. With f32 rollouts from the real sampler, the log-probs recorded
- * at sampling are what the objective batch carries (untouched by conditioning), so on the first iteration the
+ * pi_old and pi_ref stay on the plain context. With f32 rollouts from the real sampler and the scoring stage, the
+ * log-probs recorded at sampling are what the objective batch carries (untouched by conditioning), so on the first iteration the
  * ratio is exactly 1 on fallback rows (they are the plain rows, and a row scores bit for bit under any left
  * padding) and not identically 1 on conditioned rows (their new log-probs see the opposite class).
  */
@@ -30,19 +31,19 @@ describe('BICC leaves pi_old and pi_ref on the plain context', () => {
         groupSize: G,
         maxNewTokens: 10,
         temperature,
-        refParams: ref,
       });
+      const scores = await scoreRollouts({ sampler: params, reference: ref }, config, ro, null);
       const before = {
-        old: Array.from(ro.oldLogProbs),
-        ref: Array.from(ro.refLogProbs!),
+        old: Array.from(scores.old),
+        ref: Array.from(scores.reference!),
         tokens: Array.from(ro.tokens),
       };
       const cond = conditionBatch(biccInput(ro, rewards), tokenizer, config);
       expect(cond.conditioned).toEqual(ro.promptIndex.map((i) => i !== 2));
       // Conditioning reads the rollouts and changes nothing in them.
       expect({
-        old: Array.from(ro.oldLogProbs),
-        ref: Array.from(ro.refLogProbs!),
+        old: Array.from(scores.old),
+        ref: Array.from(scores.reference!),
         tokens: Array.from(ro.tokens),
       }).toEqual(before);
 
@@ -50,14 +51,14 @@ describe('BICC leaves pi_old and pi_ref on the plain context', () => {
       const c = ro.completionLen;
       const batch: RolloutBatch = {
         logProbs: biccLogProbs(params, config, cond, { temperature: ro.scoringTemperature }),
-        oldLogProbs: tensor(ro.oldLogProbs, [b, c]),
-        refLogProbs: tensor(ro.refLogProbs!, [b, c]),
+        oldLogProbs: tensor(scores.old, [b, c]),
+        refLogProbs: tensor(scores.reference!, [b, c]),
         mask: tensor(ro.completionMask, [b, c]),
         rewards,
         groupIds: ro.promptIndex,
       };
       expect(E.isRight(await validateBatch(batch))).toBe(true);
-      // The objective's pi_old / pi_ref are the sampler's arrays, value for value.
+      // The objective's pi_old / pi_ref are the scoring stage's arrays (pi_old the sampler's), value for value.
       expect(Array.from(batch.oldLogProbs!.dataSync())).toEqual(before.old);
       expect(Array.from(batch.refLogProbs!.dataSync())).toEqual(before.ref);
 
@@ -65,7 +66,7 @@ describe('BICC leaves pi_old and pi_ref on the plain context', () => {
       for (let r = 0; r < b; r++) {
         const logRatios: number[] = [];
         for (let j = 0; j < c; j++)
-          if (ro.completionMask[r * c + j]) logRatios.push(lp[r * c + j]! - ro.oldLogProbs[r * c + j]!);
+          if (ro.completionMask[r * c + j]) logRatios.push(lp[r * c + j]! - scores.old[r * c + j]!);
         if (cond.conditioned[r]) expect(Math.max(...logRatios.map(Math.abs))).toBeGreaterThan(1e-3);
         else expect(logRatios.map((x) => Math.exp(x))).toEqual(logRatios.map(() => 1));
       }

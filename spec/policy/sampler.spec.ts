@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/rng.js';
-import { tidy, dispose } from '../../src/core/scope.js';
+import { tidy } from '../../src/core/scope.js';
 import { liveTensors } from '../../src/core/tensor.js';
 import { sampleRollouts, type Rollouts } from '../../src/rl/sampler.js';
 import { scoreLogProbs } from '../../src/rl/score.js';
@@ -36,7 +36,7 @@ describe('rollout sampler', () => {
     expect(kv.attentionMask).toEqual(full.attentionMask);
     expect(kv.completionMask).toEqual(full.completionMask);
     // Bit for bit, not approximately: the cached path computes each position's row with the same ops.
-    expect(Array.from(kv.oldLogProbs)).toEqual(Array.from(full.oldLogProbs));
+    expect(Array.from(kv.sampledLogProbs)).toEqual(Array.from(full.sampledLogProbs));
   });
 
   it.each([
@@ -56,28 +56,12 @@ describe('rollout sampler', () => {
       const values = fresh.dataSync();
       fresh.dispose();
       for (let i = 0; i < values.length; i++) {
-        expect(values[i]).toBe(ro.oldLogProbs[i]);
-        if (ro.completionMask[i]) expect(Math.exp(values[i]! - ro.oldLogProbs[i]!)).toBe(1);
+        expect(values[i]).toBe(ro.sampledLogProbs[i]);
+        if (ro.completionMask[i]) expect(Math.exp(values[i]! - ro.sampledLogProbs[i]!)).toBe(1);
         else expect(values[i]).toBe(0);
       }
     },
   );
-
-  it('records reference log-probs of a frozen policy, equal to scoring with it', async () => {
-    const ref = peakedParams(config, 99);
-    const ro = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(8), {
-      groupSize: 2,
-      maxNewTokens: 8,
-      temperature: 0.9,
-      refParams: ref,
-    });
-    expect(ro.refLogProbs).not.toBeNull();
-    const fresh = tidy(() => scoreLogProbs(ref, config, ro, { temperature: 0.9 }));
-    expect(Array.from(ro.refLogProbs!)).toEqual(Array.from(fresh.dataSync()));
-    expect(Array.from(ro.refLogProbs!)).not.toEqual(Array.from(ro.oldLogProbs));
-    fresh.dispose();
-    dispose(ref);
-  });
 
   it('is reproducible for a seed, groups G rows per prompt, stops at EOS and pads after it', async () => {
     const a = await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(11), { groupSize: 5, maxNewTokens: 12 });
@@ -109,11 +93,7 @@ describe('rollout sampler', () => {
   it('frees every tensor it creates', async () => {
     await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(13), { groupSize: 2, maxNewTokens: 4 });
     const before = liveTensors();
-    await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(14), {
-      groupSize: 2,
-      maxNewTokens: 8,
-      refParams: params,
-    });
+    await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(14), { groupSize: 2, maxNewTokens: 8 });
     await sampleRollouts(params, config, tokenizer, PROMPTS, new Rng(14), {
       groupSize: 2,
       maxNewTokens: 8,

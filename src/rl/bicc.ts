@@ -6,7 +6,6 @@ import { seqLen, type SequenceBatch } from './batch.js';
 import { groupsOf, rowCompletion, rowPrompt, shareBudget, traceContent, tracesThatFit } from './bicc-layout.js';
 import { BiccError, parseBiccOptions, type BiccOptions } from './bicc-options.js';
 import { scoreLogProbs, type ScoreOptions } from './score.js';
-import { tidy } from '../core/scope.js';
 
 /**
  * BICC (Bilateral Context Conditioning) as a transformation of a batch at training time. Each positive rollout
@@ -289,23 +288,6 @@ export function biccLogProbs(
   opts: ScoreOptions = {},
 ): Tensor {
   return scoreLogProbs(params, config, 'batch' in conditioned ? conditioned.batch : conditioned, opts);
-}
-
-/**
- * log pi(o | c, q) of the completion tokens under the conditioned context, without a gradient, read to the host
- * ([B, C] row-major, 0 where masked): with the sampling policy's parameters this is the conditioned pi_old of the
- * 'conditioned-old' reading, and what `contextLogRatio` compares with the plain pi_old.
- */
-export async function conditionedOldLogProbs(
-  params: TransformerParams,
-  config: TransformerConfig,
-  conditioned: ConditionedBatch,
-  opts: Pick<ScoreOptions, 'temperature' | 'remat'> = {},
-): Promise<Float32Array> {
-  const logProbs = tidy(() => scoreLogProbs(params, config, conditioned.batch, opts));
-  const values = Float32Array.from(await logProbs.data());
-  logProbs.dispose();
-  return values;
 }
 
 /** How differently the policy scores a completion after the inserted context: per-token log pi(o|q) - log pi(o|c, q). */

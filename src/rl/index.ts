@@ -9,13 +9,13 @@ export {
   selectRowValues,
   positionsAndBias,
 } from './batch.js';
-export { scoreLogProbs, completionLogits, scaleLogits, rescoreOldLogProbs, type ScoreOptions } from './score.js';
+export { scoreLogProbs, completionLogits, scaleLogits, type ScoreOptions } from './score.js';
+export { scoreRollouts, type RolloutScores, type ScoringPolicies } from './rollout-scores.js';
 export { sampleRollouts, type SamplerOptions, type Rollouts } from './sampler.js';
 export { sftLoss, sftBatch, sftExamples, type SftExample } from './sft.js';
 export {
   conditionBatch,
   insertTraces,
-  conditionedOldLogProbs,
   contextLogRatio,
   biccLogProbs,
   biccInput,

@@ -17,7 +17,7 @@ import {
 } from '../nn/transformer.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import { encodePrompt, type SequenceBatch } from './batch.js';
-import { scaleLogits, scoreLogProbs } from './score.js';
+import { scaleLogits } from './score.js';
 
 export interface SamplerOptions {
   /** Completions per prompt, G (default 1). Rows are grouped: row r belongs to prompt floor(r / G). */
@@ -29,16 +29,12 @@ export interface SamplerOptions {
   readonly topP?: number;
   /** Default true. False re-runs the full forward over the prefix for every token (a reference for tests). */
   readonly useKvCache?: boolean;
-  /** A frozen reference policy; when given, its log-probs of the sampled tokens are recorded too. */
-  readonly refParams?: TransformerParams | null;
-  /**
-   * Score the reference as gradient checkpointing's forward does, layer by layer, keeping no layer's
-   * intermediates (the same numbers as the training forward under `remat`).
-   */
-  readonly remat?: boolean;
 }
 
-/** Sampled completions in the `SequenceBatch` layout, with what the objectives need beside them. */
+/**
+ * Sampled completions in the `SequenceBatch` layout, with what the objectives need beside them. Every other
+ * log-prob of a step (pi_old re-scored, pi_ref, BICC's conditioned pi_old) is `scoreRollouts`' (rollout-scores.ts).
+ */
 export interface Rollouts extends SequenceBatch {
   readonly groupSize: number;
   readonly prompts: readonly string[];
@@ -51,12 +47,11 @@ export interface Rollouts extends SequenceBatch {
   /** Whether each row ended with EOS (false: cut at maxNewTokens). */
   readonly finished: readonly boolean[];
   /**
-   * log pi_old of each sampled token [B, C] (0 where masked): the log-softmax of the logits divided by the
-   * temperature, before top-p truncation, i.e. exactly what `scoreLogProbs(params, ..., { temperature })` gives.
+   * The log-prob of each sampled token [B, C] as the sampler chose it (0 where masked): the log-softmax of the
+   * logits divided by the temperature, before top-p truncation, i.e. what `scoreLogProbs(params, ...,
+   * { temperature })` gives on a batch-invariant backend (pi_old; `scoreRollouts` re-scores it elsewhere).
    */
-  readonly oldLogProbs: Float32Array;
-  /** The same under `refParams`, or null. */
-  readonly refLogProbs: Float32Array | null;
+  readonly sampledLogProbs: Float32Array;
   /** The temperature log-probs are scored at (1 for greedy runs). */
   readonly scoringTemperature: number;
 }
@@ -217,23 +212,15 @@ export async function sampleRollouts(
     attentionMask: new Uint8Array(b * t),
     completionMask: new Float32Array(b * c),
   };
-  const oldLogProbs = new Float32Array(b * c);
+  const sampledLogProbs = new Float32Array(b * c);
   const completions: string[] = [];
   for (let r = 0; r < b; r++) {
     (batch.tokens as Int32Array).set(tokens.subarray(r * width, r * width + t), r * t);
     (batch.attentionMask as Uint8Array).set(mask.subarray(r * width, r * width + t), r * t);
     for (let j = 0; j < lengths[r]!; j++) (batch.completionMask as Float32Array)[r * c + j] = 1;
-    oldLogProbs.set(logProbs.subarray(r * maxNew, r * maxNew + c), r * c);
+    sampledLogProbs.set(logProbs.subarray(r * maxNew, r * maxNew + c), r * c);
     const ids = Array.from(tokens.subarray(r * width + p, r * width + p + lengths[r]!));
     completions.push(tokenizer.decode(finished[r] ? ids.slice(0, -1) : ids));
-  }
-  const scoringTemperature = temperature === 0 ? 1 : temperature;
-  let refLogProbs: Float32Array | null = null;
-  if (opts.refParams) {
-    const scoring = { temperature: scoringTemperature, remat: opts.remat ?? false };
-    const ref = tidy(() => scoreLogProbs(opts.refParams!, config, batch, scoring));
-    refLogProbs = new Float32Array(await ref.data());
-    ref.dispose();
   }
   return {
     ...batch,
@@ -243,8 +230,7 @@ export async function sampleRollouts(
     completions,
     completionLengths: lengths,
     finished,
-    oldLogProbs,
-    refLogProbs,
-    scoringTemperature,
+    sampledLogProbs,
+    scoringTemperature: temperature === 0 ? 1 : temperature,
   };
 }

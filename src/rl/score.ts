@@ -1,5 +1,4 @@
 import type { Rng } from '../core/rng.js';
-import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { mul, where } from '../ops/elementwise.js';
@@ -79,32 +78,4 @@ export function completionLogits(
     targets: tensor(targets, [b, c], { dtype: 'i32', backend }),
     mask: tensor(batch.completionMask, [b, c], { dtype, backend }),
   };
-}
-
-/**
- * What re-scoring reads and replaces: sequences with the temperature they were sampled at, and their pi_old.
- * The sampler's `Rollouts` is one (typed structurally, since the sampler imports this module).
- */
-export interface Rescorable extends SequenceBatch {
-  readonly scoringTemperature: number;
-  readonly oldLogProbs: Float32Array;
-}
-
-/**
- * pi_old recomputed by the training forward itself, as TRL does: the same kernels on the same padded batch that
- * the first optimisation step will run, so the first iteration's ratio is exactly 1 on any deterministic backend.
- * (On the CPU backend the sampler's own recording is already bitwise equal; on a GPU the incremental KV-cache
- * forward runs other shapes, which may select other matmul kernels and round differently.)
- */
-export async function rescoreOldLogProbs<R extends Rescorable>(
-  params: TransformerParams,
-  config: TransformerConfig,
-  rollouts: R,
-  opts: Pick<ScoreOptions, 'remat'> = {},
-): Promise<R> {
-  const scoring = { temperature: rollouts.scoringTemperature, remat: opts.remat ?? false };
-  const logProbs = tidy(() => scoreLogProbs(params, config, rollouts, scoring));
-  const values = await logProbs.data();
-  logProbs.dispose();
-  return { ...rollouts, oldLogProbs: Float32Array.from(values) };
 }

@@ -1,17 +1,39 @@
 /**
  * The two interventions of the BICC paper, as one RL step applies them between sampling and the update: RCC, an
  * advantage transform (a per-group baseline corrected by the covariance of reward and confidence), and BICC, a
- * batch transform (each rollout scored under its group's opposite-class rollouts). What they give the update is
- * data (`Interventions`); the step's record says what they did.
+ * batch transform (each rollout scored under its group's opposite-class rollouts). BICC's conditioned batch is
+ * built before the scoring stage (`scoreRollouts` scores pi_old on it); what both then give the update is data
+ * (`Interventions`), and the step's record says what they did.
  */
-import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
+import type { TransformerConfig } from '../nn/transformer.js';
 import { groupLayout, groupMean } from '../objectives/groups.js';
 import { rccAdvantages, rccBaseline, sequenceDeltas } from '../objectives/rcc.js';
 import type { SequenceBatch } from '../rl/batch.js';
-import { biccInput, conditionBatch, conditionedOldLogProbs, contextLogRatio } from '../rl/bicc.js';
+import { biccInput, conditionBatch, contextLogRatio, type ConditionedBatch } from '../rl/bicc.js';
+import type { RolloutScores } from '../rl/rollout-scores.js';
 import type { Rollouts } from '../rl/sampler.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import type { TrainConfig } from './config.js';
+
+/**
+ * BICC's conditioned batch of a step (training only): each rollout under [opposite-class rollouts of its group;
+ * query], or null when the run does not use BICC. `signal` decides the classes (the rewards, or a spec's fault).
+ */
+export function biccConditioning(
+  cfg: TrainConfig,
+  rollouts: Rollouts,
+  signal: readonly number[],
+  tokenizer: Tokenizer,
+  config: TransformerConfig,
+): ConditionedBatch | null {
+  if (!cfg.bicc) return null;
+  return conditionBatch(biccInput(rollouts, signal), tokenizer, config, {
+    contextShare: cfg.biccContextShare,
+    threshold: 0.5,
+    placement: cfg.biccPlacement,
+    sides: cfg.biccSides,
+  });
+}
 
 /** What RCC and BICC give the update: which advantages, which sequences the policy is scored on, which pi_old. */
 export interface Interventions {
@@ -20,7 +42,7 @@ export interface Interventions {
   /** What the policy is scored on: BICC's conditioned batch under the paper's reading, else the rollouts. */
   readonly sequences: SequenceBatch;
   /**
-   * log pi_old [B, C] the ratio divides by: the rollouts', except under BICC's 'conditioned-old' reading, where
+   * log pi_old [B, C] the ratio divides by: the scored pi_old, except under BICC's 'conditioned-old' reading, where
    * conditioned rows take pi_old under the context (plain rows keep theirs).
    */
   readonly oldLogProbs: Float32Array;
@@ -32,60 +54,37 @@ export interface Interventions {
 }
 
 /**
- * RCC and BICC for one step's rollouts, as the config asks (neither: the objective's advantages on the plain
- * batch). `signal` is what the objective learns from (the rewards, or a spec's fault); `rewards` what the record
- * reports.
+ * RCC and BICC for one step's scored rollouts, as the config asks (neither: the objective's advantages on the
+ * plain batch and pi_old as scored). `conditioned` is `biccConditioning`'s batch, whose pi_old `scores` carries;
+ * `signal` is what the objective learns from; `rewards` what the record reports.
  */
-export async function interventions(
+export function interventions(
   cfg: TrainConfig,
   rollouts: Rollouts,
+  scores: RolloutScores,
+  conditioned: ConditionedBatch | null,
   rewards: readonly number[],
   signal: readonly number[],
-  tokenizer: Tokenizer,
-  config: TransformerConfig,
-  params: TransformerParams,
-): Promise<Interventions> {
+): Interventions {
   const deltas =
     cfg.advantage === 'rcc'
-      ? sequenceDeltas(
-          rollouts.oldLogProbs,
-          rollouts.refLogProbs!,
-          rollouts.completionMask,
-          rollouts.completionLen,
-          cfg.rccDelta,
-        )
+      ? sequenceDeltas(scores.old, scores.reference!, rollouts.completionMask, rollouts.completionLen, cfg.rccDelta)
       : null;
-  // BICC (training only): each rollout is scored under [opposite-class rollouts of its group; query]. One
-  // conditioned batch per step; with the paper's reading minibatches take its rows and pi_old and pi_ref stay on
-  // the plain context; with 'conditioned-old' the policy is scored on the plain rows and pi_old under the context.
-  const cond = cfg.bicc
-    ? conditionBatch(biccInput(rollouts, signal), tokenizer, config, {
-        contextShare: cfg.biccContextShare,
-        threshold: 0.5,
-        placement: cfg.biccPlacement,
-        sides: cfg.biccSides,
-      })
-    : null;
-  // The sampling policy under the context, once per step: what the 'conditioned-old' reading divides by, and what
-  // the log-ratio record compares with the plain pi_old under either reading.
-  const condOld = cond
-    ? await conditionedOldLogProbs(params, config, cond, {
-        temperature: rollouts.scoringTemperature,
-        remat: cfg.gradientCheckpointing,
-      })
-    : null;
-  const ratio = cond && condOld && contextLogRatio(rollouts.oldLogProbs, condOld, rollouts.completionMask, cond);
+  // The scoring stage scores pi_old on the conditioned batch whenever there is one.
+  const bicc = conditioned && { rows: conditioned, old: scores.conditionedOld! };
+  const ratio = bicc && contextLogRatio(scores.old, bicc.old, rollouts.completionMask, bicc.rows);
+  // With the paper's reading the policy is scored on the conditioned rows and pi_old and pi_ref stay on the plain
+  // context; with 'conditioned-old' the policy is scored on the plain rows and pi_old under the context.
   const conditionedOld = cfg.biccRatio === 'conditioned-old';
   return {
     advantages: deltas && rccAdvantages(signal, deltas, rollouts.promptIndex),
-    sequences: cond && !conditionedOld ? cond.batch : rollouts,
-    oldLogProbs:
-      cond && condOld && conditionedOld
-        ? mixRows(rollouts.oldLogProbs, condOld, cond.conditioned)
-        : rollouts.oldLogProbs,
+    sequences: bicc && !conditionedOld ? bicc.rows.batch : rollouts,
+    oldLogProbs: bicc && conditionedOld ? mixRows(scores.old, bicc.old, bicc.rows.conditioned) : scores.old,
     record: {
       ...(deltas ? { rcc_baseline_shift: rccBaselineShift(rewards, deltas, rollouts.promptIndex) } : {}),
-      ...(cond ? { bicc_conditioned: cond.conditioned.filter(Boolean).length / cond.conditioned.length } : {}),
+      ...(bicc
+        ? { bicc_conditioned: bicc.rows.conditioned.filter(Boolean).length / bicc.rows.conditioned.length }
+        : {}),
       // Only finite figures: no conditioned row (or no row of a class) leaves its figure out of the record.
       ...(ratio && ratio.tokens > 0
         ? {

@@ -15,7 +15,7 @@ import { scoreLogProbs } from '../rl/score.js';
 
 /**
  * One RL step's rollouts as the update reads them: every array over the same B rows, G consecutive rows per
- * group, [B, C] arrays row-major. What the sampler and the interventions gave, in one piece.
+ * group, [B, C] arrays row-major. What the sampler, the scoring stage and the interventions gave, in one piece.
  */
 export interface PolicyBatch {
   /** The sequences the policy is scored on: the rollouts, or BICC's conditioned rows (the same completion block). */

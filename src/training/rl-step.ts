@@ -1,18 +1,19 @@
 /**
- * One RL step of a run: sample G completions per prompt, verify them, apply RCC and BICC (`interventions.ts`),
- * update the policy on one `PolicyBatch` (`policy-update.ts`), record the step, and warn when no group carried a
- * signal.
+ * One RL step of a run: sample G completions per prompt (tokens and their sampled log-probs), verify them, build
+ * BICC's conditioned batch, score everything the update divides by in one stage (`scoreRollouts`: pi_old, pi_ref,
+ * BICC's conditioned pi_old), apply RCC and BICC (`interventions.ts`), update the policy on one `PolicyBatch`
+ * (`policy-update.ts`), record the step, and warn when no group carried a signal.
  */
 import { stopGradient } from '../core/transforms.js';
 import { lrAt } from '../nn/schedule.js';
 import { groupStats } from '../objectives/groups.js';
-import { sampleRollouts, type Rollouts } from '../rl/sampler.js';
-import { rescoreOldLogProbs } from '../rl/score.js';
+import { scoreRollouts } from '../rl/rollout-scores.js';
+import { sampleRollouts } from '../rl/sampler.js';
 import { sampleProblems } from '../tasks/task.js';
 import type { TrainConfig } from './config.js';
 import { readMetrics, type MetricRecord } from './metrics.js';
 import { updatePolicy, type AdamWSettings, type PolicyBatch } from './policy-update.js';
-import { interventions } from './interventions.js';
+import { biccConditioning, interventions } from './interventions.js';
 import {
   emit,
   adoptOrSkip,
@@ -55,8 +56,9 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
   const t0 = performance.now();
   const problems = sampleProblems(run.task, cfg.promptsPerStep, run.rng);
   if (faults.staleSampler) run.stale ??= stopGradient(run.params);
-  const sampled: Rollouts = await sampleRollouts(
-    run.stale ?? run.params,
+  const samplingPolicy = run.stale ?? run.params;
+  const rollouts = await sampleRollouts(
+    samplingPolicy,
     run.config,
     run.tokenizer,
     problems.map((p) => p.prompt),
@@ -66,18 +68,8 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
       maxNewTokens: cfg.maxCompletionLength,
       temperature: cfg.temperature,
       topP: cfg.topP,
-      refParams: run.needsReference ? run.reference : null,
-      remat: cfg.gradientCheckpointing,
     },
   );
-  // Where the sampler's numbers may depend on the batch's shape, pi_old is re-scored by the training forward so
-  // that the first ratio is exactly 1.
-  const batchInvariant = run.params.embed.weight.backend.batchInvariant;
-  const rollouts = batchInvariant
-    ? sampled
-    : await rescoreOldLogProbs(run.params, run.config, sampled, {
-        remat: cfg.gradientCheckpointing,
-      });
   const rewards = rollouts.completions.map((c, r) => run.task.verify(c, problems[rollouts.promptIndex[r]!]!));
   // What the objective learns from: the rewards, unless a spec flips the signal's sign.
   const signal = faults.flipAdvantageSign ? reflected(rewards) : rewards;
@@ -89,20 +81,20 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
     completions,
     rewards,
   });
-  const applied = await interventions(
-    cfg,
-    rollouts,
-    rewards,
-    signal,
-    run.tokenizer,
+  const conditioned = biccConditioning(cfg, rollouts, signal, run.tokenizer, run.config);
+  const scores = await scoreRollouts(
+    { sampler: samplingPolicy, reference: run.needsReference ? run.reference : null },
     run.config,
-    run.stale ?? run.params,
+    rollouts,
+    conditioned?.batch ?? null,
+    { remat: cfg.gradientCheckpointing },
   );
+  const applied = interventions(cfg, rollouts, scores, conditioned, rewards, signal);
   warnContextNotRead(run, hooks, applied.record);
   const batch: PolicyBatch = {
     sequences: applied.sequences,
     oldLogProbs: applied.oldLogProbs,
-    refLogProbs: rollouts.refLogProbs,
+    refLogProbs: scores.reference,
     rewards: signal,
     advantages: applied.advantages,
     groupIds: promptIndex,
