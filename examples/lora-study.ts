@@ -11,7 +11,8 @@
  *                                  [--output runs/lora-study] [--report-only]
  *
  * A variant is `full` (full fine-tuning at the default learning rate), `full:LR`, or `rR:LR` (LoRA of rank R on
- * every linear layer, lora_alpha --alpha, RL learning rate LR), or `rR` (the CLI's LoRA default learning rate).
+ * every linear layer, lora_alpha --alpha, RL learning rate LR), or `rR` (the CLI's LoRA default learning rate); a
+ * third field sets the RL steps (`r1::450`: 450 steps at the default learning rate).
  */
 import { spawn } from 'node:child_process';
 import { appendFileSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
@@ -40,6 +41,8 @@ interface Result {
   readonly before: number;
   readonly after: number;
   readonly wallSeconds: number;
+  /** User + system CPU seconds: what the run cost, whatever else the machine was doing (one thread). */
+  readonly cpuSeconds?: number;
   readonly peakRssMiB: number;
   readonly estimate: string;
 }
@@ -47,28 +50,28 @@ interface Result {
 const cli = join('dist', 'cli', 'main.js');
 
 /** Run one `rlvr train` under /usr/bin/time; resolves with its output and its wall time and peak RSS. */
-function runCli(args: string[], log: string): Promise<{ text: string; wall: number; rssKiB: number }> {
+function runCli(args: string[], log: string): Promise<{ text: string; wall: number; rssKiB: number; cpu: number }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('/usr/bin/time', ['-f', 'TIME %e %M', 'node', cli, 'train', '--threads', '1', ...args]);
+    const child = spawn('/usr/bin/time', ['-f', 'TIME %e %M %U %S', 'node', cli, 'train', '--threads', '1', ...args]);
     let text = '';
     child.stdout.on('data', (d) => (text += d));
     child.stderr.on('data', (d) => (text += d));
     child.on('close', (code) => {
       appendFileSync(log, text);
       if (code !== 0) return reject(new Error(`rlvr train ${args.join(' ')} exited ${code}; see ${log}`));
-      const m = /TIME ([\d.]+) (\d+)/.exec(text);
-      resolve({ text, wall: Number(m?.[1]), rssKiB: Number(m?.[2]) });
+      const m = /TIME ([\d.]+) (\d+) ([\d.]+) ([\d.]+)/.exec(text);
+      resolve({ text, wall: Number(m?.[1]), rssKiB: Number(m?.[2]), cpu: Number(m?.[3]) + Number(m?.[4]) });
     });
   });
 }
 
 function variantFlags(v: string): string[] {
-  const [kind, lr] = v.split(':');
-  const rate = lr ? ['--learning-rate', lr] : [];
-  if (kind === 'full') return rate;
+  const [kind, lr, steps] = v.split(':');
+  const rest = [...(lr ? ['--learning-rate', lr] : []), ...(steps ? ['--steps', steps] : [])];
+  if (kind === 'full') return rest;
   const r = /^r(\d+)$/.exec(kind ?? '');
-  if (!r) throw new Error(`variant ${v}: expected full[:LR] or rN[:LR]`);
-  return ['--lora-r', r[1]!, '--lora-alpha', values.alpha, '--lora-target-modules', 'all-linear', ...rate];
+  if (!r) throw new Error(`variant ${v}: expected full[:LR[:STEPS]] or rN[:LR[:STEPS]]`);
+  return ['--lora-r', r[1]!, '--lora-alpha', values.alpha, '--lora-target-modules', 'all-linear', ...rest];
 }
 
 const done = (): Result[] =>
@@ -96,9 +99,9 @@ async function makeWarmStart(seed: number): Promise<string> {
 
 async function runVariant(seed: number, variant: string): Promise<void> {
   const ck = await warmStart(seed);
-  const dir = join(out, `${variant.replace(':', '-lr')}-s${seed}`);
+  const dir = join(out, `${variant.replaceAll(':', '-')}-s${seed}`);
   const args = ['--seed', String(seed), '--resume', ck, '--output', dir, '--overwrite', ...variantFlags(variant)];
-  const { text, wall, rssKiB } = await runCli(args, join(out, 'runs.log'));
+  const { text, wall, rssKiB, cpu } = await runCli(args, join(out, 'runs.log'));
   const m = /after warm-start ([\d.]+), after (?:LoRA )?RL(?: \(r \d+\))? ([\d.]+)/.exec(text);
   if (!m) throw new Error(`no result line for ${variant} seed ${seed}`);
   const estimate = /memory estimate: ([\d.]+ [MG]iB)/.exec(text)?.[1] ?? '?';
@@ -108,6 +111,7 @@ async function runVariant(seed: number, variant: string): Promise<void> {
     before: Number(m[1]),
     after: Number(m[2]),
     wallSeconds: wall,
+    cpuSeconds: Math.round(cpu * 10) / 10,
     peakRssMiB: Math.round(rssKiB / 1024),
     estimate,
   };
@@ -145,15 +149,17 @@ function report(results: Result[]): void {
   console.log(
     '\n| variant | seeds | gain per seed (points) | median gain | median share of full FT | worst vs warm-start | wall (median s) | peak RSS (median MiB) |',
   );
-  console.log('|---|---|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|---|---|');
   for (const [variant, rs] of byVariant) {
     const sorted = [...rs].sort((a, b) => a.seed - b.seed);
     const gains = sorted.map((r) => 100 * (r.after - r.before));
+    const cpus = sorted.flatMap((r) => (r.cpuSeconds === undefined ? [] : [r.cpuSeconds]));
     const shares = sorted.filter((r) => full.has(r.seed)).map((r) => (r.after - r.before) / full.get(r.seed)!);
     console.log(
       `| ${variant} | ${sorted.map((r) => r.seed).join(',')} | ${gains.map((g) => g.toFixed(1)).join(', ')} | ` +
         `${median(gains).toFixed(1)} | ${shares.length ? `${(100 * median(shares)).toFixed(0)}%` : '-'} | ` +
         `${Math.min(...gains).toFixed(1)} | ${median(sorted.map((r) => r.wallSeconds)).toFixed(0)} | ` +
+        `${cpus.length ? median(cpus).toFixed(0) : '-'} | ` +
         `${median(sorted.map((r) => r.peakRssMiB)).toFixed(0)} |`,
     );
   }

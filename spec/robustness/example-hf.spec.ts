@@ -17,7 +17,7 @@ describe('example:hf leaves no temporary directory', () => {
       { encoding: 'utf8', timeout: 240_000, env: { ...process.env, TMPDIR: tmp } },
     );
     expect(r.status, r.stderr).toBe(0);
-    expect(r.stdout).toMatch(/--output DIR keeps it/);
+    expect(r.stdout).toMatch(/--output DIR keeps the base in DIR/);
     expect(readdirSync(tmp).filter((e) => e.startsWith('qwen3-'))).toEqual([]);
   }, 240_000);
 });
