@@ -3,9 +3,10 @@
 // 4: whole vec4 columns) held in registers. The K loop walks TK-deep tiles of A and B staged in workgroup
 // memory, both stored k-major with 4 rows (A) or 4 columns (B) per vec4, so the inner product step is
 //   a = As[k][my 4 rows], b = Bs[k][my 4 columns], acc[row r] += a[r] * b   (4 vec4 FMAs per 2 loads).
-// src/backends/webgpu/kernels/matmul.ts describes the kernel (bindings A, B, C as f32 or vec4<f32>: vec4 when
-// the contiguous dimension is a multiple of 4; params M, N, K and up to 4 broadcast batch dims, outermost first
-// and padded with 1, with A's and B's element strides over them; the workgroup size) and fills the placeholders:
+// src/backends/webgpu/kernels/matmul-program.ts describes the kernel (bindings A, B, C as f32 or vec4<f32>: vec4
+// when the contiguous dimension is a multiple of 4; params M, N, K and up to 4 broadcast batch dims, outermost
+// first and padded with 1, with A's and B's element strides over them; the workgroup size) and fills the
+// placeholders:
 //   RM, RN, TK: the block per thread and the depth of a K tile;
 //   SPREAD: whether a thread's RN / 4 vec4 columns are adjacent (false) or spread WG_X vec4s apart (true: the
 //     threads of a row then read consecutive vec4s of Bs, no bank conflicts, and write consecutive vec4s of C);

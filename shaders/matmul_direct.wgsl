@@ -6,9 +6,9 @@
 //   acc[r][j] += a.x b[0][j] + a.y b[1][j] + a.z b[2][j] + a.w b[3][j]
 // This is the variant for CPU-emulated adapters (Mesa llvmpipe): there workgroup memory is ordinary memory,
 // so staging tiles in it (matmul.wgsl) only adds copies and barriers; on a GPU the tiled kernel is used.
-// src/backends/webgpu/kernels/matmul.ts describes the kernel (bindings, params and workgroup size as
-// matmul.wgsl's) and fills RM, RN, the loaders (transposed or not, vec4 or scalar, with bounds checks unless M,
-// N, K divide the block) and the store.
+// src/backends/webgpu/kernels/matmul-program.ts describes the kernel (bindings, params and workgroup size as
+// matmul.wgsl's) and fills RM, RN, the loaders (transposed or not, vec4 or scalar, with bounds checks unless
+// M, N, K divide the block) and the store.
 
 const RM: u32 = {{RM}}u;
 const RN: u32 = {{RN}}u;

@@ -1,12 +1,8 @@
 import { afterEach, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
 import { BufferPool } from '../../src/backends/webgpu/buffer-pool.js';
-import {
-  fits,
-  MATMUL_CANDIDATES,
-  setMatmulTileConfig,
-  type TileConfig,
-} from '../../src/backends/webgpu/kernels/matmul.js';
+import { setMatmulTileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
+import { fits, MATMUL_CANDIDATES, type TileConfig } from '../../src/backends/webgpu/kernels/matmul-configs.js';
 import { frozenPair } from '../helpers/frozen.js';
 import { describeGpu, reference } from './helpers.js';
 

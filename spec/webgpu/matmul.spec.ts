@@ -1,12 +1,8 @@
 import { afterEach, expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
-import {
-  fits,
-  MATMUL_CANDIDATES,
-  setMatmulTileConfig,
-  type TileConfig,
-} from '../../src/backends/webgpu/kernels/matmul.js';
+import { setMatmulTileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
+import { fits, MATMUL_CANDIDATES, type TileConfig } from '../../src/backends/webgpu/kernels/matmul-configs.js';
 import { broadcastPairArb, compareForward, describeGpu, RUNS, valuesFor, type Tol } from './helpers.js';
 
 /**

@@ -1,0 +1,89 @@
+/**
+ * The configurations of the matmul kernels: the tiled kernel with workgroup memory (shaders/matmul.wgsl), used
+ * on GPUs, and the register-blocked kernel without it (shaders/matmul_direct.wgsl), used on CPU-emulated
+ * adapters such as llvmpipe, where workgroup memory is ordinary memory and staging only costs. Each family has a
+ * fixed default (`defaultConfig`) and candidates the tuner may time instead per shape class (kernels/matmul.ts).
+ */
+export interface TileConfig {
+  readonly name: string;
+  /** `tiled`: workgroup-memory tiles of (wy rm) x (wx rn), tk deep. `direct`: no workgroup memory. */
+  readonly kind: 'tiled' | 'direct';
+  /** Threads per workgroup along N (x) and M (y). */
+  readonly wx: number;
+  readonly wy: number;
+  /** Outputs per thread along M (multiple of 4) and N (multiple of 4). */
+  readonly rm: number;
+  readonly rn: number;
+  /** Depth of a K tile (tiled only). */
+  readonly tk: number;
+  /** Tiled only: a thread's vec4 columns spread WG_X apart instead of adjacent (conflict-free, coalesced). */
+  readonly spread?: boolean;
+  /** Tiled only: the next K tile is read into registers while the current one is multiplied. */
+  readonly prefetch?: boolean;
+}
+
+/** GPU: 64x64 tiles, 16x16 threads with 4x4 outputs each, K tiles of 16. */
+export const LARGE: TileConfig = { name: 'L', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16 };
+/** GPU: 32x32 tiles, 8x8 threads with 4x4 outputs each (more workgroups for small outputs). */
+export const SMALL: TileConfig = { name: 'S', kind: 'tiled', wx: 8, wy: 8, rm: 4, rn: 4, tk: 16 };
+/** CPU-emulated adapters: 8x8 outputs per thread (large outputs). */
+export const DIRECT_LARGE: TileConfig = { name: 'DL', kind: 'direct', wx: 8, wy: 8, rm: 8, rn: 8, tk: 4 };
+/** CPU-emulated adapters: 4x4 outputs per thread (narrow outputs, such as logits over a small vocabulary). */
+export const DIRECT_SMALL: TileConfig = { name: 'DS', kind: 'direct', wx: 8, wy: 8, rm: 4, rn: 4, tk: 4 };
+
+/**
+ * The candidates the tuner (tuner.ts) times per shape class, beside the two defaults of each family: more
+ * outputs per thread (8x8: 16 vec4 FMAs per 4 vec4 loads from workgroup memory, against 4 per 2 at 4x4, the
+ * register blocking of large-tile GPU kernels such as tfjs's and CUTLASS's), taller or wider tiles, fewer
+ * threads, deeper or shallower K tiles, and a thread's columns spread across the tile (`spread`: a warp reads
+ * consecutive vec4s of the B tile and writes consecutive vec4s of C, as siboehm's SGEMM steps do). Every one is a correctness case of spec/webgpu/matmul.spec.ts.
+ */
+export const MATMUL_CANDIDATES: Readonly<Record<TileConfig['kind'], readonly TileConfig[]>> = {
+  tiled: [
+    LARGE,
+    SMALL,
+    { name: 'XL', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 8 },
+    { name: 'XLk16', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 16 },
+    { name: 'Tall', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 4, tk: 16 },
+    { name: 'Wide', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 8, tk: 16 },
+    { name: 'M8', kind: 'tiled', wx: 8, wy: 8, rm: 8, rn: 8, tk: 16 },
+    { name: 'Lk32', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 32 },
+    { name: 'Ls', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16, spread: true },
+    { name: 'XLs', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 8, spread: true },
+    { name: 'XLk16s', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 16, spread: true },
+    // K tiles of 32: a row of a row-major A tile is 128 bytes, one whole memory transaction (32 KiB of tiles).
+    { name: 'XLk32s', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 32, spread: true },
+    // The next K tile read into registers while this one is multiplied: global latency behind the FMAs.
+    { name: 'XLk16sp', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 16, spread: true, prefetch: true },
+    { name: 'XLk32sp', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 32, spread: true, prefetch: true },
+    { name: 'Lsp', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16, spread: true, prefetch: true },
+  ],
+  direct: [
+    DIRECT_LARGE,
+    DIRECT_SMALL,
+    { name: 'DM', kind: 'direct', wx: 8, wy: 8, rm: 4, rn: 8, tk: 4 },
+    { name: 'DW', kind: 'direct', wx: 16, wy: 4, rm: 8, rn: 8, tk: 4 },
+    { name: 'DT', kind: 'direct', wx: 4, wy: 16, rm: 8, rn: 4, tk: 4 },
+  ],
+};
+
+/** The fixed heuristic: the default the tuner starts from, and the choice with RLVR_TUNE=off. */
+export function defaultConfig(cpuLike: boolean, m: number, n: number, batch: number): TileConfig {
+  // Measured on llvmpipe (bench/RESULTS.md): 8x8 outputs per thread wins at every policy shape; 4x4 only
+  // wastes less on matrix-vector shapes.
+  if (cpuLike) return m < 8 || n < 8 ? DIRECT_SMALL : DIRECT_LARGE;
+  // Prefer the large tile unless it would leave too few workgroups to fill the device.
+  const large = Math.ceil(m / 64) * Math.ceil(n / 64) * batch;
+  return large >= 16 ? LARGE : SMALL;
+}
+
+/** Whether a configuration fits the device's workgroup limits (a candidate that does not is never offered). */
+export function fits(cfg: TileConfig, limits: GPUSupportedLimits): boolean {
+  const storage = cfg.kind === 'tiled' ? 4 * cfg.tk * (cfg.wy * cfg.rm + cfg.wx * cfg.rn) : 0;
+  return (
+    cfg.wx * cfg.wy <= limits.maxComputeInvocationsPerWorkgroup &&
+    cfg.wx <= limits.maxComputeWorkgroupSizeX &&
+    cfg.wy <= limits.maxComputeWorkgroupSizeY &&
+    storage <= limits.maxComputeWorkgroupStorageSize
+  );
+}
