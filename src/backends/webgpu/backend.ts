@@ -3,6 +3,7 @@ import { isHalf, type DType, type HalfDType, type HostArray, type TypedArray } f
 import { widenHalf } from '../../core/half.js';
 import { BackendError } from '../../core/errors.js';
 import { sizeOf } from '../../core/shape.js';
+import type { RuntimeStats } from './counters.js';
 import type { AcquireOptions, AdapterDescription } from './device.js';
 // Each kernel family registers its kernels for 'webgpu' when it loads (no fallback: a missing one is an error).
 import './kernels/adamw.js';
@@ -18,7 +19,7 @@ import './kernels/reduce.js';
 import './kernels/sampling.js';
 import './kernels/softmax.js';
 import { acquireDevice } from './platform.js';
-import { GpuRuntime, type RuntimeOptions, type RuntimeStats } from './runtime.js';
+import { GpuRuntime, type RuntimeOptions } from './runtime.js';
 import { asStorage, gpuStorage } from './storage.js';
 import { wgslType } from './wgsl.js';
 

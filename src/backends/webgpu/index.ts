@@ -3,5 +3,5 @@ export { WebGpuBackend, createWebGpuBackend, type WebGpuBackendOptions } from '.
 export { NoAdapterError, GpuValidationError, DeviceLostError } from './errors.js';
 export type { AdapterDescription, AdapterPath, AcquireOptions } from './device.js';
 export type { PoolStats } from './buffer-pool.js';
-export type { RuntimeCounters, RuntimeStats } from './runtime.js';
+export type { RuntimeCounters, RuntimeStats } from './counters.js';
 export type { KernelTime } from './profiler.js';

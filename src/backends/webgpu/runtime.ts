@@ -1,24 +1,27 @@
 import type { Backend } from '../../core/backend.js';
 import { BackendError, type RlvrError } from '../../core/errors.js';
-import { BufferPool, type PoolStats } from './buffer-pool.js';
+import { BindGroupCache } from './bind-groups.js';
+import { BufferPool } from './buffer-pool.js';
+import { Counters, type RuntimeStats } from './counters.js';
 import type { AcquiredDevice, AdapterDescription } from './device.js';
-import { DeviceLostError, GpuValidationError } from './errors.js';
-import { PipelineCache, type CachedPipeline, type KernelSpec } from './pipelines.js';
+import { ErrorScopes } from './error-scopes.js';
+import { GpuValidationError } from './errors.js';
+import { PipelineCache, type KernelSpec } from './pipelines.js';
 import { KernelProfiler, type KernelTime } from './profiler.js';
 import { Tuner, type TunerOptions } from './tuner.js';
-import { UniformStore, type UniformSlot } from './uniforms.js';
+import { UniformStore } from './uniforms.js';
 
 /**
  * The command runtime: one long-lived command encoder and compute pass collect dispatches, submitted every
  * `dispatchesPerSubmit` dispatches or when a read needs the results. Everything done between two submits runs
- * inside one validation and one out-of-memory error scope (two pushes and two pops per submit, nothing per
- * dispatch); their verdicts, the pipelines' own scopes, the `uncapturederror` listener and `device.lost` all end
- * in one sticky typed error that names the kernel and is thrown by the next `read()` and every later call.
- * Nothing fails silently.
+ * inside one validation and one out-of-memory error scope (`error-scopes.ts`), whose verdicts, with every other
+ * failure, end in one sticky typed error that names the kernel and is thrown by the next `read()` and every
+ * later call. Nothing fails silently.
  *
  * Per dispatch the host work is small: uniforms are slots looked up by content (`uniforms.ts`), bind groups are
- * cached by (pipeline, buffers, uniform slot), and buffers come from the pool (`buffer-pool.ts`), which hands
- * kernels buffers freed earlier in the same batch. Kernels launch through `launch.ts`, which calls `dispatch`.
+ * cached by (pipeline, buffers, uniform slot) (`bind-groups.ts`), and buffers come from the pool
+ * (`buffer-pool.ts`), which hands kernels buffers freed earlier in the same batch. What it does is counted
+ * (`counters.ts`). Kernels launch through `launch.ts`, which calls `dispatch`.
  */
 export interface RuntimeOptions extends TunerOptions {
   /** Dispatches encoded before a submit (default 32). */
@@ -53,28 +56,6 @@ export interface GpuBackend extends Backend {
   readonly runtime: GpuRuntime;
 }
 
-/** What the runtime counts, for tests (asserted) and benchmarks (printed). */
-export interface RuntimeCounters {
-  readonly dispatches: number;
-  readonly submits: number;
-  /** `createBuffer` calls made by the runtime (tensor pool, staging, uniform arenas, profiling). */
-  readonly buffersCreated: number;
-  /** Bytes written from the host with `queue.writeBuffer` for tensor uploads (uniforms not included). */
-  readonly uploadedBytes: number;
-  /** Bind groups created (a cache miss each). */
-  readonly bindGroupsCreated: number;
-  /**
-   * Round trips to the host: submits whose results the host waited on through `read` (reads asked for in one
-   * turn share one). A training step's budget is one, at its end (loss and metrics); a decode step's one.
-   */
-  readonly readBacks: number;
-}
-
-export type RuntimeStats = PoolStats & RuntimeCounters & { pipelines: number };
-
-/** Cached bind groups kept before the cache is cleared (a bound on what a changing workload can pin). */
-const MAX_BIND_GROUPS = 16_384;
-
 const envProfile = (): boolean => typeof process !== 'undefined' && process.env?.RLVR_PROFILE === '1';
 
 export class GpuRuntime {
@@ -104,26 +85,12 @@ export class GpuRuntime {
   /** What the current pass has bound, so an unchanged pipeline or bind group is not set again. */
   private passPipeline: GPUComputePipeline | null = null;
   private passBindGroup: GPUBindGroup | null = null;
-  private scopeOpen = false;
-  private batchKernels = new Set<string>();
   private dispatches = 0;
-  private readonly bindGroups = new Map<string, GPUBindGroup>();
-  private bindGroupGeneration = 0;
-  private readonly bufferIds = new WeakMap<GPUBuffer, number>();
-  private nextBufferId = 0;
-  private readonly checks = new Set<Promise<void>>();
-  private failure: RlvrError | null = null;
-  private lastKernel = '(none)';
+  private readonly bindGroups: BindGroupCache;
+  private readonly errors: ErrorScopes;
   private destroyed = false;
-  private readonly perKernel = new Map<string, number>();
-  private counts = {
-    dispatches: 0,
-    submits: 0,
-    buffersCreated: 0,
-    uploadedBytes: 0,
-    bindGroupsCreated: 0,
-    readBacks: 0,
-  };
+  private readonly counters = new Counters();
+  private readonly counts = this.counters.counts;
   /** The submit that carries this turn's read copies (see `read`), while one is due. */
   private readTurn: Promise<void> | null = null;
 
@@ -153,6 +120,7 @@ export class GpuRuntime {
     );
     const align = Math.max(16, this.device.limits.minUniformBufferOffsetAlignment);
     this.uniforms = new UniformStore((size) => this.createBuffer(size, u.UNIFORM | u.COPY_DST, 'rlvr:uniforms'), align);
+    this.bindGroups = new BindGroupCache(this.device, this.uniforms, () => this.counts.bindGroupsCreated++);
     this.profiler =
       (opts.profile ?? envProfile()) && KernelProfiler.supported(this.device)
         ? new KernelProfiler(
@@ -173,15 +141,9 @@ export class GpuRuntime {
       this.device.features.has('timestamp-query') ? 'timestamp-query' : 'wall-clock',
       opts,
     );
+    this.errors = new ErrorScopes(this.device, () => this.destroyed);
     // A failed pipeline is the root cause of the batch errors that follow it: it takes precedence.
-    this.pipelines = new PipelineCache(this.device, (e) => this.fail(e, true));
-    this.device.addEventListener('uncapturederror', (ev) => {
-      const error = (ev as GPUUncapturedErrorEvent).error;
-      this.fail(new GpuValidationError(this.kernelIn(error.message), error.message, kindOf(error)));
-    });
-    void this.device.lost.then((info) => {
-      if (!this.destroyed) this.fail(new DeviceLostError(info.reason ?? 'unknown', info.message, this.lastKernel));
-    });
+    this.pipelines = new PipelineCache(this.device, (e) => this.errors.fail(e, true));
   }
 
   /** Every GPU buffer the runtime makes goes through here, so `buffersCreated` counts them all. */
@@ -192,74 +154,27 @@ export class GpuRuntime {
 
   /** The first error recorded, if any (tests assert there is none). */
   get error(): RlvrError | null {
-    return this.failure;
+    return this.errors.error;
   }
 
   /** Throw the recorded error, if any; every entry point calls this first. */
   check(): void {
-    if (this.failure) throw this.failure;
+    const failure = this.errors.error;
+    if (failure) throw failure;
     if (this.destroyed) throw new BackendError('webgpu', 'the backend was disposed');
-  }
-
-  private rootCause = false;
-
-  private fail(e: RlvrError, root = false): void {
-    if (this.failure && (this.rootCause || !root)) return;
-    this.failure = e;
-    this.rootCause = root;
-  }
-
-  /** The kernel a Dawn message names through our `rlvr:` labels, else the kernels of the current batch. */
-  private kernelIn(message: string, fallback: Iterable<string> = this.batchKernels): string {
-    const infra = ['batch', 'uniforms', 'tensor', 'staging', 'read', 'profile'];
-    const labels = [...message.matchAll(/rlvr:([^"\]\s]+)/g)].map((m) => m[1]!);
-    const named = [...new Set(labels)].filter((k) => !k.startsWith('layout') && !infra.includes(k));
-    if (named.length > 0) return named.join(', ');
-    const batch = [...fallback];
-    return batch.length > 0 ? `one of ${batch.join(', ')}` : this.lastKernel;
-  }
-
-  /** Open the batch's error scopes before the first device call of a batch. */
-  private openScope(): void {
-    if (this.scopeOpen) return;
-    this.device.pushErrorScope('out-of-memory');
-    this.device.pushErrorScope('validation');
-    this.scopeOpen = true;
-  }
-
-  private closeScope(): void {
-    if (!this.scopeOpen) return;
-    this.scopeOpen = false;
-    const kernels = [...this.batchKernels];
-    this.batchKernels = new Set();
-    const validation = this.device.popErrorScope();
-    const oom = this.device.popErrorScope();
-    this.track(
-      Promise.all([validation, oom]).then(([v, o]) => {
-        for (const e of [v, o])
-          if (e) this.fail(new GpuValidationError(this.kernelIn(e.message, kernels), e.message, kindOf(e)));
-      }),
-    );
-  }
-
-  private track(p: Promise<void>): void {
-    const q = p
-      .catch((e: unknown) => this.fail(new GpuValidationError(this.lastKernel, String(e))))
-      .finally(() => this.checks.delete(q));
-    this.checks.add(q);
   }
 
   /** A storage buffer of at least `bytes` for a kernel to write (it may be one freed earlier in this batch). */
   alloc(bytes: number): GPUBuffer {
     this.check();
-    this.openScope();
+    this.errors.open();
     return this.pool.acquire(bytes);
   }
 
   /** A new storage buffer holding `data` (never one that unsubmitted commands still read). */
   upload(data: ArrayBufferView): GPUBuffer {
     this.check();
-    this.openScope();
+    this.errors.open();
     const buffer = this.pool.acquire(data.byteLength, true);
     if (data.byteLength > 0) this.write(buffer, data);
     return buffer;
@@ -277,7 +192,7 @@ export class GpuRuntime {
   write(buffer: GPUBuffer, data: ArrayBufferView): void {
     this.check();
     if (this.pool.uploadMustWait(buffer)) this.flush();
-    this.openScope();
+    this.errors.open();
     this.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
     this.counts.uploadedBytes += data.byteLength;
   }
@@ -285,10 +200,10 @@ export class GpuRuntime {
   /** Encode one dispatch (the lower-level call under `launch()`; kernels should use `launch()`). */
   dispatch(d: Dispatch): void {
     this.check();
-    this.openScope();
+    this.errors.open();
     const cached = this.pipelines.get(d);
-    this.lastKernel = d.kernel;
-    this.batchKernels.add(d.kernel);
+    this.errors.lastKernel = d.kernel;
+    this.errors.note(d.kernel);
     const given = d.buffers.length + (d.uniforms ? 1 : 0);
     if (given !== d.bindings.length) {
       throw new BackendError(
@@ -296,7 +211,7 @@ export class GpuRuntime {
         `kernel ${d.kernel}: ${given} bindings given, its layout has ${d.bindings.length}`,
       );
     }
-    const bindGroup = this.bindGroup(cached, d.buffers, d.uniforms ? this.uniforms.slot(d.uniforms) : null);
+    const bindGroup = this.bindGroups.get(cached, d.buffers, d.uniforms ? this.uniforms.slot(d.uniforms) : null);
     if (this.profiler?.full) this.flush();
     this.encoder ??= this.device.createCommandEncoder({ label: 'rlvr:batch' });
     if (this.profiler) {
@@ -318,38 +233,8 @@ export class GpuRuntime {
       this.pass.setBindGroup(0, bindGroup);
     }
     this.pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
-    this.counts.dispatches++;
-    this.perKernel.set(d.kernel, (this.perKernel.get(d.kernel) ?? 0) + 1);
+    this.counters.dispatched(d.kernel);
     if (++this.dispatches >= this.perSubmit) this.flush();
-  }
-
-  private bindGroup(cached: CachedPipeline, buffers: readonly GPUBuffer[], uniform: UniformSlot | null): GPUBindGroup {
-    if (this.bindGroupGeneration !== this.uniforms.generation) {
-      // The uniform store was recycled: bind groups naming its old slots can never be hit again.
-      this.bindGroups.clear();
-      this.bindGroupGeneration = this.uniforms.generation;
-    }
-    let key = cached.cacheKey;
-    for (const b of buffers) key += `,${this.idOf(b)}`;
-    if (uniform) key += `|${uniform.id}`;
-    const hit = this.bindGroups.get(key);
-    if (hit) return hit;
-    const entries: GPUBindGroupEntry[] = buffers.map((buffer, binding) => ({ binding, resource: { buffer } }));
-    if (uniform) entries.push({ binding: entries.length, resource: uniform.binding });
-    const group = this.device.createBindGroup({ layout: cached.layout, entries, label: cached.label });
-    this.counts.bindGroupsCreated++;
-    if (this.bindGroups.size >= MAX_BIND_GROUPS) this.bindGroups.clear();
-    this.bindGroups.set(key, group);
-    return group;
-  }
-
-  private idOf(buffer: GPUBuffer): number {
-    let id = this.bufferIds.get(buffer);
-    if (id === undefined) {
-      id = this.nextBufferId++;
-      this.bufferIds.set(buffer, id);
-    }
-    return id;
   }
 
   /** Submit everything encoded so far; buffers released so far become reusable by uploads too. */
@@ -367,7 +252,7 @@ export class GpuRuntime {
     }
     this.uniforms.afterSubmit();
     this.dispatches = 0;
-    this.closeScope();
+    this.errors.close();
     this.pool.afterSubmit();
   }
 
@@ -385,8 +270,8 @@ export class GpuRuntime {
       return new ArrayBuffer(0);
     }
     const staging = this.staging.acquire(byteLength);
-    this.openScope();
-    this.batchKernels.add('read');
+    this.errors.open();
+    this.errors.note('read');
     this.encoder ??= this.device.createCommandEncoder({ label: 'rlvr:batch' });
     this.pass?.end();
     this.pass = null;
@@ -425,11 +310,11 @@ export class GpuRuntime {
     this.dispatch(d);
     await this.sync();
     const cached = this.pipelines.get(d);
-    const group = this.bindGroup(cached, d.buffers, d.uniforms ? this.uniforms.slot(d.uniforms) : null);
+    const group = this.bindGroups.get(cached, d.buffers, d.uniforms ? this.uniforms.slot(d.uniforms) : null);
     this.uniforms.upload(this.device.queue);
     const stamps = this.device.features.has('timestamp-query') ? this.tuneStamps() : null;
-    this.openScope();
-    this.batchKernels.add(d.kernel);
+    this.errors.open();
+    this.errors.note(d.kernel);
     const encoder = this.device.createCommandEncoder({ label: 'rlvr:tune' });
     const pass = encoder.beginComputePass(
       stamps
@@ -450,9 +335,8 @@ export class GpuRuntime {
     const t0 = performance.now();
     this.device.queue.submit([encoder.finish()]);
     this.counts.submits++;
-    this.counts.dispatches += reps;
-    this.perKernel.set(d.kernel, (this.perKernel.get(d.kernel) ?? 0) + reps);
-    this.closeScope();
+    this.counters.dispatched(d.kernel, reps);
+    this.errors.close();
     await this.device.queue.onSubmittedWorkDone();
     const wall = performance.now() - t0;
     await this.settle();
@@ -490,7 +374,7 @@ export class GpuRuntime {
 
   private async settle(): Promise<void> {
     await this.pipelines.settled();
-    while (this.checks.size > 0) await Promise.all([...this.checks]);
+    await this.errors.settled();
     this.check();
   }
 
@@ -500,11 +384,11 @@ export class GpuRuntime {
 
   /** Dispatches per kernel name since the runtime was made (or `resetKernelCounts`). */
   kernelCounts(): Map<string, number> {
-    return new Map(this.perKernel);
+    return this.counters.kernelCounts();
   }
 
   resetKernelCounts(): void {
-    this.perKernel.clear();
+    this.counters.resetKernelCounts();
     this.profiler?.reset();
   }
 
@@ -524,7 +408,7 @@ export class GpuRuntime {
       this.pass?.end();
       this.encoder.finish();
     }
-    this.closeScope();
+    this.errors.close();
     this.destroyed = true;
     this.pool.trim();
     this.staging.trim();
@@ -535,9 +419,4 @@ export class GpuRuntime {
     this.device.destroy();
     this.instance = null;
   }
-}
-
-function kindOf(e: GPUError): 'validation' | 'out-of-memory' | 'internal' {
-  const name = e.constructor.name;
-  return name.includes('OutOfMemory') ? 'out-of-memory' : name.includes('Internal') ? 'internal' : 'validation';
 }
