@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CheckpointError } from '../../src/nn/safetensors.js';
-import { FileSystemError } from '../../src/nn/atomic-dir.js';
+import { FileSystemError } from '../../src/platform/errors.js';
 import { cliBundle } from './helpers/cli.js';
 import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
 import { TrainConfigError } from '../../src/training/config.js';

@@ -5,17 +5,12 @@ import * as E from 'fp-ts/lib/Either.js';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
 import { Rng } from '../../src/core/rng.js';
 import { liveTensors } from '../../src/core/tensor.js';
-import {
-  FileSystemError,
-  resolveDir,
-  verifyManifest,
-  writeDirAtomic,
-  writePlainDirAtomic,
-} from '../../src/nn/atomic-dir.js';
+import { resolveDir, verifyManifest, writeDirAtomic, writePlainDirAtomic } from '../../src/nn/atomic-dir.js';
 import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint } from '../../src/nn/checkpoint.js';
 import { adamwInit } from '../../src/nn/optim.js';
 import { CheckpointError, decodeSafetensors, encodeSafetensors } from '../../src/nn/safetensors.js';
 import { initParams } from '../../src/nn/transformer.js';
+import { FileSystemError } from '../../src/platform/errors.js';
 import { tinyConfig } from '../policy/helpers/fixtures.js';
 import { resealManifest } from './helpers/manifest.js';
 

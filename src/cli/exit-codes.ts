@@ -1,5 +1,5 @@
 import { escapeControls, RlvrError } from '../core/errors.js';
-import { FileSystemError } from '../nn/atomic-dir.js';
+import { FileSystemError } from '../platform/errors.js';
 import { CheckpointError } from '../nn/safetensors.js';
 import { DivergedError } from '../training/divergence.js';
 import { InterruptedError } from '../training/interrupted.js';

@@ -33,9 +33,6 @@ import { RlvrError, jsonSyntaxDetail } from '../core/errors.js';
  */
 export const MANIFEST = 'manifest.json';
 
-/** Re-exported for the modules that import it from here; it is the platform's (platform/errors.ts). */
-export { FileSystemError };
-
 export interface ManifestEntry {
   readonly size: number;
   readonly sha256: string;

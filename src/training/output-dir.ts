@@ -18,7 +18,7 @@ import {
 } from '../platform/files.js';
 import { hostName, processAlive, processId, processTag } from '../platform/host.js';
 import { RlvrError } from '../core/errors.js';
-import { FileSystemError } from '../nn/atomic-dir.js';
+import { FileSystemError } from '../platform/errors.js';
 
 /**
  * The run directory (`--output`): `metrics.jsonl`, `checkpoint` (a link to the newest whole checkpoint

@@ -1,4 +1,5 @@
-import { FileSystemError, writePlainDirAtomic } from '../nn/atomic-dir.js';
+import { writePlainDirAtomic } from '../nn/atomic-dir.js';
+import { FileSystemError } from '../platform/errors.js';
 import { jsonSyntaxDetail } from '../core/errors.js';
 import { isDirectFile, join, openRegular, readRegularFile } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';

@@ -20,7 +20,7 @@ import { evaluate, type EvalResult } from './evaluate.js';
 import { MetricsWriter, type MetricRecord } from './metrics.js';
 import type { UpdateResult } from './policy-update.js';
 import { BatchError } from '../objectives/errors.js';
-import { FileSystemError } from '../nn/atomic-dir.js';
+import { FileSystemError } from '../platform/errors.js';
 import { crashPoint } from '../platform/host.js';
 import { checkBounds } from './bounds.js';
 import { DivergedError, firstNonFinite, STATE_METRIC } from './divergence.js';
