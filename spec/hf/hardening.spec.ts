@@ -19,7 +19,7 @@ import { parseTrainArgs } from '../../src/cli/args.js';
 import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
 import { dispose } from '../../src/core/scope.js';
 import { loadHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
-import { MemoryError, type MemoryEstimate } from '../../src/nn/memory.js';
+import { MemoryError, type MemoryEstimate } from '../../src/training/memory.js';
 import type { MetricRecord } from '../../src/training/metrics.js';
 import { loadHfTokenizer } from '../../src/tokenizers/hf-tokenizer.js';
 import { train } from '../../src/training/trainer.js';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import * as T from '../../src/index.js';
 import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
-import { MemoryError } from '../../src/nn/memory.js';
+import { MemoryError } from '../../src/training/memory.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
 import { train } from '../../src/training/trainer.js';
 import { loadDatasetTask } from '../../src/training/pretrained.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
-import { MemoryError } from '../../src/nn/memory.js';
+import { MemoryError } from '../../src/training/memory.js';
 import { tinyRun } from '../training/helpers/tiny-run.js';
 
 /**

@@ -1,7 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
 import { parseTrainArgs } from '../../src/cli/args.js';
-import { MemoryError } from '../../src/nn/memory.js';
+import { MemoryError } from '../../src/training/memory.js';
 import { packSequences } from '../../src/rl/batch.js';
 import { additionTask, withReward } from '../../src/tasks/index.js';
 import { TrainConfigError } from '../../src/training/config.js';

@@ -11,7 +11,7 @@ import { OBJECTIVES } from '../objectives/registry.js';
 import { BACKENDS, openBackend } from '../backends/registry.js';
 import { describeFailure, EXIT, EXIT_CODE_HELP } from './exit-codes.js';
 import { escapeControls } from '../core/errors.js';
-import { describeEstimate } from '../nn/memory.js';
+import { describeEstimate } from '../training/memory.js';
 import { CHILD_ENV, runQuietChild, wantsQuietGpu } from './quiet-gpu.js';
 
 const USAGE = `usage: rlvr <command> [options]

@@ -72,18 +72,6 @@ export {
   type TensorToWrite,
   type StoredDType,
 } from './safetensors-file.js';
-export {
-  type MemoryEstimate,
-  type MemoryLimits,
-  type RunShape,
-  MemoryError,
-  countParameters,
-  countLoraParameters,
-  type RunLora,
-  estimateTrainingMemory,
-  describeEstimate,
-  checkFits,
-} from './memory.js';
 export { checkpointToBytes, checkpointToBlob, checkpointFromBytes } from './checkpoint-bytes.js';
 export {
   type LoraConfig,

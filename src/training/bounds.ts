@@ -4,7 +4,7 @@ import { TrainConfigError, type TrainConfig } from './config.js';
 /**
  * Sizes are checked before anything is allocated, each against a sane limit, so a typo like `--n-layers 1e8`
  * fails at once instead of growing memory until the process is killed; the trainer then checks the whole run
- * against a memory estimate (`nn/memory.ts`) and the memory this machine has.
+ * against a memory estimate (`training/memory.ts`) and the memory this machine has.
  */
 const LIMITS: readonly [keyof TrainConfig | `model.${keyof TrainConfig['model']}`, number][] = [
   // The model's sizes: the same limits as a Hub config.json's (nn/limits.ts).
@@ -30,7 +30,7 @@ const valueAt = (cfg: TrainConfig, key: string): number | null =>
     | number
     | null;
 
-/** The first size over its limit (the memory a run needs is estimated by `nn/memory.ts`). */
+/** The first size over its limit (the memory a run needs is estimated by `training/memory.ts`). */
 export function checkBounds(cfg: TrainConfig): TrainConfigError | null {
   for (const [key, limit] of LIMITS) {
     const v = valueAt(cfg, key);

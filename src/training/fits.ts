@@ -15,7 +15,7 @@ import {
   type MemoryLimits,
   type RunLora,
   type RunShape,
-} from '../nn/memory.js';
+} from './memory.js';
 import type { TransformerConfig } from '../nn/transformer.js';
 import { totalMemoryBytes } from '../platform/host.js';
 import type { Problem, Task } from '../tasks/task.js';

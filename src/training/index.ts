@@ -45,3 +45,15 @@ export {
   type PretrainedParts,
 } from './pretrained.js';
 export { runShape, defaultMemoryLimits } from './fits.js';
+export {
+  type MemoryEstimate,
+  type MemoryLimits,
+  type RunShape,
+  MemoryError,
+  countParameters,
+  countLoraParameters,
+  type RunLora,
+  estimateTrainingMemory,
+  describeEstimate,
+  checkFits,
+} from './memory.js';

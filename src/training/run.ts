@@ -26,7 +26,7 @@ import { checkBounds } from './bounds.js';
 import { DivergedError, firstNonFinite, STATE_METRIC } from './divergence.js';
 import { METRICS_FILE, metricsBytes } from './output-dir.js';
 import { runIdentity, type DatasetIdentity, type RunIdentity } from './resume-check.js';
-import type { MemoryEstimate } from '../nn/memory.js';
+import type { MemoryEstimate } from './memory.js';
 import type { PretrainedParts } from './pretrained.js';
 import type { PyTree } from '../core/pytree.js';
 import { trainableOf } from '../nn/lora.js';

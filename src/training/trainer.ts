@@ -23,7 +23,7 @@ import { abortReason, InterruptedError } from './interrupted.js';
 import { METRICS_FILE, type OutputLock, prepareOutputDir, resumesInPlace, truncateMetrics } from './output-dir.js';
 import { checkResume, datasetIdentity } from './resume-check.js';
 import { checkMetrics, checkOptimizerStep, parseTrainerState } from './trainer-state.js';
-import type { MemoryLimits } from '../nn/memory.js';
+import type { MemoryLimits } from './memory.js';
 import { checkRunFits } from './fits.js';
 import {
   checkDatasetRows,

@@ -1,8 +1,8 @@
 import { RlvrError } from '../core/errors.js';
-import { paramShapes } from './hf.js';
-import { headDim, type TransformerConfig } from './transformer.js';
-import type { LoraModule } from './adapters.js';
-import { moduleShape } from './lora.js';
+import { paramShapes } from '../nn/hf.js';
+import { headDim, type TransformerConfig } from '../nn/transformer.js';
+import type { LoraModule } from '../nn/adapters.js';
+import { moduleShape } from '../nn/lora.js';
 
 /**
  * A training run's memory, estimated from the config before anything is allocated, so a run that cannot fit is
