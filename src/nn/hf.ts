@@ -5,7 +5,8 @@ import { getDefaultBackend } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { CheckpointError, type HostTensor } from './safetensors.js';
-import { headDim, type LayerParams, type TransformerConfig, type TransformerParams } from './transformer.js';
+import { type ParamsLike, paramShapes } from './parameters.js';
+import type { LayerParams, TransformerConfig, TransformerParams } from './transformer.js';
 
 /**
  * The Hugging Face names of the parameters (Llama, Qwen2 and Qwen3 share them; Qwen2 adds q/k/v biases, Qwen3
@@ -33,14 +34,6 @@ const EMBED = 'model.embed_tokens.weight';
 const FINAL_NORM = 'model.norm.weight';
 export const LM_HEAD = 'lm_head.weight';
 
-/** A pytree shaped like the parameters, with leaves of any type (tensors, moments, shapes). */
-export interface ParamsLike<T> {
-  readonly embed: { readonly weight: T };
-  readonly layers: readonly { readonly [K in keyof LayerParams]?: T }[];
-  readonly finalNorm: T;
-  readonly lmHead?: { readonly weight: T };
-}
-
 /** Every parameter under its Hugging Face name (for pytrees shaped like the parameters: moments too). */
 export function toHfNames<T>(params: ParamsLike<T>): Map<string, T> {
   const out = new Map<string, T>([[EMBED, params.embed.weight]]);
@@ -52,31 +45,6 @@ export function toHfNames<T>(params: ParamsLike<T>): Map<string, T> {
   out.set(FINAL_NORM, params.finalNorm);
   if (params.lmHead) out.set(LM_HEAD, params.lmHead.weight);
   return out;
-}
-
-/** The shape of every parameter of a config, as a pytree (the optional tensors only where the config has them). */
-export function paramShapes(config: TransformerConfig): ParamsLike<number[]> {
-  const c = config;
-  const dh = headDim(c);
-  const layer: { [K in keyof LayerParams]?: number[] } = {
-    attnNorm: [c.dModel],
-    wq: [c.nHeads * dh, c.dModel],
-    wk: [c.nKvHeads * dh, c.dModel],
-    wv: [c.nKvHeads * dh, c.dModel],
-    wo: [c.dModel, c.nHeads * dh],
-    mlpNorm: [c.dModel],
-    wGate: [c.dFf, c.dModel],
-    wUp: [c.dFf, c.dModel],
-    wDown: [c.dModel, c.dFf],
-    ...(c.qkvBias ? { bq: [c.nHeads * dh], bk: [c.nKvHeads * dh], bv: [c.nKvHeads * dh] } : {}),
-    ...(c.qkNorm ? { qNorm: [dh], kNorm: [dh] } : {}),
-  };
-  return {
-    embed: { weight: [c.vocabSize, c.dModel] },
-    layers: Array.from({ length: c.nLayers }, () => layer),
-    finalNorm: [c.dModel],
-    ...(c.tieEmbeddings === false ? { lmHead: { weight: [c.vocabSize, c.dModel] } } : {}),
-  };
 }
 
 /** The expected shape of every Hugging Face name for a config. */

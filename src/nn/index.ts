@@ -16,6 +16,7 @@ export {
   forwardWithCache,
   PAD_BIAS,
 } from './transformer.js';
+export { type ParamsLike, paramShapes } from './parameters.js';
 export { type KvCache, createKvCache, disposeCache } from './kv-cache.js';
 export { type RopeTables, ropeTables, ropeAt, applyRope } from './rope.js';
 export {
@@ -39,14 +40,12 @@ export {
   toHfNames,
   fromHfNames,
   expectedShapes,
-  paramShapes,
   buildParams,
   toHfConfig,
   fromHfConfig,
   architectureOf,
   ARCHITECTURES,
   type Architecture,
-  type ParamsLike,
   type LoadOptions,
 } from './hf.js';
 export { type Checkpoint, type Json, CHECKPOINT_FILES, saveCheckpoint, loadCheckpoint } from './checkpoint.js';

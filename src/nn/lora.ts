@@ -20,7 +20,7 @@ import {
   type LoraPair,
   type LoraWeights,
 } from './adapters.js';
-import { paramShapes } from './hf.js';
+import { paramShapes } from './parameters.js';
 import { CheckpointError } from './safetensors.js';
 import {
   readSafetensorsIndex,

@@ -1,5 +1,5 @@
 import { RlvrError } from '../core/errors.js';
-import { paramShapes } from '../nn/hf.js';
+import { paramShapes } from '../nn/parameters.js';
 import { headDim, type TransformerConfig } from '../nn/transformer.js';
 import type { LoraModule } from '../nn/adapters.js';
 import { moduleShape } from '../nn/lora.js';
