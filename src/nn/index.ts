@@ -80,7 +80,6 @@ export {
   type LoraWeights,
   LORA_MODULES,
   LORA_DEFAULTS,
-  ADAPTER_FILES,
   parseTargetModules,
   loraConfigProblem,
   loraScaling,
@@ -90,6 +89,9 @@ export {
   trainableOf,
   withTrainable,
   mergeLora,
+} from './lora.js';
+export {
+  ADAPTER_FILES,
   peftName,
   peftNames,
   adapterConfigJson,
@@ -97,4 +99,4 @@ export {
   writeAdapterFiles,
   readAdapter,
   readAdapterConfig,
-} from './lora.js';
+} from './adapter-files.js';

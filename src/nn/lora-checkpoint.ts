@@ -23,7 +23,8 @@ import {
 } from './checkpoint.js';
 import { toHfConfig, toHfNames } from './hf.js';
 import { loadHfCheckpoint } from './hf-checkpoint.js';
-import { ADAPTER_FILES, peftName, peftNames, readAdapter, writeAdapterFiles, type LoraConfig } from './lora.js';
+import { ADAPTER_FILES, peftName, peftNames, readAdapter, writeAdapterFiles } from './adapter-files.js';
+import type { LoraConfig } from './lora.js';
 import type { OptimizerState } from './optim.js';
 import { CheckpointError } from './safetensors.js';
 import { readSafetensorsIndex, streamTensors, tensorsToWrite, writeSafetensorsFile } from './safetensors-file.js';

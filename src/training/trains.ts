@@ -15,16 +15,14 @@ import { dispose } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
 import { writePlainDirAtomic } from '../nn/atomic-dir.js';
 import { loadCheckpoint, saveCheckpoint, type Json } from '../nn/checkpoint.js';
+import { readAdapterConfig, readAdapterTensors, writeAdapterFiles } from '../nn/adapter-files.js';
 import {
   initLora,
   LORA_MODULES,
   loraScaling,
   mergeLora,
-  readAdapterConfig,
-  readAdapterTensors,
   withLora,
   withoutLora,
-  writeAdapterFiles,
   type LoraConfig,
   type LoraLayer,
 } from '../nn/lora.js';
