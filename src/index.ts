@@ -76,6 +76,7 @@ export { setDebugNans } from './ops/op.js';
 export { FileSystemError, NodeOnlyError } from './platform/errors.js';
 export * as objectives from './objectives/index.js';
 export * from './nn/index.js';
+export * from './io/index.js';
 export * from './rl/index.js';
 export * from './tasks/index.js';
 export * from './tokenizers/index.js';

@@ -4,9 +4,9 @@ import { Rng } from '../../src/core/rng.js';
 import { treeLeaves } from '../../src/core/pytree.js';
 import { adamwInit } from '../../src/nn/optim.js';
 import { initParams } from '../../src/nn/transformer.js';
-import { checkpointFromBytes, checkpointToBlob, checkpointToBytes } from '../../src/nn/checkpoint-bytes.js';
-import { fromHfNames } from '../../src/nn/hf.js';
-import { type CheckpointError, decodeSafetensors, encodeSafetensors } from '../../src/nn/safetensors.js';
+import { checkpointFromBytes, checkpointToBlob, checkpointToBytes } from '../../src/io/checkpoint-bytes.js';
+import { fromHfNames } from '../../src/io/hf.js';
+import { type CheckpointError, decodeSafetensors, encodeSafetensors } from '../../src/io/safetensors.js';
 import { tinyConfig } from '../policy/helpers/fixtures.js';
 
 /** The page's checkpoints: one safetensors file in memory (Blob / ArrayBuffer), read back exactly. */

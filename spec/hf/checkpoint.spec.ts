@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import * as T from '../../src/index.js';
-import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
-import { decodeBytes, type CheckpointError } from '../../src/nn/safetensors.js';
-import { f32ToBf16 } from '../../src/nn/safetensors-file.js';
+import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/io/hf-checkpoint.js';
+import { decodeBytes, type CheckpointError } from '../../src/io/safetensors.js';
+import { f32ToBf16 } from '../../src/io/safetensors-file.js';
 import { FIXTURES, inputsOf, loadModel, readReference } from './helpers.js';
 
 /**

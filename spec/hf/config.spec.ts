@@ -2,9 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import * as E from 'fp-ts/lib/Either.js';
 import { Rng, treeLeaves } from '../../src/index.js';
-import { fromHfConfig, toHfConfig } from '../../src/nn/hf.js';
+import { fromHfConfig, toHfConfig } from '../../src/io/hf.js';
 import { initParams, smallConfig, type TransformerConfig } from '../../src/nn/transformer.js';
-import type { CheckpointError } from '../../src/nn/safetensors.js';
+import type { CheckpointError } from '../../src/io/safetensors.js';
 
 /** config.json of the three architectures: what maps onto the transformer, and what is refused, by field. */
 const fixture = (name: string): Record<string, unknown> =>

@@ -18,7 +18,7 @@ import { CpuBackend } from '../../src/backends/cpu/index.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
 import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
 import { dispose } from '../../src/core/scope.js';
-import { loadHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
+import { loadHfCheckpoint } from '../../src/io/hf-checkpoint.js';
 import { MemoryError, type MemoryEstimate } from '../../src/training/memory.js';
 import type { MetricRecord } from '../../src/training/metrics.js';
 import { loadHfTokenizer } from '../../src/tokenizers/hf-tokenizer.js';

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import * as E from 'fp-ts/lib/Either.js';
 import { expect } from 'vitest';
 import * as T from '../../src/index.js';
-import { loadHfCheckpoint, type HfModel } from '../../src/nn/hf-checkpoint.js';
+import { loadHfCheckpoint, type HfModel } from '../../src/io/hf-checkpoint.js';
 
 /**
  * The conformance fixtures (spec/fixtures/hf, computed by transformers 5.17 in float32 from the bf16 weights):

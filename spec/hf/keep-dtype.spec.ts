@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import * as T from '../../src/index.js';
-import { loadHfCheckpoint, type HfModel } from '../../src/nn/hf-checkpoint.js';
-import { readSafetensorsIndex } from '../../src/nn/safetensors-file.js';
+import { loadHfCheckpoint, type HfModel } from '../../src/io/hf-checkpoint.js';
+import { readSafetensorsIndex } from '../../src/io/safetensors-file.js';
 import { reference } from '../helpers/compare.js';
 import { FIXTURES, inputsOf, readReference } from './helpers.js';
 

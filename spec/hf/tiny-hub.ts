@@ -5,7 +5,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { CpuBackend } from '../../src/backends/cpu/index.js';
 import { Rng } from '../../src/core/rng.js';
 import { dispose } from '../../src/core/scope.js';
-import { saveHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
+import { saveHfCheckpoint } from '../../src/io/hf-checkpoint.js';
 import { tensor } from '../../src/ops/creation.js';
 import { initParams, type TransformerConfig } from '../../src/nn/transformer.js';
 

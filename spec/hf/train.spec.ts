@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import * as T from '../../src/index.js';
-import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
+import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/io/hf-checkpoint.js';
 import { MemoryError } from '../../src/training/memory.js';
 import { parseTrainArgs } from '../../src/cli/args.js';
 import { train } from '../../src/training/trainer.js';

@@ -1,6 +1,6 @@
 import { expect, it } from 'vitest';
 import * as T from '../../src/index.js';
-import { toHfNames } from '../../src/nn/hf.js';
+import { toHfNames } from '../../src/io/hf.js';
 import { describeGpu } from '../webgpu/helpers.js';
 import {
   expectWithin,

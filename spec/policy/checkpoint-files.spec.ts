@@ -5,10 +5,10 @@ import * as E from 'fp-ts/lib/Either.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TypedArray } from '../../src/core/dtype.js';
 import { Rng } from '../../src/core/rng.js';
-import { CHECKPOINT_FILES, FORMAT, hostTensors, saveCheckpoint } from '../../src/nn/checkpoint.js';
-import { toHfNames } from '../../src/nn/hf.js';
+import { CHECKPOINT_FILES, FORMAT, hostTensors, saveCheckpoint } from '../../src/io/checkpoint.js';
+import { toHfNames } from '../../src/io/hf.js';
 import { adamwInit } from '../../src/nn/optim.js';
-import { encodeHeader, encodeSafetensors, type HostTensor } from '../../src/nn/safetensors.js';
+import { encodeHeader, encodeSafetensors, type HostTensor } from '../../src/io/safetensors.js';
 import {
   f32ToBf16,
   IO_CHUNK_BYTES,
@@ -16,7 +16,7 @@ import {
   STORED,
   streamTensors,
   writeSafetensorsFile,
-} from '../../src/nn/safetensors-file.js';
+} from '../../src/io/safetensors-file.js';
 import { initParams } from '../../src/nn/transformer.js';
 import { tinyConfig } from './helpers/fixtures.js';
 

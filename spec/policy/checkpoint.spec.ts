@@ -8,11 +8,11 @@ import { Rng } from '../../src/core/rng.js';
 import { treeLeaves } from '../../src/core/pytree.js';
 import { initParams } from '../../src/nn/transformer.js';
 import { adamwInit } from '../../src/nn/optim.js';
-import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint } from '../../src/nn/checkpoint.js';
+import { CHECKPOINT_FILES, loadCheckpoint, saveCheckpoint } from '../../src/io/checkpoint.js';
 import { resealManifest } from '../robustness/helpers/manifest.js';
-import { MANIFEST } from '../../src/nn/atomic-dir.js';
-import { fromHfNames, toHfNames } from '../../src/nn/hf.js';
-import { CheckpointError, decodeSafetensors, encodeSafetensors, type HostTensor } from '../../src/nn/safetensors.js';
+import { MANIFEST } from '../../src/io/atomic-dir.js';
+import { fromHfNames, toHfNames } from '../../src/io/hf.js';
+import { CheckpointError, decodeSafetensors, encodeSafetensors, type HostTensor } from '../../src/io/safetensors.js';
 import { config as runConfig, initRun, trainStep } from './helpers/resume-run.js';
 import { tinyConfig } from './helpers/fixtures.js';
 

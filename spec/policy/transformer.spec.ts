@@ -17,7 +17,7 @@ import {
   validateConfig,
   type TransformerParams,
 } from '../../src/nn/transformer.js';
-import { expectedShapes, toHfNames } from '../../src/nn/hf.js';
+import { expectedShapes, toHfNames } from '../../src/io/hf.js';
 import { createKvCache, disposeCache, type KvCache } from '../../src/nn/kv-cache.js';
 import { encodeCompletion, encodePrompt, packSequences } from '../../src/rl/batch.js';
 import { scoreLogProbs } from '../../src/rl/score.js';

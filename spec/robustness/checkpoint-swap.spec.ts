@@ -3,7 +3,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../src/core/rng.js';
 import { dispose } from '../../src/core/scope.js';
-import { type Checkpoint, loadCheckpoint, READ_TRIES, readHooks, saveCheckpoint } from '../../src/nn/checkpoint.js';
+import { type Checkpoint, loadCheckpoint, READ_TRIES, readHooks, saveCheckpoint } from '../../src/io/checkpoint.js';
 import { initParams } from '../../src/nn/transformer.js';
 import { tinyConfig } from '../policy/helpers/fixtures.js';
 import { tempDir } from './helpers/harness.js';

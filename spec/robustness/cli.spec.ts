@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckpointError } from '../../src/nn/safetensors.js';
+import { CheckpointError } from '../../src/io/safetensors.js';
 import { FileSystemError } from '../../src/platform/errors.js';
 import { cliBundle } from './helpers/cli.js';
 import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';

@@ -8,7 +8,7 @@ import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
 import { escapeControls } from '../../src/core/errors.js';
 import { Rng } from '../../src/core/rng.js';
 import { dispose } from '../../src/core/scope.js';
-import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
+import { loadHfCheckpoint, saveHfCheckpoint } from '../../src/io/hf-checkpoint.js';
 import { initParams } from '../../src/nn/transformer.js';
 import { DatasetError } from '../../src/tasks/dataset.js';
 import { loadHfTokenizer } from '../../src/tokenizers/hf-tokenizer.js';

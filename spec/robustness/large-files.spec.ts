@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { afterAll, describe, expect, it } from 'vitest';
-import { MANIFEST, resolveDir, verifyManifest, writeDirAtomic } from '../../src/nn/atomic-dir.js';
-import { encodeHeader } from '../../src/nn/safetensors.js';
-import { readSafetensorsIndex, streamTensors, writeSafetensorsFile } from '../../src/nn/safetensors-file.js';
+import { MANIFEST, resolveDir, verifyManifest, writeDirAtomic } from '../../src/io/atomic-dir.js';
+import { encodeHeader } from '../../src/io/safetensors.js';
+import { readSafetensorsIndex, streamTensors, writeSafetensorsFile } from '../../src/io/safetensors-file.js';
 
 /**
  * Files of any size. A 2.2 GB optimizer.safetensors ended a run with ERR_FS_FILE_TOO_LARGE

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
 import { treeLeaves } from '../../src/core/pytree.js';
-import { loadCheckpoint } from '../../src/nn/checkpoint.js';
+import { loadCheckpoint } from '../../src/io/checkpoint.js';
 import type { TrainConfig } from '../../src/training/config.js';
 import { STATE_METRIC } from '../../src/training/divergence.js';
 import type { MetricRecord } from '../../src/training/metrics.js';

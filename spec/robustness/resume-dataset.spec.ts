@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
 import { describeFailure, EXIT } from '../../src/cli/exit-codes.js';
-import { loadCheckpoint } from '../../src/nn/checkpoint.js';
+import { loadCheckpoint } from '../../src/io/checkpoint.js';
 import type { TrainConfig } from '../../src/training/config.js';
 import { ResumeMismatchError } from '../../src/training/resume-check.js';
 import { parseTrainerState } from '../../src/training/trainer-state.js';

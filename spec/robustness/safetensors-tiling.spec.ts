@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
 import { CpuBackend } from '../../src/backends/cpu/index.js';
-import { loadHfCheckpoint } from '../../src/nn/hf-checkpoint.js';
-import { decodeSafetensors } from '../../src/nn/safetensors.js';
-import { readSafetensorsIndex } from '../../src/nn/safetensors-file.js';
+import { loadHfCheckpoint } from '../../src/io/hf-checkpoint.js';
+import { decodeSafetensors } from '../../src/io/safetensors.js';
+import { readSafetensorsIndex } from '../../src/io/safetensors-file.js';
 
 /**
  * The tensors' data_offsets must tile the data section exactly (the safetensors format's rule:

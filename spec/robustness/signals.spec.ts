@@ -5,7 +5,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EXIT } from '../../src/cli/exit-codes.js';
 import { TRAIN_USAGE } from '../../src/cli/args.js';
-import { loadCheckpoint } from '../../src/nn/checkpoint.js';
+import { loadCheckpoint } from '../../src/io/checkpoint.js';
 import { InterruptedError } from '../../src/training/interrupted.js';
 import { train } from '../../src/training/trainer.js';
 import { cliBundle, rlvrChild, TINY_ARGS, withArgs } from './helpers/cli.js';

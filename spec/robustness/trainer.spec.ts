@@ -8,7 +8,7 @@ import { treeLeaves } from '../../src/core/pytree.js';
 import { dispose } from '../../src/core/scope.js';
 import { tensor } from '../../src/ops/creation.js';
 import { MemoryError } from '../../src/training/memory.js';
-import { loadCheckpoint, saveCheckpoint } from '../../src/nn/checkpoint.js';
+import { loadCheckpoint, saveCheckpoint } from '../../src/io/checkpoint.js';
 import { adamwInit } from '../../src/nn/optim.js';
 import { initParams } from '../../src/nn/transformer.js';
 import { TrainConfigError, type TrainConfig } from '../../src/training/config.js';

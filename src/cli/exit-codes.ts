@@ -1,6 +1,6 @@
 import { escapeControls, RlvrError } from '../core/errors.js';
 import { FileSystemError } from '../platform/errors.js';
-import { CheckpointError } from '../nn/safetensors.js';
+import { CheckpointError } from '../io/safetensors.js';
 import { DivergedError } from '../training/divergence.js';
 import { InterruptedError } from '../training/interrupted.js';
 import { TokenizerLoadError } from '../tokenizers/hf-tokenizer.js';

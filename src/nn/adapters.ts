@@ -1,9 +1,10 @@
 import type { Tensor } from '../core/tensor.js';
 
 /**
- * LoRA adapters as the policy holds them (the types only; `lora.ts` makes, merges, saves and loads them). A target
- * module is named as Hugging Face and peft name it; each adapted module adds scaling * B (A x) to its output
- * (peft's `LoraLayer`: A [r, in], B [out, r], Hu et al. 2021, Eq. 3), with A x on the dropped-out input.
+ * LoRA adapters as the policy holds them (the types only; `lora.ts` makes and merges them, `io/adapter-files.ts`
+ * saves and loads them). A target module is named as Hugging Face and peft name it; each adapted module adds
+ * scaling * B (A x) to its output (peft's `LoraLayer`: A [r, in], B [out, r], Hu et al. 2021, Eq. 3), with A x on
+ * the dropped-out input.
  */
 export const LORA_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
 export type LoraModule = (typeof LORA_MODULES)[number];

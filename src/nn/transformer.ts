@@ -22,7 +22,7 @@ import type { LoraLayer, LoraModule, LoraPair, LoraWeights } from './adapters.js
  * A decoder-only transformer in the Llama/Qwen layout: token embeddings, pre-norm blocks of RMSNorm -> causal
  * multi-head attention with RoPE (grouped-query when nKvHeads < nHeads) -> residual, RMSNorm -> SwiGLU MLP ->
  * residual, a final RMSNorm and an LM head (tied to the embeddings by default). Linear weights are stored as
- * Hugging Face stores them, [out, in], so checkpoints map one to one (`hf.ts`); products use
+ * Hugging Face stores them, [out, in], so checkpoints map one to one (`io/hf.ts`); products use
  * `matmul(x, W, { transB })`. The optional fields cover Qwen2 (q/k/v biases) and Qwen3 (per-head q/k RMSNorm,
  * head_dim independent of hidden / heads); left out, the model and its parameter pytree are plain Llama.
  */
@@ -98,7 +98,7 @@ export function validateConfig(c: TransformerConfig): TransformerConfig {
 
 export const headDim = (c: TransformerConfig): number => c.headDim ?? c.dModel / c.nHeads;
 
-/** One block's parameters (Hugging Face names in `hf.ts`). Linear weights are [out, in]. */
+/** One block's parameters (Hugging Face names in `io/hf.ts`). Linear weights are [out, in]. */
 export type LayerParams = {
   readonly attnNorm: Tensor;
   readonly wq: Tensor;

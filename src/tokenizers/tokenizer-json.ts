@@ -7,7 +7,7 @@ import { TokenizerLoadError } from './errors.js';
  * silently): its model (`checkModel`), its size (`vocabSizeOf`), and its regular expressions, timed in a worker
  * thread (`checkPatterns`). Each refusal is a `TokenizerLoadError` naming the field at fault.
  *
- * A vocabulary has at most MAX_VOCAB tokens (the model-size limit of nn/limits.ts).
+ * A vocabulary has at most MAX_VOCAB tokens (the model-size limit of io/limits.ts).
  */
 const MAX_VOCAB = 1_048_576;
 

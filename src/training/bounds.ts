@@ -1,4 +1,4 @@
-import { MODEL_LIMITS } from '../nn/limits.js';
+import { MODEL_LIMITS } from '../io/limits.js';
 import { TrainConfigError, type TrainConfig } from './config.js';
 
 /**
@@ -7,7 +7,7 @@ import { TrainConfigError, type TrainConfig } from './config.js';
  * against a memory estimate (`training/memory.ts`) and the memory this machine has.
  */
 const LIMITS: readonly [keyof TrainConfig | `model.${keyof TrainConfig['model']}`, number][] = [
-  // The model's sizes: the same limits as a Hub config.json's (nn/limits.ts).
+  // The model's sizes: the same limits as a Hub config.json's (io/limits.ts).
   ['model.dModel', MODEL_LIMITS.dModel],
   ['model.nLayers', MODEL_LIMITS.nLayers],
   ['model.nHeads', MODEL_LIMITS.nHeads],

@@ -1,13 +1,13 @@
-import { writePlainDirAtomic } from '../nn/atomic-dir.js';
+import { writePlainDirAtomic } from '../io/atomic-dir.js';
 import { FileSystemError } from '../platform/errors.js';
 import { jsonSyntaxDetail } from '../core/errors.js';
 import { isDirectFile, join, openRegular, readRegularFile } from '../platform/files.js';
 import * as E from 'fp-ts/lib/Either.js';
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
-import { CheckpointError } from '../nn/safetensors.js';
-import { fromHfConfig } from '../nn/hf-config.js';
-import { COMPANION_FILES, fileError, HF_FILES, loadHfCheckpoint, saveHfCheckpoint } from '../nn/hf-checkpoint.js';
+import { CheckpointError } from '../io/safetensors.js';
+import { fromHfConfig } from '../io/hf-config.js';
+import { COMPANION_FILES, fileError, HF_FILES, loadHfCheckpoint, saveHfCheckpoint } from '../io/hf-checkpoint.js';
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 import {
   DatasetError,

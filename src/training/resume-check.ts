@@ -1,7 +1,7 @@
 import { RlvrError } from '../core/errors.js';
 import { FileSystemError } from '../platform/errors.js';
 import { sha256File } from '../platform/host.js';
-import type { Json } from '../nn/checkpoint.js';
+import type { Json } from '../io/checkpoint.js';
 import type { TransformerConfig } from '../nn/transformer.js';
 import type { Digits, TrainConfig } from './config.js';
 

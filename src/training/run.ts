@@ -7,7 +7,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { join } from '../platform/files.js';
 import { Rng } from '../core/rng.js';
 import { dispose } from '../core/scope.js';
-import type { Json } from '../nn/checkpoint.js';
+import type { Json } from '../io/checkpoint.js';
 import type { OptimizerState } from '../nn/optim.js';
 import { smallConfig, validateConfig, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import { makeObjective, type BoundObjective } from '../objectives/registry.js';

@@ -12,8 +12,8 @@ import {
   type Spec,
   str,
 } from '../core/validate.js';
-import { CHECKPOINT_FILES, type Json, loadState, readGeneration } from '../nn/checkpoint.js';
-import { CheckpointError } from '../nn/safetensors.js';
+import { CHECKPOINT_FILES, type Json, loadState, readGeneration } from '../io/checkpoint.js';
+import { CheckpointError } from '../io/safetensors.js';
 import { OBJECTIVE_NAMES } from '../objectives/registry.js';
 import { join, openRegular, stat } from '../platform/files.js';
 import { digitsCheck, TASK_NAMES } from './config.js';

@@ -13,9 +13,9 @@ import type { PyTree } from '../core/pytree.js';
 import { Rng, type RngState } from '../core/rng.js';
 import { dispose } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
-import { writePlainDirAtomic } from '../nn/atomic-dir.js';
-import { loadCheckpoint, saveCheckpoint, type Json } from '../nn/checkpoint.js';
-import { readAdapterConfig, readAdapterTensors, writeAdapterFiles } from '../nn/adapter-files.js';
+import { writePlainDirAtomic } from '../io/atomic-dir.js';
+import { loadCheckpoint, saveCheckpoint, type Json } from '../io/checkpoint.js';
+import { readAdapterConfig, readAdapterTensors, writeAdapterFiles } from '../io/adapter-files.js';
 import {
   initLora,
   LORA_MODULES,
@@ -26,7 +26,7 @@ import {
   type LoraConfig,
   type LoraLayer,
 } from '../nn/lora.js';
-import { isLoraCheckpoint, loadLoraCheckpoint, saveLoraCheckpoint } from '../nn/lora-checkpoint.js';
+import { isLoraCheckpoint, loadLoraCheckpoint, saveLoraCheckpoint } from '../io/lora-checkpoint.js';
 import type { OptimizerState } from '../nn/optim.js';
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 import { dirname, join, resolve } from '../platform/files.js';

@@ -2,7 +2,7 @@
  * Run as a separate process by checkpoint.spec.ts: train STEPS steps, save a checkpoint to DIR, report "saved",
  * then wait to be killed (SIGKILL), as a preempted training job would be.
  */
-import { saveCheckpoint } from '../../../src/nn/checkpoint.js';
+import { saveCheckpoint } from '../../../src/io/checkpoint.js';
 import { config, initRun, trainStep } from './resume-run.js';
 
 const dir = process.env.RESUME_DIR!;

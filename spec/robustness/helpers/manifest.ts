@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { MANIFEST, MANIFEST_FORMAT } from '../../../src/nn/atomic-dir.js';
+import { MANIFEST, MANIFEST_FORMAT } from '../../../src/io/atomic-dir.js';
 import { sha256Hex } from '../../../src/platform/host.js';
 
 /**

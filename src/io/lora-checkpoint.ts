@@ -8,7 +8,7 @@ import { tensor } from '../ops/creation.js';
 import { crashPoint } from '../platform/host.js';
 import { FileSystemError } from '../platform/errors.js';
 import { access, join, writeFile } from '../platform/files.js';
-import type { LoraLayer, LoraModule } from './adapters.js';
+import type { LoraLayer, LoraModule } from '../nn/adapters.js';
 import { writeDirAtomic } from './atomic-dir.js';
 import {
   CHECKPOINT_FILES,
@@ -24,11 +24,11 @@ import {
 import { toHfConfig, toHfNames } from './hf.js';
 import { loadHfCheckpoint } from './hf-checkpoint.js';
 import { ADAPTER_FILES, peftName, peftNames, readAdapter, writeAdapterFiles } from './adapter-files.js';
-import type { LoraConfig } from './lora.js';
-import type { OptimizerState } from './optim.js';
+import type { LoraConfig } from '../nn/lora.js';
+import type { OptimizerState } from '../nn/optim.js';
 import { CheckpointError } from './safetensors.js';
 import { readSafetensorsIndex, streamTensors, tensorsToWrite, writeSafetensorsFile } from './safetensors-file.js';
-import type { TransformerConfig, TransformerParams } from './transformer.js';
+import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 
 /**
  * A training checkpoint of a LoRA run holds what the run trains and nothing it does not: `adapter_config.json` and

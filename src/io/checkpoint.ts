@@ -13,7 +13,7 @@ import { crashPoint } from '../platform/host.js';
 import { FileSystemError } from '../platform/errors.js';
 import { resolveDir, verifyManifest, writeDirAtomic } from './atomic-dir.js';
 import { buildParams, checkHfNames, fromHfConfig, toHfConfig, toHfNames, type LoadOptions } from './hf.js';
-import type { OptimizerState } from './optim.js';
+import type { OptimizerState } from '../nn/optim.js';
 import { CheckpointError, type HostTensor } from './safetensors.js';
 import {
   readSafetensorsIndex,
@@ -22,7 +22,7 @@ import {
   writeSafetensorsFile,
   type SafetensorsIndex,
 } from './safetensors-file.js';
-import type { TransformerConfig, TransformerParams } from './transformer.js';
+import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 
 /**
  * A training checkpoint is a directory: `config.json` (Hugging Face LlamaConfig fields), `model.safetensors`

@@ -1,7 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { CheckpointError } from './safetensors.js';
 import { type MODEL_LIMITS, sizeOverLimit } from './limits.js';
-import { headDim, validateConfig, type TransformerConfig } from './transformer.js';
+import { headDim, validateConfig, type TransformerConfig } from '../nn/transformer.js';
 
 /**
  * `config.json` as Hugging Face writes it for the three architectures this transformer implements, read and

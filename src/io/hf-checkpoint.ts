@@ -21,7 +21,7 @@ import {
   type HalfHostTensor,
   type SafetensorsIndex,
 } from './safetensors-file.js';
-import type { TransformerConfig, TransformerParams } from './transformer.js';
+import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 
 /**
  * A Hugging Face Hub model directory, read and written: `config.json`, `model.safetensors` or shards

@@ -1,4 +1,4 @@
-import type { TransformerConfig } from './transformer.js';
+import type { TransformerConfig } from '../nn/transformer.js';
 
 /**
  * The largest model sizes a run accepts, the same whether they come from flags (`--d-model`, ...), a library

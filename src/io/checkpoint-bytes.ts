@@ -4,9 +4,9 @@ import * as TE from 'fp-ts/lib/TaskEither.js';
 import { pipe } from 'fp-ts/lib/function.js';
 import { FORMAT, hostTensors, parseState, type Checkpoint, type SavedState } from './checkpoint.js';
 import { fromHfConfig, fromHfNames, toHfConfig, toHfNames, type LoadOptions } from './hf.js';
-import type { OptimizerState } from './optim.js';
+import type { OptimizerState } from '../nn/optim.js';
 import { CheckpointError, decodeSafetensors, encodeSafetensors, type HostTensor } from './safetensors.js';
-import type { TransformerConfig, TransformerParams } from './transformer.js';
+import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 
 /**
  * A checkpoint as one safetensors file in memory, for a page (download, upload) or any store of bytes; the

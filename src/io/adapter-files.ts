@@ -6,8 +6,8 @@ import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { join, readRegularFile, writeFile } from '../platform/files.js';
 import { fileErrorLine } from '../platform/errors.js';
-import { LORA_MODULES, type LoraLayer, type LoraModule, type LoraWeights } from './adapters.js';
-import { loraConfigProblem, loraScaling, moduleShape, parseTargetModules, type LoraConfig } from './lora.js';
+import { LORA_MODULES, type LoraLayer, type LoraModule, type LoraWeights } from '../nn/adapters.js';
+import { loraConfigProblem, loraScaling, moduleShape, parseTargetModules, type LoraConfig } from '../nn/lora.js';
 import { CheckpointError } from './safetensors.js';
 import {
   readSafetensorsIndex,
@@ -16,7 +16,7 @@ import {
   writeSafetensorsFile,
   type TensorToWrite,
 } from './safetensors-file.js';
-import type { TransformerConfig } from './transformer.js';
+import type { TransformerConfig } from '../nn/transformer.js';
 
 /**
  * A LoRA adapter as peft saves it (`adapter_config.json` and `adapter_model.safetensors`, which

@@ -5,8 +5,8 @@ import { getDefaultBackend } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { CheckpointError, type HostTensor } from './safetensors.js';
-import { type ParamsLike, paramShapes } from './parameters.js';
-import type { LayerParams, TransformerConfig, TransformerParams } from './transformer.js';
+import { type ParamsLike, paramShapes } from '../nn/parameters.js';
+import type { LayerParams, TransformerConfig, TransformerParams } from '../nn/transformer.js';
 
 /**
  * The Hugging Face names of the parameters (Llama, Qwen2 and Qwen3 share them; Qwen2 adds q/k/v biases, Qwen3
