@@ -1,4 +1,5 @@
-import { headDim, type LayerParams, type TransformerConfig } from './transformer.js';
+import { headDim, type TransformerConfig } from './config.js';
+import type { LayerParams } from './transformer.js';
 
 /** A pytree shaped like the parameters, with leaves of any type (tensors, moments, shapes). */
 export interface ParamsLike<T> {
