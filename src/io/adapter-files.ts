@@ -6,7 +6,8 @@ import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { join, readRegularFile, writeFile } from '../platform/files.js';
 import { fileErrorLine } from '../platform/errors.js';
-import { LORA_MODULES, type LoraLayer, type LoraModule, type LoraWeights } from '../nn/adapters.js';
+import type { LoraLayer, LoraWeights } from '../nn/adapters.js';
+import { layerHfName, LORA_MODULES, MODULE_WEIGHT, type LoraModule } from '../nn/parameters.js';
 import { loraConfigProblem, loraScaling, moduleShape, parseTargetModules, type LoraConfig } from '../nn/lora.js';
 import { CheckpointError } from './safetensors.js';
 import {
@@ -22,22 +23,12 @@ import type { TransformerConfig } from '../nn/transformer.js';
  * A LoRA adapter as peft saves it (`adapter_config.json` and `adapter_model.safetensors`, which
  * `PeftModel.from_pretrained` loads): the config as peft writes it, read back refusing what this project would
  * compute otherwise, and the adapter tensors under peft's names.
+ *
+ * peft's tensor name of a layer's adapter matrix: the adapted weight's Hugging Face name under peft's prefix, its
+ * `.weight` turned into `.lora_A.weight` or `.lora_B.weight`.
  */
-
-/** Each target module's path in a layer, as Hugging Face names the module and peft its adapters. */
-const MODULE_PATH: Readonly<Record<LoraModule, string>> = {
-  q_proj: 'self_attn.q_proj',
-  k_proj: 'self_attn.k_proj',
-  v_proj: 'self_attn.v_proj',
-  o_proj: 'self_attn.o_proj',
-  gate_proj: 'mlp.gate_proj',
-  up_proj: 'mlp.up_proj',
-  down_proj: 'mlp.down_proj',
-};
-
-/** peft's tensor name of a layer's adapter matrix. */
 export const peftName = (layer: number, module: LoraModule, which: 'A' | 'B'): string =>
-  `base_model.model.model.layers.${layer}.${MODULE_PATH[module]}.lora_${which}.weight`;
+  `base_model.model.${layerHfName(layer, MODULE_WEIGHT[module]).replace(/\.weight$/, `.lora_${which}.weight`)}`;
 
 /** Every adapter tensor under its peft name (for pytrees shaped like the adapters' layers: moments too). */
 export function peftNames<T>(layers: readonly { readonly [K in LoraModule]?: { a: T; b: T } }[]): Map<string, T> {

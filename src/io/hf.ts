@@ -5,44 +5,32 @@ import { getDefaultBackend } from '../core/runtime.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
 import { CheckpointError, type HostTensor } from './safetensors.js';
-import { type ParamsLike, paramShapes } from '../nn/parameters.js';
-import type { LayerParams, TransformerConfig, TransformerParams } from '../nn/transformer.js';
+import {
+  LAYER_KEYS,
+  layerHfName,
+  mapParameters,
+  MODEL_PARAMETERS,
+  type ParamsLike,
+  paramShapes,
+} from '../nn/parameters.js';
+import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 
 /**
- * The Hugging Face names of the parameters (Llama, Qwen2 and Qwen3 share them; Qwen2 adds q/k/v biases, Qwen3
- * q/k norms). Linear weights are [out, in] on both sides, so no transposes. A tied LM head has no tensor of its
- * own (tie_word_embeddings: true); an untied one is `lm_head.weight`.
+ * The Hugging Face names of the parameters are their rows' in the model's tables (`nn/parameters.ts`; Llama, Qwen2
+ * and Qwen3 share them, Qwen2 adds q/k/v biases, Qwen3 q/k norms). Linear weights are [out, in] on both sides, so no
+ * transposes. A tied LM head has no tensor of its own (tie_word_embeddings: true); an untied one is `lm_head.weight`.
  */
-const LAYER_NAMES: Record<keyof LayerParams, string> = {
-  attnNorm: 'input_layernorm.weight',
-  wq: 'self_attn.q_proj.weight',
-  wk: 'self_attn.k_proj.weight',
-  wv: 'self_attn.v_proj.weight',
-  wo: 'self_attn.o_proj.weight',
-  mlpNorm: 'post_attention_layernorm.weight',
-  wGate: 'mlp.gate_proj.weight',
-  wUp: 'mlp.up_proj.weight',
-  wDown: 'mlp.down_proj.weight',
-  bq: 'self_attn.q_proj.bias',
-  bk: 'self_attn.k_proj.bias',
-  bv: 'self_attn.v_proj.bias',
-  qNorm: 'self_attn.q_norm.weight',
-  kNorm: 'self_attn.k_norm.weight',
-};
-const LAYER_KEYS = Object.keys(LAYER_NAMES) as (keyof LayerParams)[];
-const EMBED = 'model.embed_tokens.weight';
-const FINAL_NORM = 'model.norm.weight';
-export const LM_HEAD = 'lm_head.weight';
+export const LM_HEAD = MODEL_PARAMETERS.lmHead.hf;
 
 /** Every parameter under its Hugging Face name (for pytrees shaped like the parameters: moments too). */
 export function toHfNames<T>(params: ParamsLike<T>): Map<string, T> {
-  const out = new Map<string, T>([[EMBED, params.embed.weight]]);
+  const out = new Map<string, T>([[MODEL_PARAMETERS.embed.hf, params.embed.weight]]);
   params.layers.forEach((layer, l) => {
     for (const key of LAYER_KEYS) {
-      if (layer[key] !== undefined) out.set(`model.layers.${l}.${LAYER_NAMES[key]}`, layer[key]);
+      if (layer[key] !== undefined) out.set(layerHfName(l, key), layer[key]);
     }
   });
-  out.set(FINAL_NORM, params.finalNorm);
+  out.set(MODEL_PARAMETERS.finalNorm.hf, params.finalNorm);
   if (params.lmHead) out.set(LM_HEAD, params.lmHead.weight);
   return out;
 }
@@ -54,18 +42,7 @@ export function expectedShapes(config: TransformerConfig): Map<string, number[]>
 
 /** Build the parameter pytree from a function that gives the tensor of each Hugging Face name. */
 export function buildParams<T>(config: TransformerConfig, load: (hfName: string) => T): ParamsLike<T> {
-  const shapes = paramShapes(config);
-  const layers = shapes.layers.map((layer, l) => {
-    const keys = LAYER_KEYS.filter((k) => layer[k] !== undefined);
-    const entries = keys.map((k) => [k, load(`model.layers.${l}.${LAYER_NAMES[k]}`)]);
-    return Object.fromEntries(entries) as { [K in keyof LayerParams]?: T };
-  });
-  return {
-    embed: { weight: load(EMBED) },
-    layers,
-    finalNorm: load(FINAL_NORM),
-    ...(shapes.lmHead ? { lmHead: { weight: load(LM_HEAD) } } : {}),
-  };
+  return mapParameters(config, (_, hfName) => load(hfName));
 }
 
 export interface LoadOptions {

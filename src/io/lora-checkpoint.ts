@@ -8,7 +8,8 @@ import { tensor } from '../ops/creation.js';
 import { crashPoint } from '../platform/host.js';
 import { FileSystemError } from '../platform/errors.js';
 import { access, join, writeFile } from '../platform/files.js';
-import type { LoraLayer, LoraModule } from '../nn/adapters.js';
+import type { LoraLayer } from '../nn/adapters.js';
+import type { LoraModule } from '../nn/parameters.js';
 import { writeDirAtomic } from './atomic-dir.js';
 import {
   CHECKPOINT_FILES,

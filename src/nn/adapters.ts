@@ -1,26 +1,14 @@
 import type { Tensor } from '../core/tensor.js';
+import type { LoraModule } from './parameters.js';
 
 /**
  * LoRA adapters as the policy holds them (the types only; `lora.ts` makes and merges them, `io/adapter-files.ts`
- * saves and loads them). A target module is named as Hugging Face and peft name it; each adapted module adds
- * scaling * B (A x) to its output (peft's `LoraLayer`: A [r, in], B [out, r], Hu et al. 2021, Eq. 3), with A x on
- * the dropped-out input.
+ * saves and loads them). A target module is named as Hugging Face and peft name it, and adapts the weight its row of
+ * `LAYER_PARAMETERS` says (`MODULE_WEIGHT`); each adapted module adds scaling * B (A x) to its output (peft's
+ * `LoraLayer`: A [r, in], B [out, r], Hu et al. 2021, Eq. 3), with A x on the dropped-out input.
+ *
+ * One adapted linear: A [r, in] and B [out, r], stored as peft stores `lora_A.weight` and `lora_B.weight`.
  */
-export const LORA_MODULES = ['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj'] as const;
-export type LoraModule = (typeof LORA_MODULES)[number];
-
-/** Which parameter of a layer (`LayerParams` in transformer.ts) each target module adapts. */
-export const MODULE_WEIGHT = {
-  q_proj: 'wq',
-  k_proj: 'wk',
-  v_proj: 'wv',
-  o_proj: 'wo',
-  gate_proj: 'wGate',
-  up_proj: 'wUp',
-  down_proj: 'wDown',
-} as const satisfies Record<LoraModule, string>;
-
-/** One adapted linear: A [r, in] and B [out, r], stored as peft stores `lora_A.weight` and `lora_B.weight`. */
 export type LoraPair = { readonly a: Tensor; readonly b: Tensor };
 
 /** A layer's adapters, by module (only the targeted ones). */

@@ -9,15 +9,8 @@ import type { PyTree } from '../core/pytree.js';
 import { uniform, zeros } from '../ops/creation.js';
 import { add, cast, mul } from '../ops/elementwise.js';
 import { matmul } from '../ops/matmul.js';
-import {
-  LORA_MODULES,
-  MODULE_WEIGHT,
-  type LoraLayer,
-  type LoraModule,
-  type LoraPair,
-  type LoraWeights,
-} from './adapters.js';
-import { paramShapes } from './parameters.js';
+import type { LoraLayer, LoraPair, LoraWeights } from './adapters.js';
+import { layerParameter, LORA_MODULES, MODULE_WEIGHT, type LoraModule } from './parameters.js';
 import type { LayerParams, TransformerConfig, TransformerParams } from './transformer.js';
 
 export { LORA_MODULES, MODULE_WEIGHT, type LoraLayer, type LoraModule, type LoraPair, type LoraWeights };
@@ -80,7 +73,7 @@ export const loraScaling = (c: LoraConfig): number => (c.useRslora ? c.alpha / M
 
 /** [out, in] of a module's base weight (what its A and B adapt; the memory estimate counts them too). */
 export function moduleShape(config: TransformerConfig, module: LoraModule): [number, number] {
-  const s = paramShapes(config).layers[0]![MODULE_WEIGHT[module]]!;
+  const s = layerParameter(MODULE_WEIGHT[module]).shape(config);
   return [s[0]!, s[1]!];
 }
 

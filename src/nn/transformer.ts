@@ -16,31 +16,13 @@ import { swiglu } from '../ops/swiglu.js';
 import { addRmsNorm, rmsNorm } from '../ops/norm.js';
 import { rotaryPair } from '../ops/rope.js';
 import { ropeAt, ropeTables } from './rope.js';
-import type { LoraLayer, LoraModule, LoraPair, LoraWeights } from './adapters.js';
+import type { LoraLayer, LoraPair, LoraWeights } from './adapters.js';
 import { headDim, validateConfig, type TransformerConfig } from './config.js';
+import { type LayerParams, type LoraModule, mapParameters } from './parameters.js';
 
-// The config is a module of its own; the model's importers find it here too.
+// The config and the parameters' table are modules of their own; the model's importers find them here too.
 export { type TransformerConfig, smallConfig, validateConfig, headDim } from './config.js';
-
-/** One block's parameters (Hugging Face names in `io/hf.ts`). Linear weights are [out, in]. */
-export type LayerParams = {
-  readonly attnNorm: Tensor;
-  readonly wq: Tensor;
-  readonly wk: Tensor;
-  readonly wv: Tensor;
-  readonly wo: Tensor;
-  readonly mlpNorm: Tensor;
-  readonly wGate: Tensor;
-  readonly wUp: Tensor;
-  readonly wDown: Tensor;
-  /** q/k/v projection biases [out] (only with `qkvBias`). */
-  readonly bq?: Tensor;
-  readonly bk?: Tensor;
-  readonly bv?: Tensor;
-  /** Per-head RMSNorm gains [headDim] (only with `qkNorm`). */
-  readonly qNorm?: Tensor;
-  readonly kNorm?: Tensor;
-};
+export type { LayerParams } from './parameters.js';
 
 /**
  * The parameter pytree. With tied embeddings (the default) the LM head is `embed.weight` transposed and has no
@@ -63,38 +45,21 @@ export interface InitOptions {
 }
 
 /**
- * Seeded init: normal(0, std) for embeddings and projections, with the residual-output projections (wo, wDown)
- * scaled by 1/sqrt(2 nLayers) as in GPT-2 so the residual stream does not grow with depth; norms start at 1,
- * biases at 0. Optional tensors are drawn after the plain ones, so a plain config draws exactly as before.
+ * Seeded init, each parameter as its row of the tables says (`parameters.ts`): normal(0, std) for embeddings and
+ * projections, with the residual-output projections (wo, wDown) scaled by 1/sqrt(2 nLayers) as in GPT-2 so the
+ * residual stream does not grow with depth; norms start at 1, biases at 0. Drawn in the tables' order, where the
+ * optional tensors come after the plain ones, so a plain config draws exactly as before.
  */
 export function initParams(config: TransformerConfig, rng: Rng, opts: InitOptions = {}): TransformerParams {
   const c = validateConfig(config);
   const o = { dtype: opts.dtype ?? 'f32', backend: opts.backend ?? getDefaultBackend() };
   const std = opts.std ?? 0.02;
-  const residStd = std / Math.sqrt(2 * c.nLayers);
-  const dh = headDim(c);
-  const kvOut = c.nKvHeads * dh;
-  const w = (out: number, inp: number, s = std): Tensor => randn([out, inp], rng, { ...o, std: s });
-  const embed = { weight: randn([c.vocabSize, c.dModel], rng, { ...o, std }) };
-  const layers: LayerParams[] = [];
-  for (let l = 0; l < c.nLayers; l++) {
-    layers.push({
-      attnNorm: ones([c.dModel], o),
-      wq: w(c.nHeads * dh, c.dModel),
-      wk: w(c.nKvHeads * dh, c.dModel),
-      wv: w(c.nKvHeads * dh, c.dModel),
-      wo: w(c.dModel, c.nHeads * dh, residStd),
-      mlpNorm: ones([c.dModel], o),
-      wGate: w(c.dFf, c.dModel),
-      wUp: w(c.dFf, c.dModel),
-      wDown: w(c.dModel, c.dFf, residStd),
-      ...(c.qkvBias ? { bq: zeros([c.nHeads * dh], o), bk: zeros([kvOut], o), bv: zeros([kvOut], o) } : {}),
-      ...(c.qkNorm ? { qNorm: ones([dh], o), kNorm: ones([dh], o) } : {}),
-    });
-  }
-  const finalNorm = ones([c.dModel], o);
-  const head = c.tieEmbeddings === false ? { lmHead: { weight: w(c.vocabSize, c.dModel) } } : {};
-  return { embed, layers, finalNorm, ...head };
+  const stds = { normal: std, residual: std / Math.sqrt(2 * c.nLayers) };
+  return mapParameters(c, (p) => {
+    const shape = p.shape(c);
+    if (p.init === 'ones') return ones(shape, o);
+    return p.init === 'zeros' ? zeros(shape, o) : randn(shape, rng, { ...o, std: stds[p.init] });
+  });
 }
 
 /**

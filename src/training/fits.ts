@@ -5,7 +5,7 @@
  */
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
-import { LORA_MODULES } from '../nn/adapters.js';
+import { LORA_MODULES } from '../nn/parameters.js';
 import {
   checkFits,
   estimateTrainingMemory,

@@ -1,7 +1,7 @@
 import { RlvrError } from '../core/errors.js';
 import { paramShapes } from '../nn/parameters.js';
 import { headDim, type TransformerConfig } from '../nn/transformer.js';
-import type { LoraModule } from '../nn/adapters.js';
+import type { LoraModule } from '../nn/parameters.js';
 import { moduleShape } from '../nn/lora.js';
 
 /**
