@@ -147,7 +147,7 @@ function report(results: Result[]): void {
   const byVariant = new Map<string, Result[]>();
   for (const r of results) byVariant.set(r.variant, [...(byVariant.get(r.variant) ?? []), r]);
   console.log(
-    '\n| variant | seeds | gain per seed (points) | median gain | median share of full FT | worst vs warm-start | wall (median s) | peak RSS (median MiB) |',
+    '\n| variant | seeds | gain per seed (points) | median gain | median share of full FT | worst vs warm-start | wall (median s) | CPU (median s) | peak RSS (median MiB) |',
   );
   console.log('|---|---|---|---|---|---|---|---|---|');
   for (const [variant, rs] of byVariant) {

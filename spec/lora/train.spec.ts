@@ -68,8 +68,15 @@ describe('LoRA settings at the boundary', () => {
 describe('a LoRA training run', () => {
   it('on a new model: the warm-start trains every weight, RL only adapters on that base (bit-exact)', async () => {
     const out = tmp('run');
-    const cfg = tinyRun({ objective: 'grpo', objectiveOptions: { beta: 0.04 }, lora: LORA, outputDir: out });
-    const result = await T.train(cfg, { task: mixedReward });
+    const over = { objectiveOptions: { beta: 0.04 }, lora: LORA, outputDir: out, learningRate: 1e-2 };
+    const cfg = tinyRun({ objective: 'grpo', ...over });
+    const records: T.MetricRecord[] = [];
+    const result = await T.train(cfg, { task: mixedReward, onRecord: (r) => records.push(r) });
+    // The KL reference is the warm-started base with the adapters off: exactly the policy at RL's first step (B = 0),
+    // then apart from it once the adapters move.
+    const kl = records.filter((r) => r.phase === 'rl').map((r) => Number(r.kl));
+    expect(kl[0]).toBe(0);
+    expect(kl.at(-1)!).toBeGreaterThan(0);
     const backend = result.backend;
     // The same seed's warm-start without LoRA, stopped where RL would begin: the base LoRA RL must have trained on.
     const warm = await T.train(tinyRun({ ...cfg, lora: null, outputDir: null, steps: 0 }), { task: mixedReward });

@@ -14,7 +14,7 @@ import { Rng, type RngState } from '../core/rng.js';
 import { dispose } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
 import { writePlainDirAtomic } from '../io/atomic-dir.js';
-import { loadCheckpoint, saveCheckpoint, type Json } from '../io/checkpoint.js';
+import { loadCheckpoint, saveCheckpoint, type Checkpoint, type Json } from '../io/checkpoint.js';
 import { readAdapterConfig, readAdapterTensors, writeAdapterFiles } from '../io/adapter-files.js';
 import {
   initLora,
@@ -193,14 +193,8 @@ export function loraTraining(config: LoraConfig, adapterDir: string | null): Tra
   };
 }
 
-/** A checkpoint as loaded: its trainer state is checked by the caller. */
-export interface LoadedCheckpoint {
-  readonly config: TransformerConfig;
-  readonly params: TransformerParams;
-  readonly optimizer?: OptimizerState<PyTree>;
-  readonly rngs?: Readonly<Record<string, RngState>>;
-  readonly trainerState?: Json;
-}
+/** A checkpoint as loaded, of either kind (its optimizer over what it trained); the caller checks its trainer state. */
+export type LoadedCheckpoint = Omit<Checkpoint, 'optimizer'> & { readonly optimizer?: OptimizerState<PyTree> };
 
 /**
  * A checkpoint of either kind, checked against the plan: a LoRA checkpoint needs a plan with LoRA and the same
