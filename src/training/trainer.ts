@@ -34,7 +34,7 @@ import {
   type PretrainedParts,
 } from './pretrained.js';
 import { DEFAULT_KEEP_RECORDS, runEval, save, setup, type RlFaults, type Run, type TrainHooks, warn } from './run.js';
-import { loadRunCheckpoint, phaseMismatch, readPlan, trainsAt } from './trains.js';
+import { loadRunCheckpoint, phaseMismatch, phaseShapes, readPlan, trainsAt } from './trains.js';
 import { warmStartReached, warmStartStep } from './warm-start.js';
 import { rlStep } from './rl-step.js';
 
@@ -169,14 +169,12 @@ async function openRun(
   if (E.isLeft(base)) throw base.left;
   if (pretrained) checkTokenizerCarries(base.right.tokenizer, base.right.config.vocabSize, base.right.task, cfg.seed);
   await checkDatasetRows(base.right.task, base.right.tokenizer, base.right.config.maxSeqLen, cfg, opts.signal);
-  const phases = plan.warmStart === plan.rl ? [plan.rl.lora] : [plan.warmStart.lora, plan.rl.lora];
-  checkRunFits(base.right, pretrained, phases, backend, opts);
+  checkRunFits(base.right, pretrained, phaseShapes(plan), backend, opts);
   if (cfg.outputDir) {
     const inputs = [['--model', cfg.modelDir] as const, ['--dataset', cfg.dataset] as const];
     held.push(await prepareOutputDir(cfg.outputDir, { resume: cfg.resume, overwrite: cfg.overwrite, inputs }));
   }
-  // Under LoRA a Hub model's frozen matrices stay in their stored dtype (bf16/f16), widened inside the kernels.
-  const keepDType = plan.warmStart.lora !== null;
+  const keepDType = plan.warmStart.keepsStoredDType;
   const loadBase = async () =>
     await loadPretrainedParams(pretrained!, backend, { allowNonFinite: cfg.allowNonFiniteWeights, keepDType });
   const started = cfg.resume

@@ -53,6 +53,8 @@ export interface Trains {
   readonly name: 'full fine-tuning' | 'LoRA adapters';
   /** The adapters' config under LoRA, else null (what the memory estimate counts). */
   readonly lora: LoraConfig | null;
+  /** Whether a Hub model's weights stay in their stored dtype (bf16/f16, widened in the kernels): frozen ones do. */
+  readonly keepsStoredDType: boolean;
   /** The phase's policy from the weights it starts from: adapters attached (new or `--adapter`'s), or as they are. */
   attach(params: TransformerParams, run: RunParts, backend: Backend): Promise<TransformerParams>;
   /**
@@ -83,6 +85,10 @@ export interface TrainingPlan {
 export const trainsAt = (plan: TrainingPlan, phase: 'warmstart' | 'rl'): Trains =>
   phase === 'warmstart' ? plan.warmStart : plan.rl;
 
+/** What the memory estimate counts for each distinct phase: its adapters, or null for every weight. */
+export const phaseShapes = (plan: TrainingPlan): (LoraConfig | null)[] =>
+  plan.warmStart === plan.rl ? [plan.rl.lora] : [plan.warmStart.lora, plan.rl.lora];
+
 /**
  * The rule. Without LoRA every phase trains every weight. With LoRA on a Hub model (`--model`) every phase trains
  * adapters on its frozen weights, as peft users expect. With LoRA on a new model the supervised warm-start trains
@@ -109,6 +115,7 @@ export async function readPlan(cfg: TrainConfig): Promise<TrainingPlan> {
 export const FULL: Trains = {
   name: 'full fine-tuning',
   lora: null,
+  keepsStoredDType: false,
   attach: async (params) => params,
   async reference(run, backend, resumedFrom) {
     const out = run.cfg.outputDir ? join(run.cfg.outputDir, 'reference') : null;
@@ -153,6 +160,7 @@ export function loraTraining(config: LoraConfig, adapterDir: string | null): Tra
   return {
     name: 'LoRA adapters',
     lora: config,
+    keepsStoredDType: true,
     async attach(params, run, backend) {
       if (params.lora) return params;
       if (adapterDir === null)
