@@ -51,7 +51,7 @@ async function runTrain(argv: string[]): Promise<number> {
       backend,
       signal: stop,
       // The CLI never reads `result.records` (they are in metrics.jsonl): keeping them grew a long run's memory
-      // by about 0.5 KB a step, up to 2 x DEFAULT_KEEP_RECORDS records (issue 26 item 14).
+      // by about 0.5 KB a step, up to 2 x DEFAULT_KEEP_RECORDS records.
       keepRecords: 0,
       onProgress: (p) => progress.step(p),
       onMemoryEstimate: (e) => console.log(`rlvr: ${describeEstimate(e)}`),

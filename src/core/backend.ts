@@ -64,7 +64,7 @@ const readBack = new WeakMap<Backend, number>();
 
 /**
  * Called by a backend's `read` and `readSync` with the bytes each copies to the host: what a sampler that picks
- * tokens on the device saves (issue 25). Tensors read by kernels in place are not reads.
+ * tokens on the device saves. Tensors read by kernels in place are not reads.
  */
 export function countReadBack(backend: Backend, bytes: number): void {
   readBack.set(backend, (readBack.get(backend) ?? 0) + bytes);

@@ -60,7 +60,7 @@ export interface TrainConfig {
   readonly objective: ObjectiveName;
   /** Passed to the objective's config parser (TRL names accepted: epsilon, epsilon_high, beta, loss_type, ...). */
   readonly objectiveOptions: ConfigInput;
-  /** `group`: the objective's own group-normalised advantages; `rcc`: the RCC baseline (issue 6). */
+  /** `group`: the objective's own group-normalised advantages; `rcc`: the RCC baseline. */
   readonly advantage: 'group' | 'rcc';
   readonly rccDelta: 'sum' | 'mean';
   /** Score rollouts under bilateral context conditioning (training only). */

@@ -33,7 +33,7 @@ export const NO_SIGNAL_WARN_STEPS = 5;
 /**
  * The mean per-token log-ratio, plain pi_old over conditioned pi_old, beyond which the trainer says that BICC's
  * context is not read as the same task. A policy that has learned to read context stays within about 1 nat on the
- * addition task (docs/results/bicc-context/); one that has never seen a prefix is at 8.5 to 11.5 (issue 29).
+ * addition task (docs/results/bicc-context/); one that has never seen a prefix is at 8.5 to 11.5.
  */
 export const BICC_CONTEXT_WARN_NATS = 2;
 

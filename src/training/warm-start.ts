@@ -50,7 +50,7 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
   const { cfg } = run;
   const t0 = performance.now();
   const problems = sampleProblems(run.task, cfg.warmStartBatchSize, run.rng);
-  // With warmStartContextShare, some examples carry BICC's context before the query (issue 29); at 0 this is the
+  // With warmStartContextShare, some examples carry BICC's context before the query; at 0 this is the
   // plain batch of worked solutions and draws nothing more from the run's generator.
   const batch = contextWarmStartBatch(run.task, problems, run.tokenizer, run.config, run.rng, {
     share: cfg.warmStartContextShare,
