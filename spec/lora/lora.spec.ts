@@ -225,6 +225,15 @@ describe('adapter_config.json', () => {
     ['r', { r: 0 }],
     ['lora_alpha', { lora_alpha: -1 }],
     ['lora_dropout', { lora_dropout: 1 }],
+    // What peft computes differently, which loaded as if absent: refused by name.
+    ['lora_bias', { lora_bias: true }],
+    ['layer_replication', { layer_replication: [[0, 1]] }],
+    ['exclude_modules', { exclude_modules: ['q_proj'] }],
+    // Numbers given as other JSON types, which JavaScript's comparisons let through and a save would write back.
+    ['lora_dropout', { lora_dropout: '0.1' }],
+    ['lora_dropout', { lora_dropout: [0.5] }],
+    ['r', { r: '8' }],
+    ['lora_alpha', { lora_alpha: [16] }],
   ])('refuses what it cannot compute the same way, naming %s', (field, change) => {
     const c = T.parseAdapterConfig({ ...good, ...change });
     expect(E.isLeft(c) && c.left.field).toBe(field);

@@ -232,26 +232,6 @@ describe('a LoRA training run', () => {
       T.train(tinyRun({ objective: 'grpo', steps: 2, resume, lora: { ...LORA, r: 2 } }), { task: mixedReward }),
     ).rejects.toThrow(/resume: lora\.r differs: the checkpoint has 4, the command 2/);
   });
-
-  it('continues from a saved adapter (--adapter): the run starts from its weights', async () => {
-    const first = tmp('first');
-    const a = await T.train(
-      tinyRun({ objective: 'grpo', steps: 2, lora: LORA, outputDir: first, learningRate: 1e-2 }),
-      {
-        task: mixedReward,
-      },
-    );
-    // No steps: the policy is the adapter as loaded, on the same seed's base.
-    const b = await T.train(
-      tinyRun({ objective: 'grpo', steps: 0, warmStartSteps: 0, adapter: join(first, 'adapter') }),
-      {
-        task: mixedReward,
-      },
-    );
-    const want = T.treeLeaves(a.params.lora).map((t) => Array.from(t.dataSync()));
-    expect(T.treeLeaves(b.params.lora).map((t) => Array.from(t.dataSync()))).toEqual(want);
-    expect(b.params.lora!.scaling).toBe(a.params.lora!.scaling);
-  });
 });
 
 describe('gradient checkpointing through the trainer', () => {
@@ -299,6 +279,28 @@ describe('LoRA on a Hub model', () => {
       evalK: 1,
       ...over,
     });
+
+  it('continues from a saved adapter (--adapter with --model): the run starts from its weights', async () => {
+    const model = await tinyHubDir();
+    const first = tmp('first');
+    const a = await T.train(
+      hubRun(model, { steps: 2, lora: LORA, outputDir: first, learningRate: 1e-2, warmStartSteps: 0 }),
+    );
+    // No steps: the policy is the adapter as loaded, on the same Hub model.
+    const b = await T.train(hubRun(model, { steps: 0, warmStartSteps: 0, adapter: join(first, 'adapter') }));
+    const want = T.treeLeaves(a.params.lora).map((t) => Array.from(t.dataSync()));
+    expect(want.some((x) => x.some((v) => v !== 0))).toBe(true);
+    expect(T.treeLeaves(b.params.lora).map((t) => Array.from(t.dataSync()))).toEqual(want);
+    expect(b.params.lora!.scaling).toBe(a.params.lora!.scaling);
+    // Without --model there is no base it was trained on; with --resume the checkpoint holds the adapters.
+    const field = (over: Partial<T.TrainConfig>): string | null => {
+      const c = parseTrainConfig({ adapter: join(first, 'adapter'), ...over });
+      return E.isLeft(c) ? c.left.field : null;
+    };
+    expect(field({})).toBe('adapter');
+    expect(field({ modelDir: model, resume: join(first, 'checkpoint') })).toBe('adapter');
+    expect(field({ modelDir: model })).toBeNull();
+  });
 
   it('keeps the frozen matrices in bf16, holds under 1/4 of full fine-tuning, and --merge-lora exports the merge', async () => {
     const model = await bf16HubDir();

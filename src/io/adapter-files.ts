@@ -90,10 +90,23 @@ export function parseAdapterConfig(json: unknown): E.Either<CheckpointError, Lor
   if (j.task_type !== undefined && j.task_type !== null && j.task_type !== 'CAUSAL_LM')
     return bad('task_type', `is ${JSON.stringify(j.task_type)}, expected "CAUSAL_LM"`);
   if ((j.bias ?? 'none') !== 'none') return bad('bias', `is ${JSON.stringify(j.bias)}, only "none" is supported`);
-  for (const f of ['use_dora', 'fan_in_fan_out'] as const)
+  // Settings that change what peft computes: refused unless off, never approximated.
+  for (const f of ['use_dora', 'fan_in_fan_out', 'lora_bias'] as const)
     if (j[f] !== undefined && j[f] !== false) return bad(f, `is ${JSON.stringify(j[f])}, only false is supported`);
-  for (const f of ['rank_pattern', 'alpha_pattern', 'modules_to_save', 'layers_to_transform'] as const)
+  const unsupported = [
+    'rank_pattern',
+    'alpha_pattern',
+    'modules_to_save',
+    'layers_to_transform',
+    'layer_replication',
+    'exclude_modules',
+  ] as const;
+  for (const f of unsupported)
     if (!emptyish(j[f])) return bad(f, `is ${JSON.stringify(j[f]).slice(0, 80)}, which is not supported`);
+  // Numbers must be JSON numbers: "0.1" or [0.5] would pass JavaScript's comparisons and be written back as they are.
+  for (const f of ['r', 'lora_alpha', 'lora_dropout'] as const)
+    if (j[f] !== undefined && typeof j[f] !== 'number')
+      return bad(f, `must be a number, got ${JSON.stringify(j[f]).slice(0, 80)}`);
   const targets = parseTargetModules(j.target_modules);
   if (E.isLeft(targets)) return bad('target_modules', targets.left);
   const useRslora = j.use_rslora ?? false;

@@ -344,6 +344,11 @@ const pretrainedWarmStart: Post<TrainConfig> = (c, given) =>
 const loraRules: Post<TrainConfig> = (c) => {
   if (c.adapter !== null && c.lora !== null)
     return E.left({ path: ['lora'], reason: 'is given with adapter, whose adapter_config.json says how it was made' });
+  // An adapter continues on the base it was trained on: a Hub model's; a resumed checkpoint holds its own adapters.
+  if (c.adapter !== null && c.modelDir === null)
+    return E.left({ path: ['adapter'], reason: 'needs modelDir (--model), the base the adapter was trained on' });
+  if (c.adapter !== null && c.resume !== null)
+    return E.left({ path: ['adapter'], reason: 'is given with resume, whose checkpoint holds the adapters it continues' });
   if (c.mergeLora && c.adapter === null && c.lora === null)
     return E.left({ path: ['mergeLora'], reason: 'needs LoRA adapters (lora or adapter)' });
   if (c.mergeLora && c.modelDir === null)
