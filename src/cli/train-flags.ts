@@ -204,7 +204,7 @@ export const TRAIN_FLAG_SECTIONS: readonly FlagSection[] = [
         sets: 'adapter',
         kind: 'text',
         arg: 'DIR',
-        help: 'continue from a saved adapter in peft layout (default: new adapters)',
+        help: 'continue a saved adapter (peft layout) on its --model base (default: new adapters)',
       },
       {
         flag: 'merge-lora',
