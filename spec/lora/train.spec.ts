@@ -61,7 +61,16 @@ describe('LoRA settings at the boundary', () => {
     expect(field(['--adapter', 'A', '--lora-r', '4'])).toBe('lora');
     expect(field(['--merge-lora'])).toBe('mergeLora');
     expect(field(['--merge-lora', '--lora-r', '4'])).toBe('mergeLora');
-    expect(field(['--merge-lora', '--lora-r', '4', '--model', 'M'])).toBeNull();
+    expect(field(['--merge-lora', '--lora-r', '4', '--model', 'M'])).toBe('mergeLora');
+    expect(field(['--merge-lora', '--lora-r', '4', '--model', 'M', '--output', 'O'])).toBeNull();
+    // Output flags that cannot apply are refused, not ignored: OUTPUT/model is a --model run's, under LoRA a merge's.
+    expect(field(['--save-dtype', 'bf16'])).toBe('saveDtype');
+    expect(field(['--save-dtype', 'bf16', '--model', 'M'])).toBe('saveDtype');
+    expect(field(['--save-dtype', 'bf16', '--model', 'M', '--output', 'O', '--lora-r', '4'])).toBe('saveDtype');
+    expect(field(['--save-dtype', 'bf16', '--model', 'M', '--output', 'O'])).toBeNull();
+    expect(
+      field(['--save-dtype', 'bf16', '--model', 'M', '--output', 'O', '--lora-r', '4', '--merge-lora']),
+    ).toBeNull();
   });
 });
 

@@ -14,8 +14,10 @@ const valueAt = (cfg: TrainConfig, target: string): unknown => {
   return inner === undefined ? value : (value as Record<string, unknown> | null)?.[inner];
 };
 
-/** The flags a switch needs beside it to be accepted (merging needs adapters and a Hub model). */
-const COMPANIONS: Readonly<Record<string, readonly string[]>> = { 'merge-lora': ['--lora-r', '4', '--model', 'M'] };
+/** The flags a switch needs beside it to be accepted (merging needs adapters, a Hub model and an output). */
+const COMPANIONS: Readonly<Record<string, readonly string[]>> = {
+  'merge-lora': ['--lora-r', '4', '--model', 'M', '--output', 'O'],
+};
 
 function tryFlag(f: TrainFlag, text: string | null): { set: unknown; refused: string | null } {
   const argv = [...(text === null ? [`--${f.flag}`] : [`--${f.flag}`, text]), ...(COMPANIONS[f.flag] ?? [])];

@@ -348,11 +348,29 @@ const loraRules: Post<TrainConfig> = (c) => {
   if (c.adapter !== null && c.modelDir === null)
     return E.left({ path: ['adapter'], reason: 'needs modelDir (--model), the base the adapter was trained on' });
   if (c.adapter !== null && c.resume !== null)
-    return E.left({ path: ['adapter'], reason: 'is given with resume, whose checkpoint holds the adapters it continues' });
+    return E.left({
+      path: ['adapter'],
+      reason: 'is given with resume, whose checkpoint holds the adapters it continues',
+    });
   if (c.mergeLora && c.adapter === null && c.lora === null)
     return E.left({ path: ['mergeLora'], reason: 'needs LoRA adapters (lora or adapter)' });
   if (c.mergeLora && c.modelDir === null)
     return E.left({ path: ['mergeLora'], reason: 'writes OUTPUT/model, a Hub model: it needs modelDir (--model)' });
+  if (c.mergeLora && c.outputDir === null)
+    return E.left({ path: ['mergeLora'], reason: 'writes OUTPUT/model: it needs outputDir (--output)' });
+  // The dtype of OUTPUT/model, which only a --model run writes (under LoRA, only with --merge-lora).
+  if (c.saveDtype !== 'f32') {
+    const lora = c.lora !== null || c.adapter !== null;
+    const why =
+      c.modelDir === null
+        ? 'applies to OUTPUT/model, which only a run from modelDir (--model) writes'
+        : c.outputDir === null
+          ? 'applies to OUTPUT/model: it needs outputDir (--output)'
+          : lora && !c.mergeLora
+            ? 'applies to OUTPUT/model, which a LoRA run writes only with mergeLora (--merge-lora)'
+            : null;
+    if (why) return E.left({ path: ['saveDtype'], reason: why });
+  }
   const problem = c.lora ? loraConfigProblem(c.lora) : null;
   if (problem) return E.left({ path: ['lora', problem.field], reason: problem.why });
   return E.right(c);
