@@ -25,7 +25,7 @@ export type FlagKind = 'text' | 'number' | 'number-or-none' | 'digits' | 'switch
 
 /**
  * The setting a flag gives: a `TrainConfig` key, or a key of one of its records (`model.dModel`, `lora.r`,
- * `objectiveOptions.epsilon`). A flag of a record creates it: any LoRA flag turns LoRA on, and objective
+ * `objectiveOptions.epsilon`). A flag of a record creates it (each LoRA flag turns LoRA on), and objective
  * options go to the objective's own parser, which validates them.
  */
 export type FlagTarget =
