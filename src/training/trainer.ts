@@ -193,14 +193,14 @@ async function beginRl(run: Run, hooks: TrainHooks, backend: Backend): Promise<v
   const resumedFrom = run.at.phase === 'rl' ? run.cfg.resume : null;
   if (run.at.phase === 'warmstart') {
     run.warmStartEval = await runEval(run, hooks, 'after-warmstart');
-    await trainAnew(run, await rl.attach(run.params, run, backend));
+    trainAnew(run, await rl.attach(run.params, run, backend));
     run.at = { phase: 'rl', step: 0 };
   }
   run.reference = await rl.reference(run, backend, resumedFrom);
 }
 
 /** `params` as the policy, with a fresh optimizer over what it trains. */
-async function trainAnew(run: Pick<Run, 'params' | 'opt'>, params: TransformerParams): Promise<void> {
+function trainAnew(run: Pick<Run, 'params' | 'opt'>, params: TransformerParams): void {
   dispose(run.opt);
   run.params = params;
   run.opt = adamwInit(trainableOf(params));
@@ -289,7 +289,7 @@ async function resume(
   // adapters' start, with a fresh optimizer for them.
   const at = { params: ck.params, opt: ck.optimizer! };
   const params = await trainsAt(command.plan, state.phase).attach(ck.params, command, backend);
-  if (params !== ck.params) await trainAnew(at, params);
+  if (params !== ck.params) trainAnew(at, params);
   const out = command.cfg.outputDir;
   if (out && inPlace) await truncateMetrics(out, state.metricsBytes);
   return {

@@ -32,6 +32,7 @@ import type { TransformerConfig, TransformerParams } from '../nn/transformer.js'
 import { dirname, join, resolve } from '../platform/files.js';
 import type { TrainConfig } from './config.js';
 import { savePretrained, type PretrainedParts } from './pretrained.js';
+import { resumesInPlace } from './output-dir.js';
 import { ResumeMismatchError } from './resume-check.js';
 
 /** The run as a phase's training sees it. */
@@ -174,8 +175,7 @@ export function loraTraining(config: LoraConfig, adapterDir: string | null): Tra
       const out = run.cfg.outputDir ? join(run.cfg.outputDir, 'base') : null;
       const base = withoutLora(run.params);
       const ownBase = run.cfg.modelDir === null;
-      if (ownBase && out && (resumedFrom === null || resolve(dirname(resumedFrom)) !== resolve(run.cfg.outputDir!)))
-        await saveWeights(out, run.config, base);
+      if (ownBase && out && !resumesInPlace(run.cfg.outputDir!, resumedFrom)) await saveWeights(out, run.config, base);
       return run.needsReference ? stopGradient(base) : null;
     },
     async save(dir, run, s) {
