@@ -5,7 +5,13 @@ export declare const ASSEMBLY_DIR: string;
 export declare const KERNELS_MODULE: RegExp;
 /** The kernels' source files, relative to the repository root. */
 export declare function kernelSourceFiles(): string[];
+/** Which build a module path names: a shared memory (threads) or not, relaxed SIMD (fused multiply-add) or not. */
+export interface KernelsVariant {
+  readonly shared: boolean;
+  readonly fma: boolean;
+}
+export declare function kernelsVariant(path: string): KernelsVariant;
 /** The kernels module compiled from src/backends/cpu/assembly/, as base64 (cached by a hash of the sources). */
-export declare function compileKernels(shared?: boolean): Promise<string>;
+export declare function compileKernels(variant?: KernelsVariant): Promise<string>;
 /** esbuild plugin: `import kernels from './assembly/kernels.wasm'` gives the module as base64 text. */
 export declare const wasmKernels: Plugin;

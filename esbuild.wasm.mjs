@@ -11,13 +11,18 @@ import { join, resolve } from 'node:path';
 export const ASSEMBLY_DIR = resolve('src/backends/cpu/assembly');
 /**
  * What source files import: modules that do not exist on disk, compiled on demand. `kernels.wasm` imports a shared
- * memory (threads); `kernels-unshared.wasm` an ordinary one, for a page that is not cross-origin isolated.
+ * memory (threads), `-unshared` an ordinary one (a page that is not cross-origin isolated); `-fma` is built with
+ * relaxed SIMD, whose `f32x4.relaxed_madd` is WebAssembly's only fused multiply-add (Node >= 22, Chrome >= 114).
  */
-export const KERNELS_MODULE = /[\\/]assembly[\\/]kernels(-unshared)?\.wasm$/;
+export const KERNELS_MODULE = /[\\/]assembly[\\/]kernels(-fma)?(-unshared)?\.wasm$/;
 
-// 128-bit SIMD and shared memory (threads); no relaxed SIMD, whose results may differ by processor. The memory is
-// the host's (imported, shared, up to 4 GiB); no runtime or allocator inside (the host manages the heap).
-const flags = (shared) => [
+/** The build a module path names: `{ shared, fma }`. */
+export const kernelsVariant = (path) => ({ shared: !path.includes('-unshared'), fma: path.includes('-fma') });
+
+// 128-bit SIMD, and shared memory (threads) unless unshared; relaxed SIMD only in the `fma` build, whose results
+// may differ by processor (fused or not) but not between runs or threads on one machine. The memory is the host's
+// (imported, up to 4 GiB); no runtime or allocator inside (the host manages the heap).
+const flags = ({ shared, fma }) => [
   '-O3',
   '--runtime',
   'stub',
@@ -28,9 +33,8 @@ const flags = (shared) => [
   '--maximumMemory',
   '65536',
   '--enable',
-  shared ? 'simd,threads' : 'simd',
-  '--disable',
-  'relaxed-simd',
+  ['simd', ...(shared ? ['threads'] : []), ...(fma ? ['relaxed-simd'] : [])].join(','),
+  ...(fma ? [] : ['--disable', 'relaxed-simd']),
   '--noAssert',
   '--use',
   'abort=',
@@ -51,11 +55,11 @@ function sources() {
 }
 
 /**
- * The kernels module as base64 (compiled, or from the cache), for a shared memory or not. Throws with the compiler's
- * messages on an error.
+ * The kernels module as base64 (compiled, or from the cache) for a build `{ shared, fma }` (see kernelsVariant).
+ * Throws with the compiler's messages on an error.
  */
-export async function compileKernels(shared = true) {
-  const FLAGS = flags(shared);
+export async function compileKernels(variant = { shared: true, fma: false }) {
+  const FLAGS = flags(variant);
   const srcs = sources();
   const hash = createHash('sha256')
     .update(JSON.stringify([FLAGS, srcs]))
@@ -81,7 +85,7 @@ export async function compileKernels(shared = true) {
   return Buffer.from(binary).toString('base64');
 }
 
-/** esbuild plugin: `import kernels from './assembly/kernels.wasm'` (or `kernels-unshared.wasm`) gives base64 text. */
+/** esbuild plugin: `import kernels from './assembly/kernels.wasm'` (or another build's name) gives base64 text. */
 export const wasmKernels = {
   name: 'wasm-kernels',
   setup(b) {
@@ -90,7 +94,7 @@ export const wasmKernels = {
       namespace: 'wasm-kernels',
     }));
     b.onLoad({ filter: /.*/, namespace: 'wasm-kernels' }, async (args) => ({
-      contents: `export default ${JSON.stringify(await compileKernels(!args.path.endsWith('-unshared.wasm')))};`,
+      contents: `export default ${JSON.stringify(await compileKernels(kernelsVariant(args.path)))};`,
       loader: 'js',
       watchFiles: sources().map(([f]) => join(ASSEMBLY_DIR, f)),
     }));

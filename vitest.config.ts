@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { compileKernels, KERNELS_MODULE } from './esbuild.wasm.mjs';
+import { compileKernels, KERNELS_MODULE, kernelsVariant } from './esbuild.wasm.mjs';
 
 export default defineConfig({
   plugins: [
@@ -11,7 +11,7 @@ export default defineConfig({
       },
       async load(id: string) {
         if (!id.startsWith('\0wasm-kernels:')) return null;
-        return `export default ${JSON.stringify(await compileKernels(!id.endsWith('-unshared.wasm')))};`;
+        return `export default ${JSON.stringify(await compileKernels(kernelsVariant(id)))};`;
       },
     },
     {

@@ -31,4 +31,6 @@ declare namespace WebAssembly {
     prototype: Instance;
     new (module: Module, imports?: Record<string, Record<string, unknown>>): Instance;
   };
+  /** Whether these bytes are a module this runtime can compile (its features included). */
+  function validate(bytes: Uint8Array): boolean;
 }

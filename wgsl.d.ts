@@ -13,3 +13,11 @@ declare module '*/assembly/kernels-unshared.wasm' {
   const base64: string;
   export default base64;
 }
+declare module '*/assembly/kernels-fma.wasm' {
+  const base64: string;
+  export default base64;
+}
+declare module '*/assembly/kernels-fma-unshared.wasm' {
+  const base64: string;
+  export default base64;
+}

@@ -41,7 +41,13 @@ export {
   type BackendName,
 } from './backends/registry.js';
 export { broadcastShapes, sizeOf } from './core/shape.js';
-export { CpuBackend, defaultThreads as defaultCpuThreads, type CpuOptions } from './backends/cpu/index.js';
+export {
+  CpuBackend,
+  defaultFma as defaultCpuFma,
+  defaultThreads as defaultCpuThreads,
+  runtimeHasRelaxedSimd,
+  type CpuOptions,
+} from './backends/cpu/index.js';
 export { ReferenceBackend, type HostBackend } from './backends/reference/index.js';
 export {
   WebGpuBackend,

@@ -5,7 +5,7 @@ import { canShareMemory, hardwareThreads } from '../../platform/threads.js';
 import { checkKernelDType, readHost, type HostBackend } from '../reference/host.js';
 // The reference kernels this backend falls back to (registered for 'reference' when that module loads).
 import '../reference/index.js';
-import { kernelExports, kernelsModule } from './kernels-module.js';
+import { kernelExports, kernelsModule, runtimeHasRelaxedSimd } from './kernels-module.js';
 import { UNSHARED_BYTES, WasmRuntime } from './runtime.js';
 import type { WasmHost } from './wasm-kernels.js';
 import { registerCpuKernels } from './registrations.js';
@@ -32,9 +32,25 @@ export interface CpuOptions {
    * out of memory does.
    */
   readonly memoryLimitBytes?: number;
+  /**
+   * Use the kernels built with relaxed SIMD's fused multiply-add (`f32x4.relaxed_madd`: up to 1.7x the plain
+   * build's multiply-add throughput): `true` requires it, `false` forces the plain 128-bit SIMD kernels, whose
+   * results are the same on every machine (a fused multiply-add rounds once, and whether the processor fuses is
+   * its own). Default: `RLVR_CPU_FMA` (`on`, `off`, `auto`), else where the runtime has relaxed SIMD.
+   */
+  readonly fma?: boolean;
 }
 
-export { MAX_THREADS };
+export { MAX_THREADS, runtimeHasRelaxedSimd };
+
+/** Whether a CPU backend uses the fused multiply-add kernels by default: `RLVR_CPU_FMA`, else where it can. */
+export function defaultFma(): boolean {
+  const env = globalThis.process?.env?.RLVR_CPU_FMA;
+  if (env === undefined || env === '' || env === 'auto') return runtimeHasRelaxedSimd();
+  if (env === 'off') return false;
+  if (env === 'on') return true;
+  throw new BackendError('cpu', `RLVR_CPU_FMA must be on, off or auto, got '${env}'`);
+}
 
 /** The thread count a CPU backend takes by default: `RLVR_THREADS` if set, else the machine's cores. */
 export function defaultThreads(): number {
@@ -78,6 +94,8 @@ export class CpuBackend implements HostBackend, WasmHost {
   /** A shared WebAssembly memory holds at most 4 GiB (its heap starts after 1 MiB of kernel data); else 1 GiB. */
   readonly maxMemoryBytes: number;
   readonly memoryNote: string;
+  /** Whether the kernels are the relaxed-SIMD build (fused multiply-add) rather than the plain one. */
+  readonly fma: boolean;
   private buffers = 0;
   private bytes = 0;
   private scratchPtr = 0;
@@ -89,7 +107,13 @@ export class CpuBackend implements HostBackend, WasmHost {
       throw new BackendError('cpu', `threads must be a whole number in 1..${MAX_THREADS}, got ${threads}`);
     this.minParallelWork = opts.minParallelWork ?? 1 << 20;
     const shared = opts.sharedMemory ?? canShareMemory();
-    const module = kernelsModule(shared);
+    this.fma = opts.fma ?? defaultFma();
+    if (this.fma && !runtimeHasRelaxedSimd())
+      throw new BackendError(
+        'cpu',
+        `the fused multiply-add kernels need WebAssembly relaxed SIMD, which this runtime lacks (Node >= 22 has it); RLVR_CPU_FMA=off or { fma: false } runs the plain ones`,
+      );
+    const module = kernelsModule({ shared, fma: this.fma });
     const whole = (shared ? 4 * 1024 ** 3 : UNSHARED_BYTES) - (1 << 21);
     this.maxMemoryBytes = Math.min(whole, opts.memoryLimitBytes ?? Number.POSITIVE_INFINITY);
     this.memoryNote =
@@ -120,7 +144,8 @@ export class CpuBackend implements HostBackend, WasmHost {
 
   describe(): string {
     const t = this.rt.threads;
-    return `cpu (WebAssembly SIMD kernels, ${t} thread${t === 1 ? '' : 's'}; f64 and other kernels: reference)`;
+    const simd = this.fma ? 'relaxed SIMD (fused multiply-add)' : 'SIMD';
+    return `cpu (WebAssembly ${simd} kernels, ${t} thread${t === 1 ? '' : 's'}; f64 and other kernels: reference)`;
   }
 
   supportsDType(): boolean {

@@ -1,22 +1,51 @@
 import sharedBase64 from './assembly/kernels.wasm';
 import unsharedBase64 from './assembly/kernels-unshared.wasm';
-
-const compiled = new Map<boolean, WebAssembly.Module>();
+import fmaSharedBase64 from './assembly/kernels-fma.wasm';
+import fmaUnsharedBase64 from './assembly/kernels-fma-unshared.wasm';
 
 /**
- * The compiled kernels module for a shared memory (threads) or an ordinary one (a page that is not cross-origin
- * isolated): compiled once per process; a WebAssembly.Module is shareable with workers.
+ * One build of the kernels: for a shared memory (threads) or an ordinary one (a page that is not cross-origin
+ * isolated); plain 128-bit SIMD, or relaxed SIMD, whose `f32x4.relaxed_madd` is WebAssembly's fused multiply-add.
  */
-export function kernelsModule(shared = true): WebAssembly.Module {
-  let m = compiled.get(shared);
+export interface KernelsBuild {
+  readonly shared: boolean;
+  readonly fma: boolean;
+}
+
+const BASE64 = {
+  plain: { shared: sharedBase64, unshared: unsharedBase64 },
+  fma: { shared: fmaSharedBase64, unshared: fmaUnsharedBase64 },
+};
+
+const bytesOf = (build: KernelsBuild): Uint8Array => {
+  const bin = atob(BASE64[build.fma ? 'fma' : 'plain'][build.shared ? 'shared' : 'unshared']);
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return bytes;
+};
+
+const compiled = new Map<string, WebAssembly.Module>();
+
+/** The compiled kernels module of a build: compiled once per process; a WebAssembly.Module is shareable with workers. */
+export function kernelsModule(build: KernelsBuild): WebAssembly.Module {
+  const key = `${build.shared}/${build.fma}`;
+  let m = compiled.get(key);
   if (m === undefined) {
-    const bin = atob(shared ? sharedBase64 : unsharedBase64);
-    const bytes = new Uint8Array(bin.length);
-    for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
-    m = new WebAssembly.Module(bytes);
-    compiled.set(shared, m);
+    m = new WebAssembly.Module(bytesOf(build));
+    compiled.set(key, m);
   }
   return m;
+}
+
+let relaxedSimd: boolean | undefined;
+
+/**
+ * Whether this runtime compiles relaxed SIMD (Node >= 22, Chrome >= 114; Node 20 only behind a flag): the fma build
+ * itself is what is validated, so the answer is exactly "can this module run here".
+ */
+export function runtimeHasRelaxedSimd(): boolean {
+  if (relaxedSimd === undefined) relaxedSimd = WebAssembly.validate(bytesOf({ shared: false, fma: true }));
+  return relaxedSimd;
 }
 
 /** The functions the kernels module exports (`assembly/index.ts`), which the runtime calls by name. */

@@ -8,7 +8,7 @@
 // (batch, key/value head) pair (backward, which owns its dk and dv rows) is done by one thread in a fixed order,
 // so results do not depend on the thread count.
 
-import { exp1, exp4 } from './math';
+import { exp1, exp4, madd } from './math';
 
 const MASKED: f32 = -5e8;
 
@@ -18,7 +18,7 @@ const MASKED: f32 = -5e8;
   let acc = f32x4.splat(0);
   for (let e = 0; e < d; e += 4) {
     const o = <usize>e << 2;
-    acc = f32x4.add(acc, f32x4.mul(v128.load(a + o), v128.load(b + o)));
+    acc = madd(v128.load(a + o), v128.load(b + o), acc);
   }
   return f32x4.extract_lane(acc, 0) + f32x4.extract_lane(acc, 2) + (f32x4.extract_lane(acc, 1) + f32x4.extract_lane(acc, 3));
 }
@@ -32,10 +32,10 @@ const MASKED: f32 = -5e8;
   for (let e = 0; e < d; e += 4) {
     const o = <usize>e << 2;
     const x = v128.load(a + o);
-    s0 = f32x4.add(s0, f32x4.mul(x, v128.load(b + o)));
-    s1 = f32x4.add(s1, f32x4.mul(x, v128.load(b + stride + o)));
-    s2 = f32x4.add(s2, f32x4.mul(x, v128.load(b + 2 * stride + o)));
-    s3 = f32x4.add(s3, f32x4.mul(x, v128.load(b + 3 * stride + o)));
+    s0 = madd(x, v128.load(b + o), s0);
+    s1 = madd(x, v128.load(b + stride + o), s1);
+    s2 = madd(x, v128.load(b + 2 * stride + o), s2);
+    s3 = madd(x, v128.load(b + 3 * stride + o), s3);
   }
   // (s0_0 + s0_2, s1_0 + s1_2, s0_1 + s0_3, s1_1 + s1_3), likewise for s2, s3; then lanes 0+2 and 1+3 of those.
   const x01 = f32x4.add(v128.shuffle<f32>(s0, s1, 0, 4, 1, 5), v128.shuffle<f32>(s0, s1, 2, 6, 3, 7));
@@ -121,7 +121,7 @@ export function attentionForward(
       const pj = f32x4.splat(load<f32>(p + (<usize>j << 2)));
       for (let e = 0; e < d; e += 4) {
         const oe = o + (<usize>e << 2);
-        v128.store(oe, f32x4.add(v128.load(oe), f32x4.mul(pj, v128.load(vp + (<usize>e << 2)))));
+        v128.store(oe, madd(pj, v128.load(vp + (<usize>e << 2)), v128.load(oe)));
       }
       vp += vstride;
     }
@@ -174,9 +174,9 @@ export function attentionBackward(
           const pv = f32x4.splat(pj);
           for (let e = 0; e < d; e += 4) {
             const eo = <usize>e << 2;
-            v128.store(dq + qo + eo, f32x4.add(v128.load(dq + qo + eo), f32x4.mul(ds, v128.load(k + ko + eo))));
-            v128.store(dk + ko + eo, f32x4.add(v128.load(dk + ko + eo), f32x4.mul(ds, v128.load(q + qo + eo))));
-            v128.store(dv + ko + eo, f32x4.add(v128.load(dv + ko + eo), f32x4.mul(pv, v128.load(dOut + qo + eo))));
+            v128.store(dq + qo + eo, madd(ds, v128.load(k + ko + eo), v128.load(dq + qo + eo)));
+            v128.store(dk + ko + eo, madd(ds, v128.load(q + qo + eo), v128.load(dk + ko + eo)));
+            v128.store(dv + ko + eo, madd(pv, v128.load(dOut + qo + eo), v128.load(dv + ko + eo)));
           }
         }
       }

@@ -1,3 +1,5 @@
+import { madd } from './math';
+
 // C[M, N] = op(A)[M, K] . op(B)[K, N], f32, as the GotoBLAS/BLIS papers lay it out: B is packed into panels of NR
 // columns (KC x NR, contiguous), A into panels of MR rows (KC x MR), and a register-blocked MR x NR micro-kernel
 // keeps 8 f32x4 accumulators across its K loop (4 x 8: V8 allocates 15 xmm registers, and a 6 x 8 tile spilled 4
@@ -191,17 +193,17 @@ function micro(ap: usize, bp: usize, kc: i32, c: usize, ldc: i32, first: bool, h
     const b0 = v128.load(bp);
     const b1 = v128.load(bp, 16);
     let a = v128.load32_splat(ap);
-    c00 = f32x4.add(c00, f32x4.mul(a, b0));
-    c01 = f32x4.add(c01, f32x4.mul(a, b1));
+    c00 = madd(a, b0, c00);
+    c01 = madd(a, b1, c01);
     a = v128.load32_splat(ap, 4);
-    c10 = f32x4.add(c10, f32x4.mul(a, b0));
-    c11 = f32x4.add(c11, f32x4.mul(a, b1));
+    c10 = madd(a, b0, c10);
+    c11 = madd(a, b1, c11);
     a = v128.load32_splat(ap, 8);
-    c20 = f32x4.add(c20, f32x4.mul(a, b0));
-    c21 = f32x4.add(c21, f32x4.mul(a, b1));
+    c20 = madd(a, b0, c20);
+    c21 = madd(a, b1, c21);
     a = v128.load32_splat(ap, 12);
-    c30 = f32x4.add(c30, f32x4.mul(a, b0));
-    c31 = f32x4.add(c31, f32x4.mul(a, b1));
+    c30 = madd(a, b0, c30);
+    c31 = madd(a, b1, c31);
     ap += MR << 2;
     bp += NR << 2;
   }

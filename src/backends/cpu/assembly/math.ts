@@ -8,17 +8,26 @@ const C2: f32 = -2.12194440e-4;
 const HI: f32 = 88.7228391;
 const LO: f32 = -87.3365448;
 
+/**
+ * a * b + c on four lanes: one fused multiply-add (a single rounding) in the module built with relaxed SIMD, a
+ * multiply then an add in the plain one. Decided when the module is compiled, so a kernel has one body per build.
+ */
+@inline export function madd(a: v128, b: v128, c: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, c);
+  return f32x4.add(f32x4.mul(a, b), c);
+}
+
 @inline export function exp4(x: v128): v128 {
   const xc = f32x4.min(f32x4.max(x, f32x4.splat(LO)), f32x4.splat(HI));
   const n = f32x4.nearest(f32x4.mul(xc, f32x4.splat(LOG2E)));
   const r = f32x4.sub(f32x4.sub(xc, f32x4.mul(n, f32x4.splat(C1))), f32x4.mul(n, f32x4.splat(C2)));
   let p = f32x4.splat(1.9875691500e-4);
-  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.3981999507e-3));
-  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(8.3334519073e-3));
-  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(4.1665795894e-2));
-  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(1.6666665459e-1));
-  p = f32x4.add(f32x4.mul(p, r), f32x4.splat(5.0000001201e-1));
-  p = f32x4.add(f32x4.add(f32x4.mul(p, f32x4.mul(r, r)), r), f32x4.splat(1));
+  p = madd(p, r, f32x4.splat(1.3981999507e-3));
+  p = madd(p, r, f32x4.splat(8.3334519073e-3));
+  p = madd(p, r, f32x4.splat(4.1665795894e-2));
+  p = madd(p, r, f32x4.splat(1.6666665459e-1));
+  p = madd(p, r, f32x4.splat(5.0000001201e-1));
+  p = f32x4.add(madd(p, f32x4.mul(r, r), r), f32x4.splat(1));
   // 2^n in two steps (n can be 128 at the top of the range, past a single f32 exponent).
   const half = i32x4.shr_s(i32x4.trunc_sat_f32x4_s(n), 1);
   const rest = i32x4.sub(i32x4.trunc_sat_f32x4_s(n), half);

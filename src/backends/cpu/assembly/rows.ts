@@ -1,4 +1,4 @@
-import { exp1, exp4 } from './math';
+import { exp1, exp4, madd } from './math';
 
 // Row and elementwise kernels, f32 with 128-bit SIMD. Threads take fixed contiguous ranges of rows (or of
 // 4-aligned elements); a reduction across rows is its own pass over fixed column ranges, each summed in row
@@ -17,7 +17,7 @@ import { exp1, exp4 } from './math';
   let acc = f32x4.splat(0);
   for (let j = 0; j < d; j += 4) {
     const v = v128.load(x + (<usize>j << 2));
-    acc = f32x4.add(acc, f32x4.mul(v, v));
+    acc = madd(v, v, acc);
   }
   return hsum(acc);
 }
@@ -56,7 +56,7 @@ export function rmsNormBackward(x: usize, w: usize, dy: usize, dx: usize, rinv: 
     let acc = f32x4.splat(0);
     for (let j = 0; j < d; j += 4) {
       const jo = <usize>j << 2;
-      acc = f32x4.add(acc, f32x4.mul(f32x4.mul(v128.load(dy + o + jo), v128.load(w + jo)), f32x4.mul(v128.load(x + o + jo), rv)));
+      acc = madd(f32x4.mul(v128.load(dy + o + jo), v128.load(w + jo)), f32x4.mul(v128.load(x + o + jo), rv), acc);
     }
     const meanDot = f32x4.splat(hsum(acc) / <f32>d);
     for (let j = 0; j < d; j += 4) {
@@ -77,7 +77,7 @@ export function rmsNormWeightGrad(x: usize, dy: usize, rinv: usize, dw: usize, r
     let acc = f32x4.splat(0);
     for (let r = 0; r < rows; r++) {
       const o = (<usize>(r * d) << 2) + jo;
-      acc = f32x4.add(acc, f32x4.mul(v128.load(dy + o), f32x4.mul(v128.load(x + o), f32x4.splat(load<f32>(rinv + (<usize>r << 2))))));
+      acc = madd(v128.load(dy + o), f32x4.mul(v128.load(x + o), f32x4.splat(load<f32>(rinv + (<usize>r << 2)))), acc);
     }
     v128.store(dw + jo, acc);
   }
@@ -253,7 +253,7 @@ export function sumSquaresBlocks(x: usize, n: i32, partial: usize, tid: i32, nth
     let i = i0;
     for (; i + 4 <= i1; i += 4) {
       const v = v128.load(x + (<usize>i << 2));
-      acc = f32x4.add(acc, f32x4.mul(v, v));
+      acc = madd(v, v, acc);
     }
     let s = hsum(acc);
     for (; i < i1; i++) {
@@ -272,15 +272,38 @@ export function adamw(p: usize, g: usize, m: usize, v: usize, pOut: usize, mOut:
   lr: f32, b1: f32, b2: f32, eps: f32, wd: f32, c1: f32, c2: f32, gscale: f32, tid: i32, nthreads: i32): void {
   const i0 = range0(n, tid, nthreads);
   const i1 = range0(n, tid + 1, nthreads);
-  const decay: f32 = 1 - lr * wd;
-  for (let i = i0; i < i1; i++) {
+  const decay = f32x4.splat(1 - lr * wd);
+  const lrv = f32x4.splat(lr);
+  const b1v = f32x4.splat(b1);
+  const b2v = f32x4.splat(b2);
+  const ob1 = f32x4.splat(1 - b1);
+  const ob2 = f32x4.splat(1 - b2);
+  const epsv = f32x4.splat(eps);
+  const c1v = f32x4.splat(c1);
+  const c2v = f32x4.splat(c2);
+  const gs = f32x4.splat(gscale);
+  let i = i0;
+  // Four elements at a time; the rest one at a time through the same four-lane arithmetic (lane 0 of splatted
+  // loads), so an element's value does not depend on where the thread ranges fall, and the plain build equals
+  // the scalar formula above exactly.
+  while (i < i1) {
+    const full = i + 4 <= i1;
     const o = <usize>i << 2;
-    const gi = load<f32>(g + o) * gscale;
-    const mi = b1 * load<f32>(m + o) + (1 - b1) * gi;
-    const vi = b2 * load<f32>(v + o) + (1 - b2) * gi * gi;
-    store<f32>(mOut + o, mi);
-    store<f32>(vOut + o, vi);
-    store<f32>(pOut + o, load<f32>(p + o) * decay - (lr * (mi / c1)) / (Mathf.sqrt(vi / c2) + eps));
+    const gi = f32x4.mul(full ? v128.load(g + o) : v128.load32_splat(g + o), gs);
+    const mi = madd(b1v, full ? v128.load(m + o) : v128.load32_splat(m + o), f32x4.mul(ob1, gi));
+    const vi = madd(b2v, full ? v128.load(v + o) : v128.load32_splat(v + o), f32x4.mul(f32x4.mul(ob2, gi), gi));
+    const step = f32x4.div(f32x4.mul(lrv, f32x4.div(mi, c1v)), f32x4.add(f32x4.sqrt(f32x4.div(vi, c2v)), epsv));
+    const pi = madd(full ? v128.load(p + o) : v128.load32_splat(p + o), decay, f32x4.neg(step));
+    if (full) {
+      v128.store(mOut + o, mi);
+      v128.store(vOut + o, vi);
+      v128.store(pOut + o, pi);
+    } else {
+      v128.store32_lane(mOut + o, mi, 0);
+      v128.store32_lane(vOut + o, vi, 0);
+      v128.store32_lane(pOut + o, pi, 0);
+    }
+    i += full ? 4 : 1;
   }
 }
 
