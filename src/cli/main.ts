@@ -13,6 +13,7 @@ import { describeFailure, EXIT, EXIT_CODE_HELP } from './exit-codes.js';
 import { escapeControls } from '../core/errors.js';
 import { describeEstimate } from '../training/memory.js';
 import { CHILD_ENV, runQuietChild, wantsQuietGpu } from './quiet-gpu.js';
+import { unsupportedRuntimeLine } from './runtime-support.js';
 
 const USAGE = `usage: rlvr <command> [options]
 
@@ -164,6 +165,8 @@ for (const stream of [process.stdout, process.stderr]) stream.on('error', () => 
 
 try {
   const argv = process.argv.slice(2);
+  const unsupported = wantsQuietGpu(argv) ? undefined : unsupportedRuntimeLine();
+  if (unsupported !== undefined) console.error(unsupported);
   process.exitCode = wantsQuietGpu(argv) ? await runQuietChild(argv) : await main(argv);
 } catch (e) {
   // One line, whatever failed (see exit-codes.ts); the stack only on request.
