@@ -4,6 +4,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { join } from 'node:path';
 import { EXPORT_USAGE, parseExportArgs, parseTrainArgs, TRAIN_USAGE } from './args.js';
 import { exportConfig, resolveExport } from './export-config.js';
+import { runExportData } from './export-data.js';
 import { createProgress } from './progress.js';
 import { heldOutLine, train } from '../training/trainer.js';
 import { describeTraining, rlLabel } from '../training/trains.js';
@@ -20,6 +21,7 @@ const USAGE = `usage: rlvr <command> [options]
 commands:
   train          warm-start then RL on a verifiable task (rlvr train --help)
   export-config  the same run as a verl or prime-rl configuration (rlvr export-config --help)
+  export-data    the task's training and held-out prompts as verl parquet files (rlvr export-data --help)
   info           the objectives and backends available
   help           this text
 
@@ -137,6 +139,8 @@ async function main(argv: string[]): Promise<number> {
       return runTrain(rest);
     case 'export-config':
       return runExportConfig(rest);
+    case 'export-data':
+      return runExportData(rest);
     case 'info':
       console.log(
         `objectives:\n${Object.entries(OBJECTIVES)

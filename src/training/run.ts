@@ -46,6 +46,14 @@ export function taskFor(cfg: TrainConfig): Task<Problem> {
   return TASKS[cfg.task].make(cfg.digits);
 }
 
+/**
+ * The held-out prompts a run evaluates: `n` from the task's held-out split, drawn from a fixed seed (the same for
+ * every run of the task, whatever its --seed). `rlvr export-data` writes the same list.
+ */
+export function heldOutFor<P extends Problem>(task: Task<P>, n: number): P[] {
+  return heldOutProblems(task, n, 1234);
+}
+
 /** What a caller of `train` hears from the run as it goes. */
 export interface TrainHooks {
   /** Every metric record, as it is written. */
@@ -182,7 +190,7 @@ export function setup(
   }
   const bounds = checkBounds(cfg);
   if (bounds) return E.left(bounds);
-  const heldOut = heldOutProblems(task, cfg.evalPrompts, 1234);
+  const heldOut = heldOutFor(task, cfg.evalPrompts);
   const longest = heldOut.reduce((m, p) => Math.max(m, tokenizer.promptIds(p.prompt).length), 0);
   if (longest + cfg.maxCompletionLength > config.maxSeqLen) {
     const why = `plus the longest prompt (${longest} tokens) exceeds the model's maxSeqLen ${config.maxSeqLen}`;
