@@ -10,7 +10,11 @@
  * tfjs-backend-wasm's threaded build cannot start in Node (its pthread worker is a blob: URL, which Node's Worker
  * refuses), so its peer row is its SIMD build on one thread; compare it with our 1-thread row too.
  *
- * Run: npm run bench:cpu [-- --threads N --rounds R --only matmul,step,sample --all]
+ * The machine's ceiling comes first: a loop of 12 independent f32x4 multiply-adds (the kernels' `maddThroughput`)
+ * on 1 and N threads, in the plain build (a multiply then an add) and, where the runtime has relaxed SIMD, the fused
+ * one (`relaxed_madd`); each matmul row of ours is then also given as a fraction of its build's ceiling.
+ *
+ * Run: npm run bench:cpu [-- --threads N --rounds R --only ceiling,matmul,step,sample --all]
  * PyTorch (Debian): apt-get install -y python3-torch libopenblas0-pthread; it runs with OMP_WAIT_POLICY=PASSIVE.
  * `--all` also times the reference backend where it takes seconds per repetition (matmul 2048, the d256 step).
  */
@@ -28,7 +32,7 @@ import { batchFor, MODEL_SIZES, withoutEos } from './lib/models.js';
 
 const THREADS = Number(argValue('--threads') ?? T.defaultCpuThreads());
 const ROUNDS = Number(argValue('--rounds') ?? 3);
-const ONLY = (argValue('--only') ?? 'matmul,step,sample').split(',');
+const ONLY = (argValue('--only') ?? 'ceiling,matmul,step,sample').split(',');
 const ALL = hasFlag('--all');
 const PYTHON = '/usr/bin/python3';
 const TORCH_SCRIPT = join('bench', 'torch_cpu.py');
@@ -40,8 +44,12 @@ const torchVersion = ((): string | null => {
 
 const fast = new T.CpuBackend({ threads: THREADS });
 const fast1 = THREADS === 1 ? fast : new T.CpuBackend({ threads: 1 });
+// The other build beside the default one: the plain kernels where the default is the fused build.
+const plain = fast.fma ? new T.CpuBackend({ threads: THREADS, fma: false }) : null;
+const plain1 = plain === null ? null : THREADS === 1 ? plain : new T.CpuBackend({ threads: 1, fma: false });
 const reference = new T.ReferenceBackend();
-await Promise.all([fast.whenReady(), fast1.whenReady()]);
+await Promise.all([fast, fast1, plain, plain1].map((b) => b?.whenReady()));
+const buildName = (b: T.CpuBackend): string => (b.fma ? 'fma' : 'plain');
 
 console.log(`bench:cpu | ${cpus()[0]?.model ?? 'cpu'}, ${cpus().length} cores, node ${process.version}`);
 console.log(`ours: ${fast.describe()}; rounds ${ROUNDS}, interleaved; ${new Date().toISOString()}`);
@@ -94,6 +102,54 @@ function table(title: string, times: Map<string, number[]>, unit: (ms: number) =
     const m = Math.min(...ts);
     const ratio = (t: number | undefined): string => (t === undefined ? '—' : `${(m / t).toFixed(2)}x`);
     console.log(`| ${name} | ${m.toFixed(2)} | ${median(ts).toFixed(2)} | ${unit(m)} | ${ratio(tN)} | ${ratio(t1)} |`);
+  }
+}
+
+// ---- the machine's multiply-add ceiling ----
+const MADD_FLOPS = 96; // flops per iteration of maddThroughput: 12 accumulators x 4 lanes x 2
+/** GFLOP/s of the ceiling loop by build and thread count, the best of the interleaved rounds. */
+const ceilings = new Map<string, number>();
+const ceilingKey = (b: T.CpuBackend): string => `${buildName(b)} ${b.threads}T`;
+
+async function benchCeiling(): Promise<void> {
+  const backends = [fast, fast1, plain, plain1].filter(
+    (b, i, all): b is T.CpuBackend => b !== null && all.indexOf(b) === i,
+  );
+  const ITER = 400_000;
+  const contenders: Contender[] = backends.map((b) => {
+    // WebAssembly has no on-stack replacement: a call runs in the code its function had when it started, so the
+    // loop must run many short times (on every thread) before V8's optimizing tier replaces the baseline code.
+    for (let i = 0; i < 3000; i++)
+      b.threads === 1 ? b.rt.call('maddThroughput', [2000]) : b.rt.run('maddThroughput', [2000]);
+    return {
+      name: ceilingKey(b),
+      run: async () => {
+        const ts: number[] = [];
+        for (let r = 0; r < 5; r++) {
+          const t0 = performance.now();
+          if (b.threads === 1) b.rt.call('maddThroughput', [ITER]);
+          else b.rt.run('maddThroughput', [ITER]);
+          ts.push(performance.now() - t0);
+        }
+        return ts;
+      },
+    };
+  });
+  const times = await interleave(contenders);
+  console.log('\nmultiply-add ceiling (12 independent f32x4 chains; fma: relaxed_madd, plain: mul then add)');
+  console.log('| build, threads | min ms | median ms | GFLOP/s (min) |');
+  console.log('|---|---:|---:|---:|');
+  for (const b of backends) {
+    const ts = times.get(ceilingKey(b))!;
+    const gflops = (MADD_FLOPS * ITER * b.threads) / Math.min(...ts) / 1e6;
+    ceilings.set(ceilingKey(b), gflops);
+    console.log(
+      `| ${ceilingKey(b)} | ${Math.min(...ts).toFixed(2)} | ${median(ts).toFixed(2)} | ${gflops.toFixed(1)} |`,
+    );
+  }
+  if (plain !== null) {
+    const ratio = ceilings.get(ceilingKey(fast1))! / ceilings.get(ceilingKey(plain1!))!;
+    console.log(`fused / plain ceiling on 1 thread: ${ratio.toFixed(2)}x`);
   }
 }
 
@@ -167,8 +223,11 @@ async function benchMatmul(): Promise<void> {
         },
       };
     };
-    const contenders: Contender[] = [ours(fast, `ours cpu ${THREADS}T`)];
-    if (THREADS !== 1) contenders.push(ours(fast1, 'ours cpu 1T'));
+    const mine = [fast, fast1, plain, plain1].filter(
+      (b, i, all): b is T.CpuBackend => b !== null && all.indexOf(b) === i,
+    );
+    const label = (b: T.CpuBackend): string => `ours cpu ${b.threads}T${plain === null ? '' : ` ${buildName(b)}`}`;
+    const contenders: Contender[] = mine.map((b) => ours(b, label(b)));
     if (n <= 1024 || ALL) contenders.push(ours(reference, 'reference', 1));
     if (tfw)
       contenders.push({
@@ -186,6 +245,13 @@ async function benchMatmul(): Promise<void> {
     contenders.push(...torchContenders(['matmul', '--n', String(n), '--reps', String(reps)]));
     const times = await interleave(contenders);
     table(`matmul ${n}^3 (f32)`, times, (ms) => `${((2 * n ** 3) / ms / 1e6).toFixed(1)}`, 'GFLOP/s');
+    const fractions = mine.flatMap((b) => {
+      const ceiling = ceilings.get(ceilingKey(b));
+      if (ceiling === undefined) return [];
+      const gflops = (2 * n ** 3) / Math.min(...times.get(label(b))!) / 1e6;
+      return [`${label(b)} ${(gflops / ceiling).toFixed(2)} of ${ceiling.toFixed(1)}`];
+    });
+    if (fractions.length > 0) console.log(`fraction of its build's ceiling (GFLOP/s): ${fractions.join('; ')}`);
   }
 }
 
@@ -260,7 +326,8 @@ async function benchStep(): Promise<void> {
         },
       };
     };
-    const contenders = [ours(fast, `ours cpu ${THREADS}T`)];
+    const contenders = [ours(fast, `ours cpu ${THREADS}T${plain === null ? '' : ' fma'}`)];
+    if (plain !== null) contenders.push(ours(plain, `ours cpu ${THREADS}T plain`));
     if (THREADS !== 1) contenders.push(ours(fast1, 'ours cpu 1T'));
     if (!big || ALL) contenders.push(ours(reference, 'reference'));
     contenders.push(...torchContenders(['step', ...targs, '--warmup', '2', '--steps', big ? '2' : '5']));
@@ -317,6 +384,7 @@ async function benchSample(): Promise<void> {
   }
 }
 
+if (ONLY.includes('ceiling')) await benchCeiling();
 if (ONLY.includes('matmul')) await benchMatmul();
 if (ONLY.includes('step')) await benchStep();
 if (ONLY.includes('sample')) await benchSample();
