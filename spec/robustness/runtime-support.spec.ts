@@ -34,6 +34,21 @@ describe('supported Node', () => {
     expect(r.stderr.split('\n').filter((l) => l.includes('is unsupported')).length).toBe(old ? 1 : 0);
   });
 
+  it('a bad RLVR_CPU_FMA is refused in one line naming it, before anything runs', () => {
+    execFileSync(process.execPath, ['esbuild.config.mjs', '--cli'], { stdio: 'ignore' });
+    const r = spawnSync(
+      process.execPath,
+      ['dist/cli/main.js', 'train', '--steps', '1', '--output', '/nonexistent/never'],
+      {
+        encoding: 'utf8',
+        env: { ...process.env, RLVR_CPU_FMA: 'yes' },
+      },
+    );
+    expect(r.status).toBe(2);
+    const lines = r.stderr.split('\n').filter((l) => l !== '' && !l.includes('is unsupported'));
+    expect(lines).toEqual(["rlvr: cpu: RLVR_CPU_FMA must be on, off or auto, got 'yes'"]);
+  });
+
   it('the setup scripts parse', () => {
     for (const f of ['.ci/setup', '.ci/run', '.ci/node.sh']) expect(spawnSync('bash', ['-n', f]).status).toBe(0);
   });
