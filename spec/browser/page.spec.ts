@@ -102,7 +102,8 @@ describe.skipIf(browser === null)('headless Chromium', () => {
       expect(inPage.threads).toBe(isolated ? 2 : 1);
       if (isolated) expect(inPage.parallelRuns).toBeGreaterThan(10);
       else expect(inPage.parallelRuns).toBe(0);
-      expect(inPage.describe).toMatch(/^cpu \(WebAssembly SIMD kernels/);
+      // Chromium has relaxed SIMD: the page runs the fused multiply-add build.
+      expect(inPage.describe).toMatch(/^cpu \(WebAssembly relaxed SIMD \(fused multiply-add\) kernels/);
       await expectCasesAgree(inPage.results);
     }
   }, 60_000);
