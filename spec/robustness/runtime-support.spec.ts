@@ -9,7 +9,7 @@ import { OLDEST_SUPPORTED_NODE, unsupportedRuntimeLine } from '../../src/cli/run
  */
 describe('supported Node', () => {
   it('an older Node gets one line naming the end of life and what it lacks; 22 and later get none', () => {
-    const line = unsupportedRuntimeLine('20.20.2');
+    const line = unsupportedRuntimeLine('20.20.2', {});
     expect(line).toMatch(/^rlvr: Node 20\.20\.2 is unsupported .*2026-04-30.*fused multiply-add.*4 GiB.*Node >= 22/);
     expect(line).not.toContain('\n');
     expect(unsupportedRuntimeLine('18.0.0')).toBeDefined();
@@ -27,7 +27,8 @@ describe('supported Node', () => {
 
   it('the CLI on this Node prints the line exactly when this Node is older than the floor, and still runs', () => {
     execFileSync(process.execPath, ['esbuild.config.mjs', '--cli'], { stdio: 'ignore' });
-    const r = spawnSync(process.execPath, ['dist/cli/main.js', 'info'], { encoding: 'utf8' });
+    const env = { ...process.env, RLVR_NO_RUNTIME_NOTE: undefined };
+    const r = spawnSync(process.execPath, ['dist/cli/main.js', 'info'], { encoding: 'utf8', env });
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^objectives:/);
     const old = Number(process.versions.node.split('.')[0]) < OLDEST_SUPPORTED_NODE;
