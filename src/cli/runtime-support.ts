@@ -5,11 +5,15 @@
  */
 export const OLDEST_SUPPORTED_NODE = 22;
 
-/** The line to print for this runtime, or undefined where it is supported (or not Node). */
+/**
+ * The line to print for this runtime, or undefined where it is supported (or not Node), or where
+ * `RLVR_NO_RUNTIME_NOTE=1` silences it.
+ */
 export function unsupportedRuntimeLine(
   version: string | undefined = globalThis.process?.versions?.node,
+  env: Record<string, string | undefined> = globalThis.process?.env ?? {},
 ): string | undefined {
-  if (version === undefined) return undefined;
+  if (version === undefined || env.RLVR_NO_RUNTIME_NOTE === '1') return undefined;
   const major = Number(version.split('.')[0]);
   if (!(major < OLDEST_SUPPORTED_NODE)) return undefined;
   return (
