@@ -12,9 +12,10 @@ describe('supported Node', () => {
     const line = unsupportedRuntimeLine('20.20.2', {});
     expect(line).toMatch(/^rlvr: Node 20\.20\.2 is unsupported .*2026-04-30.*fused multiply-add.*4 GiB.*Node >= 22/);
     expect(line).not.toContain('\n');
-    expect(unsupportedRuntimeLine('18.0.0')).toBeDefined();
+    expect(unsupportedRuntimeLine('18.0.0', {})).toBeDefined();
+    expect(unsupportedRuntimeLine('20.20.2', { RLVR_NO_RUNTIME_NOTE: '1' })).toBeUndefined();
     for (const v of ['22.0.0', '22.23.3', '24.21.0', '26.12.1', '30.1.0'])
-      expect(unsupportedRuntimeLine(v)).toBeUndefined();
+      expect(unsupportedRuntimeLine(v, {})).toBeUndefined();
   });
 
   it("package.json's engines, the CLI's floor and CI's smoke-run Node agree", () => {
