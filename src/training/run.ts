@@ -34,6 +34,7 @@ import { treeLeaves } from '../core/pytree.js';
 import { sumSquares } from '../ops/optim.js';
 import type { Tensor } from '../core/tensor.js';
 import { trainsAt, type TrainingPlan } from './trains.js';
+import { recordSettings } from './trainer-state.js';
 
 /**
  * The default of `keepRecords`: about 8 MB of records (about 0.8 KB of heap each, measured by
@@ -264,6 +265,7 @@ export async function save(run: Run, dir: string): Promise<void> {
     finalEval: run.finalEval ? { ...run.finalEval } : null,
     identity: { ...run.identity, dataset: run.identity.dataset ? { ...run.identity.dataset } : null },
     metricsBytes: await metricsBytes(run.cfg.outputDir),
+    settings: recordSettings(run.cfg),
   };
   const state = { params: run.params, opt: run.opt, rngs: { train: run.rng.state() }, trainerState };
   await trainsAt(run.plan, run.at.phase).save(dir, run, state);

@@ -15,8 +15,8 @@ import {
 import { CHECKPOINT_FILES, type Json, loadState, readGeneration } from '../io/checkpoint.js';
 import { CheckpointError } from '../io/safetensors.js';
 import { OBJECTIVE_NAMES } from '../objectives/registry.js';
-import { join, openRegular, stat } from '../platform/files.js';
-import { digitsCheck, TASK_NAMES } from './config.js';
+import { join, openRegular, resolve, stat } from '../platform/files.js';
+import { digitsCheck, TASK_NAMES, type TrainConfig } from './config.js';
 import type { EvalResult } from './evaluate.js';
 import type { DatasetIdentity, RunIdentity } from './resume-check.js';
 
@@ -36,6 +36,27 @@ export interface TrainerState {
   readonly identity: RunIdentity;
   /** The length of metrics.jsonl when the checkpoint was saved. */
   readonly metricsBytes: number;
+  /**
+   * Every setting of the run as of this checkpoint (`recordSettings`: its TrainConfig, the paths it reads made
+   * absolute), which `rlvr export-config --run` carries to another engine; null in a checkpoint written before
+   * runs recorded them. Checked as a config when read (`parseTrainConfig`), not here.
+   */
+  readonly settings: Json | null;
+}
+
+/**
+ * The settings a checkpoint records: the config as JSON, with the paths the run reads (--model, --adapter,
+ * --dataset) absolute, so that they name the same files from wherever the record is read.
+ */
+export function recordSettings(cfg: TrainConfig): Json {
+  const absolute = (p: string | null): string | null => (p === null ? null : resolve(p));
+  const settings = {
+    ...cfg,
+    modelDir: absolute(cfg.modelDir),
+    adapter: absolute(cfg.adapter),
+    dataset: absolute(cfg.dataset),
+  };
+  return JSON.parse(JSON.stringify(settings)) as Json;
 }
 
 /** The largest step count a run can reach (`bounds.ts` limits steps and warm-start steps to 1e9). */
@@ -81,13 +102,21 @@ const SPEC: Spec<TrainerState> = {
   finalEval: nullable(evalResult),
   identity,
   metricsBytes: num((x) => Number.isSafeInteger(x) && x >= 0, 'must be a nonnegative integer (a length in bytes)'),
+  settings: nullable(anyRecord as Check<unknown> as Check<Json>),
 };
+
+/** A checkpoint written before settings were recorded has no `settings`: it reads as "not recorded" (null). */
+const withSettings = (json: unknown): unknown =>
+  typeof json === 'object' && json !== null && !Array.isArray(json) && !Object.hasOwn(json, 'settings')
+    ? { ...json, settings: null }
+    : json;
 
 const bad = (field: string, detail: string): CheckpointError =>
   new CheckpointError('bad-state', `trainerState.${field}`, detail, CHECKPOINT_FILES.state);
 
 /** Type and range of every field, and the rules between them. */
-export function parseTrainerState(json: unknown): E.Either<CheckpointError, TrainerState> {
+export function parseTrainerState(raw: unknown): E.Either<CheckpointError, TrainerState> {
+  const json = withSettings(raw);
   const r = exactRecord(SPEC)(json);
   if (E.isLeft(r)) {
     const field = r.left.path.join('.');
