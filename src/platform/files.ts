@@ -24,7 +24,7 @@ export {
   writeFile,
   type FileHandle,
 } from 'node:fs/promises';
-export { appendFileSync, mkdirSync } from 'node:fs';
+export { appendFileSync, mkdirSync, writeSync } from 'node:fs';
 export { basename, dirname, join, resolve, sep } from 'node:path';
 
 import { constants } from 'node:fs';

@@ -25,3 +25,5 @@ export const envVar: typeof Node.envVar = () => undefined;
 
 /** Nor a cache directory: caches stay in memory. */
 export const userCacheDir: typeof Node.userCacheDir = () => null;
+/** A page has no file descriptors. */
+export const stdioWasClosed: typeof Node.stdioWasClosed = () => false;

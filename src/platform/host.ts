@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { homedir, hostname, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { openRegular } from './files.js';
@@ -80,3 +81,18 @@ export const envVar = (name: string): string | undefined => process.env[name];
 
 /** The user's cache directory (XDG_CACHE_HOME, else ~/.cache), where caches that later runs reuse live. */
 export const userCacheDir = (): string | null => process.env.XDG_CACHE_HOME || join(homedir(), '.cache');
+
+/**
+ * Whether file descriptor `fd` (0-2) was closed when the process started (`rlvr ... >&-`): Node then opens
+ * /dev/null in its place read-write, where a shell's `> /dev/null` opens it write-only. Read from /proc (Linux);
+ * false where that cannot be read.
+ */
+export function stdioWasClosed(fd: number): boolean {
+  try {
+    if (readlinkSync(`/proc/self/fd/${fd}`) !== '/dev/null') return false;
+    const flags = /^flags:\s*([0-7]+)/m.exec(readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'));
+    return flags !== null && (Number.parseInt(flags[1]!, 8) & 3) === 2; // O_ACCMODE === O_RDWR
+  } catch {
+    return false;
+  }
+}
