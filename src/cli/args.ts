@@ -147,11 +147,10 @@ function setTarget(input: Record<string, unknown>, target: FlagTarget, value: un
 }
 
 /**
- * `rlvr train`'s arguments as a validated `TrainConfig`. Each flag's text is read as the table says, in the order
- * typed (of two that do not read, the first is named); then `parseTrainConfig` fills the defaults and checks the
- * settings.
+ * The settings `argv` gives, each flag's text read as the table says, in the order typed (of two that do not
+ * read, the first is named), before defaults and checks.
  */
-export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
+export function trainInput(argv: readonly string[]): E.Either<TrainConfigError, Partial<TrainConfig>> {
   const scanned = scanArgs(argv);
   if (E.isLeft(scanned)) return scanned;
   const input: Record<string, unknown> = {};
@@ -161,32 +160,50 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
     if (E.isLeft(value)) return value;
     setTarget(input, flag.sets, value.right);
   }
-  return parseTrainConfig(input as Partial<TrainConfig>);
+  return E.right(input as Partial<TrainConfig>);
+}
+
+/**
+ * `rlvr train`'s arguments as a validated `TrainConfig`: `trainInput`, then `parseTrainConfig` fills the defaults
+ * and checks the settings.
+ */
+export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
+  return E.chain(parseTrainConfig)(trainInput(argv));
 }
 
 export const EXPORT_USAGE = [
   'usage: rlvr export-config --engine verl|prime-rl [--run DIR] [rlvr train options]',
   '',
-  'Prints the configuration of another engine for the same objective and hyper-parameters, training with the',
-  "Python package python/rlvr_objectives (the project's objectives, proved equal on golden batches) from",
-  'OUTPUT/model, the Hub model a run wrote: verl, a shell script of Hydra overrides; prime-rl, a TOML file.',
+  'Prints the configuration of another engine for the same run, training with the Python package',
+  "python/rlvr_objectives (the project's objectives, proved equal on golden batches) from a Hub model:",
+  'verl, a bash script of Hydra overrides; prime-rl, a TOML file. Redirect it with npx rlvr (npm run adds',
+  'its banner to standard output unless given -s).',
   '',
   helpRow('--engine verl|prime-rl', 'the engine (required)'),
-  helpRow('--run DIR', "a run's --output: its objective, options, advantage and BICC are read from DIR/checkpoint"),
-  helpMore('and the engine starts from DIR/model; the other settings come from the options below'),
+  helpRow('--run DIR', "a run's --output: every setting its checkpoint records, and what it wrote:"),
+  helpMore('DIR/model (a full or merged LoRA run), or its base and DIR/adapter (unmerged LoRA);'),
+  helpMore('a flag given replaces its setting, except what the run is (task, objective, model, LoRA)'),
   helpRow('rlvr train options', 'as for rlvr train (rlvr train --help); without --run, the model is'),
-  helpMore('OUTPUT/model of --output, else --model'),
+  helpMore('OUTPUT/model of --output, else --model (with --adapter: --model and the adapter)'),
   '',
-  'A setting with no equivalent in the engine is refused, naming its flag (exit 2).',
+  'Every flag is carried, refused naming it (exit 2: a setting with no equivalent in the engine), or listed',
+  'in the header\'s "not carried" line (local settings, the warm-start, the prompts: the data files hold them).',
+  'Output that cannot be written (a full disk, a closed stdout) exits 3.',
   '',
   'exit status:',
   EXIT_CODE_HELP,
 ].join('\n');
 
-/** `rlvr train` flags that a run's checkpoint records (its identity): given with --run they would contradict it. */
-const IDENTITY_FLAGS: readonly string[] = [
+/**
+ * `rlvr train` flags that say what a run is, which its checkpoint records: given with --run they would
+ * contradict it (the run states its task, objective, model and LoRA; its directory holds what it wrote).
+ */
+const RUN_FLAGS: readonly string[] = [
   ...['task', 'digits', 'dataset', 'objective', 'advantage', 'rcc-delta', 'bicc'],
-  ...TRAIN_FLAG_TABLE.filter((f) => f.sets.startsWith('objectiveOptions.')).map((f) => f.flag),
+  ...['model', 'adapter', 'output', 'resume', 'merge-lora'],
+  ...TRAIN_FLAG_TABLE.filter((f) => f.sets.startsWith('objectiveOptions.') || f.sets.startsWith('lora.')).map(
+    (f) => f.flag,
+  ),
 ];
 
 /**
@@ -216,7 +233,7 @@ export function parseExportArgs(argv: readonly string[]): E.Either<TrainConfigEr
   if (!(ENGINES as readonly string[]).includes(own.engine))
     return E.left(new TrainConfigError('--engine', own.engine, `must be one of ${ENGINES.join(', ')}`));
   if (own.run !== undefined) {
-    const clash = rest.find((t) => IDENTITY_FLAGS.some((f) => t === `--${f}` || t.startsWith(`--${f}=`)));
+    const clash = rest.find((t) => RUN_FLAGS.some((f) => t === `--${f}` || t.startsWith(`--${f}=`)));
     if (clash !== undefined)
       return E.left(
         new TrainConfigError(
@@ -226,7 +243,9 @@ export function parseExportArgs(argv: readonly string[]): E.Either<TrainConfigEr
         ),
       );
   }
-  return E.map((cfg: TrainConfig) => ({ engine: own.engine as Engine, run: own.run ?? null, cfg }))(
-    parseTrainArgs(rest),
+  const given = trainInput(rest);
+  if (E.isLeft(given)) return given;
+  return E.map((cfg: TrainConfig) => ({ engine: own.engine as Engine, run: own.run ?? null, cfg, given: given.right }))(
+    parseTrainConfig(given.right),
   );
 }
