@@ -3,7 +3,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { join } from 'node:path';
 import { EXPORT_USAGE, parseExportArgs, parseTrainArgs, TRAIN_USAGE } from './args.js';
-import { exportConfig, resolveExport } from './export-config.js';
+import { exportConfig, resolveExport, writeOutput } from './export-config.js';
 import { runExportData } from './export-data.js';
 import { createProgress } from './progress.js';
 import { heldOutLine, train } from '../training/trainer.js';
@@ -101,7 +101,7 @@ async function runExportConfig(argv: string[]): Promise<number> {
     console.error(`rlvr ${escapeControls(out.left.message)}`);
     return EXIT.usage;
   }
-  process.stdout.write(out.right);
+  writeOutput(out.right); // a FileSystemError (exit 3) when it cannot be written
   return EXIT.ok;
 }
 
