@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, openSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliBundle } from '../robustness/helpers/cli.js';
 
@@ -43,5 +43,20 @@ describe('export-config whose output cannot be written', () => {
     expect(r.status).toBe(3);
     expect(r.stderr.trimEnd().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/^rlvr: standard output: /);
+  });
+});
+
+describe('the docs redirect export-config with a command that prints only the configuration', () => {
+  // Issue 38: `npm run rlvr -- export-config ... > file` wrote npm's banner into the file ("line 2: rlvr: command
+  // not found"); `npx rlvr` and `npm run -s rlvr --` print the CLI's output alone.
+  it('every line of README.md, python/README.md and docs/ARCHITECTURE.md that redirects it uses one', () => {
+    const lines = ['README.md', 'python/README.md', 'docs/ARCHITECTURE.md'].flatMap((file) =>
+      readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((l) => /rlvr\b.*export-config.*>/.test(l))
+        .map((l) => `${file}: ${l}`),
+    );
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.filter((l) => !/: (npx rlvr|npm run -s rlvr --) export-config /.test(l))).toEqual([]);
   });
 });
