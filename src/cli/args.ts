@@ -208,8 +208,8 @@ const RUN_FLAGS: readonly string[] = [
 
 /**
  * `rlvr export-config` arguments: `--engine` and `--run` (as `--name value` or `--name=value`), then every
- * `rlvr train` option, parsed as `rlvr train` parses them. With `--run`, a flag the run's checkpoint records is
- * refused (the run states its objective; the command would contradict it).
+ * `rlvr train` option, parsed as `rlvr train` parses them (`given`: the settings typed, before defaults). With
+ * `--run`, a flag saying what the run is (RUN_FLAGS) is refused: the run states it, the command would contradict it.
  */
 export function parseExportArgs(argv: readonly string[]): E.Either<TrainConfigError, ExportArgs> {
   const own: Record<'engine' | 'run', string | undefined> = { engine: undefined, run: undefined };

@@ -42,7 +42,7 @@ export interface ExportLora {
 
 /** What the exported run starts from and how it was found. */
 export interface ExportTarget {
-  /** The Hub model directory (OUTPUT/model of a run; with `lora.adapterPath`, the adapter's base). */
+  /** The Hub model directory (OUTPUT/model of a run; with `lora.adapter`, the base it was trained on). */
   readonly modelPath: string;
   /** One line for the header: where the settings came from. */
   readonly source: string;
