@@ -10,15 +10,16 @@ Written against verl at b178a3cd56f58b2d502255daba591e92833930a7 (v0.7.0-125, 20
 
 from .advantages import (PAPER_ADVANTAGES, RCC_ADVANTAGES, TRL_ADVANTAGES, VERL_ADVANTAGES, group_advantages,
                          rcc_advantages, rcc_baseline, sequence_deltas)
+from .batch import LOG_RATIO_BOUND, check_batch
 from .boxed import compute_score, extract_boxed, normalize_number, verify_boxed, verify_boxed_number
 from .config import DEFAULTS, BatchError, ConfigError, parse_config
 from .losses import LOSSES, USES_ADVANTAGES, RolloutBatch, compute_loss, conspo_margin, scheduled_margin
 
 __all__ = [
-    "BatchError", "ConfigError", "DEFAULTS", "LOSSES", "PAPER_ADVANTAGES", "RCC_ADVANTAGES", "RolloutBatch",
-    "TRL_ADVANTAGES", "USES_ADVANTAGES", "VERL_ADVANTAGES", "compute_loss", "compute_score", "conspo_margin",
-    "extract_boxed", "group_advantages", "normalize_number", "parse_config", "rcc_advantages", "rcc_baseline",
-    "scheduled_margin", "sequence_deltas", "verify_boxed", "verify_boxed_number",
+    "BatchError", "ConfigError", "DEFAULTS", "LOG_RATIO_BOUND", "LOSSES", "PAPER_ADVANTAGES", "RCC_ADVANTAGES",
+    "RolloutBatch", "TRL_ADVANTAGES", "USES_ADVANTAGES", "VERL_ADVANTAGES", "check_batch", "compute_loss",
+    "compute_score", "conspo_margin", "extract_boxed", "group_advantages", "normalize_number", "parse_config",
+    "rcc_advantages", "rcc_baseline", "scheduled_margin", "sequence_deltas", "verify_boxed", "verify_boxed_number",
 ]
 
 VERL_COMMIT = "b178a3cd56f58b2d502255daba591e92833930a7"

@@ -109,7 +109,7 @@ def check_group_sizes(group_ids, num_generations):
     for g, rows in enumerate(members):
         if len(rows) != num_generations:
             raise BatchError("groupIds", "group %r has %d rows, numGenerations is %d"
-                             % (keys[g], len(rows), num_generations))
+                             % (keys[g], len(rows), num_generations), rows[0], "shape")
 
 
 def soft_overlong_penalty(length, max_length, cache_length):
@@ -124,9 +124,9 @@ def soft_overlong_penalty(length, max_length, cache_length):
 
 def apply_soft_overlong(rewards, lengths, cfg):
     if lengths is None:
-        raise BatchError("lengths", "is required by the soft overlong reward (DAPO `overlong`)")
+        raise BatchError("lengths", "is required by the soft overlong reward (DAPO `overlong`)", kind="missing")
     if len(lengths) != len(rewards):
-        raise BatchError("lengths", "has length %d, rewards %d" % (len(lengths), len(rewards)))
+        raise BatchError("lengths", "has length %d, rewards %d" % (len(lengths), len(rewards)), kind="shape")
     return [r + cfg["penaltyFactor"] * soft_overlong_penalty(lengths[i], cfg["maxLength"], cfg["cacheLength"])
             for i, r in enumerate(rewards)]
 

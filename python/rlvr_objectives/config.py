@@ -17,11 +17,13 @@ class ConfigError(ValueError):
 
 
 class BatchError(ValueError):
-    """A batch that cannot be computed with: ``field`` and why."""
+    """A batch that cannot be computed with (src/objectives/errors.ts): ``field`` (``logProbs``, ``rewards``, ...),
+    why, ``index`` the flat index of the first bad entry where there is one, ``kind`` one of 'shape', 'non-finite',
+    'value', 'missing'."""
 
-    def __init__(self, field, reason):
-        super().__init__("batch: %s %s" % (field, reason))
-        self.field, self.reason = field, reason
+    def __init__(self, field, reason, index=None, kind="value"):
+        super().__init__("batch.%s%s: %s" % (field, "" if index is None else "[%d]" % index, reason))
+        self.field, self.reason, self.index, self.kind = field, reason, index, kind
 
 
 _ADVANTAGE = {"scaleRewards": "group", "stdMode": "population", "advantageEpsilon": 0.0, "numGenerations": None}
@@ -37,7 +39,8 @@ DEFAULTS = {
     # Dr. GRPO: no std scaling, constant normaliser.
     "dr_grpo": dict(_GRPO, scaleRewards="none", lossType="dr_grpo"),
     "gspo": dict(_ADVANTAGE, epsilon=3e-4, epsilonHigh=4e-4, beta=0.0, lossType="grpo", maxCompletionLength=None),
-    "gmpo": dict(_ADVANTAGE, epsilon=0.4, beta=0.0),
+    # epsilonHigh None: the upper clip is epsilon's (the paper's symmetric range).
+    "gmpo": dict(_ADVANTAGE, epsilon=0.4, epsilonHigh=None, beta=0.0),
     "cispo": dict(_ADVANTAGE, epsilonMax=5.0, epsilonLow=None, beta=0.0, lossType="dapo", maxCompletionLength=None),
     "sapo": dict(_ADVANTAGE, temperaturePos=1.0, temperatureNeg=1.05, beta=0.0, lossType="grpo",
                  maxCompletionLength=None),
@@ -134,7 +137,7 @@ SPECS = {
     "grpo": dict(_ADVANTAGE_SPEC, **_TOKEN, epsilon=_open_unit, epsilonHigh=_positive, dualClip=_nullable(_above_one),
                  delta=_nullable(_above_one), dynamicSampling=_bool, overlong=_overlong),
     "gspo": dict(_ADVANTAGE_SPEC, **_TOKEN, epsilon=_open_unit, epsilonHigh=_positive),
-    "gmpo": dict(_ADVANTAGE_SPEC, epsilon=_open_unit, beta=_non_negative),
+    "gmpo": dict(_ADVANTAGE_SPEC, epsilon=_open_unit, epsilonHigh=_nullable(_positive), beta=_non_negative),
     "cispo": dict(_ADVANTAGE_SPEC, **_TOKEN, epsilonMax=_num(lambda x: x >= 1, "must be >= 1 (an absolute cap on the "
                                                            "IS weight)"), epsilonLow=_nullable(_open_unit)),
     "sapo": dict(_ADVANTAGE_SPEC, **_TOKEN, temperaturePos=_positive, temperatureNeg=_positive),
@@ -172,6 +175,15 @@ def _camel(key):
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
 
+def option_name(objective, key):
+    """The canonical name (camelCase, as the TypeScript record's) of option ``key`` of ``objective``, or None."""
+    spec, aliases = SPECS[objective], dict(_COMMON_ALIASES, **ALIASES[objective])
+    name = aliases.get(key, key)
+    if name not in spec:
+        name = _camel(name)
+    return name if name in spec else None
+
+
 def parse_config(objective, options=None):
     """The full config record of ``objective``: its defaults with ``options`` applied and checked.
 
@@ -180,14 +192,12 @@ def parse_config(objective, options=None):
     """
     if objective not in DEFAULTS:
         raise ConfigError("registry", "objective", objective, "must be one of %s" % ", ".join(DEFAULTS))
-    spec, aliases = SPECS[objective], dict(_COMMON_ALIASES, **ALIASES[objective])
+    spec = SPECS[objective]
     out = dict(DEFAULTS[objective])
     given = set()
     for key, value in (options or {}).items():
-        name = aliases.get(key, key)
-        if name not in spec:
-            name = _camel(name)
-        if name not in spec:
+        name = option_name(objective, key)
+        if name is None:
             raise ConfigError(objective, key, value, "is not an option of %s" % objective)
         if value is None and DEFAULTS[objective][name] is not None:
             continue  # None means "the default", as undefined does in TypeScript.

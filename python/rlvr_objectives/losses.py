@@ -11,71 +11,13 @@ before use (their gradient is 0, whatever they held); ``clamp`` passes the gradi
 """
 
 import math
-from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import torch
 
 from .advantages import (apply_soft_overlong, check_group_sizes, dynamic_sampling_keep, group_advantages,
                          group_layout, group_stats)
+from .batch import LOG_RATIO_BOUND, Prepared as _Prepared, RolloutBatch, _clamp, bounded_log_ratio  # noqa: F401
 from .config import BatchError, parse_config
-
-
-@dataclass
-class RolloutBatch:
-    """B rollouts of up to T tokens (src/objectives/batch.ts). ``log_probs`` is the only input differentiated;
-    ``old_log_probs`` None means on-policy (pi_old = sg(pi_theta))."""
-
-    log_probs: torch.Tensor
-    mask: torch.Tensor
-    rewards: Sequence[float]
-    group_ids: Sequence[object]
-    old_log_probs: Optional[torch.Tensor] = None
-    ref_log_probs: Optional[torch.Tensor] = None
-    advantages: Optional[Sequence[float]] = None
-    lengths: Optional[Sequence[int]] = None
-    max_completion_length: Optional[float] = None
-    num_items_in_batch: Optional[float] = None
-    # DAPO's dynamic-sampling rows, when an engine decided them already (verl: ``rlvr_group`` marks the rows it drops);
-    # None: computed from the rewards, as the TypeScript does.
-    keep: Optional[Sequence[bool]] = None
-
-
-class _Prepared:
-    def __init__(self, batch):
-        lp = batch.log_probs
-        if lp.dim() != 2 or lp.shape[0] == 0 or lp.shape[1] == 0:
-            raise BatchError("logProbs", "must be [B, T] with B, T >= 1, got %s" % list(lp.shape))
-        b = lp.shape[0]
-        for name, xs in (("rewards", batch.rewards), ("groupIds", batch.group_ids)):
-            if len(xs) != b:
-                raise BatchError(name, "has length %d, the batch has %d rows" % (len(xs), b))
-        self.b, self.t, self.dtype = b, lp.shape[1], lp.dtype
-        self.mask = batch.mask.to(lp.dtype)
-        on = self.mask > 0
-        zero = torch.zeros((), dtype=lp.dtype, device=lp.device)
-        self.logp = torch.where(on, lp, zero)
-        old = batch.old_log_probs if batch.old_log_probs is not None else lp
-        self.old = torch.where(on, old.detach().to(lp.dtype), zero)
-        ref = batch.ref_log_probs
-        self.ref = None if ref is None else torch.where(on, ref.detach().to(lp.dtype), zero)
-        self.lengths = self.mask.sum(1)
-        self.safe_lengths = torch.clamp(self.mask.sum(1, keepdim=True), min=1)
-
-    def scalar(self, x):
-        return torch.tensor(float(x), dtype=self.dtype, device=self.mask.device)
-
-    def column(self, xs):
-        return torch.tensor([float(x) for x in xs], dtype=self.dtype, device=self.mask.device).reshape(-1, 1)
-
-
-def _clamp(x, lo=None, hi=None):
-    # where(x < lo, lo, x): the gradient passes at the bound itself, as the TypeScript clamp's does.
-    if lo is not None:
-        x = torch.where(x < lo, torch.full_like(x, lo), x)
-    if hi is not None:
-        x = torch.where(x > hi, torch.full_like(x, hi), x)
-    return x
 
 
 def masked_mean(x, m):
@@ -101,10 +43,11 @@ def aggregate(x, m, loss_type, rows, max_completion_length, num_items_in_batch=N
 
 
 def k3(prep):
-    """The k3 estimator of KL(pi_theta || pi_ref) per token: exp(ref - l) - (ref - l) - 1."""
+    """The k3 estimator of KL(pi_theta || pi_ref) per token: exp(d) - d - 1, d = ref - l bounded to
+    +-LOG_RATIO_BOUND (verl's low_var_kl bounds it so too)."""
     if prep.ref is None:
-        raise BatchError("refLogProbs", "is required when beta > 0")
-    d = prep.ref - prep.logp
+        raise BatchError("refLogProbs", "is required when beta > 0", kind="missing")
+    d = bounded_log_ratio(prep.ref, prep.logp)
     return torch.exp(d) - d - 1
 
 
@@ -133,10 +76,10 @@ def _token_metrics(prep):
     logp = prep.logp.detach()
     out = {
         "completions/mean_length": prep.lengths.mean(),
-        "ratio/mean": masked_mean(torch.exp(logp - prep.old), prep.mask),
+        "ratio/mean": masked_mean(torch.exp(bounded_log_ratio(logp, prep.old)), prep.mask),
     }
     if prep.ref is not None:
-        d = prep.ref - logp
+        d = bounded_log_ratio(prep.ref, logp)
         out["kl"] = masked_mean(torch.exp(d) - d - 1, prep.mask)
     return out
 
@@ -176,7 +119,7 @@ def _base_metrics(prep, rewards, group_ids, threshold=0.5):
 
 
 def grpo_loss(batch, cfg, progress=None):
-    """GRPO (Eqs. 3-4), and DAPO and Dr. GRPO as its configs: per token rho = exp(l - l_old),
+    """GRPO (Eqs. 3-4), and DAPO and Dr. GRPO as its configs: per token rho = exp(l - l_old) (bounded, batch.py),
     f = min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A) (Eq. 4), TRL's delta caps the unclipped rho, verl's
     dual clip f <- max(f, c A) where A < 0; loss per token -f + beta k3, aggregated by ``lossType``."""
     prep = _Prepared(batch)
@@ -192,7 +135,7 @@ def grpo_loss(batch, cfg, progress=None):
     m = prep.mask * prep.column([1.0 if k else 0.0 for k in keep]) if keep is not None else prep.mask
     a = prep.column(adv)
 
-    ratio = torch.exp(prep.logp - prep.old)
+    ratio = torch.exp(bounded_log_ratio(prep.logp, prep.old))
     clipped = _clamp(ratio, 1 - cfg["epsilon"], 1 + cfg["epsilonHigh"])
     unclipped = ratio if cfg["delta"] is None else _clamp(ratio, None, cfg["delta"])
     surrogate = torch.minimum(unclipped * a, clipped * a)  # Eq. 4
@@ -224,7 +167,7 @@ def gspo_loss(batch, cfg, progress=None):
     sequence, broadcast over its tokens and aggregated by ``lossType`` (TRL's importance_sampling_level=sequence)."""
     prep = _Prepared(batch)
     a = prep.column(_host_advantages(batch, cfg))
-    seq_log_ratio = ((prep.logp - prep.old) * prep.mask).sum(1, keepdim=True) / prep.safe_lengths
+    seq_log_ratio = (bounded_log_ratio(prep.logp, prep.old) * prep.mask).sum(1, keepdim=True) / prep.safe_lengths
     s = torch.exp(seq_log_ratio)
     objective = torch.minimum(s * a, _clamp(s, 1 - cfg["epsilon"], 1 + cfg["epsilonHigh"]) * a)
     loss = _token_loss(-objective, prep, cfg, batch)  # [B, 1], broadcast over the row's tokens
@@ -243,12 +186,13 @@ def gspo_loss(batch, cfg, progress=None):
 
 
 def gmpo_loss(batch, cfg, progress=None):
-    """GMPO: d = l - l_old clipped in log space to [-eps, eps] on the side the advantage's sign selects,
+    """GMPO: d = l - l_old (bounded) clipped in log space to [-eps, eps_high] (eps_high None: eps) on the side the
+    advantage's sign selects,
     ratio_i = exp((1/L_i) sum_t m d~), J = (1/B) sum_i [L_i > 0] A_i ratio_i; beta > 0 adds beta token-mean k3."""
     prep = _Prepared(batch)
     a = prep.column(_host_advantages(batch, cfg))
-    d = prep.logp - prep.old
-    c = _clamp(d, -cfg["epsilon"], cfg["epsilon"])
+    d = bounded_log_ratio(prep.logp, prep.old)
+    c = _clamp(d, -cfg["epsilon"], cfg["epsilon"] if cfg["epsilonHigh"] is None else cfg["epsilonHigh"])
     d_tilde = torch.where(a > 0, torch.minimum(d, c), torch.maximum(d, c))
     ratio = torch.exp((d_tilde * prep.mask).sum(1, keepdim=True) / prep.safe_lengths)
     non_empty = (prep.mask.sum(1, keepdim=True) > 0).to(prep.dtype)
@@ -270,7 +214,7 @@ def cispo_loss(batch, cfg, progress=None):
     Only the gradient is meaningful (the value at rho = 1 is not 0)."""
     prep = _Prepared(batch)
     a = prep.column(_host_advantages(batch, cfg))
-    ratio = torch.exp(prep.logp - prep.old).detach()
+    ratio = torch.exp(bounded_log_ratio(prep.logp, prep.old)).detach()
     weight = _clamp(ratio, None if cfg["epsilonLow"] is None else 1 - cfg["epsilonLow"], cfg["epsilonMax"])
     loss = _token_loss(-(weight * a * prep.logp), prep, cfg, batch)
     metrics = _base_metrics(prep, batch.rewards, batch.group_ids)
@@ -285,7 +229,7 @@ def sapo_loss(batch, cfg, progress=None):
     adv = _host_advantages(batch, cfg)
     a = prep.column(adv)
     tau = prep.column([cfg["temperaturePos"] if x > 0 else cfg["temperatureNeg"] for x in adv])
-    ratio = torch.exp(prep.logp - prep.old)
+    ratio = torch.exp(bounded_log_ratio(prep.logp, prep.old))
     gate = torch.sigmoid(tau * (ratio - 1)) * 4 / tau
     loss = _token_loss(-(gate * a), prep, cfg, batch)
     return loss, _detach(_base_metrics(prep, batch.rewards, batch.group_ids))
@@ -336,7 +280,7 @@ class _Contrast:
 
 def clipped_scores(prep, eps_low, eps_high):
     """Eq. 7: s+ = (1/|o|) sum_t min(rho, 1 + eps_high), s- = (1/|o|) sum_t max(rho, 1 - eps_low), [B] each."""
-    ratio = torch.exp(prep.logp - prep.old)
+    ratio = torch.exp(bounded_log_ratio(prep.logp, prep.old))
     length = torch.clamp(prep.lengths, min=1)
     plus = (_clamp(ratio, None, 1 + eps_high) * prep.mask).sum(1) / length
     minus = (_clamp(ratio, 1 - eps_low, None) * prep.mask).sum(1) / length
@@ -420,7 +364,7 @@ def disco_loss(batch, cfg, progress=None):
     token mean of l_old - l ('k1') or verl's low_var_kl ('k3')."""
     prep = _Prepared(batch)
     check_group_sizes(list(batch.group_ids), cfg["numGenerations"])
-    x = prep.logp if cfg["score"] == "log-l" else torch.exp(prep.logp - prep.old)
+    x = prep.logp if cfg["score"] == "log-l" else torch.exp(bounded_log_ratio(prep.logp, prep.old))
     s = (x * prep.mask).sum(1) / torch.clamp(prep.lengths, min=1)
     active = (prep.lengths > 0).to(prep.dtype)
     ct = _Contrast(batch, prep, cfg["positiveThreshold"], cfg["groupNormalizer"], active)
@@ -434,8 +378,9 @@ def disco_loss(batch, cfg, progress=None):
         neg_term = agg * cfg["tau"]
     zero = torch.zeros((), dtype=prep.dtype)
     j = torch.where(ct.valid > 0, pos_mean - neg_term, zero).sum() / ct.divisor
-    d = prep.old - prep.logp
-    kl_tokens = d if cfg["klEstimator"] == "k1" else d + torch.exp(prep.logp - prep.old) - 1
+    # k1 = l_old - l; k3 = -r + exp(r) - 1 with r = l - l_old bounded (LOG_RATIO_BOUND) before its exp.
+    r = bounded_log_ratio(prep.logp, prep.old)
+    kl_tokens = prep.old - prep.logp if cfg["klEstimator"] == "k1" else -r + torch.exp(r) - 1
     kl = masked_mean(kl_tokens, prep.mask)
     penalty = torch.square(torch.relu(kl - cfg["delta"])) * (cfg["beta"] / 2)
     loss = (0 - j) + penalty

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import ConfigError, parse_config
+from .batch import renamed
+from .config import BatchError, ConfigError, parse_config
 from .losses import LOSSES, RolloutBatch
 
 try:  # pragma: no cover - prime-rl is not installed where the tests run
@@ -38,6 +39,9 @@ except ImportError:
 
 
 CARRIED = ("grpo", "dapo", "dr_grpo", "gspo", "cispo", "sapo")
+# A bad input is a BatchError naming prime-rl's LossInputs field (batch.py's checks: finite values at loss tokens).
+INPUT_NAMES = {"logProbs": "inputs.trainer_logprobs", "oldLogProbs": "inputs.inference_logprobs",
+               "mask": "inputs.loss_mask", "advantages": "inputs.advantages"}
 
 
 def sequence_config(name, kwargs):
@@ -60,7 +64,13 @@ def sequence_loss(name, inputs, **kwargs):
     if inputs.loss_weights is not None and not bool(torch.all(inputs.loss_weights[inputs.loss_mask] == 1)):
         raise ConfigError(name, "loss_weights", "set", "per-token weights are not supported by the rlvr losses")
     mask = inputs.loss_mask.reshape(1, -1).to(inputs.trainer_logprobs.dtype)
-    adv = inputs.advantages.reshape(-1)[inputs.loss_mask.reshape(-1)]
+    on = inputs.loss_mask.reshape(-1).to(torch.bool)
+    advantages = inputs.advantages.reshape(-1).detach()
+    bad = torch.nonzero(on & ~torch.isfinite(advantages))
+    if bad.numel() > 0:
+        i = int(bad[0, 0])
+        raise BatchError(INPUT_NAMES["advantages"], "is %r at a loss token" % float(advantages[i]), i, "non-finite")
+    adv = advantages[on]
     advantage = float(adv[0]) if adv.numel() > 0 else 0.0
     batch = RolloutBatch(
         log_probs=inputs.trainer_logprobs.reshape(1, -1),
@@ -73,7 +83,10 @@ def sequence_loss(name, inputs, **kwargs):
         num_items_in_batch=1,
     )
     cfg["numGenerations"] = None
-    loss, metrics = LOSSES[name](batch, cfg)
+    try:
+        loss, metrics = LOSSES[name](batch, cfg)
+    except BatchError as e:
+        raise renamed(e, INPUT_NAMES) from None
     skip = {"reward", "reward_std", "frac_reward_zero_std", "pass_rate", "kept_rows_frac"}
     return LossOutputs(loss=loss, metrics={"rlvr/" + k: v for k, v in metrics.items() if k not in skip})
 

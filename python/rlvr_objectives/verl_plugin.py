@@ -18,7 +18,8 @@ Options verl's actor config has are read from it (one place to set them): ``clip
 (Dr. GRPO's maxCompletionLength). The others come from the JSON in the environment variable
 ``RLVR_OBJECTIVE_CONFIG`` (``rlvr export-config --engine verl`` writes both): ``{"objective": ..., "options": {...},
 "totalSteps": ..., "rcc": {...}}``. The KL term (beta) is verl's own ``use_kl_loss`` with ``low_var_kl`` (the same
-k3 estimator), so these losses leave it out.
+k3 estimator), so these losses leave it out. A NaN or infinite input is a ``BatchError`` naming the argument verl
+passed (``log_prob``, ``advantages``, ``token_level_rewards``, ...).
 
 What verl imposes, and export-config sets: the contrastive losses need each group whole inside a micro-batch
 (``trainer.balance_batch=False``, ``use_dynamic_bsz=False``, micro-batches a multiple of the group size); DisCO's
@@ -33,7 +34,8 @@ import torch
 
 from .advantages import (RCC_ADVANTAGES, apply_soft_overlong, dynamic_sampling_keep, group_advantages, group_layout,
                          rcc_advantages, sequence_deltas)
-from .config import ConfigError, parse_config
+from .batch import renamed
+from .config import BatchError, ConfigError, parse_config
 from .losses import LOSSES, USES_ADVANTAGES, RolloutBatch, conspo_margin
 
 ENV = "RLVR_OBJECTIVE_CONFIG"
@@ -41,6 +43,9 @@ LOSS_NAMES = {name: "rlvr_" + name for name in LOSSES}
 # verl's loss_agg_mode names -> the project's loss types ("seq-mean-token-sum" has none: refused).
 VERL_AGGREGATION = {"token-mean": "dapo", "seq-mean-token-mean": "grpo", "seq-mean-token-sum-norm": "dr_grpo"}
 CONTRASTIVE = {"disco", "conspo"}
+# A bad input is a BatchError naming the argument verl passed (batch.py's checks: finite values at response tokens).
+INPUT_NAMES = {"logProbs": "log_prob", "oldLogProbs": "old_log_prob", "mask": "response_mask",
+               "advantages": "advantages"}
 # Margin resolution of the contrast code: 12 bits beside a group index below 2^11 stay exact in float32.
 _MARGIN_STEPS = 2048
 _MAX_GROUPS = 2048
@@ -118,6 +123,24 @@ def row_values(advantages, response_mask):
     return advantages.gather(1, first.unsqueeze(1)).squeeze(1).tolist()
 
 
+def _finite_advantages(advantages, response_mask):
+    """The advantages verl passes, finite at every response token (else a BatchError naming them, flat index)."""
+    on = (response_mask > 0).reshape(-1)
+    flat = advantages.detach().reshape(-1)
+    bad = torch.nonzero(on & ~torch.isfinite(flat))
+    if bad.numel() > 0:
+        i = int(bad[0, 0])
+        raise BatchError(INPUT_NAMES["advantages"], "is %r at a response token" % float(flat[i]), i, "non-finite")
+
+
+def _run_loss(name, batch, cfg):
+    """The objective on the batch, a bad input named as verl passed it."""
+    try:
+        return LOSSES[name](batch, cfg)
+    except BatchError as e:
+        raise renamed(e, INPUT_NAMES) from None
+
+
 def _global_scale(actor_config, rows, kind):
     """verl's newer workers normalise a micro-batch by the global batch (``config.global_batch_info``): the factor
     that turns this micro-batch's mean over its rows (or tokens) into its share of that."""
@@ -138,6 +161,7 @@ def _advantage_loss(name):
             raise ConfigError(name, "rollout_is_weights", "set", "is not supported by the rlvr losses (turn off "
                                                                  "algorithm.rollout_correction)")
         b = log_prob.shape[0]
+        _finite_advantages(advantages, response_mask)
         values = row_values(advantages, response_mask)
         # rlvr_group writes -0.0 for the rows DAPO's dynamic sampling drops (their advantage is 0 anyway; a kept
         # row's exact 0 is +0.0, since r - mean is +0.0 when they are equal).
@@ -149,7 +173,7 @@ def _advantage_loss(name):
         if tokens is not None:
             batch.num_items_in_batch = tokens
         cfg["numGenerations"] = None
-        loss, metrics = LOSSES[name](batch, cfg)
+        loss, metrics = _run_loss(name, batch, cfg)
         if scale not in (None, 1.0):
             loss = loss * scale
         return loss, _verl_metrics(metrics)
@@ -199,6 +223,7 @@ def _contrast_loss(name):
         cfg = objective_config(name, config, None)
         if rollout_is_weights is not None:
             raise ConfigError(name, "rollout_is_weights", "set", "is not supported by the rlvr losses")
+        _finite_advantages(advantages, response_mask)
         rewards, groups, fraction = decode_contrast(row_values(advantages, response_mask))
         cfg["positiveThreshold"], cfg["numGenerations"] = 0.5, None
         if name == "conspo" and cfg["marginSchedule"] == "cosine":
@@ -207,7 +232,7 @@ def _contrast_loss(name):
         b = log_prob.shape[0]
         batch = RolloutBatch(log_probs=log_prob, mask=response_mask.to(log_prob.dtype), rewards=rewards,
                              group_ids=groups, old_log_probs=old_log_prob)
-        loss, metrics = LOSSES[name](batch, cfg)
+        loss, metrics = _run_loss(name, batch, cfg)
         scale, _ = _global_scale(config, b, "rows")
         if scale not in (None, 1.0):
             loss = loss * scale
@@ -226,6 +251,16 @@ def _outcome(token_level_rewards, response_mask, values):
     return adv, adv
 
 
+def sequence_rewards(token_level_rewards):
+    """Each row's reward (the sum of its token-level rewards), finite: a NaN or infinite reward is a BatchError
+    naming ``token_level_rewards`` and the row, not a NaN advantage or a silent 0."""
+    rewards = token_level_rewards.sum(-1).tolist()
+    for i, r in enumerate(rewards):
+        if not math.isfinite(r):
+            raise BatchError("token_level_rewards", "sums to %r in this row, must be finite" % r, i, "non-finite")
+    return rewards
+
+
 def _scaling(run, section):
     opts = dict(RCC_ADVANTAGES if section == "rcc" else {"scaleRewards": "group", "stdMode": "population",
                                                           "advantageEpsilon": 0.0})
@@ -241,7 +276,7 @@ def compute_group_advantage(token_level_rewards, response_mask, index=None, conf
     GRPO family, DAPO's soft overlong punishment on the rewards first (the lengths are the response masks'), and
     its dynamic sampling as -0.0 on the rows of all-equal groups (``rlvr_grpo`` & co. drop those rows)."""
     run = run_config()
-    rewards = token_level_rewards.sum(-1).tolist()
+    rewards = sequence_rewards(token_level_rewards)
     groups = list(index)
     objective = run.get("objective") or "grpo"
     cfg = parse_config(objective, run.get("options") or {}) if objective in USES_ADVANTAGES else {}
@@ -280,7 +315,7 @@ def compute_contrast_advantage(token_level_rewards, response_mask, index=None, c
         fraction = margin / cfg["margin"] if cfg["margin"] > 0 else 0.0
     threshold = parse_config(run.get("objective") or "disco", options)["positiveThreshold"] \
         if run.get("objective") in CONTRASTIVE else 0.5
-    rewards = token_level_rewards.sum(-1).tolist()
+    rewards = sequence_rewards(token_level_rewards)
     return _outcome(token_level_rewards, response_mask, encode_contrast(rewards, list(index), fraction, threshold))
 
 
@@ -298,7 +333,7 @@ def compute_rcc_advantage(token_level_rewards, response_mask, index=None, config
     mask = response_mask.reshape(-1).tolist()
     deltas = sequence_deltas(old_log_probs.reshape(-1).tolist(), ref_log_prob.reshape(-1).tolist(), mask, t,
                              rcc.get("deltaMode", "sum"))
-    rewards = token_level_rewards.sum(-1).tolist()
+    rewards = sequence_rewards(token_level_rewards)
     values = rcc_advantages(rewards, deltas, list(index), _scaling(run, "rcc"))
     return _outcome(token_level_rewards, response_mask, values)
 

@@ -1,6 +1,8 @@
 """The package reproduces every golden batch the TypeScript objectives wrote (python/tests/golden, written by
 ``npm run export:golden``): loss, every metric, and the gradient of the loss w.r.t. the log-probs (torch.autograd,
-f64), each to 1e-6 relative; RCC's sequence deltas and advantages likewise."""
+f64), each to 1e-6 relative, log-ratios past the bound of +-20 among them; it refuses the bad input the TypeScript
+refuses with the same BatchError (field, index, kind) and accepts what it accepts with the same loss; RCC's
+sequence deltas and advantages likewise."""
 
 import os
 import sys
@@ -11,13 +13,15 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from golden_util import GOLDEN, REL_TOL, load, rel_err  # noqa: E402
-from rlvr_objectives import DEFAULTS, LOSSES, RolloutBatch, parse_config  # noqa: E402
+from rlvr_objectives import DEFAULTS, LOG_RATIO_BOUND, LOSSES, BatchError, RolloutBatch, parse_config  # noqa: E402
 from rlvr_objectives.advantages import RCC_ADVANTAGES, rcc_advantages, sequence_deltas  # noqa: E402
 
 # Every objective the TypeScript exporter wrote (a new one there fails here until the package states it too).
 OBJECTIVES = sorted(f[:-len(".json")] for f in os.listdir(GOLDEN) if f.endswith(".json") and f not in
-                    ("rcc.json", "boxed.json"))
+                    ("rcc.json", "boxed.json", "rejections.json"))
 MIN_CASES = 200
+# Golden batches per objective with a completion token whose log-ratio (old or reference) is past the bound.
+MIN_PAST_BOUND = 20
 
 
 def batch_of(raw, log_probs):
@@ -38,6 +42,15 @@ def batch_of(raw, log_probs):
         max_completion_length=raw.get("maxCompletionLength"),
         num_items_in_batch=raw.get("numItemsInBatch"),
     )
+
+
+def past_bound(raw):
+    """Whether a completion token of the batch has |l - l_old| or |l_ref - l| beyond LOG_RATIO_BOUND."""
+    for key in ("oldLogProbs", "refLogProbs"):
+        for k, other in enumerate(raw.get(key) or []):
+            if raw["mask"][k] == 1 and abs(raw["logProbs"][k] - other) > LOG_RATIO_BOUND:
+                return True
+    return False
 
 
 def run_case(name, case):
@@ -61,6 +74,7 @@ class GoldenObjectives(unittest.TestCase):
         golden = load(name + ".json")
         self.assertEqual(golden["objective"], name)
         self.assertGreaterEqual(len(golden["cases"]), MIN_CASES)
+        self.assertGreaterEqual(sum(1 for c in golden["cases"] if past_bound(c["batch"])), MIN_PAST_BOUND, name)
         # The Python defaults are the TypeScript ones.
         self.assertEqual(DEFAULTS[name], golden["defaults"])
         worst = 0.0
@@ -82,6 +96,45 @@ class GoldenObjectives(unittest.TestCase):
 
 for _name in OBJECTIVES:
     setattr(GoldenObjectives, "test_" + _name, lambda self, n=_name: self.check_objective(n))
+
+
+def written(v):
+    """A number of rejections.json: NaN and +-Infinity travel as strings."""
+    return float(v)
+
+
+class GoldenRejections(unittest.TestCase):
+    """Each bad batch the TypeScript objective refused, refused here with the same BatchError; each it accepted (a
+    bad value in padding), accepted with the same loss."""
+
+    def test_rejections(self):
+        cases = load("rejections.json")["cases"]
+        self.assertGreaterEqual(len(cases), MIN_CASES)
+        seen = set()
+        for i, case in enumerate(cases):
+            raw, patch = dict(case["batch"]), case["patch"]
+            values = list(raw[patch["field"]])
+            values[patch["index"]] = written(patch["value"])
+            raw[patch["field"]] = values
+            lp = torch.tensor(raw["logProbs"], dtype=torch.float64).reshape(raw["b"], raw["t"]).requires_grad_(True)
+            where = "rejections case %d (%s, %s[%d] = %s)" % (i, case["objective"], patch["field"], patch["index"],
+                                                              patch["value"])
+            if "error" in case:
+                with self.assertRaises(BatchError, msg=where) as e:
+                    LOSSES[case["objective"]](batch_of(raw, lp), case["config"], case["progress"])
+                want = case["error"]
+                self.assertEqual((e.exception.field, e.exception.index, e.exception.kind),
+                                 (want["field"], want["index"], want["kind"]), where)
+                seen.add((want["field"], want["kind"]))
+            else:
+                loss, _ = LOSSES[case["objective"]](batch_of(raw, lp), case["config"], case["progress"])
+                self.assertLessEqual(rel_err(loss.item(), case["loss"]), REL_TOL, where)
+                seen.add("accepted")
+        # Every kind of refusal the issue names is among the cases, and padding is accepted.
+        for field in ("logProbs", "oldLogProbs", "refLogProbs", "rewards", "advantages", "mask"):
+            self.assertIn((field, "non-finite"), seen)
+        self.assertIn(("mask", "value"), seen)
+        self.assertIn("accepted", seen)
 
 
 class GoldenRcc(unittest.TestCase):

@@ -14,9 +14,9 @@ const DIR = join('python', 'tests', 'golden');
 describe('the committed golden vectors', () => {
   const files = goldenFiles();
 
-  it('cover every objective of the registry, RCC and the verifier, with at least 200 cases each', () => {
+  it('cover every objective of the registry, RCC, the refused input and the verifier, with at least 200 cases each', () => {
     expect(Object.keys(files).sort()).toEqual(
-      [...obj.OBJECTIVE_NAMES.map((n) => `${n}.json`), 'rcc.json', 'boxed.json'].sort(),
+      [...obj.OBJECTIVE_NAMES.map((n) => `${n}.json`), 'rcc.json', 'rejections.json', 'boxed.json'].sort(),
     );
     expect(CASES).toBeGreaterThanOrEqual(200);
     for (const [name, text] of Object.entries(files)) {

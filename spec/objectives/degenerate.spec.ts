@@ -1,10 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import * as E from 'fp-ts/lib/Either.js';
-import { valueAndGrad, type Tensor } from '../../src/index.js';
+import { tensor, valueAndGrad, type Tensor } from '../../src/index.js';
 import {
   BatchError,
   checkBatch,
+  LOG_RATIO_BOUND,
   makeObjective,
   OBJECTIVE_NAMES,
   validateBatch,
@@ -31,13 +32,16 @@ function lossAndGrad(
   raw: Raw,
   extra: Partial<RolloutBatch> = {},
   cfg: Record<string, unknown> = NO_KL[name],
+  dtype: 'f32' | 'f64' = 'f64',
 ): [number, Float64Array] {
   const obj = makeObjective(name, cfg);
   if (E.isLeft(obj)) throw obj.left;
+  const t = (xs: readonly number[]): Tensor => tensor([...xs], [raw.b, raw.t], { dtype });
+  const tensors = { oldLogProbs: t(raw.old), refLogProbs: t(raw.ref), mask: t(raw.mask) };
   const [v, g] = valueAndGrad(
-    (lp: Tensor) => obj.right.loss(toBatch(raw, lp, extra), { step: 500, totalSteps: 1000 }).loss,
-  )(f64(raw.logp, [raw.b, raw.t]));
-  return [v.itemSync(), g.dataSync() as Float64Array];
+    (lp: Tensor) => obj.right.loss(toBatch(raw, lp, { ...tensors, ...extra }), { step: 500, totalSteps: 1000 }).loss,
+  )(t(raw.logp));
+  return [v.itemSync(), Float64Array.from(g.dataSync())];
 }
 
 const allZero = (g: Float64Array): boolean => g.every((x) => x === 0);
@@ -140,6 +144,66 @@ describe('degenerate input is defined, not NaN', () => {
       expect(Number.isFinite(v)).toBe(true);
       expect(g.some((x) => x !== 0)).toBe(true);
     }
+  });
+});
+
+describe('log-ratios past the bound (python/rlvr_objectives states the same)', () => {
+  /** The batch with the log-ratios l - l_old (and l_ref - l) of the chosen completion tokens set to +-size. */
+  const pushed = (raw: Raw, at: readonly number[], signs: readonly number[], size: number): Raw => ({
+    ...raw,
+    old: raw.old.map((x, k) => (at.includes(k) ? raw.logp[k]! - signs[k % signs.length]! * size : x)),
+    ref: raw.ref.map((x, k) => (at.includes(k) ? raw.logp[k]! + signs[(k + 1) % signs.length]! * size : x)),
+  });
+  const configs = (name: ObjectiveName): Record<string, unknown>[] =>
+    ['grpo', 'dapo', 'dr_grpo'].includes(name)
+      ? [NO_KL[name], { dualClip: 3 }, { beta: 0.04 }]
+      : name === 'disco'
+        ? [NO_KL[name], { beta: 0, score: 'l-ratio', klEstimator: 'k3' }]
+        : name === 'conspo'
+          ? [NO_KL[name], { score: 'clipped-ratio', beta: 0.04 }]
+          : [NO_KL[name], { beta: 0.04 }];
+
+  it('a log-ratio of +-100 in f32 gives a finite loss and gradient for every objective (exp(100) is Infinity in f32)', () => {
+    fc.assert(
+      fc.property(
+        arbRaw(arbShape(), { rewards: 'binary', allowEmpty: false }),
+        fc.constantFrom(...OBJECTIVE_NAMES),
+        fc.array(fc.constantFrom(1, -1), { minLength: 3, maxLength: 3 }),
+        fc.nat(),
+        (raw, name, signs, seed) => {
+          const on = raw.mask.flatMap((m, k) => (m ? [k] : []));
+          const at = on.filter((_, j) => (j + seed) % 2 === 0);
+          for (const cfg of configs(name)) {
+            const [v, g] = lossAndGrad(name, pushed(raw, at, signs, 100), {}, cfg, 'f32');
+            expect(Number.isFinite(v), `${name} ${JSON.stringify(cfg)} loss ${v}`).toBe(true);
+            for (const x of g) expect(Number.isFinite(x), `${name} ${JSON.stringify(cfg)} grad`).toBe(true);
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('every log-ratio past +-LOG_RATIO_BOUND counts as the bound: 25 and 1000 give the same loss and gradient', () => {
+    expect(LOG_RATIO_BOUND).toBe(20);
+    fc.assert(
+      fc.property(
+        arbRaw(arbShape(), { rewards: 'binary', allowEmpty: false }),
+        fc.constantFrom(...OBJECTIVE_NAMES),
+        fc.array(fc.constantFrom(1, -1), { minLength: 3, maxLength: 3 }),
+        (raw, name, signs) => {
+          const at = raw.mask.flatMap((m, k) => (m ? [k] : []));
+          for (const cfg of configs(name)) {
+            const [v25, g25] = lossAndGrad(name, pushed(raw, at, signs, 25), {}, cfg);
+            const [v1000, g1000] = lossAndGrad(name, pushed(raw, at, signs, 1000), {}, cfg);
+            expect(Number.isFinite(v25)).toBe(true);
+            expect(v1000, `${name} ${JSON.stringify(cfg)}`).toBe(v25);
+            g1000.forEach((x, k) => expect(x, `${name} ${JSON.stringify(cfg)} grad[${k}]`).toBe(g25[k]));
+          }
+        },
+      ),
+      { numRuns: 60 },
+    );
   });
 });
 

@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
 import { valueAndGrad, type Tensor } from '../../src/index.js';
 import {
@@ -6,6 +7,7 @@ import {
   CISPO_DEFAULTS,
   gmpoLoss,
   GMPO_DEFAULTS,
+  parseGmpoConfig,
   gspoLoss,
   GSPO_DEFAULTS,
   sapoLoss,
@@ -122,7 +124,7 @@ describe('GMPO', () => {
         const k = i * raw.t + t;
         if (!raw.mask[k]) continue;
         const d = lp[k]! - raw.old[k]!;
-        const cd = Math.min(Math.max(d, -c.epsilon), c.epsilon);
+        const cd = Math.min(Math.max(d, -c.epsilon), c.epsilonHigh ?? c.epsilon);
         s += a[i]! > 0 ? Math.min(d, cd) : Math.max(d, cd);
       }
       j += a[i]! * Math.exp(s / l);
@@ -130,18 +132,20 @@ describe('GMPO', () => {
     const [x, m] = perToken(raw, (_, k) => k3Ref(lp[k]!, raw.ref[k]!));
     return -j / raw.b + c.beta * refAggregate(x, m, 'bnpo');
   };
-  it('J = mean_i A_i exp((1/L) sum_t clipped log-ratio), clipped in log space on the pessimistic side', () => {
+  it('J = mean_i A_i exp((1/L) sum_t clipped log-ratio), clipped in log space to [-eps, eps_high] on the pessimistic side', () => {
     fc.assert(
       fc.property(
         fc
           .record({
             epsilon: fc.double({ min: 0.1, max: 0.9, noNaN: true }),
+            // null: the paper's symmetric range; else verl's geo_mean's asymmetric one.
+            epsilonHigh: fc.option(fc.double({ min: 0.05, max: 1.5, noNaN: true }), { nil: null }),
             beta: fc.oneof(fc.constant(0), fc.double({ min: 0.01, max: 0.3, noNaN: true })),
           })
           .chain((c0) =>
             fc.tuple(
               fc.constant({ ...GMPO_DEFAULTS, ...c0 }),
-              arbRaw(arbShape(), { rewards: 'real', kinks: [-c0.epsilon, c0.epsilon] }),
+              arbRaw(arbShape(), { rewards: 'real', kinks: [-c0.epsilon, c0.epsilonHigh ?? c0.epsilon] }),
             ),
           ),
         ([c, raw]) => {
@@ -157,6 +161,19 @@ describe('GMPO', () => {
       ),
       { numRuns: 60 },
     );
+  });
+});
+
+describe('GMPO config', () => {
+  it('epsilonHigh is null (symmetric, the paper) unless given; epsilon_high is its snake_case; it must be > 0', () => {
+    const parsed = (input: Record<string, unknown>): GmpoConfig | string => {
+      const r = parseGmpoConfig(input);
+      return E.isLeft(r) ? r.left.field : r.right;
+    };
+    expect(GMPO_DEFAULTS.epsilonHigh).toBeNull();
+    expect(parsed({ epsilon: 0.2 })).toMatchObject({ epsilon: 0.2, epsilonHigh: null });
+    expect(parsed({ epsilon_high: 0.28 })).toMatchObject({ epsilon: 0.4, epsilonHigh: 0.28 });
+    expect(parsed({ epsilonHigh: 0 })).toBe('epsilonHigh');
   });
 });
 

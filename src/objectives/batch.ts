@@ -3,7 +3,7 @@ import type { Backend, KernelTensor } from '../core/backend.js';
 import type { DType } from '../core/dtype.js';
 import type { Tensor } from '../core/tensor.js';
 import { stopGradient } from '../core/transforms.js';
-import { cast, greater, maximum, where } from '../ops/elementwise.js';
+import { cast, clamp, greater, maximum, sub, where } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
 import { BatchError } from './errors.js';
 
@@ -167,6 +167,18 @@ export async function validateBatch(batch: RolloutBatch): Promise<E.Either<Batch
   const err = valueError(batch, mask, (f) => read[f]!);
   return err ? E.left(err) : E.right(batch);
 }
+
+/**
+ * The bound on a log-ratio before it is exponentiated. Every ratio exp(l - l_old), and k3's exp(l_ref - l), is
+ * computed from the log-ratio clamped to [-20, 20], the bound verl's own losses clamp to (core_algos.py): with
+ * finite inputs the ratio stays below e^20 = 4.9e8, so a ratio times an advantage stays finite in f32 where
+ * exp(100) would be Infinity. Past the bound a token's ratio is constant: no gradient flows through it (the
+ * bound itself passes it, as every clamp here does). python/rlvr_objectives states the same bound.
+ */
+export const LOG_RATIO_BOUND = 20;
+
+/** @internal clamp(a - b, -LOG_RATIO_BOUND, LOG_RATIO_BOUND): the log-ratio an objective exponentiates. */
+export const boundedLogRatio = (a: Tensor, b: Tensor): Tensor => clamp(sub(a, b), -LOG_RATIO_BOUND, LOG_RATIO_BOUND);
 
 /** @internal The batch's tensors made safe to compute with: padding replaced by 0, old/ref detached. */
 export interface Prepared {

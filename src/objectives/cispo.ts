@@ -1,7 +1,7 @@
 import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
-import { clamp, exp, greater, mul, neg, sub } from '../ops/elementwise.js';
+import { clamp, exp, greater, mul, neg } from '../ops/elementwise.js';
 import { nonNegative, nullable, num, openUnit, positiveInt } from '../core/validate.js';
 import {
   advantageTensor,
@@ -11,7 +11,7 @@ import {
   type AdvantageConfig,
 } from './advantages.js';
 import { maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
-import { prepare, type RolloutBatch } from './batch.js';
+import { boundedLogRatio, prepare, type RolloutBatch } from './batch.js';
 import { baseMetrics, detachAll, hostAdvantages, tokenLoss, parseObjectiveConfig } from './common.js';
 import type { ConfigError } from './errors.js';
 import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
@@ -79,7 +79,7 @@ export function cispoLoss(batch: RolloutBatch, cfg: CispoConfig, _progress?: Tra
   return tidy(() => {
     const prep = prepare(batch);
     const a = advantageTensor(hostAdvantages(batch, cfg), prep);
-    const ratio = stopGradient(exp(sub(prep.logp, prep.old)));
+    const ratio = stopGradient(exp(boundedLogRatio(prep.logp, prep.old)));
     const weight = clamp(ratio, cfg.epsilonLow === null ? null : 1 - cfg.epsilonLow, cfg.epsilonMax);
     const loss = tokenLoss(neg(mul(mul(weight, a), prep.logp)), prep, cfg, batch);
     return {

@@ -6,7 +6,7 @@ import { scalar } from '../ops/creation.js';
 import { add, exp, mul, sub } from '../ops/elementwise.js';
 import { mean } from '../ops/reduce.js';
 import { groupAdvantages, type AdvantageConfig } from './advantages.js';
-import type { Prepared, RolloutBatch } from './batch.js';
+import { boundedLogRatio, type Prepared, type RolloutBatch } from './batch.js';
 import { BatchError, ConfigError } from './errors.js';
 import { aggregate, maskedMean, type LossType } from './aggregate.js';
 import { groupLayout, groupStats, type GroupLayout } from './groups.js';
@@ -42,10 +42,13 @@ export function hostAdvantages(
 export const hostScalar = (value: number, prep: Prepared): Tensor =>
   scalar(value, { dtype: prep.dtype, backend: prep.backend });
 
-/** The k3 estimator of KL(pi_theta || pi_ref) per token: exp(ref - l) - (ref - l) - 1 (TRL, DeepSeekMath). */
+/**
+ * The k3 estimator of KL(pi_theta || pi_ref) per token: exp(d) - d - 1 with d = ref - l (TRL, DeepSeekMath),
+ * d bounded to +-LOG_RATIO_BOUND (verl's low_var_kl bounds it so too).
+ */
 export function k3(prep: Prepared): Tensor {
   if (!prep.ref) throw new BatchError('missing', 'refLogProbs', 'is required when beta > 0');
-  const d = sub(prep.ref, prep.logp);
+  const d = boundedLogRatio(prep.ref, prep.logp);
   return sub(sub(exp(d), d), 1);
 }
 
@@ -72,10 +75,10 @@ function tokenMetrics(prep: Prepared): Record<string, Tensor> {
   const logp = stopGradient(prep.logp);
   const out: Record<string, Tensor> = {
     'completions/mean_length': mean(prep.lengths),
-    'ratio/mean': maskedMean(exp(sub(logp, prep.old)), m),
+    'ratio/mean': maskedMean(exp(boundedLogRatio(logp, prep.old)), m),
   };
   if (prep.ref) {
-    const d = sub(prep.ref, logp);
+    const d = boundedLogRatio(prep.ref, logp);
     out.kl = maskedMean(sub(sub(exp(d), d), 1), m);
   }
   return out;

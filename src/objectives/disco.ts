@@ -1,11 +1,11 @@
 import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
-import { add, div, exp, greater, log, maximum, mul, relu, square, sub, where } from '../ops/elementwise.js';
+import { add, div, exp, greater, log, maximum, mul, neg, relu, square, sub, where } from '../ops/elementwise.js';
 import { logsumexp, sum } from '../ops/reduce.js';
 import { nonNegative, oneOf, positive } from '../core/validate.js';
 import { maskedMean } from './aggregate.js';
-import { prepare, type Prepared, type RolloutBatch } from './batch.js';
+import { boundedLogRatio, prepare, type Prepared, type RolloutBatch } from './batch.js';
 import { baseMetrics, checkGroupSizes, detachAll, parseObjectiveConfig } from './common.js';
 import {
   CONTRAST_DEFAULTS,
@@ -76,7 +76,7 @@ export const parseDiscoConfig = (input: Partial<DiscoConfig> | ConfigInput = {})
  * and writes the penalty as sg(beta [KL - delta]_+) * KL, whose gradient is the same as the squared hinge's.
  */
 export function discoScores(prep: Prepared, score: DiscoConfig['score']): Tensor {
-  const x = score === 'log-l' ? prep.logp : exp(sub(prep.logp, prep.old));
+  const x = score === 'log-l' ? prep.logp : exp(boundedLogRatio(prep.logp, prep.old));
   return div(sum(mul(x, prep.mask), 1), maximum(prep.lengths, 1));
 }
 
@@ -98,8 +98,9 @@ export function discoLoss(batch: RolloutBatch, cfg: DiscoConfig, _progress?: Tra
     }
     const j = div(sum(where(ct.valid, sub(posMean, negTerm), 0)), ct.groupDivisor);
 
-    const d = sub(prep.old, prep.logp);
-    const kl = maskedMean(cfg.klEstimator === 'k1' ? d : sub(add(d, exp(sub(prep.logp, prep.old))), 1), prep.mask);
+    // k1 = l_old - l; k3 = -r + exp(r) - 1 with r = l - l_old bounded (LOG_RATIO_BOUND) before its exp.
+    const r = boundedLogRatio(prep.logp, prep.old);
+    const kl = maskedMean(cfg.klEstimator === 'k1' ? sub(prep.old, prep.logp) : sub(add(neg(r), exp(r)), 1), prep.mask);
     const penalty = mul(square(relu(sub(kl, cfg.delta))), cfg.beta / 2);
     const loss = add(sub(0, j), penalty);
     return {

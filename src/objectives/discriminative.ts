@@ -4,7 +4,7 @@ import { tensor } from '../ops/creation.js';
 import { clamp, div, exp, maximum, mul, sub } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
 import { groupAdvantages, type AdvantageOptions } from './advantages.js';
-import { prepare, type Prepared, type RolloutBatch } from './batch.js';
+import { boundedLogRatio, prepare, type Prepared, type RolloutBatch } from './batch.js';
 import { baseMetrics, detachAll, hostScalar } from './common.js';
 import { BatchError } from './errors.js';
 import { groupLayout } from './groups.js';
@@ -32,7 +32,7 @@ export function clippedScoresOf(
   epsilonLow: number,
   epsilonHigh: number,
 ): { plus: Tensor; minus: Tensor } {
-  const ratio = exp(sub(prep.logp, prep.old));
+  const ratio = exp(boundedLogRatio(prep.logp, prep.old));
   // clamp passes the gradient at its bound, as GRPO's clip does; the two forms then agree even at rho = 1 +- eps.
   const len = maximum(prep.lengths, 1);
   const plus = div(sum(mul(clamp(ratio, null, 1 + epsilonHigh), prep.mask), 1), len);

@@ -1,9 +1,9 @@
 import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
-import { add, clamp, div, exp, greater, maximum, minimum, mul, neg, notEqual, sub, where } from '../ops/elementwise.js';
+import { add, clamp, div, exp, greater, maximum, minimum, mul, neg, notEqual, where } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
-import { nonNegative, openUnit } from '../core/validate.js';
+import { nonNegative, nullable, openUnit, positive } from '../core/validate.js';
 import {
   advantageTensor,
   ADVANTAGE_ALIASES,
@@ -12,23 +12,28 @@ import {
   type AdvantageConfig,
 } from './advantages.js';
 import { maskedMean } from './aggregate.js';
-import { prepare, type RolloutBatch } from './batch.js';
+import { boundedLogRatio, prepare, type RolloutBatch } from './batch.js';
 import { baseMetrics, detachAll, hostAdvantages, k3, parseObjectiveConfig } from './common.js';
 import type { ConfigError } from './errors.js';
 import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
 
 export interface GmpoConfig extends AdvantageConfig {
-  /** Clip range in log space, (0, 1): 0.4 in the GMPO paper (ratio in [e^-0.4, e^0.4]). */
+  /** Clip range in log space, (0, 1): 0.4 in the GMPO paper (ratio in [e^-0.4, e^0.4]); the lower side's. */
   readonly epsilon: number;
+  /**
+   * The upper side's clip in log space, > 0; null: `epsilon` (the paper's symmetric range). verl's `geo_mean`
+   * clips to [-clip_ratio_low, clip_ratio_high], which the verl adapter's `conventions: 'verl'` reads into these.
+   */
+  readonly epsilonHigh: number | null;
   readonly beta: number;
 }
 
-export const GMPO_DEFAULTS: GmpoConfig = { ...PAPER_ADVANTAGE_CONFIG, epsilon: 0.4, beta: 0 };
+export const GMPO_DEFAULTS: GmpoConfig = { ...PAPER_ADVANTAGE_CONFIG, epsilon: 0.4, epsilonHigh: null, beta: 0 };
 
 export const parseGmpoConfig = (input: Partial<GmpoConfig> | ConfigInput = {}): E.Either<ConfigError, GmpoConfig> =>
   parseObjectiveConfig(
     'gmpo',
-    { ...advantageSpec, epsilon: openUnit, beta: nonNegative },
+    { ...advantageSpec, epsilon: openUnit, epsilonHigh: nullable(positive), beta: nonNegative },
     ADVANTAGE_ALIASES,
     GMPO_DEFAULTS,
     input,
@@ -36,16 +41,17 @@ export const parseGmpoConfig = (input: Partial<GmpoConfig> | ConfigInput = {}): 
 
 /**
  * GMPO: the geometric mean of token ratios, clipped token by token in log space.
- *   d_t = l - l_old, c_t = clamp(d_t, -eps, eps),  d~_t = min(d_t, c_t) if A > 0 else max(d_t, c_t),
- *   ratio_i = exp((1/L_i) sum_t m d~_t),  J = (1/B) sum_i [L_i > 0] A_i ratio_i     (eps = 0.4).
+ *   d_t = l - l_old (bounded, LOG_RATIO_BOUND), c_t = clamp(d_t, -eps, eps_high),
+ *   d~_t = min(d_t, c_t) if A > 0 else max(d_t, c_t),
+ *   ratio_i = exp((1/L_i) sum_t m d~_t),  J = (1/B) sum_i [L_i > 0] A_i ratio_i     (eps = eps_high = 0.4).
  * A zero-length row contributes 0 (its ratio would be exp(0) = 1). beta > 0 adds beta * token-mean k3.
  */
 export function gmpoLoss(batch: RolloutBatch, cfg: GmpoConfig, _progress?: TrainingProgress): ObjectiveResult {
   return tidy(() => {
     const prep = prepare(batch);
     const a = advantageTensor(hostAdvantages(batch, cfg), prep); // [B, 1]
-    const d = sub(prep.logp, prep.old);
-    const c = clamp(d, -cfg.epsilon, cfg.epsilon);
+    const d = boundedLogRatio(prep.logp, prep.old);
+    const c = clamp(d, -cfg.epsilon, cfg.epsilonHigh ?? cfg.epsilon);
     const dTilde = where(greater(a, 0), minimum(d, c), maximum(d, c));
     const ratio = exp(div(sum(mul(dTilde, prep.mask), 1, true), prep.safeLengths)); // [B, 1]
     const nonEmpty = greater(sum(prep.mask, 1, true), 0);

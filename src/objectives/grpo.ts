@@ -2,7 +2,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
 import { tensor } from '../ops/creation.js';
-import { add, clamp, exp, greater, less, maximum, minimum, mul, neg, sub, where } from '../ops/elementwise.js';
+import { add, clamp, exp, greater, less, maximum, minimum, mul, neg, where } from '../ops/elementwise.js';
 import {
   aboveOne,
   bool,
@@ -24,7 +24,7 @@ import {
   type AdvantageConfig,
 } from './advantages.js';
 import { maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
-import { prepare, type RolloutBatch } from './batch.js';
+import { boundedLogRatio, prepare, type RolloutBatch } from './batch.js';
 import {
   baseMetrics,
   detachAll,
@@ -130,7 +130,7 @@ export const parseDrGrpoConfig = (input: Partial<GrpoConfig> | ConfigInput = {})
  * GRPO (Eqs. 3-4) and the variants that share its per-token form: DAPO and Dr. GRPO are this function with
  * other configs (`DAPO_DEFAULTS`, `DR_GRPO_DEFAULTS`).
  *
- * Per token, rho = exp(l - l_old) and (maximised)
+ * Per token, rho = exp(l - l_old) (the log-ratio bounded to +-20, `LOG_RATIO_BOUND`) and (maximised)
  *   f(rho, A) = min(rho A, clip(rho, 1 - eps_low, 1 + eps_high) A)        // Eq. 4 (asymmetric clip: DAPO)
  * with TRL's `delta` capping the unclipped rho, and verl's dual clip f <- max(f, c A) where A < 0. The loss per
  * token is -f + beta * k3 (TRL adds the KL per token, before aggregation); `lossType` aggregates it.
@@ -154,7 +154,7 @@ export function grpoLoss(batch: RolloutBatch, cfg: GrpoConfig, _progress?: Train
       : prep.mask;
     const a = advantageTensor(adv, prep);
 
-    const ratio = exp(sub(prep.logp, prep.old));
+    const ratio = exp(boundedLogRatio(prep.logp, prep.old));
     const clipped = clamp(ratio, 1 - cfg.epsilon, 1 + cfg.epsilonHigh);
     const unclipped = cfg.delta === null ? ratio : clamp(ratio, null, cfg.delta);
     const surrogate = minimum(mul(unclipped, a), mul(clipped, a)); // Eq. 4

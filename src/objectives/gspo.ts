@@ -1,7 +1,7 @@
 import type * as E from 'fp-ts/lib/Either.js';
 import { tidy } from '../core/scope.js';
 import { stopGradient } from '../core/transforms.js';
-import { add, clamp, div, exp, greater, less, minimum, mul, neg, sub } from '../ops/elementwise.js';
+import { add, clamp, div, exp, greater, less, minimum, mul, neg } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
 import { nonNegative, nullable, openUnit, positive, positiveInt } from '../core/validate.js';
 import {
@@ -12,7 +12,7 @@ import {
   type AdvantageConfig,
 } from './advantages.js';
 import { maskedMean, lossTypeCheck, type LossType } from './aggregate.js';
-import { prepare, type RolloutBatch } from './batch.js';
+import { boundedLogRatio, prepare, type RolloutBatch } from './batch.js';
 import { baseMetrics, detachAll, hostAdvantages, tokenLoss, parseObjectiveConfig } from './common.js';
 import type { ConfigError } from './errors.js';
 import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
@@ -63,7 +63,7 @@ export function gspoLoss(batch: RolloutBatch, cfg: GspoConfig, _progress?: Train
   return tidy(() => {
     const prep = prepare(batch);
     const a = advantageTensor(hostAdvantages(batch, cfg), prep);
-    const seqLogRatio = div(sum(mul(sub(prep.logp, prep.old), prep.mask), 1, true), prep.safeLengths); // [B, 1]
+    const seqLogRatio = div(sum(mul(boundedLogRatio(prep.logp, prep.old), prep.mask), 1, true), prep.safeLengths); // [B, 1]
     const s = exp(seqLogRatio);
     const objective = minimum(mul(s, a), mul(clamp(s, 1 - cfg.epsilon, 1 + cfg.epsilonHigh), a)); // [B, 1]
     const loss = tokenLoss(neg(objective), prep, cfg, batch); // [B, 1], broadcast over the row's tokens

@@ -1,7 +1,7 @@
 /** RLVR policy objectives: GRPO family, GSPO, GMPO, CISPO, SAPO, DisCO, ConSPO and the discriminative view of GRPO. */
 export type { Metrics, ObjectiveResult, TrainingProgress, ObjectiveFn, ConfigInput } from './types.js';
 export { ConfigError, BatchError } from './errors.js';
-export { checkBatch, parseBatch, validateBatch, type RolloutBatch } from './batch.js';
+export { checkBatch, LOG_RATIO_BOUND, parseBatch, validateBatch, type RolloutBatch } from './batch.js';
 export { groupLayout, groupStats, groupMean, type GroupLayout, type GroupStats } from './groups.js';
 export {
   groupAdvantages,

@@ -11,7 +11,7 @@ import {
   advantageSpec,
   type AdvantageConfig,
 } from './advantages.js';
-import { prepare, type RolloutBatch } from './batch.js';
+import { boundedLogRatio, prepare, type RolloutBatch } from './batch.js';
 import { baseMetrics, detachAll, hostAdvantages, tokenLoss, parseObjectiveConfig } from './common.js';
 import type { ConfigError } from './errors.js';
 import type { ConfigInput, ObjectiveResult, TrainingProgress, ObjectiveDefinition } from './types.js';
@@ -74,7 +74,7 @@ export function sapoLoss(batch: RolloutBatch, cfg: SapoConfig, _progress?: Train
       [prep.b, 1],
       { dtype: prep.dtype, backend: prep.backend },
     );
-    const ratio = exp(sub(prep.logp, prep.old));
+    const ratio = exp(boundedLogRatio(prep.logp, prep.old));
     const gate = div(mul(sigmoid(mul(tau, sub(ratio, 1))), 4), tau);
     const loss = tokenLoss(neg(mul(gate, a)), prep, cfg, batch);
     return { loss, metrics: detachAll(baseMetrics(prep, batch.rewards, batch.groupIds)) };
