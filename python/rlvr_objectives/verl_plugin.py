@@ -14,12 +14,14 @@ the listed modules): importing it registers, when verl is importable, and does n
   ``rlvr_objectives.verl_rcc`` too, which passes them).
 
 Options verl's actor config has are read from it (one place to set them): ``clip_ratio_low`` / ``clip_ratio_high``
-(epsilon, epsilonHigh), ``loss_agg_mode`` (lossType), ``tau_pos`` / ``tau_neg`` (SAPO), ``loss_scale_factor``
-(Dr. GRPO's maxCompletionLength). The others come from the JSON in the environment variable
-``RLVR_OBJECTIVE_CONFIG`` (``rlvr export-config --engine verl`` writes both): ``{"objective": ..., "options": {...},
-"totalSteps": ..., "rcc": {...}}``. The KL term (beta) is verl's own ``use_kl_loss`` with ``low_var_kl`` (the same
-k3 estimator), so these losses leave it out. A NaN or infinite input is a ``BatchError`` naming the argument verl
-passed (``log_prob``, ``advantages``, ``token_level_rewards``, ...).
+(epsilon, epsilonHigh), ``clip_ratio_c`` (the dual clip of GRPO, DAPO and Dr. GRPO, as verl's ``vanilla`` applies it;
+inf: none), ``loss_agg_mode`` (lossType), ``tau_pos`` / ``tau_neg`` (SAPO), ``loss_scale_factor`` (Dr. GRPO's
+maxCompletionLength). The others come from the JSON in the environment variable ``RLVR_OBJECTIVE_CONFIG``
+(``rlvr export-config --engine verl`` writes both): ``{"objective": ..., "options": {...}, "totalSteps": ...,
+"rcc": {...}, "conventions": "rlvr" | "verl"}``; ``"verl"`` follows verl's built-in losses where they differ from the
+project's by a convention (python/README.md, "verl's built-in losses"). The KL term (beta) is verl's own
+``use_kl_loss`` with ``low_var_kl`` (the same k3 estimator), so these losses leave it out. A NaN or infinite input
+is a ``BatchError`` naming the argument verl passed (``log_prob``, ``advantages``, ``token_level_rewards``, ...).
 
 What verl imposes, and export-config sets: the contrastive losses need each group whole inside a micro-batch
 (``trainer.balance_batch=False``, ``use_dynamic_bsz=False``, micro-batches a multiple of the group size); DisCO's
@@ -35,7 +37,7 @@ import torch
 from .advantages import (RCC_ADVANTAGES, apply_soft_overlong, dynamic_sampling_keep, group_advantages, group_layout,
                          rcc_advantages, sequence_deltas)
 from .batch import renamed
-from .config import BatchError, ConfigError, parse_config
+from .config import BatchError, ConfigError, option_name, parse_config
 from .losses import LOSSES, USES_ADVANTAGES, RolloutBatch, conspo_margin
 
 ENV = "RLVR_OBJECTIVE_CONFIG"
@@ -43,6 +45,10 @@ LOSS_NAMES = {name: "rlvr_" + name for name in LOSSES}
 # verl's loss_agg_mode names -> the project's loss types ("seq-mean-token-sum" has none: refused).
 VERL_AGGREGATION = {"token-mean": "dapo", "seq-mean-token-mean": "grpo", "seq-mean-token-sum-norm": "dr_grpo"}
 CONTRASTIVE = {"disco", "conspo"}
+# The losses that take verl's dual clip (clip_ratio_c), as verl's vanilla does.
+DUAL_CLIP = {"grpo", "dapo", "dr_grpo"}
+# RLVR_OBJECTIVE_CONFIG's "conventions": the project's ('rlvr', default) or verl's built-in losses' ('verl').
+CONVENTIONS = ("rlvr", "verl")
 # A bad input is a BatchError naming the argument verl passed (batch.py's checks: finite values at response tokens).
 INPUT_NAMES = {"logProbs": "log_prob", "oldLogProbs": "old_log_prob", "mask": "response_mask",
                "advantages": "advantages"}
@@ -76,27 +82,80 @@ def _get(config, key, default=None):
     return getattr(config, key, default)
 
 
+def conventions(run):
+    """The run's ``conventions``: 'rlvr' (default: the project's objectives, as the golden vectors state them) or
+    'verl' (verl's built-in losses' conventions where the two differ by a convention; python/README.md)."""
+    value = run.get("conventions", "rlvr")
+    if value not in CONVENTIONS:
+        raise ConfigError("verl", ENV + ".conventions", value, "must be one of %s" % ", ".join(CONVENTIONS))
+    return value
+
+
+def _clip_range(actor_config):
+    """verl's clip_ratio_low / clip_ratio_high, each falling back to clip_ratio as verl's losses do (None: unset)."""
+    clip = _get(actor_config, "clip_ratio")
+    low, high = _get(actor_config, "clip_ratio_low"), _get(actor_config, "clip_ratio_high")
+    low = clip if low is None else low
+    high = clip if high is None else high
+    return (None if low is None else float(low)), (None if high is None else float(high))
+
+
+def _dual_clip(name, actor_config, options, cfg):
+    """verl's ``clip_ratio_c`` as the dual clip of GRPO, DAPO and Dr. GRPO, as verl's ``vanilla`` loss applies it
+    (3.0 in verl's defaults); ``inf`` turns it off (the project's default). When the run's options name dualClip too,
+    the two must agree: a refusal names both rather than one silently winning."""
+    c = _get(actor_config, "clip_ratio_c")
+    if c is None:
+        return  # a config without the key (not verl's ActorConfig): the run's options decide
+    value = _host_float(c)
+    if value is None or math.isnan(value) or value <= 1:
+        raise ConfigError(name, "clip_ratio_c", c, "must be > 1 (verl's dual clip; inf turns it off)")
+    verl_value = None if math.isinf(value) else value
+    given = [k for k in options if option_name(name, k) == "dualClip"]
+    if given and cfg["dualClip"] != verl_value:
+        raise ConfigError(name, "clip_ratio_c", c, "disagrees with %s.options.%s = %r: set clip_ratio_c=%s, or drop "
+                                                   "%s from the options to take verl's"
+                          % (ENV, given[0], options[given[0]],
+                             "inf" if cfg["dualClip"] is None else cfg["dualClip"], given[0]))
+    cfg["dualClip"] = verl_value
+
+
+def _host_float(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
 def objective_config(name, actor_config, loss_agg_mode, run=None):
-    """The full config of objective ``name`` inside verl: the run's options, then verl's own keys over them."""
+    """The full config of objective ``name`` inside verl: the run's options, then verl's own keys over them (under
+    ``conventions: 'verl'``, also the keys verl's built-in loss of that name reads)."""
     run = run_config() if run is None else run
     if run.get("objective") not in (None, name):
         raise ConfigError(name, ENV + ".objective", run.get("objective"),
                           "names another objective than loss_mode rlvr_%s" % name)
+    verl_conventions = conventions(run) == "verl"
     options = dict(run.get("options") or {})
     # DisCO's beta is its constraint's weight (against pi_old), the loss's own; elsewhere beta is the KL to the
     # reference, which verl adds itself (use_kl_loss).
     if name != "disco" and options.get("beta") not in (None, 0):
         raise ConfigError(name, "beta", options["beta"], "is verl's KL loss (use_kl_loss, kl_loss_coef), not the loss's")
     cfg = parse_config(name, options)
-    if name in ("grpo", "dapo", "dr_grpo", "gspo"):
-        low, high = _get(actor_config, "clip_ratio_low"), _get(actor_config, "clip_ratio_high")
-        clip = _get(actor_config, "clip_ratio")
-        low = clip if low is None else low
-        high = clip if high is None else high
+    low, high = _clip_range(actor_config)
+    if name in ("grpo", "dapo", "dr_grpo", "gspo") or (verl_conventions and name == "gmpo"):
+        # GMPO under verl's conventions: geo_mean clips the log-ratio to [-clip_ratio_low, clip_ratio_high].
         if low is not None:
-            cfg["epsilon"] = float(low)
+            cfg["epsilon"] = low
         if high is not None:
-            cfg["epsilonHigh"] = float(high)
+            cfg["epsilonHigh"] = high
+    if verl_conventions and name == "cispo":
+        # verl's cispo clamps the IS weight to [1 - clip_ratio_low, 1 + clip_ratio_high].
+        if low is not None:
+            cfg["epsilonLow"] = low
+        if high is not None:
+            cfg["epsilonMax"] = 1 + high
+    if name in DUAL_CLIP:
+        _dual_clip(name, actor_config, options, cfg)
     if name == "sapo":
         for verl_key, key in (("tau_pos", "temperaturePos"), ("tau_neg", "temperatureNeg")):
             if _get(actor_config, verl_key) is not None:
@@ -106,7 +165,10 @@ def objective_config(name, actor_config, loss_agg_mode, run=None):
             raise ConfigError(name, "loss_agg_mode", loss_agg_mode,
                               "has no equivalent here; use one of %s" % ", ".join(VERL_AGGREGATION))
         cfg["lossType"] = VERL_AGGREGATION[loss_agg_mode]
-    if cfg.get("lossType") == "dr_grpo" and _get(actor_config, "loss_scale_factor") is not None:
+    if verl_conventions and name in ("gspo", "sapo"):
+        cfg["lossType"] = "grpo"  # verl's gspo and sapo aggregate seq-mean-token-mean whatever loss_agg_mode says
+    if cfg.get("lossType") == "dr_grpo" and (verl_conventions or _get(actor_config, "loss_scale_factor") is not None):
+        # verl divides by loss_scale_factor, or by the response width when it is null.
         cfg["maxCompletionLength"] = _get(actor_config, "loss_scale_factor")
     if "overlong" in cfg:
         # Applied to the rewards by ``rlvr_group`` (it sees the lengths); the loss gets the shaped advantages.
@@ -156,7 +218,8 @@ def _global_scale(actor_config, rows, kind):
 def _advantage_loss(name):
     def loss_fn(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None,
                 rollout_is_weights=None):
-        cfg = objective_config(name, config, loss_agg_mode)
+        run = run_config()
+        cfg = objective_config(name, config, loss_agg_mode, run)
         if rollout_is_weights is not None:
             raise ConfigError(name, "rollout_is_weights", "set", "is not supported by the rlvr losses (turn off "
                                                                  "algorithm.rollout_correction)")
@@ -174,6 +237,12 @@ def _advantage_loss(name):
             batch.num_items_in_batch = tokens
         cfg["numGenerations"] = None
         loss, metrics = _run_loss(name, batch, cfg)
+        if conventions(run) == "verl" and (cfg.get("lossType") == "dr_grpo" or name == "gmpo"):
+            # verl's seq-mean-token-sum-norm is sum / loss_scale_factor, without Dr. GRPO's 1/B (the rows that
+            # count), and neither it nor geo_mean reads global_batch_info (core_algos.py agg_loss, geo_mean).
+            if cfg.get("lossType") == "dr_grpo":
+                loss = loss * max(1, sum(keep) if cfg.get("dynamicSampling") else b)
+            scale = 1.0
         if scale not in (None, 1.0):
             loss = loss * scale
         return loss, _verl_metrics(metrics)

@@ -131,12 +131,16 @@ class Verl(unittest.TestCase):
     def run_advantage_case(self, name, case):
         cfg, raw = case["config"], case["batch"]
         lp, mask, old = tensors(raw)
-        run = {"objective": name, "options": dict(cfg, beta=0)}
+        # The dual clip travels as verl's own key only (clip_ratio_c, below), as a verl user sets it.
+        run = {"objective": name, "options": {k: v for k, v in dict(cfg, beta=0).items() if k != "dualClip"}}
         with mock.patch.dict(os.environ, {verl_plugin.ENV: json.dumps(run)}):
             advantages, _ = verl_plugin.compute_group_advantage(token_rewards(raw), mask, index=raw["groupIds"])
             actor = FakeActorConfig(global_batch_info={})
             if "epsilon" in cfg and name != "gmpo":
                 actor.update(clip_ratio_low=cfg["epsilon"], clip_ratio_high=cfg["epsilonHigh"])
+            if "dualClip" in cfg:
+                # verl's ActorConfig always has clip_ratio_c (3.0 by default); inf is "no dual clip".
+                actor["clip_ratio_c"] = float("inf") if cfg["dualClip"] is None else cfg["dualClip"]
             if name == "sapo":
                 actor.update(tau_pos=cfg["temperaturePos"], tau_neg=cfg["temperatureNeg"])
             if cfg.get("lossType") == "dr_grpo":
@@ -150,6 +154,7 @@ class Verl(unittest.TestCase):
         return lp, loss, metrics
 
     def test_advantage_objectives(self):
+        dual_clipped = 0
         for name in ADVANTAGE_OBJECTIVES:
             check = Checker(self, "verl " + name)
             for i, case in enumerate(load(name + ".json")["cases"]):
@@ -165,9 +170,12 @@ class Verl(unittest.TestCase):
                 if cfg.get("lossType") in ("grpo", "dr_grpo", None) and raw.get("numItemsInBatch") is not None:
                     continue
                 check.case(*self.run_advantage_case(name, case), case, i)
+                dual_clipped += case["metrics"].get("dual_clip_fraction", 0) > 0
             self.assertGreaterEqual(check.count, MIN_MATCHED, name)
             sys.stderr.write("verl     %-8s %3d golden batches, max relative error %.2e\n"
                              % (name, check.count, check.worst))
+        # Golden batches where verl's clip_ratio_c, the dual clip, is the active side on some token.
+        self.assertGreaterEqual(dual_clipped, MIN_MATCHED)
 
     def test_contrastive_objectives(self):
         for name in ("disco", "conspo"):

@@ -160,6 +160,7 @@ describe('the output parses, with the run in the engine keys', () => {
     expect(o.get('data.train_batch_size')).toBe('6');
     expect(o.get('actor_rollout_ref.actor.clip_ratio_low')).toBe('0.1');
     expect(o.get('actor_rollout_ref.actor.clip_ratio_high')).toBe('0.1'); // follows epsilon, as TRL
+    expect(o.get('actor_rollout_ref.actor.clip_ratio_c')).toBe('inf'); // no dual clip (verl's default is 3.0)
     expect(o.get('actor_rollout_ref.actor.loss_agg_mode')).toBe('seq-mean-token-sum-norm');
     expect(o.get('actor_rollout_ref.actor.loss_scale_factor')).toBe('8'); // the max completion length
     expect(o.get('actor_rollout_ref.actor.use_kl_loss')).toBe('true');
@@ -174,6 +175,23 @@ describe('the output parses, with the run in the engine keys', () => {
     expect(run.options).toEqual({ ...parsed.right.config, beta: 0 });
     expect(E.isRight(makeObjective('dr_grpo', run.options as Record<string, unknown>))).toBe(true);
     expect(run.totalSteps).toBe(40);
+  });
+
+  it("verl: the dual clip is verl's clip_ratio_c, the number or inf for none; the options say the same", () => {
+    for (const objective of ['grpo', 'dapo', 'dr_grpo']) {
+      for (const dualClip of [3, 1.5, null]) {
+        const cfg = cfgOf(['--objective', objective]);
+        const r = exportConfig('verl', { ...cfg, objectiveOptions: { ...cfg.objectiveOptions, dualClip } }, TARGET);
+        if (E.isLeft(r)) throw r.left;
+        const { overrides: o, run } = verlParts(r.right);
+        expect(o.get('actor_rollout_ref.actor.clip_ratio_c')).toBe(dualClip === null ? 'inf' : String(dualClip));
+        expect((run.options as Record<string, unknown>).dualClip).toBe(dualClip);
+      }
+    }
+    for (const objective of ['gspo', 'gmpo', 'cispo', 'sapo', 'disco', 'conspo'])
+      expect(
+        verlParts(exported('verl', ['--objective', objective])).overrides.has('actor_rollout_ref.actor.clip_ratio_c'),
+      ).toBe(false);
   });
 
   it('verl: RCC loads verl_rcc, keeps a reference, and carries the delta mode; ConSPO keeps groups whole', () => {

@@ -77,6 +77,9 @@ function verlScript(cfg: TrainConfig, target: ExportTarget, checked: Checked): E
     set(`${actor}.clip_ratio_low`, o.epsilon as number);
     set(`${actor}.clip_ratio_high`, o.epsilonHigh as number);
   }
+  // verl's dual clip, which the package's GRPO family reads as vanilla does; verl's default is 3.0, so the
+  // project's default (off) is written as inf, which Hydra reads as a float.
+  if ('dualClip' in o) set(`${actor}.clip_ratio_c`, (o.dualClip as number | null) ?? word('inf'));
   if (cfg.objective === 'sapo') {
     set(`${actor}.tau_pos`, o.temperaturePos as number);
     set(`${actor}.tau_neg`, o.temperatureNeg as number);
