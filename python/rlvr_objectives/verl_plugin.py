@@ -1,7 +1,8 @@
 """The objectives and RCC for verl (written against verl b178a3cd56f58b2d502255daba591e92833930a7, v0.7.0-125).
 
 Load it in every verl process with ``VERL_USE_EXTERNAL_MODULES=rlvr_objectives.verl_plugin`` (verl/__init__.py imports
-the listed modules): importing it registers, when verl is importable, and does nothing otherwise,
+the listed modules), or, on verl versions that load ``verl.plugins`` entry points, by installing the package (its
+pyproject.toml declares one): importing it registers, when verl is importable, and does nothing otherwise,
 
 * the policy losses ``rlvr_grpo``, ``rlvr_dapo``, ``rlvr_dr_grpo``, ``rlvr_gspo``, ``rlvr_gmpo``, ``rlvr_cispo``,
   ``rlvr_sapo``, ``rlvr_disco``, ``rlvr_conspo`` (``register_policy_loss``; chosen by

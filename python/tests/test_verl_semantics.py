@@ -1,14 +1,20 @@
 """verl's semantics, stated and selectable (issue 38, item 4): the rlvr losses inside verl honour verl's dual clip
 (``actor.clip_ratio_c``, which verl's ``vanilla`` applies); ``RLVR_OBJECTIVE_CONFIG``'s ``"conventions": "verl"``
 follows verl's built-in losses where they differ from the project's by a convention (the seq-mean-token-sum-norm
-factor, GMPO's and CISPO's clip source, GSPO's and SAPO's fixed aggregation).
+factor, GMPO's and CISPO's clip source, GSPO's and SAPO's fixed aggregation); the package declares the
+``verl.plugins`` entry point that newer verl loads on import.
 
 The expected values are independent statements of the formulas (python/README.md, "verl's built-in losses"), in
 torch, not calls into the package."""
 
+import importlib
+import importlib.util
 import json
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import unittest
 from unittest import mock
 
@@ -219,6 +225,58 @@ class VerlConventions(unittest.TestCase, Agree):
         with self.assertRaises(ConfigError) as e:
             verl_plugin.objective_config("grpo", {}, "token-mean", run={"conventions": "trl"})
         self.assertEqual(e.exception.field, verl_plugin.ENV + ".conventions")
+
+
+def declared_entry_points():
+    """[project.entry-points."verl.plugins"] of python/pyproject.toml."""
+    with open(os.path.join(PACKAGE_ROOT, "pyproject.toml"), "rb") as f:
+        text = f.read().decode("utf-8")
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11: the table's lines, read plainly
+        section, out = None, {}
+        for line in text.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line.startswith("["):
+                section = line
+            elif section == '[project.entry-points."verl.plugins"]' and "=" in line:
+                key, value = (part.strip() for part in line.split("=", 1))
+                out[key] = value.strip('"')
+        return out
+    return tomllib.loads(text)["project"]["entry-points"].get("verl.plugins", {})
+
+
+class EntryPoint(unittest.TestCase):
+    def test_pyproject_declares_the_verl_plugin(self):
+        points = declared_entry_points()
+        self.assertEqual(points, {"rlvr_objectives": "rlvr_objectives.verl_plugin"})
+        module = importlib.import_module(points["rlvr_objectives"])
+        self.assertIn("rlvr_grpo", module.POLICY_LOSSES)
+
+    def test_an_installed_copy_exposes_it_to_importlib_metadata(self):
+        """pip install --no-deps --target DIR of a copy of python/ (offline: --no-build-isolation, the setuptools
+        at hand), then the verl.plugins group as importlib.metadata sees DIR, and its load()."""
+        missing = [m for m in ("pip", "setuptools") if importlib.util.find_spec(m) is None]
+        if missing:
+            self.skipTest("%s needed to install the package offline" % " and ".join(missing))
+        with tempfile.TemporaryDirectory() as tmp:
+            source = os.path.join(tmp, "src")
+            shutil.copytree(PACKAGE_ROOT, source, ignore=shutil.ignore_patterns("tests", "build", "*.egg-info",
+                                                                                "__pycache__"))
+            target = os.path.join(tmp, "site")
+            done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+                                   "--no-build-isolation", "--target", target, source],
+                                  capture_output=True, text=True, timeout=300)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            probe = ("import importlib.metadata as m, sys; sys.path.insert(0, sys.argv[1]); all = m.entry_points(); "
+                     "group = all.select(group='verl.plugins') if hasattr(all, 'select') else all['verl.plugins']; "
+                     "eps = [e for e in group if e.name == 'rlvr_objectives']; "
+                     "mod = eps[0].load(); print(eps[0].value, mod.__file__.startswith(sys.argv[1]), "
+                     "'rlvr_grpo' in mod.POLICY_LOSSES)")
+            out = subprocess.run([sys.executable, "-c", probe, target], capture_output=True, text=True, timeout=120,
+                                 cwd=tmp, env=dict(os.environ, PYTHONPATH=""))
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.split(), ["rlvr_objectives.verl_plugin", "True", "True"])
 
 
 if __name__ == "__main__":
