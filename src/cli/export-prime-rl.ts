@@ -101,7 +101,7 @@ function primeRlToml(cfg: TrainConfig, target: ExportTarget, checked: Checked): 
     promptsLine(cfg),
     "# Needs rlvr_objectives (this repository's python/, pip install ./python) importable by the trainer, and a",
     '# [[orchestrator.train.source]] for the prompts: the taskset id "rlvr-boxed" with data_file = the',
-    "# train.parquet rlvr export-data wrote (python/README.md, \"prime-rl\", shows the table).",
+    '# train.parquet rlvr export-data wrote (python/README.md, "prime-rl", shows the table).',
     `max_steps = ${cfg.steps}`,
     '',
     '[model]',
