@@ -116,8 +116,24 @@ export class DisposedTensorError extends RlvrError {
   constructor(
     readonly op: string,
     readonly tensorId: number,
+    why = 'was used after it was disposed',
   ) {
-    super(`${op}: tensor #${tensorId} was used after it was disposed`);
+    super(`${op}: tensor #${tensorId} ${why}`);
+  }
+}
+
+/**
+ * A tensor was used after it was donated to an op that consumes its argument (`updateSlice`, `adamwStep` with
+ * `donate`), as JAX refuses a deleted donated buffer: the op may have written its result into the storage, so the
+ * handle no longer holds the old value. `consumer` names that op.
+ */
+export class DonatedTensorError extends DisposedTensorError {
+  constructor(
+    op: string,
+    tensorId: number,
+    readonly consumer: string,
+  ) {
+    super(op, tensorId, `was donated to ${consumer} and can no longer be used`);
   }
 }
 

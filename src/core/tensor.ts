@@ -1,6 +1,6 @@
 import type { Backend, Storage } from './backend.js';
 import { bytesPerElement, type DType, type TypedArray } from './dtype.js';
-import { BackendError, DisposedTensorError } from './errors.js';
+import { BackendError, DisposedTensorError, DonatedTensorError } from './errors.js';
 import { sizeOf, type Shape } from './shape.js';
 import { trackInScope } from './scope-stack.js';
 import { settleDeferredChecks, throwDeferredFailure } from './deferred.js';
@@ -40,6 +40,8 @@ export class Tensor {
   readonly id = nextTensorId++;
   private refs = 1;
   private ownerReleased = false;
+  /** The op this handle was donated to (`consume`, `donate`): a later use names it. */
+  private consumedBy: string | null = null;
 
   /** @internal Use the creation functions (`tensor`, `zeros`, ...) or ops instead. */
   constructor(
@@ -81,13 +83,13 @@ export class Tensor {
 
   /** @internal The backing storage; throws if every reference has been released. */
   storageFor(op: string): Storage {
-    if (this.refs === 0) throw new DisposedTensorError(op, this.id);
+    if (this.refs === 0) throw this.disposedError(op);
     return this.ref.storage;
   }
 
   /** @internal Take a reference (tapes do, for what their vector-Jacobian rules read). */
   retain(): void {
-    if (this.refs === 0) throw new DisposedTensorError('retain', this.id);
+    if (this.refs === 0) throw this.disposedError('retain');
     this.refs++;
   }
 
@@ -110,15 +112,37 @@ export class Tensor {
 
   /**
    * @internal Hand the storage over to a new tensor (buffer donation): this handle dies without freeing it, so a
-   * later `dispose` is a no-op and any other use throws `DisposedTensorError`. Only when `uniquelyOwned`.
+   * later `dispose` is a no-op and any other use throws `DonatedTensorError` naming `op`. Only when `uniquelyOwned`.
    */
   donate(op: string): Storage {
     const storage = this.storageFor(op);
     if (!this.uniquelyOwned) throw new BackendError(this.backend.name, `${op}: tensor ${this.id} is shared`);
+    this.consumedBy = op;
     this.ownerReleased = true;
     this.refs = 0;
     liveTensorCount--;
     return storage;
+  }
+
+  /**
+   * @internal The owner gives the handle to `op`, which did not take its storage over (a view or a tape shares it):
+   * disposed as by `dispose`, and once nothing else holds it, any use throws `DonatedTensorError` naming `op`.
+   */
+  consume(op: string): void {
+    if (this.ownerReleased) return;
+    this.consumedBy = op;
+    this.dispose();
+  }
+
+  /** Whether an op consumed this handle (`donate`, `consume`). */
+  get isDonated(): boolean {
+    return this.consumedBy !== null;
+  }
+
+  private disposedError(op: string): DisposedTensorError {
+    return this.consumedBy === null
+      ? new DisposedTensorError(op, this.id)
+      : new DonatedTensorError(op, this.id, this.consumedBy);
   }
 
   /** Drop the owner's reference. Idempotent. The storage is freed once no tape needs it either. */

@@ -2,6 +2,8 @@ import type { Backend, KernelTensor, Storage } from '../core/backend.js';
 import { kernelsFor, type Kernels } from '../core/kernels.js';
 import { isHalf, type DType } from '../core/dtype.js';
 import {
+  ArgumentError,
+  BackendError,
   BackendMismatchError,
   DTypeError,
   NonFiniteError,
@@ -29,7 +31,8 @@ import { Tensor } from '../core/tensor.js';
  * - `runView(op, x, shape, vjp)`: an output sharing x's storage (reshape);
  * - `runSource(op, backend, shape, dtype, kernel)`: no inputs (creation: fill, upload);
  * - `runDonating(op, donated, inputs, kernel, vjp)`: consumes its first input, whose storage the kernel may
- *   update in place (JAX's buffer donation);
+ *   update in place (JAX's buffer donation); `runDonatingMulti` consumes several, one output each (AdamW's
+ *   parameters and moments);
  * - `identityOp(op, x)`: an op that returns its input unchanged (a no-op cast, reshape, permute, slice), admitted
  *   like any other so a disposed input is still an error.
  *
@@ -182,11 +185,7 @@ export function runBackward(
 }
 
 /**
- * An op that consumes `donated` (like a JAX argument in `donate_argnums`): afterwards the caller's handle is
- * disposed, whatever happened. The kernel gets `inPlace` true when the handle is the only reference to its
- * storage (no view, no tape holds it, no active tape tracks it): it may then write into that storage and return
- * it, and the output takes it over without a copy. Otherwise it must return new storage (dst stays intact for
- * whoever else holds it). The output has the donated tensor's shape and dtype.
+ * An op that consumes `donated` (like a JAX argument in `donate_argnums`): `runDonatingMulti` with one output.
  */
 export function runDonating(
   op: string,
@@ -195,15 +194,48 @@ export function runDonating(
   kernel: (k: Kernels, inPlace: boolean, backend: Backend) => Storage,
   vjp: ((y: Tensor) => VjpRule) | Refusal,
 ): Tensor {
-  const backend = admit(op, [donated, ...inputs]);
-  const inPlace = donated.uniquelyOwned && !trackedByActiveTape(donated) && !inputs.includes(donated);
-  const storage = kernel(kernelsFor(backend), inPlace, backend);
-  if (inPlace) donated.donate(op);
-  const y = Tensor.fromStorage(backend, storage, donated.shape, donated.dtype);
+  const rules = isRefusal(vjp) ? vjp : (ys: readonly Tensor[]) => [vjp(ys[0]!)];
+  return runDonatingMulti(op, [donated], inputs, (k, inPlace, b) => [kernel(k, inPlace[0]!, b)], rules)[0]!;
+}
+
+/**
+ * An op that consumes every tensor of `donated` (JAX's `donate_argnums`), with one output per donated tensor (of
+ * its shape and dtype), reading `others` as well. Afterwards each donated handle is consumed, whatever happened:
+ * once nothing else holds it, a use throws `DonatedTensorError` naming the op. The kernel gets `inPlace[j]` true
+ * when donated[j] is the only reference to its storage (no view, no tape holds it, no active tape tracks it, and
+ * it is not also among `others`): it then writes output j into that storage and returns it, and the output takes
+ * it over without a copy. Otherwise it returns new storage (the old one stays intact for whoever else holds it).
+ * A tensor donated twice is an `ArgumentError` (two outputs cannot take one storage over).
+ */
+export function runDonatingMulti(
+  op: string,
+  donated: readonly Tensor[],
+  others: readonly Tensor[],
+  kernel: (k: Kernels, inPlace: readonly boolean[], backend: Backend) => readonly Storage[],
+  vjp: ((ys: readonly Tensor[]) => readonly VjpRule[]) | Refusal,
+): Tensor[] {
+  const backend = admit(op, [...donated, ...others]);
+  const seen = new Set<Tensor>();
+  for (const d of donated) {
+    if (seen.has(d)) throw new ArgumentError(op, `tensor #${d.id} is donated twice`);
+    seen.add(d);
+  }
+  const read = new Set(others);
+  const inPlace = donated.map((d) => d.uniquelyOwned && !trackedByActiveTape(d) && !read.has(d));
+  const storages = kernel(kernelsFor(backend), inPlace, backend);
+  donated.forEach((d, j) => {
+    if (inPlace[j] && storages[j] !== d.storageFor(op))
+      throw new BackendError(backend.name, `${op}: the kernel did not write output ${j} in place`);
+  });
+  donated.forEach((d, j) => {
+    if (inPlace[j]) d.donate(op);
+  });
+  const ys = donated.map((d, j) => Tensor.fromStorage(backend, storages[j]!, d.shape, d.dtype));
+  const rules = isRefusal(vjp) ? ys.map(() => refusingRule(op, vjp)) : vjp(ys);
   // A donated handle is gone: the tapes see only the other inputs (none tracked the donated one).
-  finish(op, inPlace ? inputs : [donated, ...inputs], [y], [isRefusal(vjp) ? refusingRule(op, vjp) : vjp(y)]);
-  donated.dispose();
-  return y;
+  finish(op, [...donated.filter((_, j) => !inPlace[j]), ...others], ys, rules);
+  for (const d of donated) d.consume(op);
+  return ys;
 }
 
 /** A new handle over x's storage with another shape of the same size (no kernel runs). */
