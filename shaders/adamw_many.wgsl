@@ -1,5 +1,6 @@
 // AdamW (as adamw.wgsl) over a chunk of leaves in one dispatch: slot k (bindings p<k>, g<k>, m<k>, v<k> in and
-// p<k>_out, m<k>_out, v<k>_out out) has its own size and decay factor 1 - lr wd_k (params.slot[k] = (n, the
+// p<k>_out, m<k>_out, v<k>_out out; a tensor updated in place, donated by the caller, is bound only as its output
+// and read from there) has its own size and decay factor 1 - lr wd_k (params.slot[k] = (n, the
 // factor's bits)); thread t updates element t of every slot (2D grid over the largest slot). With CLIP, the
 // gradients are first scaled by min(max_norm / (sqrt(sum_sq) + 1e-6), 1) (clip_grad_norm_), where sum_sq[0] is
 // the sum of squares of all gradients, computed on the device. BODY updates each slot; the program record is in

@@ -76,6 +76,17 @@ export interface AdamWManyHyper extends Omit<AdamWHyper, 'weightDecay'> {
   readonly maxNorm?: number;
 }
 
+/**
+ * Which of one leaf's parameter and moments a multi-tensor AdamW kernel updates in place (the op layer donated
+ * them, `adamwUpdateMany`'s `donate`): the kernel writes that output into the input's own storage and returns that
+ * storage. Safe elementwise: element i of each output depends on element i of the inputs alone.
+ */
+export interface AdamWInPlace {
+  readonly param: boolean;
+  readonly m: boolean;
+  readonly v: boolean;
+}
+
 /** Keys with a bias at or below this are masked (the policy's padding bias, -1e9, is); see `Kernels.attention`. */
 export const MASKED_KEY_BIAS = -5e8;
 
@@ -191,7 +202,8 @@ export interface Kernels {
   /**
    * AdamW on a list of leaves in as few dispatches as the device allows; with `maxNorm`, the gradients are first
    * scaled by the clip factor of the global norm sqrt(sumSquares) (a scalar tensor, never read to the host).
-   * Returns [param, m, v] per leaf.
+   * Returns [param, m, v] per leaf: new storages, except where `inPlace` (one per leaf; absent: none) says to write
+   * into the input's own, which is then returned.
    */
   adamwMany(
     params: readonly KernelTensor[],
@@ -200,6 +212,7 @@ export interface Kernels {
     v: readonly KernelTensor[],
     sumSquares: KernelTensor | null,
     hyper: AdamWManyHyper,
+    inPlace?: readonly AdamWInPlace[],
   ): [Storage, Storage, Storage][];
 
   /**

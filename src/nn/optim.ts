@@ -3,14 +3,16 @@ import { treeLeaves, treeMap, type PyTree } from '../core/pytree.js';
 import type { Tensor } from '../core/tensor.js';
 import { zerosLike } from '../ops/creation.js';
 import { sqrt } from '../ops/elementwise.js';
-import { adamwUpdateMany, sumSquares } from '../ops/optim.js';
+import { adamwUpdateMany, sumSquares, type DonateOptions } from '../ops/optim.js';
 import { lrAt, type LrSchedule } from './schedule.js';
 
 /**
  * AdamW over a parameter pytree (PyTorch's AdamW: decoupled weight decay, bias-corrected moments), with global
  * gradient-norm clipping and an optional warmup/cosine schedule. Functional: a step returns new parameters and
- * a new state; the caller disposes the old ones (on WebGPU each is a live buffer). The state is a pytree of
- * tensors plus a step count, so it goes into a checkpoint as it is.
+ * a new state; the caller disposes the old ones (on WebGPU each is a live buffer). A caller that no longer needs
+ * them gives them away instead (`{ donate: true }`, as JAX's donated buffers): the step writes into their storage,
+ * so it costs no second copy of the weights and moments, with the same results. The state is a pytree of tensors
+ * plus a step count, so it goes into a checkpoint as it is.
  */
 export interface AdamWConfig {
   /** The learning rate when there is no schedule. */
@@ -60,13 +62,16 @@ export type AdamWStepResult<P> = {
 /**
  * One AdamW step over every leaf as a multi-tensor kernel (a few dispatches, not one per leaf). Clipping stays on
  * the device: the kernel scales the gradients by min(1, maxNorm / (norm + 1e-6)) from the sum of squares, so no
- * value is read back to the host.
+ * value is read back to the host. With `{ donate: true }` the step consumes `params` and `state`'s moments and
+ * updates them in place (`DonateOptions`): every tensor of theirs is disposed, and a later use throws
+ * `DonatedTensorError` naming the step.
  */
 export function adamwStep<P extends PyTree>(
   params: P,
   grads: P,
   state: OptimizerState<P>,
   cfg: AdamWConfig,
+  opts: DonateOptions = {},
 ): AdamWStepResult<P> {
   const beta1 = cfg.beta1 ?? 0.9;
   const beta2 = cfg.beta2 ?? 0.999;
@@ -83,7 +88,8 @@ export function adamwStep<P extends PyTree>(
   const weightDecays = leaves.map((p, i) => (decay(p, i) ? weightDecay : 0));
   const clip = cfg.maxGradNorm !== undefined;
   const hyper = { lr, beta1, beta2, eps, step, weightDecays, ...(clip ? { maxNorm: cfg.maxGradNorm } : {}) };
-  const updated = adamwUpdateMany(leaves, gs, treeLeaves(state.m), treeLeaves(state.v), clip ? sumSq : null, hyper);
+  const [m, v] = [treeLeaves(state.m), treeLeaves(state.v)];
+  const updated = adamwUpdateMany(leaves, gs, m, v, clip ? sumSq : null, hyper, opts);
   return {
     params: treeMap(params, (_, i) => updated[i]!.param),
     state: { step, m: treeMap(state.m, (_, i) => updated[i]!.m), v: treeMap(state.v, (_, i) => updated[i]!.v) },

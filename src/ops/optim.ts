@@ -1,9 +1,9 @@
 import type { KernelTensor, Storage } from '../core/backend.js';
-import type { AdamWHyper, AdamWManyHyper, Kernels } from '../core/kernels.js';
+import type { AdamWHyper, AdamWInPlace, AdamWManyHyper, Kernels } from '../core/kernels.js';
 import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import type { Tensor } from '../core/tensor.js';
 import { mul } from './elementwise.js';
-import { kt, refuseGradient, runOp, runOpMulti } from './op.js';
+import { kt, refuseGradient, runDonatingMulti, runOp, runOpMulti } from './op.js';
 
 export type { AdamWHyper, AdamWManyHyper };
 
@@ -42,10 +42,23 @@ export function sumSquares(xs: readonly Tensor[]): Tensor {
   return runOp(op, xs, [], dtype, kernel, () => (g) => xs.map((x) => mul(x, mul(g, 2))));
 }
 
+/** How an optimizer step treats the tensors it is given. */
+export interface DonateOptions {
+  /**
+   * Give the parameters and moments away (JAX's `donate_argnums`): the step consumes them, writing the new values
+   * into their storage where it is theirs alone (no view, no tape, no other argument shares it), so it allocates
+   * no new weights or moments; a shared one is copied, and its other holders keep the old values. Either way the
+   * given handles are disposed, and a later use throws `DonatedTensorError`. Results are bit-identical to the
+   * functional step's. Default false: the inputs stay as they were.
+   */
+  readonly donate?: boolean;
+}
+
 /**
  * AdamW on a list of leaves in as few kernels as the backend allows (a multi-tensor step). With `maxNorm`, the
  * gradients are scaled by min(1, maxNorm / (sqrt(sumSq) + 1e-6)) first (torch.nn.utils.clip_grad_norm_), with
- * sumSq the scalar tensor from `sumSquares(grads)`, so clipping needs no host read. Not differentiable.
+ * sumSq the scalar tensor from `sumSquares(grads)`, so clipping needs no host read. Not differentiable. With
+ * `donate`, params, m and v are consumed and updated in place (`DonateOptions`).
  */
 export function adamwUpdateMany(
   params: readonly Tensor[],
@@ -54,6 +67,7 @@ export function adamwUpdateMany(
   v: readonly Tensor[],
   sumSq: Tensor | null,
   hyper: AdamWManyHyper,
+  opts: DonateOptions = {},
 ): AdamWState[] {
   const op = 'adamwUpdateMany';
   const counts = [grads.length, m.length, v.length, hyper.weightDecays.length];
@@ -70,11 +84,32 @@ export function adamwUpdateMany(
   if (!(hyper.step >= 1)) throw new ArgumentError(op, `step must be >= 1, got ${hyper.step}`);
   if ((hyper.maxNorm === undefined) !== (sumSq === null)) throw new ArgumentError(op, 'maxNorm and sumSq go together');
   if (params.length === 0) return [];
-  const inputs = [...params, ...grads, ...m, ...v, ...(sumSq ? [sumSq] : [])];
+  const read = [...grads, ...(sumSq ? [sumSq] : [])];
   const views = (ts: readonly Tensor[]): KernelTensor[] => ts.map((t) => kt(op, t));
-  const kernel = (k: Kernels): Storage[] =>
-    k.adamwMany(views(params), views(grads), views(m), views(v), sumSq && kt(op, sumSq), hyper).flat();
-  const likes = params.flatMap((p) => [p, p, p]);
-  const outs = runOpMulti(op, inputs, likes, kernel, refuseGradient());
+  const kernel = (k: Kernels, inPlace?: readonly AdamWInPlace[]): Storage[] =>
+    k.adamwMany(views(params), views(grads), views(m), views(v), sumSq && kt(op, sumSq), hyper, inPlace).flat();
+  const outs = opts.donate
+    ? runDonatingMulti(
+        op,
+        params.flatMap((p, i) => [p, m[i]!, v[i]!]),
+        read,
+        (k, flags) => kernel(k, perLeaf(flags)),
+        refuseGradient(),
+      )
+    : runOpMulti(
+        op,
+        [...params, ...grads, ...m, ...v, ...(sumSq ? [sumSq] : [])],
+        params.flatMap((p) => [p, p, p]),
+        (k) => kernel(k),
+        refuseGradient(),
+      );
   return params.map((_, i) => ({ param: outs[3 * i]!, m: outs[3 * i + 1]!, v: outs[3 * i + 2]! }));
 }
+
+/** The in-place flags of [p0, m0, v0, p1, ...], one record per leaf. */
+const perLeaf = (flags: readonly boolean[]): AdamWInPlace[] =>
+  Array.from({ length: flags.length / 3 }, (_, i) => ({
+    param: flags[3 * i]!,
+    m: flags[3 * i + 1]!,
+    v: flags[3 * i + 2]!,
+  }));

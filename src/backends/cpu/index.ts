@@ -98,6 +98,7 @@ export class CpuBackend implements HostBackend, WasmHost {
   readonly fma: boolean;
   private buffers = 0;
   private bytes = 0;
+  private peakBytes = 0;
   private scratchPtr = 0;
   private scratchStride = 0;
 
@@ -181,6 +182,7 @@ export class CpuBackend implements HostBackend, WasmHost {
     }
     this.buffers++;
     this.bytes += bytes;
+    this.peakBytes = Math.max(this.peakBytes, this.bytes);
     return new CONSTRUCTORS[dtype](this.rt.buffer, ptr, size);
   }
 
@@ -223,8 +225,16 @@ export class CpuBackend implements HostBackend, WasmHost {
     this.rt.release(v.byteOffset, v.byteLength);
   }
 
-  memory(): MemoryInfo {
-    return { buffers: this.buffers, bytes: this.bytes };
+  memory(): MemoryInfo & { readonly peakBytes: number } {
+    return { buffers: this.buffers, bytes: this.bytes, peakBytes: this.peakBytes };
+  }
+
+  /**
+   * Start counting `memory().peakBytes`, the most bytes the tensors held at once, from what they hold now: a spec or
+   * a benchmark measures one step's peak with it (the pool's heap only ever grows, and rounds sizes up).
+   */
+  resetPeakMemory(): void {
+    this.peakBytes = this.bytes;
   }
 
   /** The pool inside the WebAssembly memory: blocks carved fresh vs reused, the heap's size. */

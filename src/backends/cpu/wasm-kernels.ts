@@ -1,5 +1,5 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
-import type { AdamWManyHyper, BinaryOp } from '../../core/kernels.js';
+import type { AdamWInPlace, AdamWManyHyper, BinaryOp } from '../../core/kernels.js';
 import type { DType, TypedArray } from '../../core/dtype.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../core/shape.js';
 import type { WasmRuntime } from './runtime.js';
@@ -372,6 +372,7 @@ export function adamwMany(
   v: readonly KernelTensor[],
   sumSq: KernelTensor | null,
   hyper: AdamWManyHyper,
+  inPlace?: readonly AdamWInPlace[],
 ): [Storage, Storage, Storage][] | null {
   if (!f32(...params, ...grads, ...m, ...v)) return null;
   const ss = sumSq ? view(sumSq.storage)[0]! : null;
@@ -380,7 +381,11 @@ export function adamwMany(
   const c2 = 1 - hyper.beta2 ** hyper.step;
   return params.map((p, i) => {
     const n = sizeOf(p.shape);
-    const outs = [h.allocRaw('f32', n), h.allocRaw('f32', n), h.allocRaw('f32', n)] as const;
+    // In place, an output is its input: the kernel loads element i of each input before it stores element i.
+    const into = (x: KernelTensor, over: boolean | undefined): TypedArray =>
+      over ? view(x.storage) : h.allocRaw('f32', n);
+    const at = inPlace?.[i];
+    const outs = [into(p, at?.param), into(m[i]!, at?.m), into(v[i]!, at?.v)] as const;
     h.rt.run(
       'adamw',
       [

@@ -1,6 +1,6 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
 import type { TypedArray } from '../../core/dtype.js';
-import { MASKED_KEY_BIAS, registerKernels, type AdamWManyHyper } from '../../core/kernels.js';
+import { MASKED_KEY_BIAS, registerKernels, type AdamWInPlace, type AdamWManyHyper } from '../../core/kernels.js';
 import { sizeOf } from '../../core/shape.js';
 import { binary } from './elementwise.js';
 import { arr, data, store, type HostBackend } from './host.js';
@@ -329,7 +329,8 @@ export function sumSquares(b: HostBackend, xs: readonly KernelTensor[]): Storage
 }
 
 // per leaf: param, grad, m, v [n_i] -> param, m, v [n_i]; with maxNorm, gradients scaled by
-// min(maxNorm / (sqrt(sumSquares) + 1e-6), 1) first
+// min(maxNorm / (sqrt(sumSquares) + 1e-6), 1) first. An output marked in place is written over its input (adamwLoop
+// reads element i of every input before it writes element i).
 export function adamwMany(
   b: HostBackend,
   params: readonly KernelTensor[],
@@ -338,12 +339,15 @@ export function adamwMany(
   v: readonly KernelTensor[],
   sumSquares: KernelTensor | null,
   h: AdamWManyHyper,
+  inPlace?: readonly AdamWInPlace[],
 ): [Storage, Storage, Storage][] {
   const ss = sumSquares ? data(sumSquares)[0]! : null;
   const scale = h.maxNorm !== undefined && ss !== null ? Math.min(h.maxNorm / (Math.sqrt(ss) + 1e-6), 1) : 1;
   return params.map((pt, i): [Storage, Storage, Storage] => {
-    const like = (): TypedArray => b.alloc(pt.dtype, sizeOf(pt.shape));
-    const [p1, m1, v1] = [like(), like(), like()];
+    const into = (x: KernelTensor, over: boolean | undefined): TypedArray =>
+      over ? data(x) : b.alloc(pt.dtype, sizeOf(pt.shape));
+    const at = inPlace?.[i];
+    const [p1, m1, v1] = [into(pt, at?.param), into(m[i]!, at?.m), into(v[i]!, at?.v)];
     const g = scale === 1 ? data(grads[i]!) : data(grads[i]!).map((x) => x * scale);
     adamwLoop(data(pt), g, data(m[i]!), data(v[i]!), { ...h, weightDecay: h.weightDecays[i]! }, p1, m1, v1);
     return [store(p1), store(m1), store(v1)];

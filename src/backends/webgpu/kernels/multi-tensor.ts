@@ -1,11 +1,11 @@
-import type { KernelTensor } from '../../../core/backend.js';
-import { registerKernels, type AdamWManyHyper } from '../../../core/kernels.js';
+import type { KernelTensor, Storage } from '../../../core/backend.js';
+import { registerKernels, type AdamWInPlace, type AdamWManyHyper } from '../../../core/kernels.js';
 import { ArgumentError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwManySrc from '../../../../shaders/adamw_many.wgsl';
 import sumSquaresSrc from '../../../../shaders/sum_squares.wgsl';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
-import { asStorage } from '../storage.js';
+import { asStorage, bufferOf } from '../storage.js';
 import { launch } from '../launch.js';
 import { bitsOf, cachedProgram, type Program } from '../program.js';
 import { fillTemplate } from '../wgsl.js';
@@ -93,15 +93,33 @@ function dispatchSumSquares(
   return written;
 }
 
-/** AdamW over `slots` leaves in one dispatch, with or without the clip factor. */
-const adamwManyProgram = (slots: number, clip: boolean): Program =>
-  cachedProgram(`adamw_many:${slots}:${clip}`, () => {
-    const ks = Array.from({ length: slots }, (_, k) => k);
+/** Which of a slot's p, m and v the dispatch updates in place: their input is not bound, their output is read. */
+type SlotInPlace = readonly [param: boolean, m: boolean, v: boolean];
+const NONE: SlotInPlace = [false, false, false];
+const TENSORS = ['p', 'm', 'v'] as const;
+
+/** A slot's input bindings in order, p, g, m, v, without those updated in place (bound as outputs only). */
+const slotInputs = <T>(flags: SlotInPlace, [p, g, m, v]: readonly [T, T, T, T]): T[] => [
+  ...(flags[0] ? [] : [p]),
+  g,
+  ...(flags[1] ? [] : [m]),
+  ...(flags[2] ? [] : [v]),
+];
+
+/**
+ * AdamW over `slots` leaves in one dispatch, with or without the clip factor. A tensor updated in place is bound
+ * once, read_write, as its output (WebGPU refuses a buffer bound both read-only and writable in one dispatch), and
+ * read from there: each thread reads element i before it writes element i, and no other thread touches it.
+ */
+const adamwManyProgram = (clip: boolean, inPlace: readonly SlotInPlace[]): Program =>
+  cachedProgram(`adamw_many:${clip}:${inPlace.map((s) => s.map(Number).join('')).join(',')}`, () => {
+    const ks = inPlace.map((_, k) => k);
+    const read = (k: number, t: number): string => `${TENSORS[t]}${k}${inPlace[k]![t] ? '_out' : ''}[i]`;
     const body = ks
       .map((k) =>
         [
           `if (i < params.slot[${k}].x) {`,
-          `    let r = update(g${k}[i] * scale, m${k}[i], v${k}[i], p${k}[i], bitcast<f32>(params.slot[${k}].y));`,
+          `    let r = update(g${k}[i] * scale, ${read(k, 1)}, ${read(k, 2)}, ${read(k, 0)}, bitcast<f32>(params.slot[${k}].y));`,
           `    p${k}_out[i] = r.x;`,
           `    m${k}_out[i] = r.y;`,
           `    v${k}_out[i] = r.z;`,
@@ -109,9 +127,10 @@ const adamwManyProgram = (slots: number, clip: boolean): Program =>
         ].join('\n'),
       )
       .join('\n  ');
+    const bound = (k: number): string[] => slotInputs(inPlace[k]!, [`p${k}`, `g${k}`, `m${k}`, `v${k}`]);
     return {
       name: 'adamwMany',
-      inputs: f32Bindings(['sum_sq', ...ks.flatMap((k) => [`p${k}`, `g${k}`, `m${k}`, `v${k}`])]),
+      inputs: f32Bindings(['sum_sq', ...ks.flatMap(bound)]),
       outputs: f32Bindings(ks.flatMap((k) => [`p${k}_out`, `m${k}_out`, `v${k}_out`])),
       uniforms: {
         grid_x: 'u32',
@@ -124,14 +143,17 @@ const adamwManyProgram = (slots: number, clip: boolean): Program =>
         one_minus_beta1: 'f32',
         one_minus_beta2: 'f32',
         max_norm: 'f32',
-        slot: `array<vec4<u32>, ${slots}>`, // (n, bits of 1 - lr wd, 0, 0)
+        slot: `array<vec4<u32>, ${inPlace.length}>`, // (n, bits of 1 - lr wd, 0, 0)
       },
       workgroupSize: 256,
       body: fillTemplate('adamw_many.wgsl', adamwManySrc, { CLIP: clip, BODY: body }),
     };
   });
 
-/** AdamW over every leaf, floor((limit - 1) / 7) leaves per dispatch (7 buffers each, plus the sum of squares). */
+/**
+ * AdamW over every leaf, floor((limit - 1) / 7) leaves per dispatch (7 buffers each, plus the sum of squares);
+ * `inPlace` (one per leaf) names the tensors whose own buffer takes the update.
+ */
 export function adamwMany(
   rt: GpuRuntime,
   params: readonly KernelTensor[],
@@ -140,18 +162,27 @@ export function adamwMany(
   v: readonly KernelTensor[],
   sumSq: KernelTensor | null,
   h: AdamWManyHyper,
+  inPlace?: readonly AdamWInPlace[],
 ): [GPUBuffer, GPUBuffer, GPUBuffer][] {
   const outs: [GPUBuffer, GPUBuffer, GPUBuffer][] = [];
   const perChunk = Math.max(1, Math.floor((storageLimit(rt) - 1) / 7));
   const clip = sumSq !== null && h.maxNorm !== undefined;
+  const flags = (i: number): SlotInPlace => {
+    const at = inPlace?.[i];
+    return at ? [at.param, at.m, at.v] : NONE;
+  };
   const indices = params.map((_, i) => i).filter((i) => sizeOf(params[i]!.shape) > 0);
-  // Without clipping the kernel never reads sum_sq, so whichever f32 tensor is at hand fills the binding.
-  const sumBinding = sumSq ?? params[indices[0] ?? 0]!;
+  // Without clipping the kernel never reads sum_sq, so whichever f32 tensor is at hand fills the binding: a
+  // gradient, which no slot writes.
+  const sumBinding = sumSq ?? grads[indices[0] ?? 0]!;
   for (const chunk of chunks(indices, perChunk)) {
     const largest = Math.max(...chunk.map((i) => sizeOf(params[i]!.shape)));
-    const written = launch(rt, adamwManyProgram(chunk.length, clip), {
-      inputs: [sumBinding, ...chunk.flatMap((i) => [params[i]!, grads[i]!, m[i]!, v[i]!])],
-      outputs: chunk.flatMap((i) => [0, 1, 2].map(() => sizeOf(params[i]!.shape) * 4)),
+    const slotIn = (i: number): KernelTensor[] => slotInputs(flags(i), [params[i]!, grads[i]!, m[i]!, v[i]!]);
+    const slotOut = (i: number): (number | GPUBuffer)[] =>
+      [params[i]!, m[i]!, v[i]!].map((x, t) => (flags(i)[t] ? bufferOf(x.storage) : sizeOf(x.shape) * 4));
+    const written = launch(rt, adamwManyProgram(clip, chunk.map(flags)), {
+      inputs: [sumBinding, ...chunk.flatMap(slotIn)],
+      outputs: chunk.flatMap(slotOut),
       grid: { threads: largest },
       uniforms: {
         lr: h.lr,
@@ -170,19 +201,23 @@ export function adamwMany(
       outs[i] = [written[3 * k]!, written[3 * k + 1]!, written[3 * k + 2]!];
     });
   }
-  // Empty leaves get empty buffers (no dispatch touched them).
+  // Empty leaves get empty buffers (no dispatch touched them), or keep their own where updated in place.
   params.forEach((p, i) => {
-    outs[i] ??= [0, 1, 2].map(() => rt.alloc(sizeOf(p.shape) * 4)) as [GPUBuffer, GPUBuffer, GPUBuffer];
+    outs[i] ??= [p, m[i]!, v[i]!].map((x, t) =>
+      flags(i)[t] ? bufferOf(x.storage) : rt.alloc(sizeOf(p.shape) * 4),
+    ) as [GPUBuffer, GPUBuffer, GPUBuffer];
   });
   return outs;
 }
 
 registerKernels<GpuBackend>('webgpu', {
   sumSquares: (b, xs) => asStorage(sumSquares(b.runtime, xs)),
-  adamwMany: (b, params, grads, m, v, sumSq, hyper) =>
-    adamwMany(b.runtime, params, grads, m, v, sumSq, hyper).map(([p, m1, v1]) => [
-      asStorage(p),
-      asStorage(m1),
-      asStorage(v1),
-    ]),
+  adamwMany: (b, params, grads, m, v, sumSq, hyper, inPlace) =>
+    adamwMany(b.runtime, params, grads, m, v, sumSq, hyper, inPlace).map(([p1, m1, v1], i) => {
+      // An output updated in place is its input's storage (the op layer checks that it is the same one).
+      const at = inPlace?.[i];
+      const own = (x: KernelTensor, over: boolean | undefined, buffer: GPUBuffer): Storage =>
+        over ? x.storage : asStorage(buffer);
+      return [own(params[i]!, at?.param, p1), own(m[i]!, at?.m, m1), own(v[i]!, at?.v, v1)];
+    }),
 });
