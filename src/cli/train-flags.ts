@@ -251,6 +251,7 @@ export const TRAIN_FLAG_SECTIONS: readonly FlagSection[] = [
         kind: 'text',
         arg: 'stop|skip',
         help: 'a NaN/Inf loss or gradient norm ends the run or skips the update',
+        more: ['(skip keeps the state before each step: AdamW then copies the weights and moments, not in place)'],
       },
     ],
   },

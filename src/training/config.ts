@@ -124,7 +124,11 @@ export interface TrainConfig {
   readonly resume: string | null;
   /** Replace a non-empty output directory (refused otherwise, unless resuming in place). */
   readonly overwrite: boolean;
-  /** A non-finite loss, gradient norm or updated weight: end the run with an error (`stop`) or drop that update (`skip`). */
+  /**
+   * A non-finite loss, gradient norm or updated weight: end the run with an error (`stop`) or drop that update
+   * (`skip`). `skip` keeps the weights and moments from before each step, so its AdamW steps copy them instead of
+   * updating them in place (`donatesUpdates`): 3 x the trained weights' bytes more at the step.
+   */
   readonly onNonFinite: 'stop' | 'skip';
   /** A Hugging Face model directory (config.json, safetensors, tokenizer.json) to start from (null: a new model). */
   readonly modelDir: string | null;

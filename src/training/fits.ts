@@ -22,6 +22,7 @@ import type { Problem, Task } from '../tasks/task.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import type { TrainConfig } from './config.js';
 import type { PretrainedParts } from './pretrained.js';
+import { donatesUpdates } from './run.js';
 
 /** The sizes a run works at: prompt tokens measured on prompts of the task (the longest of 32, plus a margin). */
 export function runShape(
@@ -48,6 +49,7 @@ export function runShape(
     remat: cfg.gradientCheckpointing,
     rescores,
     frozenBytesPerParameter,
+    donates: donatesUpdates(cfg),
   };
 }
 

@@ -11,7 +11,8 @@ import { moduleShape } from '../nn/lora.js';
  * - the tape keeps every intermediate of a training forward until its backward ends, and the backward's
  *   cotangents live until the step's scope closes (with gradient checkpointing, one layer's input per layer and
  *   one layer recomputed at a time);
- * - an AdamW step makes the new parameters and moments before the old ones are freed;
+ * - an AdamW step makes the new parameters and moments before the old ones are freed, unless the trainer donates
+ *   them (`donates`: the step then writes into their storage, and allocates none);
  * - a full fine-tune's KL reference keeps the weights RL started from alive once the policy moves (under LoRA the
  *   reference is the base with the adapters off: nothing more);
  * - the backends' pools never shrink and hand out blocks in size classes (the CPU backend's round up by at most
@@ -28,7 +29,7 @@ export interface MemoryEstimate {
   /** Gradients of the trained parameters (f32) and AdamW's two moments. */
   readonly gradients: number;
   readonly adamMoments: number;
-  /** An AdamW step's new parameters and moments, made before the old ones are freed. */
+  /** An AdamW step's new parameters and moments, made before the old ones are freed: 0 when the step donates them. */
   readonly optimizerStep: number;
   /** A full fine-tune's reference policy (KL or RCC): the weights RL started from, kept alive. */
   readonly reference: number;
@@ -73,6 +74,12 @@ export interface RunShape {
   readonly remat?: boolean;
   /** pi_old is re-scored by a forward over the sampled batch (a backend whose results depend on the batch's shape). */
   readonly rescores?: boolean;
+  /**
+   * The trainer gives each AdamW step the parameters and moments before it (`adamwStep`'s `donate`), which updates
+   * them in place: the step makes no copy of them. (At RL's first step a full fine-tune's parameters are shared
+   * with the KL reference, so that step copies them: what `reference` counts.)
+   */
+  readonly donates?: boolean;
 }
 
 const F32 = 4;
@@ -143,7 +150,8 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
       rows * run.completionTokens * c.vocabSize,
       rows * c.nHeads * t * t,
     ) * F32;
-  const held = weights + trained + 2 * trained + 3 * trained + reference + activations + sampling + rope;
+  const optimizerStep = run.donates ? 0 : 3 * trained;
+  const held = weights + trained + 2 * trained + optimizerStep + reference + activations + sampling + rope;
   // The pools' rounding and the blocks one phase leaves that another's sizes cannot use: measured at up to 1.2x
   // the rest on the CPU backend over full and LoRA runs, with and without checkpointing (bench/RESULTS.md).
   const allocator = held / 4;
@@ -153,7 +161,7 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
     weights,
     gradients: trained,
     adamMoments: 2 * trained,
-    optimizerStep: 3 * trained,
+    optimizerStep,
     reference,
     activations,
     sampling,
@@ -200,7 +208,8 @@ export function describeEstimate(e: MemoryEstimate): string {
       : `${(e.parameters / 1e6).toFixed(2)}M parameters, ${(e.trainableParameters / 1e6).toFixed(2)}M trained`;
   return (
     `memory estimate: ${fmt(e.total)} = weights ${fmt(e.weights)} (${trained})` +
-    ` + gradients ${fmt(e.gradients)} + AdamW moments ${fmt(e.adamMoments)} + AdamW step ${fmt(e.optimizerStep)}` +
+    ` + gradients ${fmt(e.gradients)} + AdamW moments ${fmt(e.adamMoments)}` +
+    `${e.optimizerStep ? ` + AdamW step ${fmt(e.optimizerStep)}` : ''}` +
     `${e.reference ? ` + reference ${fmt(e.reference)}` : ''} + activations ${fmt(e.activations)}` +
     ` + sampling ${fmt(e.sampling)} + RoPE tables ${fmt(e.rope)} + allocator ${fmt(e.allocator)};` +
     ` largest tensor ${fmt(e.largestTensor)}`

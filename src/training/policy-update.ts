@@ -45,6 +45,11 @@ export interface UpdatePlan {
   readonly numIterations: number;
   readonly groupsPerMinibatch: number;
   readonly maxCompletionLength: number;
+  /**
+   * Each AdamW step takes the parameters and moments before it over (`adamwStep`'s `donate`): no second copy of
+   * them, but the state before the update is gone, so only a run that stops on a non-finite update may.
+   */
+  readonly donate?: boolean;
 }
 
 export interface OptimState {
@@ -133,11 +138,8 @@ export function updatePolicy(
         };
         const trainable = trainableOf(params);
         const [[loss, m], grads] = valueAndGrad(lossFn, { hasAux: true })(trainable);
-        const stepped = adamwStep(trainable, grads, opt, {
-          lr: settings.lr,
-          maxGradNorm: settings.maxGradNorm,
-          weightDecay: settings.weightDecay,
-        });
+        const hyper = { lr: settings.lr, maxGradNorm: settings.maxGradNorm, weightDecay: settings.weightDecay };
+        const stepped = adamwStep(trainable, grads, opt, hyper, { donate: plan.donate ?? false });
         return {
           params: withTrainable(params, stepped.params),
           opt: stepped.state,

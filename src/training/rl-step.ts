@@ -17,6 +17,7 @@ import { biccConditioning, interventions } from './interventions.js';
 import {
   emit,
   adoptOrSkip,
+  donatesUpdates,
   guardUpdate,
   updatedStateCheck,
   withoutStateCheck,
@@ -116,6 +117,7 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
         numIterations: cfg.numIterations,
         groupsPerMinibatch: cfg.groupsPerMinibatch ?? cfg.promptsPerStep,
         maxCompletionLength: cfg.maxCompletionLength,
+        donate: donatesUpdates(cfg),
       },
       settings,
       run.rng,

@@ -289,6 +289,14 @@ export function withoutStateCheck<T extends Record<string, number>>(metrics: T):
 }
 
 /**
+ * Whether the trainer's AdamW steps take the state before them over (`adamwStep`'s `donate`: the step updates the
+ * weights and moments in place, so it costs no copy of them). A run that skips a non-finite update must keep that
+ * state to fall back on; one that stops (the default) never reads it again: nothing is saved after a
+ * `DivergedError`.
+ */
+export const donatesUpdates = (cfg: Pick<TrainConfig, 'onNonFinite'>): boolean => cfg.onNonFinite === 'stop';
+
+/**
  * Take the new parameters and moments if the step's loss, gradient norm and updated state
  * (`updatedStateCheck`, read as `STATE_METRIC`) are finite. Otherwise stop with a
  * `DivergedError` (nothing is saved after it, so the last checkpoint is the last good state), or, with

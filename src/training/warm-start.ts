@@ -11,7 +11,7 @@ import { sftLoss } from '../rl/sft.js';
 import { contextWarmStartBatch } from '../rl/bicc-warm-start.js';
 import { sampleProblems } from '../tasks/task.js';
 import { readMetrics, type MetricRecord } from './metrics.js';
-import { emit, adoptOrSkip, updatedStateCheck, type Run, type TrainHooks } from './run.js';
+import { emit, adoptOrSkip, donatesUpdates, updatedStateCheck, type Run, type TrainHooks } from './run.js';
 import { STATE_METRIC } from './divergence.js';
 
 /**
@@ -73,11 +73,8 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
     const trainable = trainableOf(run.params);
     const lossOf = (t: PyTree) => sftLoss(withTrainable(run.params, t), run.config, batch, { dropoutRng, remat });
     const [loss, grads] = valueAndGrad(lossOf)(trainable);
-    const stepped = adamwStep(trainable, grads, run.opt, {
-      lr,
-      maxGradNorm: cfg.maxGradNorm,
-      weightDecay: cfg.weightDecay,
-    });
+    const hyper = { lr, maxGradNorm: cfg.maxGradNorm, weightDecay: cfg.weightDecay };
+    const stepped = adamwStep(trainable, grads, run.opt, hyper, { donate: donatesUpdates(cfg) });
     const updated = { params: withTrainable(run.params, stepped.params), opt: stepped.state };
     return { ...updated, loss, gradNorm: stepped.gradNorm, stateCheck: updatedStateCheck(updated) };
   });
