@@ -62,9 +62,56 @@ describe('a donated AdamW step in the memory estimate', () => {
     expect(functional.optimizerStep).toBe(3 * 4 * T.countParameters(config));
     expect(donating.optimizerStep).toBe(0);
     expect(saved).toBe(functional.optimizerStep - donating.optimizerStep);
-    // Everything else is the same, and the pools' quarter on top of the term goes with it.
-    expect(functional.total - donating.total).toBe(1.25 * functional.optimizerStep);
+    // Everything else is the same but the tied embedding's gradient sums, which now count (the larger transient),
+    // and the pools' quarter on top goes with them.
+    expect(donating.gradientSums).toBe(2 * 4 * config.vocabSize * config.dModel);
+    expect(functional.total - donating.total).toBe(1.25 * (functional.optimizerStep - donating.gradientSums));
+    expect(T.describeEstimate(functional)).toContain('AdamW step');
     expect(T.describeEstimate(donating)).not.toContain('AdamW step');
+    expect(T.describeEstimate(donating)).toContain("tied embedding's gradient sums");
+    backend.dispose();
+  });
+
+  it("bounds a donating step of a model whose tied embedding dominates: the backward's gradient sums count", () => {
+    // The LM head's and the lookup's gradients of a [8192, 64] embedding live beside their sum until valueAndGrad
+    // returns: with the AdamW step's copies gone, that is the step's largest transient.
+    const wide: T.TransformerConfig = { ...T.smallConfig(8192), dModel: 64, nLayers: 1, dFf: 128, maxSeqLen: 16 };
+    const backend = new T.CpuBackend({ threads: 2 });
+    const rng = new T.Rng(6);
+    const tokens = Int32Array.from({ length: 2 * 16 }, () => 3 + Math.floor(rng.uniform() * 8000));
+    const batch = {
+      batchSize: 2,
+      promptLen: 8,
+      completionLen: 8,
+      tokens,
+      attentionMask: new Uint8Array(32).fill(1),
+      completionMask: new Float32Array(16).fill(1),
+    };
+    let params = T.initParams(wide, rng, { backend });
+    let opt = T.adamwInit(params);
+    backend.resetPeakMemory();
+    for (let s = 0; s < 2; s++) {
+      const next = T.tidy(() => {
+        const [loss, grads] = T.valueAndGrad((p: T.TransformerParams) => T.sftLoss(p, wide, batch))(params);
+        const stepped = T.adamwStep(params, grads, opt, { lr: 1e-3, maxGradNorm: 1 }, { donate: true });
+        return { loss, params: stepped.params, opt: stepped.state };
+      });
+      next.loss.dispose();
+      ({ params, opt } = next);
+    }
+    const e = T.estimateTrainingMemory(wide, {
+      sampledRows: 2,
+      minibatchRows: 2,
+      promptTokens: 8,
+      completionTokens: 8,
+      withReference: false,
+      donates: true,
+    });
+    const peak = backend.memory().peakBytes;
+    // Weights, moments and gradients (4 W) and the two extra embedding gradients were live at once.
+    expect(peak).toBeGreaterThan(4 * 4 * e.parameters + e.gradientSums);
+    expect(peak).toBeLessThanOrEqual(e.total);
+    T.dispose([params, opt]);
     backend.dispose();
   });
 
@@ -98,7 +145,7 @@ describe('a donated AdamW step in the memory estimate', () => {
     const term = skips.estimate.optimizerStep;
     expect(term).toBe(3 * 4 * skips.estimate.trainableParameters);
     expect(stops.estimate.optimizerStep).toBe(0);
-    expect(skips.estimate.total - stops.estimate.total).toBe(1.25 * term);
+    expect(skips.estimate.total - stops.estimate.total).toBe(1.25 * (term - stops.estimate.gradientSums));
     // The functional step holds the weights, both moments, the gradients and the new copies at once: 7 W. The
     // donating run peaks in a backward instead: weights, moments, gradients and the activations (the estimate's
     // term, with its pools' quarter), 3 W less.

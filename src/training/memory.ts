@@ -13,6 +13,8 @@ import { moduleShape } from '../nn/lora.js';
  *   one layer recomputed at a time);
  * - an AdamW step makes the new parameters and moments before the old ones are freed, unless the trainer donates
  *   them (`donates`: the step then writes into their storage, and allocates none);
+ * - a trained tied embedding gets two gradients, the LM head's and the lookup's, which live beside their sum until
+ *   the backward's scope closes (before the step: the larger of the two transients counts);
  * - a full fine-tune's KL reference keeps the weights RL started from alive once the policy moves (under LoRA the
  *   reference is the base with the adapters off: nothing more);
  * - the backends' pools never shrink and hand out blocks in size classes (the CPU backend's round up by at most
@@ -31,6 +33,11 @@ export interface MemoryEstimate {
   readonly adamMoments: number;
   /** An AdamW step's new parameters and moments, made before the old ones are freed: 0 when the step donates them. */
   readonly optimizerStep: number;
+  /**
+   * A trained tied embedding's two gradients beside their sum, [vocab, dModel] each, until the backward's scope
+   * closes. It is gone before the AdamW step, so the total counts the larger of this and `optimizerStep`.
+   */
+  readonly gradientSums: number;
   /** A full fine-tune's reference policy (KL or RCC): the weights RL started from, kept alive. */
   readonly reference: number;
   /** Activations of the widest forward + backward (an RL minibatch or a warm-start batch), logits included. */
@@ -151,7 +158,9 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
       rows * c.nHeads * t * t,
     ) * F32;
   const optimizerStep = run.donates ? 0 : 3 * trained;
-  const held = weights + trained + 2 * trained + optimizerStep + reference + activations + sampling + rope;
+  const gradientSums = !lora && c.tieEmbeddings !== false ? 2 * c.vocabSize * c.dModel * F32 : 0;
+  const transient = Math.max(optimizerStep, gradientSums);
+  const held = weights + trained + 2 * trained + transient + reference + activations + sampling + rope;
   // The pools' rounding and the blocks one phase leaves that another's sizes cannot use: measured at up to 1.2x
   // the rest on the CPU backend over full and LoRA runs, with and without checkpointing (bench/RESULTS.md).
   const allocator = held / 4;
@@ -162,6 +171,7 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
     gradients: trained,
     adamMoments: 2 * trained,
     optimizerStep,
+    gradientSums,
     reference,
     activations,
     sampling,
@@ -187,6 +197,7 @@ export function phasesInSequence(phases: readonly MemoryEstimate[]): MemoryEstim
     gradients: sum((e) => e.gradients),
     adamMoments: sum((e) => e.adamMoments),
     optimizerStep: sum((e) => e.optimizerStep),
+    gradientSums: sum((e) => e.gradientSums),
     reference: sum((e) => e.reference),
     activations: sum((e) => e.activations),
     sampling: sum((e) => e.sampling),
@@ -194,7 +205,14 @@ export function phasesInSequence(phases: readonly MemoryEstimate[]): MemoryEstim
     largestTensor: max((e) => e.largestTensor),
   };
   const held =
-    e.weights + e.gradients + e.adamMoments + e.optimizerStep + e.reference + e.activations + e.sampling + e.rope;
+    e.weights +
+    e.gradients +
+    e.adamMoments +
+    sum((p) => Math.max(p.optimizerStep, p.gradientSums)) +
+    e.reference +
+    e.activations +
+    e.sampling +
+    e.rope;
   return { ...e, allocator: held / 4, total: held + held / 4 };
 }
 
@@ -209,7 +227,11 @@ export function describeEstimate(e: MemoryEstimate): string {
   return (
     `memory estimate: ${fmt(e.total)} = weights ${fmt(e.weights)} (${trained})` +
     ` + gradients ${fmt(e.gradients)} + AdamW moments ${fmt(e.adamMoments)}` +
-    `${e.optimizerStep ? ` + AdamW step ${fmt(e.optimizerStep)}` : ''}` +
+    (e.gradientSums > e.optimizerStep
+      ? ` + tied embedding's gradient sums ${fmt(e.gradientSums)}`
+      : e.optimizerStep
+        ? ` + AdamW step ${fmt(e.optimizerStep)}`
+        : '') +
     `${e.reference ? ` + reference ${fmt(e.reference)}` : ''} + activations ${fmt(e.activations)}` +
     ` + sampling ${fmt(e.sampling)} + RoPE tables ${fmt(e.rope)} + allocator ${fmt(e.allocator)};` +
     ` largest tensor ${fmt(e.largestTensor)}`
