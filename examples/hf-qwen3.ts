@@ -9,8 +9,9 @@
  *
  *   npm run example:hf [-- --warm-start-steps 150 --steps 30 --backend cpu|webgpu --output runs/hf-example]
  *
- * The model it builds lives in a temporary directory, removed when the example ends (however it ends); so does
- * the run's output, unless --output keeps it.
+ * The model it builds lives in a temporary directory, removed when the example ends (however it ends); so do the
+ * runs' outputs, unless --output DIR keeps them: DIR/base (the warm-started base, DIR/base/model) and DIR/lora (the
+ * LoRA run, whose DIR/lora/adapter names DIR/base/model as its base: the two stay together).
  *
  * With a real checkpoint the same run is `rlvr train --model ~/models/Qwen3-0.6B ...` (see the README).
  */
@@ -118,7 +119,7 @@ dispose(loaded.params);
 // weight; a run from --model trains every weight unless LoRA is asked for), which ends with OUTPUT/model, a Hub
 // directory of the warm-started weights. The LM head over 151,936 tokens dominates the cost on the CPU backend, so
 // the task is 1-digit addition.
-const baseOutput = values.output ?? (await tempDir('qwen3-base-'));
+const baseOutput = values.output ? join(values.output, 'base') : await tempDir('qwen3-base-');
 const cfg = must(
   parseTrainConfig({
     modelDir,
@@ -173,7 +174,8 @@ console.log(
 // are trained and saved, at LoRA's default learning rate; the KL reference is the base with the adapters off.
 // OUTPUT/adapter is peft's layout (PeftModel.from_pretrained(base, "OUTPUT/adapter")), and --merge-lora also writes
 // the merged OUTPUT/model.
-const loraOutput = values.output ? `${values.output}-lora` : await tempDir('qwen3-lora-');
+// Under --output DIR beside the base it names (adapter_config.json's base_model_name_or_path is DIR/base/model).
+const loraOutput = values.output ? join(values.output, 'lora') : await tempDir('qwen3-lora-');
 const loraCfg = must(
   parseTrainConfig({
     modelDir: join(baseOutput, 'model'),
@@ -204,7 +206,9 @@ const loraResult = await train(loraCfg, {
 console.log(
   `${join(loraOutput, 'adapter')} holds adapter_config.json and adapter_model.safetensors (peft's layout), ` +
     `${join(loraOutput, 'model')} the merged model` +
-    (values.output ? '' : ' (temporary: --output DIR keeps the base in DIR and this run in DIR-lora)'),
+    (values.output
+      ? `, on the base ${join(baseOutput, 'model')}`
+      : ' (temporary: --output DIR keeps the base in DIR/base and this run in DIR/lora)'),
 );
 const loraTrainingPassAt1 = await trainingPassAt1(loraResult.params);
 const moved = loraTrainingPassAt1 - baseTrainingPassAt1;
