@@ -3,7 +3,7 @@
  * rounds of: matmul 1024^3, 2048^3, 4096^3 (f32); the SFT step at d512 L8 (B16 x T256) and at a Qwen3-0.6B size
  * (d1024 L28 V151936, B4 x T256); KV-cache sampling (d512 L8, 16 rows x 128 new tokens); and, where `python3`
  * has torch with CUDA, the same work in PyTorch on the same device between them (bench/torch_gpu.py: fp32 eager,
- * TF32 off, the model and step of torch_reference_step.py). It prints the adapter line, the device's features,
+ * TF32 off, the model and step of bench/torch_model.py). It prints the adapter line, the device's features,
  * each task's median over the rounds beside the peer's and their ratio, the runtime's counters per step, and
  * the configurations the kernels tuned themselves to (tuner.ts; RLVR_TUNE=off for the fixed defaults).
  *
@@ -17,7 +17,8 @@
  * `--quick` runs the same tasks at tiny sizes (two rounds, well under a minute on llvmpipe): spec/webgpu/
  * bench-gpu.spec.ts runs it in CI so the script never rots. `--rounds N` (default 3); `--tasks matmul,step`
  * for a subset.
- * Run on a GPU machine: bash .gpu/run.sh npm run bench:gpu (see ../shared/specs/gpu-device.md).
+ * Run on any machine with a GPU and its Vulkan driver (Linux; Metal or D3D12 elsewhere), Node and `npm ci`:
+ * `npm run bench:gpu`; python3 with a CUDA torch (and transformers, for sampling) adds the PyTorch rows.
  */
 import {
   CpuBackend,

@@ -7,8 +7,8 @@
  *
  * Run: npm run bench:sample [-- --model default|medium --rows 64 --cpu --vocab 151936 --top-p 0.9 --new 64]
  * (rows: 16 on llvmpipe, else 64). `default` is the trainer's model with a longer context (d64 L2); `medium` is
- * issue 10's d512 L8 row, which transformers `generate` is measured on by ../shared/tools/torch_reference_step.py
- * (64 rows x 64 new tokens). `--vocab` widens the model's vocabulary (Qwen3's is 151,936: the size where a
+ * issue 10's d512 L8 row (64 rows x 64 new tokens), which `npm run bench:gpu` times beside transformers' `generate`
+ * (bench/torch_gpu.py). `--vocab` widens the model's vocabulary (Qwen3's is 151,936: the size where a
  * [B, V] read-back per token costs), `--new` lists the token counts (default 64,512).
  */
 import { CpuBackend, createWebGpuBackend, dispose, readBackBytes, Rng, type Backend } from '../src/index.js';

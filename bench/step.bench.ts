@@ -6,8 +6,8 @@
  *
  * Run: npm run bench:step [-- --sizes default,small|all --warmup 2 --steps 3 --batch N --max-idle-bytes N]
  * On a CPU rasterizer (llvmpipe) only the default size runs unless others are asked for (`--sizes all --batch 1`
- * counts every size's dispatches in minutes: they do not depend on the batch); on a GPU all sizes run. The PyTorch
- * reference at the same sizes: python3 ../shared/tools/torch_reference_step.py step,real (same machine).
+ * counts every size's dispatches in minutes: they do not depend on the batch); on a GPU all sizes run. PyTorch on
+ * the same model (bench/torch_model.py) is timed beside ours by `npm run bench:gpu` (its peer, bench/torch_gpu.py).
  */
 import { createWebGpuBackend, dispose, tidy, valueAndGrad, type WebGpuBackend } from '../src/index.js';
 import { adamwInit, adamwStep, type TransformerParams } from '../src/nn/index.js';

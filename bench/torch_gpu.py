@@ -1,32 +1,29 @@
 """PyTorch on the same GPU: the peer of `npm run bench:gpu` (bench/gpu.bench.ts), which runs it between its own rounds.
 
-The model and the SFT step are those of the PyTorch reference that travels with the project
-(torch_reference_step.py: Llama layout, RMSNorm eps 1e-6, RoPE, causal attention, SwiGLU, tied head; forward +
-backward + AdamW lr 1e-4 on the second half of each row), imported from the path given, so the step is stated in one
-place. fp32 eager, TF32 off. Sampling: transformers' `generate` (as the reference's `sample`) at the sizes asked.
+The model and the SFT step are bench/torch_model.py's (the sizes bench/lib/models.ts states for both sides). fp32
+eager, TF32 off. Sampling: transformers' `generate` on a LlamaForCausalLM of the same sizes.
 
-Usage: python3 bench/torch_gpu.py PATH/torch_reference_step.py
+Usage: python3 bench/torch_gpu.py (needs torch with CUDA; transformers for the sampling task)
 Prints one JSON line when ready ({"torch", "device"} or {"absent": why}), then answers each JSON line on stdin:
   {"task": "matmul", "n": N, "reps": R}                      -> {"ms": per product}
   {"task": "step", "row": [V, d, L, h, ff, B, T], "steps": S}   -> {"ms": per step, "loss": last}
   {"task": "sample", "row": [V, d, L, h, ff], "rows": B, "prompt": P, "new": N} -> {"ms": per run}
 """
-import contextlib, importlib.util, json, sys, time
+import contextlib, json, sys, time
 
 out = sys.stdout  # answers only: anything a library prints goes to stderr
 
 try:
-    spec = importlib.util.spec_from_file_location('torch_reference_step', sys.argv[1])
-    ref = importlib.util.module_from_spec(spec)
-    with contextlib.redirect_stdout(sys.stderr): spec.loader.exec_module(ref)
-    torch = ref.torch
+    with contextlib.redirect_stdout(sys.stderr):
+        import torch
+        import torch_model  # beside this file: python puts the script's folder first on sys.path
     if not torch.cuda.is_available(): raise RuntimeError('torch has no CUDA device')
     torch.backends.cuda.matmul.allow_tf32 = False; torch.backends.cudnn.allow_tf32 = False
     print(json.dumps({'torch': torch.__version__, 'device': torch.cuda.get_device_name()}), file=out, flush=True)
-except Exception as e:  # no torch, no CUDA, no reference: the benchmark says so and goes on without its peer
+except Exception as e:  # no torch, no CUDA: the benchmark says so and goes on without its peer
     print(json.dumps({'absent': f'{type(e).__name__}: {e}'}), file=out, flush=True); sys.exit(0)
 
-F = ref.F; dev = ref.dev
+dev = 'cuda'
 models = {}
 
 
@@ -47,17 +44,9 @@ def matmul(q):
 
 
 def step(q):
-    V, d, L, h, ff, B, T = q['row']; key = ('step', tuple(q['row']))
+    key = ('step', tuple(q['row']))
     if key not in models:
-        torch.manual_seed(0)
-        m = ref.Model(V, d, L, h, ff, T).to(dev); opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-        ids = torch.randint(1, V - 1, (B, T), device=dev)
-        mask = torch.zeros(B, T - 1, device=dev); mask[:, T // 2 - 1:] = 1
-
-        def run():  # the reference's bench_step step
-            lp = F.log_softmax(m(ids[:, :-1]), -1)
-            loss = -(lp.gather(-1, ids[:, 1:, None])[..., 0] * mask).sum() / mask.sum()
-            opt.zero_grad(set_to_none=True); loss.backward(); opt.step(); return loss
+        run = torch_model.sft_step(q['row'], dev)
         for _ in range(3): run()
         models[key] = run
     ms, loss = timed(models[key], q.get('steps', 2))

@@ -1,6 +1,6 @@
 /**
- * The model sizes of issue 10's table, as in ../shared/tools/torch_reference_step.py (its `step` rows and its
- * `real` row: plain multi-head attention, RMSNorm eps 1e-6, SwiGLU, tied head), plus the trainer's default model.
+ * The model sizes of issue 10's table, the same for our side and PyTorch's (bench/torch_model.py: plain multi-head
+ * attention, RMSNorm eps 1e-6, SwiGLU, tied head), plus the trainer's default model.
  * An SFT step is forward + backward + AdamW on a [B, T] batch of random tokens whose second half is the target,
  * as the PyTorch reference does (it scores T - 1 positions; our `sftLoss` runs the LM head on the target half).
  */

@@ -1,6 +1,7 @@
 /**
- * The PyTorch peer on the same GPU (bench/torch_gpu.py), one long-lived process answering one JSON task a line,
- * so the benchmark interleaves its rounds with the peer's without paying CUDA's start-up each time.
+ * The PyTorch peer on the same GPU (bench/torch_gpu.py, its model and step in bench/torch_model.py), one long-lived
+ * process answering one JSON task a line, so the benchmark interleaves its rounds with the peer's without paying
+ * CUDA's start-up each time.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -12,22 +13,6 @@ import { fileURLToPath } from 'node:url';
 function roots(): string[] {
   const here = dirname(fileURLToPath(import.meta.url));
   return [...new Set([process.cwd(), resolve(here, '..', '..'), resolve(here, '..', '..', '..')])];
-}
-
-/**
- * torch_reference_step.py: RLVR_TORCH_REFERENCE if set, else the copy the GPU pack puts in `.gpu/`, else
- * `../shared/tools/` beside the checkout (or beside main's, from a worktree under `wt/`); null if none is there.
- */
-export function locateTorchReference(): string | null {
-  const env = process.env.RLVR_TORCH_REFERENCE;
-  if (env) return existsSync(env) ? resolve(env) : null;
-  for (const root of roots()) {
-    for (const rel of ['.gpu', '../shared/tools', '../../shared/tools']) {
-      const p = resolve(root, rel, 'torch_reference_step.py');
-      if (existsSync(p)) return p;
-    }
-  }
-  return null;
 }
 
 const peerScript = (): string | null =>
@@ -55,13 +40,11 @@ export class TorchPeer {
     readonly description: string,
   ) {}
 
-  /** Start the peer: the peer, or why there is none (no python3, no torch, no CUDA, no reference script). */
+  /** Start the peer: the peer, or why there is none (no python3, no torch, no CUDA). */
   static async start(python = process.env.RLVR_PYTHON ?? 'python3'): Promise<TorchPeer | string> {
-    const reference = locateTorchReference();
-    if (!reference) return 'torch_reference_step.py not found (.gpu/, ../shared/tools/ or RLVR_TORCH_REFERENCE)';
     const script = peerScript();
     if (!script) return 'bench/torch_gpu.py not found';
-    const child = spawn(python, [script, reference], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(python, [script], { stdio: ['pipe', 'pipe', 'pipe'] });
     const failed = new Promise<string>((res) => child.once('error', (e) => res(`${python}: ${e.message}`)));
     child.stderr.on('data', () => {}); // warnings of torch/transformers: not ours to print
     const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();

@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
 
 /**
- * Headless Chromium with WebGPU (see shared/specs/webgpu-in-browser.md): Debian's binary, driven by playwright-core
+ * Headless Chromium with WebGPU (SwiftShader where there is no GPU): Debian's binary, driven by playwright-core
  * (which downloads no browser). Without the binary the browser specs skip with one line, except under CI
  * (process.env.CI, set by .ci/run, which installs it), where they fail, as the WebGPU specs do without an adapter.
  */

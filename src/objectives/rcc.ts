@@ -2,8 +2,8 @@ import { ArgumentError, NonFiniteError } from '../core/errors.js';
 import { baselineAdvantages, type AdvantageOptions } from './advantages.js';
 
 /**
- * RCC, Reward-Confidence Correction (section RCC of the shared spec ../shared/specs/objectives.md): a per-group
- * baseline for the importance-weighted policy gradient w * grad log pi * (r - b), w = exp(delta), delta the
+ * RCC, Reward-Confidence Correction (the BICC paper's second mechanism; docs/ARCHITECTURE.md, "Objectives"): a
+ * per-group baseline for the importance-weighted policy gradient w * grad log pi * (r - b), w = exp(delta), delta the
  * sequence log-ratio of the rollout policy against the reference. The variance-minimising constant baseline is
  * b* = E[w^2 r] / E[w^2]; to first order in delta (w^2 ~ 1 + 2 delta) it is b = mean(r) + 2 Cov(r, delta), which
  * needs no extra sampling and reduces to GRPO's mean baseline when delta is constant within the group.

@@ -55,7 +55,7 @@ export type BiccPlacement = 'after-query' | 'before-query';
  * opposite-class traces, q the query):
  * - 'conditioned-policy' (the paper's formula, the default): rho_t = pi_theta(o_t | c, q, o_<t) / pi_old(o_t | q, o_<t);
  *   the policy is scored under the context and differentiated through it, pi_old and pi_ref stay on the plain
- *   prompt (../shared/specs/objectives.md, "BICC").
+ *   prompt (docs/ARCHITECTURE.md, "BICC").
  * - 'conditioned-old' (what the authors' public code sets out to do: its trainer writes the conditioned pass where
  *   pi_old is read): rho_t = pi_theta(o_t | q, o_<t) / pi_old(o_t | c, q, o_<t); the policy is scored on the plain
  *   prompt, and pi_old is the sampling policy's log-probs under the context, computed once per step without a
