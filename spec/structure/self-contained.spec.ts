@@ -51,7 +51,7 @@ describe('the repository names no path outside itself', () => {
     for (const line of [
       `see ${dot2}/shared/specs/gpu-device.md`,
       `python3 ${dot2}/${dot2}/shared/tools/torch_reference_step.py`,
-      `(see shared/specs/webgpu-in-node.md)`,
+      `(see shared/${'specs'}/webgpu-in-node.md)`,
       `bash .${'gpu'}/run.sh npm run bench:gpu`,
       `bash ${dot2}/shared/tools/${'gpu'}-pack.sh`,
       `cat /${'work'}/briefs/x.md`,
