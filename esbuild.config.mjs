@@ -4,9 +4,11 @@
 // `--example-page` also builds the training page of examples/browser into dist/examples/browser/page.
 // `--cli` builds only the library entry and the CLI (what `rlvr` runs), and only when they are missing or older
 // than a source they were built from (`cliIsStale`, which the `rlvr` launcher in bin/ checks itself first).
-// Types (.d.ts) are emitted separately by `tsc -p tsconfig.build.json` (see the `build` script).
+// `--package` builds what the npm package ships (package.json's `files`, `prepack`): the library entry, the CLI and
+// the page bundle, without source maps, and clears dist/types for the declarations `prepack` emits next.
+// Types (.d.ts) are emitted separately by `tsc -p tsconfig.build.json` (see the `build` and `prepack` scripts).
 import { build } from 'esbuild';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildBrowserExample, buildForBrowser } from './esbuild.browser.mjs';
@@ -40,9 +42,10 @@ export function cliIsStale(root = '.') {
   return inputs.some((f) => !existsSync(join(root, f)) || statSync(join(root, f)).mtimeMs > built);
 }
 
-async function buildCli() {
+async function buildCli(options = {}) {
   const result = await build({
     ...common,
+    ...options,
     entryPoints: { index: 'src/index.ts', 'cli/main': 'src/cli/main.ts' },
     outdir: 'dist',
     metafile: true,
@@ -56,6 +59,12 @@ async function buildCli() {
 const isMain = process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1];
 if (isMain && process.argv.includes('--cli')) {
   if (cliIsStale()) await buildCli();
+} else if (isMain && process.argv.includes('--package')) {
+  // The package holds no sources, so a map would point at files it lacks: its bundles carry none.
+  await buildCli({ sourcemap: false });
+  await buildForBrowser({ entryPoints: { index: 'src/index.ts' }, outdir: 'dist/browser', sourcemap: false });
+  // Declarations of a file no longer reached from src/index.ts must not ship.
+  rmSync('dist/types', { recursive: true, force: true });
 } else if (isMain) {
   const examples = readdirSync('examples')
     .filter((f) => f.endsWith('.ts'))

@@ -1,3 +1,6 @@
+// The WebGPU backend's declarations name GPUDevice, GPUBuffer, ...: a user's compilation needs these globals too
+// (`preserve` keeps the directive in dist/types/index.d.ts; the package comes from `webgpu`'s dependencies).
+/// <reference types="@webgpu/types" preserve="true" />
 /** Public entry point: tensors, autodiff transformations, ops and backends. */
 export type { Backend, KernelTensor, MemoryInfo, Storage } from './core/backend.js';
 export { readBackBytes, resetReadBackBytes } from './core/backend.js';
