@@ -13,8 +13,6 @@
  * With `--lora-r R` the same job trains LoRA adapters of rank R on every linear layer in RL, on the base its
  * warm-start made (every weight), at LoRA's default learning rate unless `--learning-rate` is given.
  */
-import { writeFileSync } from 'node:fs';
-import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';
@@ -28,26 +26,8 @@ import {
   type MetricRecord,
   type TrainConfig,
 } from '../src/index.js';
-import { lineChartSvg } from './plot.js';
-
-/** The settings that make the main job's regime, as summary.json records them. */
-const REGIME_KEYS = [
-  'task',
-  'digits',
-  'warmStartSteps',
-  'warmStartUntil',
-  'objective',
-  'steps',
-  'learningRate',
-  'warmupSteps',
-  'temperature',
-  'promptsPerStep',
-  'numGenerations',
-  'evalEvery',
-  'evalPrompts',
-  'evalK',
-  'lora',
-] as const satisfies readonly (keyof TrainConfig)[];
+// curves.svg and summary.json, as `rlvr train --output` writes them.
+import { writeRunReport } from '../src/cli/run-report.js';
 
 const { values } = parseArgs({
   options: {
@@ -103,36 +83,30 @@ console.log(
 const training = describeTraining(c, values['learning-rate'] !== undefined);
 if (training) console.log(training);
 
-const rewards: { x: number; y: number }[] = [];
-const passAt1: { x: number; y: number }[] = [];
-const validation: { step: number; pass_at_1: number }[] = [];
-let warmStartSteps = 0;
+const rewards: number[] = [];
 const mean = (xs: readonly number[]): number => xs.reduce((s, x) => s + x, 0) / xs.length;
 const bar = (x: number): string => '#'.repeat(Math.round(40 * Math.max(0, Math.min(1, x))));
 // Step 1 and every 10th (and the last) of each phase: the run speaks from its first step.
 const shown = (step: number, total: number): boolean => step === 1 || step % 10 === 0 || step === total;
 const show = (r: MetricRecord): void => {
   if (r.phase === 'warmstart') {
-    warmStartSteps = r.step;
     if (shown(r.step, c.warmStartSteps))
       console.log(`warm-start ${r.step}/${c.warmStartSteps}: loss ${Number(r.loss).toFixed(4)}`);
   }
   if (r.phase === 'rl') {
-    rewards.push({ x: r.step, y: Number(r.reward) });
+    rewards.push(Number(r.reward));
     if (shown(r.step, c.steps)) {
-      const last = mean(rewards.slice(-10).map((p) => p.y));
+      const last = mean(rewards.slice(-10));
       console.log(`rl ${r.step}/${c.steps}: reward (mean of last 10 steps) ${last.toFixed(3)} ${bar(last)}`);
     }
   }
   if (r.phase === 'eval' && r.label === 'warmstart-validation') {
-    validation.push({ step: r.step, pass_at_1: Number(r.pass_at_1) });
     // Checked every 2 steps; shown every 10th and when it reaches the target.
     if (r.step % 10 === 0 || Number(r.pass_at_1) >= (c.warmStartUntil ?? 1))
       console.log(`warm-start ${r.step}: greedy pass@1 on training problems ${Number(r.pass_at_1).toFixed(3)}`);
     return;
   }
   if (r.phase === 'eval') {
-    passAt1.push({ x: r.at === 'warmstart' ? 0 : r.step, y: Number(r.pass_at_1) });
     console.log(`eval ${r.label}: held-out pass@1 ${Number(r.pass_at_1).toFixed(3)}`);
   }
 };
@@ -146,36 +120,12 @@ backend.dispose();
 const seconds = (performance.now() - t0) / 1000;
 const cpu = process.cpuUsage(cpu0);
 
-// Reward as a 10-step trailing mean (one step's 128 rollouts are noisy), pass@1 at each evaluation.
-const smooth = rewards.map((p, i) => ({ x: p.x, y: mean(rewards.slice(Math.max(0, i - 9), i + 1).map((q) => q.y)) }));
-writeFileSync(
-  join(output, 'curves.svg'),
-  await lineChartSvg(
-    `${c.objective} on addition ${JSON.stringify(c.digits)}, seed ${seed}`,
-    'RL step',
-    'reward, pass@1',
-    [
-      { name: 'training reward (10-step mean)', points: smooth },
-      { name: 'held-out pass@1 (greedy)', points: passAt1 },
-    ],
-  ),
+await writeRunReport(
+  output,
+  c,
+  { warmStart: result.warmStart?.passAt1 ?? null, final: result.final.passAt1 },
+  { backend: described, wallSeconds: seconds, cpuSeconds: (cpu.user + cpu.system) / 1e6 },
 );
-const round = (x: number): number => Math.round(x * 1e4) / 1e4;
-const summary = {
-  seed,
-  config: Object.fromEntries(REGIME_KEYS.map((k) => [k, c[k]])),
-  backend: described,
-  warmStartStepsTaken: warmStartSteps,
-  warmStartValidation: validation,
-  warmStartPassAt1: result.warmStart?.passAt1 ?? null,
-  finalPassAt1: result.final.passAt1,
-  evaluations: passAt1,
-  rewards: rewards.map((p) => round(p.y)),
-  wallSeconds: Math.round(seconds),
-  cpuSeconds: Math.round((cpu.user + cpu.system) / 1e6),
-  host: { cpus: cpus().length, loadavg1AtEnd: round(loadavg()[0]!) },
-};
-writeFileSync(join(output, 'summary.json'), `${JSON.stringify(summary, null, 2)}\n`);
 console.log(`\nmetrics.jsonl, curves.svg and summary.json are in ${output}`);
 console.log(
   `${heldOutLine(result.final.prompts, result.warmStart?.passAt1 ?? null, result.final.passAt1, rlLabel(c))}, ` +

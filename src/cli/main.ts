@@ -6,6 +6,7 @@ import { EXPORT_USAGE, parseExportArgs, parseTrainArgs, TRAIN_USAGE } from './ar
 import { exportConfig, resolveExport, writeOutput } from './export-config.js';
 import { runExportData } from './export-data.js';
 import { createProgress } from './progress.js';
+import { writeRunReport } from './run-report.js';
 import { heldOutLine, train } from '../training/trainer.js';
 import { describeTraining, rlLabel } from '../training/trains.js';
 import { OBJECTIVES } from '../objectives/registry.js';
@@ -39,15 +40,17 @@ async function runTrain(argv: string[]): Promise<number> {
     return EXIT.usage;
   }
   const stop = stopOnSignals();
+  const [t0, cpu0] = [performance.now(), process.cpuUsage()];
   const backend = await openBackend(
     cfg.right.backend,
     cfg.right.threads === null ? {} : { threads: cfg.right.threads },
   );
-  console.log(`rlvr: backend ${backend.describe()}`);
+  const described = backend.describe();
+  console.log(`rlvr: backend ${described}`);
   const given = argv.some((a) => a === '--learning-rate' || a.startsWith('--learning-rate='));
   const training = describeTraining(cfg.right, given);
   if (training) console.log(`rlvr: ${training}`);
-  const progress = createProgress();
+  const progress = createProgress({ warmStartUntil: cfg.right.warmStartUntil });
   let result: Awaited<ReturnType<typeof train>>;
   try {
     result = await train(cfg.right, {
@@ -79,6 +82,16 @@ async function runTrain(argv: string[]): Promise<number> {
     console.log(`rlvr: ${what} (Hugging Face format) in ${join(out, 'model')}`);
   }
   const { final, warmStart } = result;
+  if (out) {
+    const cpu = process.cpuUsage(cpu0);
+    const written = await writeRunReport(
+      out,
+      cfg.right,
+      { warmStart: warmStart?.passAt1 ?? null, final: final.passAt1 },
+      { backend: described, wallSeconds: (performance.now() - t0) / 1000, cpuSeconds: (cpu.user + cpu.system) / 1e6 },
+    );
+    console.log(`rlvr: reward and held-out pass@1 by RL step, and the run's summary: ${written.join(', ')}`);
+  }
   console.log(heldOutLine(final.prompts, warmStart?.passAt1 ?? null, final.passAt1, rlLabel(cfg.right)));
   return EXIT.ok;
 }

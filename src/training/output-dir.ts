@@ -56,7 +56,7 @@ export const resumesInPlace = (output: string, resume: string | null): boolean =
 
 /**
  * What a run writes into its directory (and nothing else may be deleted by --overwrite); `curves.svg` and
- * `summary.json` are what the main job (examples/train-addition.ts) writes beside the metrics.
+ * `summary.json` are what `rlvr train --output` and the main job write beside the metrics (src/cli/run-report.ts).
  */
 const RUN_ENTRY =
   /^(metrics\.jsonl|curves\.svg|summary\.json|(checkpoint|reference|base|adapter|model)(\.(gen|link)-\d+|\.(tmp|old)-[\w.-]+)?|\.write-probe-\d+|\.rlvr-lock(\.[\w-]+)?)$/;
