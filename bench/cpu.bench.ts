@@ -27,6 +27,7 @@ import * as T from '../src/index.js';
 import { adamwInit, adamwStep, initParams, type TransformerConfig, type TransformerParams } from '../src/nn/index.js';
 import { sampleRollouts, sftLoss, type SequenceBatch } from '../src/rl/index.js';
 import { additionTask, sampleProblems, tokenizerFor, type Tokenizer } from '../src/tasks/index.js';
+import { createStages } from '../src/cli/progress.js';
 import { argValue, hasFlag, median } from './lib/common.js';
 import { batchFor, MODEL_SIZES, withoutEos } from './lib/models.js';
 
@@ -65,9 +66,16 @@ interface Contender {
   readonly run: () => Promise<number[]>;
 }
 
-async function interleave(contenders: readonly Contender[]): Promise<Map<string, number[]>> {
+/** Every contender once a round, ROUNDS rounds; each round is a stage of the progress lines. */
+async function interleave(what: string, contenders: readonly Contender[]): Promise<Map<string, number[]>> {
   const times = new Map<string, number[]>(contenders.map((c) => [c.name, []]));
-  for (let r = 0; r < ROUNDS; r++) for (const c of contenders) times.get(c.name)!.push(...(await c.run()));
+  const stages = createStages(ROUNDS);
+  for (let r = 0; r < ROUNDS; r++) {
+    stages.start(`${what}: round ${r + 1} of ${contenders.length} contenders`);
+    for (const c of contenders) times.get(c.name)!.push(...(await c.run()));
+    stages.done();
+  }
+  stages.stop();
   return times;
 }
 
@@ -243,7 +251,7 @@ async function benchMatmul(): Promise<void> {
         },
       });
     contenders.push(...torchContenders(['matmul', '--n', String(n), '--reps', String(reps)]));
-    const times = await interleave(contenders);
+    const times = await interleave(`matmul ${n}^3`, contenders);
     table(`matmul ${n}^3 (f32)`, times, (ms) => `${((2 * n ** 3) / ms / 1e6).toFixed(1)}`, 'GFLOP/s');
     const fractions = mine.flatMap((b) => {
       const ceiling = ceilings.get(ceilingKey(b));
@@ -334,7 +342,7 @@ async function benchStep(): Promise<void> {
     const tokens = batch.batchSize * (batch.promptLen + batch.completionLen);
     table(
       `SFT step, ${title}`,
-      await interleave(contenders),
+      await interleave(`SFT step, ${title}`, contenders),
       (ms) => `${((tokens / ms) * 1000).toFixed(0)}`,
       'tokens/s',
     );
@@ -377,7 +385,7 @@ async function benchSample(): Promise<void> {
     const rows = prompts.length * 8;
     table(
       `KV-cache sampling, ${rows} rows x ${maxNew} new tokens (default model, temperature 1)`,
-      await interleave(contenders),
+      await interleave(`KV-cache sampling, ${maxNew} new tokens`, contenders),
       (ms) => `${(((rows * maxNew) / ms) * 1000).toFixed(0)}`,
       'tokens/s',
     );

@@ -3,8 +3,9 @@
  * random bf16 weights written on the spot by the project's own saver, the real Qwen3 tokenizer), trained with
  * `rlvr train --model DIR --lora-r 16 --lora-target-modules all-linear --gradient-checkpointing` inside the CPU
  * backend's 4 GiB, against PyTorch doing the same LoRA step on the same cores (bench/lora_torch.py), in
- * interleaved rounds. Prints each round's rollout and update seconds, the process's peak RSS and the ratios
- * (minimum and median).
+ * interleaved rounds. Shows its progress (a stage per model build and per side and round: about 3 minutes each
+ * at the defaults on 2 cores, with a line every 30 s while one runs when stdout is not a terminal) and ends with a
+ * table: each round's rollout and update seconds, the process's peak RSS and the ratios (minimum and median).
  *
  *   npm run bench:lora-real [-- --rounds 2 --steps 1 --prompts 4 --generations 4 --new 64 --threads 2 --no-torch]
  *
@@ -12,7 +13,7 @@
  * system's temporary directory, removed at the end) and both read it. `--merged-export` instead writes the model
  * merged with random adapters as f32 (about 2.4 GB) and checks that it loads back to the adapted model's logits.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,6 +30,8 @@ import {
   type MetricRecord,
   type TransformerConfig,
 } from '../src/index.js';
+import { createStages } from '../src/cli/progress.js';
+import { loraRealTable, type SideRun } from './lib/lora-real-report.js';
 
 const { values } = parseArgs({
   options: {
@@ -190,61 +193,68 @@ function tensorOf(ids: number[], backend: CpuBackend) {
   return tensorFrom(new Int32Array(ids), [1, ids.length], { dtype: 'i32', backend });
 }
 
-function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Record<string, unknown> {
-  const r = spawnSync(cmd, args, { encoding: 'utf8', env: { ...process.env, ...env }, maxBuffer: 1 << 26 });
-  const line = r.stdout.split('\n').find((l) => l.startsWith('{'));
-  if (r.status !== 0 || !line)
-    throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}):\n${r.stderr.slice(-3000)}`);
-  return JSON.parse(line) as Record<string, unknown>;
+/** A child process to its end, asynchronously (the progress keeps ticking): its JSON line, or why it failed. */
+function run(cmd: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-3000)));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      const line = stdout.split('\n').find((l) => l.startsWith('{'));
+      if (code !== 0 || !line) reject(new Error(`${cmd} ${args.join(' ')} failed (${code}):\n${stderr}`));
+      else resolve(JSON.parse(line) as Record<string, unknown>);
+    });
+  });
 }
-
-const fmt = (xs: number[]): string => {
-  const s = [...xs].sort((a, b) => a - b);
-  return `min ${s[0]!.toFixed(1)} median ${s[Math.floor(s.length / 2)]!.toFixed(1)}`;
-};
 
 async function main(): Promise<void> {
   if (values.build) return build(values.build);
   if (values.ours) return ours(values.ours);
   if (values.merge) return mergedExport(values.merge);
+  const rounds = Number(values.rounds);
+  const torch = !values['no-torch'];
+  const stages = createStages(1 + (values['merged-export'] ? 1 : rounds * (torch ? 2 : 1)));
   const dir = mkdtempSync(join(tmpdir(), 'rlvr-qwen3-0.6b-'));
   try {
-    const t0 = performance.now();
-    run(process.execPath, [process.argv[1]!, '--build', dir]);
-    console.log(`wrote a Qwen3-0.6B-shaped bf16 model in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    stages.start('writing a Qwen3-0.6B-shaped bf16 model');
+    await run(process.execPath, [process.argv[1]!, '--build', dir]);
+    stages.done();
     if (values['merged-export']) {
+      stages.start('merged f32 export, loaded back');
+      const r = await run(process.execPath, [process.argv[1]!, '--merge', dir, '--threads', values.threads!]);
+      stages.done();
+      stages.stop();
       console.log(
-        JSON.stringify(run(process.execPath, [process.argv[1]!, '--merge', dir, '--threads', values.threads!])),
+        `merged model.safetensors: ${r.merged_file_bytes} bytes written in ${Number(r.write_seconds).toFixed(1)} s; ` +
+          `reloaded logits within ${Number(r.max_abs_logit_difference).toExponential(2)} of the adapted model's ` +
+          `(largest logit ${Number(r.largest_logit).toFixed(2)}; bound 1e-5 of it): ${r.within ? 'pass' : 'FAIL'}`,
       );
       return;
     }
-    const mine: Record<string, unknown>[] = [];
-    const peer: Record<string, unknown>[] = [];
+    const mine: SideRun[] = [];
+    const peer: SideRun[] = [];
     const self = [process.argv[1]!, '--ours', dir, '--steps', values.steps!, '--threads', values.threads!];
     const shape = ['--prompts', values.prompts!, '--generations', values.generations!, '--new', values.new!];
-    for (let round = 0; round < Number(values.rounds); round++) {
-      mine.push(run(process.execPath, [...self, ...shape]));
-      console.log(JSON.stringify(mine.at(-1)));
-      if (values['no-torch']) continue;
+    const step = (r: SideRun): string =>
+      `rollout ${r.sample_seconds.map((x) => x.toFixed(1)).join(', ')} s, update ${r.update_seconds.map((x) => x.toFixed(1)).join(', ')} s`;
+    for (let round = 1; round <= rounds; round++) {
+      stages.start(`round ${round}/${rounds}: ours (rlvr train --model, LoRA r 16)`);
+      mine.push((await run(process.execPath, [...self, ...shape])) as unknown as SideRun);
+      stages.done(step(mine.at(-1)!));
+      if (!torch) continue;
+      stages.start(`round ${round}/${rounds}: PyTorch (bench/lora_torch.py)`);
       const env = { OPENBLAS_NUM_THREADS: values.threads!, OMP_WAIT_POLICY: 'PASSIVE' };
       const t = ['bench/lora_torch.py', '--model', dir, '--steps', values.steps!, '--threads', values.threads!];
-      peer.push(run('/usr/bin/python3', [...t, ...shape], env));
-      console.log(JSON.stringify(peer.at(-1)));
+      peer.push((await run('/usr/bin/python3', [...t, ...shape], env)) as unknown as SideRun);
+      stages.done(step(peer.at(-1)!));
     }
-    const secs = (rs: Record<string, unknown>[], k: string): number[] => rs.flatMap((r) => r[k] as number[]);
-    for (const k of ['sample_seconds', 'update_seconds']) {
-      console.log(`ours ${k}: ${fmt(secs(mine, k))}${peer.length ? `; torch ${fmt(secs(peer, k))}` : ''}`);
-      if (peer.length) {
-        const ratio = (f: (xs: number[]) => number) => (f(secs(mine, k)) / f(secs(peer, k))).toFixed(2);
-        const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-        console.log(`  ratio ours / torch: min ${ratio((xs) => Math.min(...xs))}, median ${ratio(med)}`);
-      }
-    }
-    const rss = (rs: Record<string, unknown>[]) => Math.max(...rs.map((r) => r.peak_rss_bytes as number)) / 2 ** 30;
-    console.log(
-      `peak RSS: ours ${rss(mine).toFixed(2)} GiB${peer.length ? `, torch ${rss(peer).toFixed(2)} GiB` : ''}`,
-    );
+    stages.stop();
+    console.log(`\n${loraRealTable(mine, peer)}`);
   } finally {
+    stages.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }

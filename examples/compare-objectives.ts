@@ -1,6 +1,7 @@
 /**
  * GRPO vs ConSPO on the same seeds: one shared warm-start per seed (so both start from the same policy), then RL
- * with each objective. Writes every metric as JSON lines, a reward-curve plot as SVG (vega-lite) and a summary.
+ * with each objective. Writes every metric as JSON lines, a reward-curve plot as SVG (vega-lite) and a summary;
+ * prints each run's progress as `rlvr train` does, and ends with a table of the runs.
  *
  *   npm run example:compare [-- --seeds 0,1 --steps 120 --output runs/compare]
  */
@@ -10,8 +11,10 @@ import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';
 import { parseTrainConfig, train, type MetricRecord, type objectives as obj } from '../src/index.js';
 
-type ObjectiveName = obj.ObjectiveName;
+import { createProgress, markdownTable } from '../src/cli/progress.js';
 import { lineChartSvg, smooth } from './plot.js';
+
+type ObjectiveName = obj.ObjectiveName;
 
 const { values } = parseArgs({
   options: {
@@ -24,6 +27,18 @@ const { values } = parseArgs({
 const seeds = values.seeds.split(',').map(Number);
 const objectives = values.objectives.split(',') as ObjectiveName[];
 mkdirSync(values.output, { recursive: true });
+
+/** A run's progress, as `rlvr train` prints it. */
+function shown(warmStartUntil: number | null) {
+  const progress = createProgress({ warmStartUntil });
+  return {
+    onProgress: (p: Parameters<typeof progress.step>[0]) => progress.step(p),
+    onRecord: (r: MetricRecord) => {
+      if (r.phase === 'eval') progress.eval(r);
+    },
+    stop: () => progress.stop(),
+  };
+}
 
 interface RunSummary {
   objective: string;
@@ -39,7 +54,10 @@ for (const seed of seeds) {
   const wsDir = join(values.output, `warmstart-seed${seed}`);
   const ws = parseTrainConfig({ seed, steps: 0, outputDir: wsDir });
   if (E.isLeft(ws)) throw ws.left;
-  await train(ws.right);
+  console.log(`seed ${seed}: the shared warm-start`);
+  const wsProgress = shown(ws.right.warmStartUntil);
+  await train(ws.right, { onProgress: wsProgress.onProgress, onRecord: wsProgress.onRecord });
+  wsProgress.stop();
   for (const objective of objectives) {
     const cfg = parseTrainConfig({
       seed,
@@ -50,7 +68,16 @@ for (const seed of seeds) {
     });
     if (E.isLeft(cfg)) throw cfg.left;
     const records: MetricRecord[] = [];
-    const result = await train(cfg.right, { onRecord: (r) => records.push(r) });
+    console.log(`seed ${seed}: ${objective}`);
+    const progress = shown(null);
+    const result = await train(cfg.right, {
+      onProgress: progress.onProgress,
+      onRecord: (r) => {
+        records.push(r);
+        progress.onRecord(r);
+      },
+    });
+    progress.stop();
     const rewards = records.filter((r) => r.phase === 'rl').map((r) => ({ x: r.step, y: Number(r.reward) }));
     summaries.push({
       objective,
@@ -89,4 +116,14 @@ writeFileSync(
     2,
   ),
 );
-console.log(`wrote ${join(values.output, 'reward-curves.svg')} and summary.json`);
+console.log(`\nwrote ${join(values.output, 'reward-curves.svg')} and summary.json\n`);
+console.log(
+  markdownTable(
+    ['objective', 'seed', 'held-out pass@1 after warm-start', 'after RL', 'avg@k after RL'],
+    summaries.map((s) => [
+      s.objective,
+      String(s.seed),
+      ...[s.warmStartPassAt1, s.finalPassAt1, s.finalAvgAtK].map((x) => x.toFixed(3)),
+    ]),
+  ),
+);

@@ -20,6 +20,7 @@
  *   npm run example:lora-plateau [-- --steps 600 --seed 0 --threads 1 --variants full,lora,...]
  */
 import { parseArgs } from 'node:util';
+import { createStages } from '../src/cli/progress.js';
 import {
   adamwInit,
   adamwStep,
@@ -156,7 +157,7 @@ async function logitRange(params: TransformerParams, tokens: Tensor): Promise<{ 
   return { max, bound: rowMax * gMax * Math.sqrt(config.dModel) };
 }
 
-async function run(variant: Variant): Promise<void> {
+async function run(variant: Variant): Promise<string> {
   const t0 = performance.now();
   const rng = new Rng(seed);
   const base = initParams(config, rng, { backend, std: variant === 'lora-embed-std-0.2' ? 0.2 : 0.02 });
@@ -196,19 +197,30 @@ async function run(variant: Variant): Promise<void> {
   const range = await logitRange(policy, tokens);
   tokens.dispose();
   const seconds = ((performance.now() - t0) / 1000).toFixed(0);
-  console.log(
+  return (
     `| ${variant} | ${at(50)} | ${at(200)} | ${at(steps)} | ${passAt1.toFixed(3)} | ${range.max.toFixed(2)} | ` +
-      `${range.bound.toFixed(2)} | ${seconds} |`,
+    `${range.bound.toFixed(2)} | ${seconds} |`
   );
 }
 
 console.log(
   `seed ${seed}, ${steps} supervised steps of ${cfg.warmStartBatchSize} (d_model ${config.dModel}, vocabulary ${config.vocabSize})`,
 );
-console.log('| variant | loss @50 | loss @200 | loss @last | greedy pass@1 | max abs logit | frozen-head bound | s |');
-console.log('|---|---|---|---|---|---|---|---|');
-for (const v of values.variants.split(',') as Variant[]) {
+const asked = values.variants.split(',') as Variant[];
+for (const v of asked)
   if (!VARIANTS.includes(v)) throw new Error(`unknown variant ${v}: one of ${VARIANTS.join(', ')}`);
-  await run(v);
+// A variant runs for minutes: a line when each starts and ends, and every 30 s between; the table at the end.
+const stages = createStages(asked.length);
+const rows: string[] = [];
+for (const v of asked) {
+  stages.start(`${v}: ${steps} steps`);
+  rows.push(await run(v));
+  stages.done();
 }
+stages.stop();
+console.log(
+  '\n| variant | loss @50 | loss @200 | loss @last | greedy pass@1 | max abs logit | frozen-head bound | s |',
+);
+console.log('|---|---|---|---|---|---|---|---|');
+for (const row of rows) console.log(row);
 backend.dispose();

@@ -128,10 +128,29 @@ async function main(): Promise<void> {
       ...seeds.flatMap((s) => variants.filter((v) => !have.has(`${v}/${s}`)).map((v) => () => runVariant(s, v))),
     ];
     let next = 0;
+    let finished = 0;
+    const t0 = performance.now();
+    // Each run takes minutes and prints when it ends: between, a line every minute says where the study is.
+    const heartbeat = setInterval(
+      () =>
+        console.log(
+          `${finished} of ${queue.length} runs done, ${next - finished} running, ` +
+            `${Math.round((performance.now() - t0) / 1000)} s`,
+        ),
+      60_000,
+    );
+    heartbeat.unref();
     const worker = async (): Promise<void> => {
-      while (next < queue.length) await queue[next++]!();
+      while (next < queue.length) {
+        await queue[next++]!();
+        finished += 1;
+      }
     };
-    await Promise.all(Array.from({ length: Number(values.jobs) }, worker));
+    try {
+      await Promise.all(Array.from({ length: Number(values.jobs) }, worker));
+    } finally {
+      clearInterval(heartbeat);
+    }
   }
   report(done());
 }

@@ -24,7 +24,8 @@ export async function lineChartSvg(
     encoding: {
       x: { field: 'x', type: 'quantitative', title: xTitle, axis: { format: 'd' } },
       y: { field: 'y', type: 'quantitative', title: yTitle },
-      color: { field: 'series', type: 'nominal', title: null },
+      // No label limit: vega's default (160 px) cut names with an ellipsis.
+      color: { field: 'series', type: 'nominal', title: null, legend: { labelLimit: 0 } },
     },
   };
   const view = new View(parse(compile(spec).spec), { renderer: 'none' });

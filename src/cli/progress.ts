@@ -84,3 +84,74 @@ export function createProgress(opts: { tty?: boolean; every?: number; warmStartU
     stop: stopBar,
   };
 }
+
+/**
+ * Progress through the stages of a long command (a benchmark's rounds, an example's runs), so that none is silent
+ * for minutes: on a TTY a bar with the stage and the time it has run; otherwise a line when a stage starts, one
+ * when it ends (with its seconds) and, while one runs, a line every `heartbeatSeconds` saying it still does. The
+ * heartbeat needs the event loop: run children asynchronously (`spawn`, not `spawnSync`).
+ */
+export interface Stages {
+  start(name: string): void;
+  done(detail?: string): void;
+  stop(): void;
+}
+
+export function createStages(
+  total: number,
+  opts: { tty?: boolean; heartbeatSeconds?: number; log?: (line: string) => void } = {},
+): Stages {
+  const tty = opts.tty ?? Boolean(process.stdout.isTTY);
+  const heartbeat = (opts.heartbeatSeconds ?? 30) * 1000;
+  const log = opts.log ?? ((line: string) => console.log(line));
+  let index = 0;
+  let name = '';
+  let began = 0;
+  let timer: ReturnType<typeof setInterval> | null = null;
+  let bar: cliProgress.SingleBar | null = null;
+  const seconds = (): string => `${Math.round((performance.now() - began) / 1000)} s`;
+  const clear = (): void => {
+    if (timer) clearInterval(timer);
+    timer = null;
+  };
+  return {
+    start(stage) {
+      clear();
+      index += 1;
+      name = stage;
+      began = performance.now();
+      if (tty) {
+        bar ??= new cliProgress.SingleBar(
+          { format: '[{bar}] {value}/{total} | {stage} | {duration_formatted}', hideCursor: true },
+          cliProgress.Presets.shades_classic,
+        );
+        if (index === 1) bar.start(total, 0, { stage });
+        else bar.update(index - 1, { stage });
+        return;
+      }
+      log(`[${index}/${total}] ${stage} ...`);
+      timer = setInterval(() => log(`[${index}/${total}] ${name}: running for ${seconds()}`), heartbeat);
+      timer.unref();
+    },
+    done(detail) {
+      clear();
+      if (bar) bar.update(index, { stage: `${name}: done` });
+      else log(`[${index}/${total}] ${name}: done in ${seconds()}${detail ? ` (${detail})` : ''}`);
+    },
+    stop() {
+      clear();
+      bar?.stop();
+      bar = null;
+    },
+  };
+}
+
+/** A Markdown table: the header row, its rule (numbers right-aligned) and the rows. */
+export function markdownTable(header: readonly string[], rows: readonly (readonly (string | number)[])[]): string {
+  const numeric = header.map((_, i) => rows.length > 0 && rows.every((r) => typeof r[i] === 'number'));
+  return [
+    `| ${header.join(' | ')} |`,
+    `|${numeric.map((n) => (n ? '---:' : '---')).join('|')}|`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
+}
