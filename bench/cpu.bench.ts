@@ -143,7 +143,7 @@ async function benchCeiling(): Promise<void> {
       },
     };
   });
-  const times = await interleave(contenders);
+  const times = await interleave('multiply-add ceiling', contenders);
   console.log('\nmultiply-add ceiling (12 independent f32x4 chains; fma: relaxed_madd, plain: mul then add)');
   console.log('| build, threads | min ms | median ms | GFLOP/s (min) |');
   console.log('|---|---:|---:|---:|');
