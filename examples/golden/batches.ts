@@ -61,6 +61,17 @@ function shuffle<T>(rng: Rng, xs: T[]): T[] {
  * absent (on-policy), sometimes precomputed advantages, micro-batch normalisers and `dr_grpo` widths; with
  * `oldMode: 'extreme'`, log-ratios up to +-60, past the objectives' bound.
  */
+/** What a parsed objective needs of a batch: its kind, the group size, reference log-probs, lengths. */
+export function batchNeeds(name: obj.ObjectiveName, objective: obj.BoundObjective): BatchOptions {
+  const config = objective.config as unknown as Record<string, unknown>;
+  return {
+    kind: objective.usesAdvantages ? 'advantage' : 'contrast',
+    groupSize: (config.numGenerations as number | null) ?? null,
+    withRef: (config.beta as number) > 0 && name !== 'disco',
+    withLengths: config.overlong !== null && config.overlong !== undefined,
+  };
+}
+
 export function randomBatch(rng: Rng, o: BatchOptions): RawBatch {
   const nGroups = 1 + rng.int(3);
   const t = 1 + rng.int(6);

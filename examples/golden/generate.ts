@@ -26,7 +26,7 @@ import {
   verifyBoxed,
   verifyBoxedNumber,
 } from '../../src/index.js';
-import { backend, LOSS_TYPES, out, pick, randomBatch, randomConfig, scaling, toBatch } from './batches.js';
+import { backend, batchNeeds, LOSS_TYPES, out, pick, randomBatch, randomConfig, scaling, toBatch } from './batches.js';
 import { rejectionCases } from './rejections.js';
 
 /** Batches per objective and RCC cases: the issue asks for at least 200 each. */
@@ -51,10 +51,7 @@ function goldenCase(name: obj.ObjectiveName, rng: Rng, i: number, stream: Stream
   if (E.isLeft(parsed)) throw parsed.left;
   const config = parsed.right.config as unknown as Record<string, unknown>;
   const raw = randomBatch(rng, {
-    kind: parsed.right.usesAdvantages ? 'advantage' : 'contrast',
-    groupSize: (config.numGenerations as number | null) ?? null,
-    withRef: (config.beta as number) > 0 && name !== 'disco',
-    withLengths: config.overlong !== null && config.overlong !== undefined,
+    ...batchNeeds(name, parsed.right),
     ...(stream === 'random' ? {} : { oldMode: stream === 'extreme' ? ('extreme' as const) : ('far' as const) }),
     verlShaped: stream === 'dual-clip',
   });

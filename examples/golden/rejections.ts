@@ -8,7 +8,7 @@
  */
 import * as E from 'fp-ts/lib/Either.js';
 import { objectives as obj, Rng, type Tensor, tensor } from '../../src/index.js';
-import { backend, out, pick, randomBatch, randomConfig, type RawBatch, toBatch } from './batches.js';
+import { backend, batchNeeds, out, pick, randomBatch, randomConfig, type RawBatch, toBatch } from './batches.js';
 
 /** Cases per objective. */
 export const REJECTION_CASES = 30;
@@ -53,10 +53,7 @@ function rejectionCase(name: obj.ObjectiveName, rng: Rng, i: number): Record<str
   if (E.isLeft(parsed)) throw parsed.left;
   const config = parsed.right.config as unknown as Record<string, unknown>;
   const raw = randomBatch(rng, {
-    kind: parsed.right.usesAdvantages ? 'advantage' : 'contrast',
-    groupSize: (config.numGenerations as number | null) ?? null,
-    withRef: (config.beta as number) > 0 && name !== 'disco',
-    withLengths: config.overlong !== null && config.overlong !== undefined,
+    ...batchNeeds(name, parsed.right),
   });
   const progress = { step: rng.int(50), totalSteps: 40 + rng.int(20) };
   const patch = randomPatch(rng, raw);
