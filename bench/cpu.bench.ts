@@ -159,6 +159,10 @@ async function benchCeiling(): Promise<void> {
     const ratio = ceilings.get(ceilingKey(fast1))! / ceilings.get(ceilingKey(plain1!))!;
     console.log(`fused / plain ceiling on 1 thread: ${ratio.toFixed(2)}x`);
   }
+  console.log(
+    'Each chain depends on its last result, so the loop is bound by latency where a core has separate multiply and ' +
+      'add pipes (AMD Zen): there a GEMM that keeps its products off the chain can pass it (a fraction above 1 below).',
+  );
 }
 
 // ---- matmul ----
