@@ -3,6 +3,7 @@ import {
   dirname,
   join,
   lstat,
+  makeDirectories,
   mkdir,
   open,
   readdir,
@@ -85,7 +86,7 @@ const discard = (path: string): Promise<void> => rm(path, { recursive: true, for
 export async function writeDirAtomic(dir: string, write: (tmpDir: string) => Promise<void>): Promise<void> {
   const parent = dirname(dir);
   const base = basename(dir);
-  await mkdir(parent, { recursive: true }).catch((e: unknown) => {
+  await makeDirectories(parent).catch((e: unknown) => {
     throw FileSystemError.from(parent, e);
   });
   const current = await lstat(dir).catch(() => null);
@@ -169,7 +170,7 @@ export async function writePlainDirAtomic(dir: string, write: (tmpDir: string) =
   let movedAside = false;
   let placed = false;
   try {
-    await mkdir(parent, { recursive: true });
+    await makeDirectories(parent);
     step = tmp;
     await rm(tmp, { recursive: true, force: true });
     await mkdir(tmp);

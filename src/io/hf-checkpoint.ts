@@ -1,4 +1,4 @@
-import { basename, join, mkdir, readRegularFile, writeFile } from '../platform/files.js';
+import { basename, join, makeDirectories, readRegularFile, writeFile } from '../platform/files.js';
 import { jsonSyntaxDetail } from '../core/errors.js';
 import { fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
@@ -328,7 +328,7 @@ export function saveHfCheckpoint(
 ): TE.TaskEither<CheckpointError, HfSaveResult> {
   return TE.tryCatch(
     async () => {
-      await mkdir(dir, { recursive: true });
+      await makeDirectories(dir);
       const dtype = opts.dtype ?? 'f32';
       const named = tensorsToWrite(toHfNames(params));
       await writeSafetensorsFile(join(dir, HF_FILES.model), named, dtype === 'bf16' ? 'BF16' : 'F32', { format: 'pt' });

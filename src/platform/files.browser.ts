@@ -37,8 +37,9 @@ export const readRegularFile: typeof Node.readRegularFile = nodeOnlyAsync(
 ) as typeof Node.readRegularFile;
 export const isDirectFile: typeof Node.isDirectFile = nodeOnlyAsync('isDirectFile');
 export const appendFileSync: typeof Node.appendFileSync = nodeOnly('appendFileSync');
-export const mkdirSync: typeof Node.mkdirSync = nodeOnly('mkdirSync');
 export const writeSync: typeof Node.writeSync = nodeOnly('writeSync');
+export const makeDirectories: typeof Node.makeDirectories = nodeOnlyAsync('makeDirectories');
+export const makeDirectoriesSync: typeof Node.makeDirectoriesSync = nodeOnly('makeDirectoriesSync');
 export const basename: typeof Node.basename = nodeOnly('basename');
 export const dirname: typeof Node.dirname = nodeOnly('dirname');
 export const join: typeof Node.join = nodeOnly('join');

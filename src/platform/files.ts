@@ -24,17 +24,91 @@ export {
   writeFile,
   type FileHandle,
 } from 'node:fs/promises';
-export { appendFileSync, mkdirSync, writeSync } from 'node:fs';
+export { appendFileSync, writeSync } from 'node:fs';
 export { basename, dirname, join, resolve, sep } from 'node:path';
 
-import { constants } from 'node:fs';
+import { constants, mkdirSync as mkdirNowSync, statSync as statNowSync, type Stats } from 'node:fs';
 import {
   lstat as lstatFile,
+  mkdir as mkdirOne,
   open as openFile,
   realpath as realpathFile,
+  stat as statOne,
   type FileHandle as Handle,
 } from 'node:fs/promises';
-import { notRegularFile } from './errors.js';
+import { dirname as parentOf } from 'node:path';
+import { FileSystemError, notRegularFile } from './errors.js';
+
+/**
+ * Create a directory and its missing parents, one level at a time, each made once. Node 20's
+ * `mkdir(path, { recursive: true })` never settles where a parent exists but takes no new entries with ENOENT
+ * (`/proc/1/x`): it makes the parent again, finds it there, and retries forever, spinning a thread of the pool
+ * that no signal stops. Here the levels to make are found by walking up to the first that exists (as many steps
+ * as the path has components), then made top down, so a level that cannot be made is a `FileSystemError`
+ * naming it. An existing directory is fine; something else in its place is ENOTDIR.
+ */
+export async function makeDirectories(path: string): Promise<void> {
+  const missing: string[] = [];
+  for (let p = path; ; p = parentOf(p)) {
+    const st = await statOne(p).catch((e: NodeJS.ErrnoException) => missingOr(p, e));
+    if (st) {
+      existingDirectory(p, st);
+      break;
+    }
+    missing.push(p);
+    if (parentOf(p) === p) break;
+  }
+  for (const p of missing.reverse()) {
+    await mkdirOne(p).catch(async (e: NodeJS.ErrnoException) => {
+      if (e.code !== 'EEXIST') throw levelFailure(p, e);
+      existingDirectory(p, await statOne(p).catch((err: unknown) => Promise.reject(FileSystemError.from(p, err))));
+    });
+  }
+}
+
+/** `makeDirectories`, synchronously (for a writer that appends synchronously, such as metrics.jsonl's). */
+export function makeDirectoriesSync(path: string): void {
+  const missing: string[] = [];
+  for (let p = path; ; p = parentOf(p)) {
+    let st: Stats | null;
+    try {
+      st = statNowSync(p);
+    } catch (e) {
+      st = missingOr(p, e as NodeJS.ErrnoException);
+    }
+    if (st) {
+      existingDirectory(p, st);
+      break;
+    }
+    missing.push(p);
+    if (parentOf(p) === p) break;
+  }
+  for (const p of missing.reverse()) {
+    try {
+      mkdirNowSync(p);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw levelFailure(p, e as NodeJS.ErrnoException);
+      existingDirectory(p, statNowSync(p));
+    }
+  }
+}
+
+/** null for a level that does not exist yet (ENOENT); any other failure names the level. */
+function missingOr(p: string, e: NodeJS.ErrnoException): null {
+  if (e.code === 'ENOENT') return null;
+  throw FileSystemError.from(p, e);
+}
+
+function existingDirectory(p: string, st: Stats): void {
+  if (!st.isDirectory())
+    throw new FileSystemError(p, 'ENOTDIR', 'exists and is not a directory, so nothing can be created in it (ENOTDIR)');
+}
+
+/** A level that could not be made. ENOENT with its parent in place: the parent takes no new entries (/proc, say). */
+const levelFailure = (p: string, e: NodeJS.ErrnoException): FileSystemError =>
+  e.code === 'ENOENT'
+    ? new FileSystemError(p, 'ENOENT', 'cannot be created: its parent directory takes no new entries (ENOENT)')
+    : FileSystemError.from(p, e);
 
 /**
  * Open a file for reading only if it is a regular file. The open is non-blocking, so a FIFO nobody writes cannot

@@ -1,4 +1,4 @@
-import { appendFileSync, dirname, mkdirSync } from '../platform/files.js';
+import { appendFileSync, dirname, makeDirectoriesSync } from '../platform/files.js';
 import type { Tensor } from '../core/tensor.js';
 
 /** One line of metrics.jsonl: the phase, the step and named numbers. */
@@ -28,7 +28,7 @@ export class MetricsWriter {
   write(record: MetricRecord): void {
     if (!this.path) return;
     if (!this.created) {
-      mkdirSync(dirname(this.path), { recursive: true });
+      makeDirectoriesSync(dirname(this.path));
       this.created = true;
     }
     appendFileSync(this.path, `${JSON.stringify(record)}\n`);

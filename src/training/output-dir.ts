@@ -3,7 +3,7 @@ import {
   join,
   link,
   lstat,
-  mkdir,
+  makeDirectories,
   readdir,
   readRegularFile,
   realpath,
@@ -198,7 +198,7 @@ export async function prepareOutputDir(
 ): Promise<OutputLock> {
   const st = await stat(output).catch((e: NodeJS.ErrnoException) => (e.code === 'ENOENT' ? null : fsError(output)(e)));
   if (st && !st.isDirectory()) throw new OutputDirError(output, 'exists and is not a directory');
-  if (!st) await mkdir(output, { recursive: true }).catch(fsError(output));
+  if (!st) await makeDirectories(output).catch(fsError(output));
   // Taking the lock also proves the directory writable.
   const lock = await acquireLock(output);
   try {

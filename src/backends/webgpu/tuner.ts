@@ -1,4 +1,4 @@
-import { dirname, join, mkdir, readRegularFile, rename, writeFile } from '../../platform/files.js';
+import { dirname, join, makeDirectories, readRegularFile, rename, writeFile } from '../../platform/files.js';
 import { envVar, processTag, userCacheDir } from '../../platform/host.js';
 
 /**
@@ -188,7 +188,7 @@ export class Tuner {
     if (!this.file) return;
     const body: CacheFile = { version: CACHE_VERSION, adapter: this.adapter, choices: this.report() };
     try {
-      await mkdir(dirname(this.file), { recursive: true });
+      await makeDirectories(dirname(this.file));
       const tmp = `${this.file}.${processTag()}.tmp`;
       await writeFile(tmp, `${JSON.stringify(body, null, 1)}\n`);
       await rename(tmp, this.file);
