@@ -128,7 +128,7 @@ export async function rlStep(run: Run, hooks: TrainHooks, faults: RlFaults = {})
   const read = await readMetrics(
     updated ? { ...result.metrics, [STATE_METRIC]: updatedStateCheck(result) } : result.metrics,
   );
-  const skipped = result.skipped ?? (updated ? adoptOrSkip(run, 'rl', read, result) : null);
+  const skipped = result.skipped ?? (updated ? await adoptOrSkip(run, 'rl', read, result) : null);
   const metrics = withoutStateCheck(read);
   run.at.step++;
   const seconds = (performance.now() - t0) / 1000;

@@ -6,7 +6,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { join } from '../platform/files.js';
 import { Rng } from '../core/rng.js';
-import { dispose } from '../core/scope.js';
+import { dispose, tidy } from '../core/scope.js';
 import type { Json } from '../io/checkpoint.js';
 import type { OptimizerState } from '../nn/optim.js';
 import { smallConfig, validateConfig, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
@@ -32,6 +32,7 @@ import type { PyTree } from '../core/pytree.js';
 import { trainableOf } from '../nn/lora.js';
 import { treeLeaves } from '../core/pytree.js';
 import { sumSquares } from '../ops/optim.js';
+import { mul } from '../ops/elementwise.js';
 import type { Tensor } from '../core/tensor.js';
 import { trainsAt, type TrainingPlan } from './trains.js';
 import { recordSettings } from './trainer-state.js';
@@ -273,13 +274,32 @@ export async function save(run: Run, dir: string): Promise<void> {
 
 /**
  * The sum of squares of what an update wrote, the trained weights and AdamW's moments, as one scalar tensor read
- * back with the step's metrics (under `STATE_METRIC`, never recorded): non-finite exactly when some new weight or
- * moment is (or when the sum overflows f32, i.e. some entry is past about 1e19, which is no usable model either).
- * A finite loss and gradient norm do not show this: a learning rate of 1e308 turns every weight into NaN from
+ * back with the step's metrics (under `STATE_METRIC`, never recorded): non-finite when some new weight or moment
+ * is, and also when the f32 sum overflows (some entry past about 1.8e19, which a finite model can hold), so a
+ * non-finite sum is only a suspicion that `stateIsFinite` settles. A finite loss and gradient norm do not show this: a learning rate of 1e308 turns every weight into NaN from
  * finite gradients. Under LoRA only the adapters change, so only they are summed. It only reads.
  */
 export function updatedStateCheck(next: { params: TransformerParams; opt: OptimizerState<PyTree> }): Tensor {
   return sumSquares(treeLeaves([trainableOf(next.params), next.opt.m, next.opt.v]));
+}
+
+/**
+ * Whether every weight and moment an update wrote is finite, entry by entry: the sum of squares of x * 0 over each
+ * tensor is 0 when all its entries are finite and NaN otherwise, and cannot overflow. Asked only when the sum of
+ * squares of `updatedStateCheck` is not finite (one pass over the state, a tensor at a time, so it holds one
+ * tensor's copy more, never the state's).
+ */
+export async function stateIsFinite(next: {
+  params: TransformerParams;
+  opt: OptimizerState<PyTree>;
+}): Promise<boolean> {
+  for (const x of treeLeaves([trainableOf(next.params), next.opt.m, next.opt.v])) {
+    const zero = tidy(() => sumSquares([mul(x, 0)]));
+    const value = (await zero.data())[0]!;
+    zero.dispose();
+    if (value !== 0) return false;
+  }
+  return true;
 }
 
 /** The metrics without the state check's value, as a record shows them. */
@@ -298,17 +318,20 @@ export const donatesUpdates = (cfg: Pick<TrainConfig, 'onNonFinite'>): boolean =
 
 /**
  * Take the new parameters and moments if the step's loss, gradient norm and updated state
- * (`updatedStateCheck`, read as `STATE_METRIC`) are finite. Otherwise stop with a
+ * (`updatedStateCheck`, read as `STATE_METRIC`, and settled by `stateIsFinite` when its sum is not finite) are
+ * finite. Otherwise stop with a
  * `DivergedError` (nothing is saved after it, so the last checkpoint is the last good state), or, with
  * `onNonFinite: 'skip'`, drop the update and keep the state from before the step. Returns what was skipped.
  */
-export function adoptOrSkip(
+export async function adoptOrSkip(
   run: Run,
   phase: 'warmstart' | 'rl',
   metrics: Readonly<Record<string, number>>,
   next: { params: TransformerParams; opt: OptimizerState<PyTree> },
-): string | null {
-  const bad = firstNonFinite(metrics);
+): Promise<string | null> {
+  let bad = firstNonFinite(metrics);
+  // A sum of squares past f32's range with every entry finite is a large model, not a diverged one.
+  if (bad?.[0] === STATE_METRIC && (await stateIsFinite(next))) bad = null;
   // Only the trained part is new each step: a frozen base is shared by the old and the new policy.
   if (!bad) {
     dispose([trainableOf(run.params), run.opt]);

@@ -80,7 +80,7 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
   });
   const read = await readMetrics({ loss: next.loss, grad_norm: next.gradNorm, [STATE_METRIC]: next.stateCheck });
   const [loss, grad_norm] = [read.loss!, read.grad_norm!];
-  const skipped = adoptOrSkip(run, 'warmstart', read, next);
+  const skipped = await adoptOrSkip(run, 'warmstart', read, next);
   run.at.step++;
   const seconds = (performance.now() - t0) / 1000;
   const record: MetricRecord = {
