@@ -59,6 +59,26 @@ export function roundF16(value: number): number {
 /** The f32 value of a bf16 word (exact). */
 export const bf16Value = (word: number): number => fromF32Bits((word & 0xffff) << 16);
 
+/** bf16's largest finite value, 0x7f7f: 3.3895e38 (f32's is 3.4028e38). */
+export const BF16_MAX = bf16Value(0x7f7f);
+
+/**
+ * `values` for a bf16 file, with every finite value that bf16 would round to an infinity written as `BF16_MAX` (its
+ * sign kept), and how many were. Those are |x| >= 3.3961e38, from half a bf16 step above `BF16_MAX` to f32's
+ * largest: each moves by at most one bf16 step (0.4%), where rounding moves any value by up to half of one, and the
+ * file loads as the finite model it was. NaN and the infinities are left as they are. A copy only when one changes.
+ */
+export function saturateBf16(values: Float32Array): { readonly values: Float32Array; readonly count: number } {
+  const bits = new Uint32Array(values.buffer, values.byteOffset, values.length);
+  const overflows = (b: number): boolean => (b & 0x7fffffff) >= 0x7f7f8000 && (b & 0x7fffffff) < 0x7f800000;
+  let count = 0;
+  for (let i = 0; i < bits.length; i++) if (overflows(bits[i]!)) count++;
+  if (count === 0) return { values, count };
+  const out = Float32Array.from(values);
+  for (let i = 0; i < bits.length; i++) if (overflows(bits[i]!)) out[i] = Math.sign(values[i]!) * BF16_MAX;
+  return { values: out, count };
+}
+
 /** The f32 bits of an f16 word (exact; subnormals become f32 normals, NaN payloads are kept). */
 export function f16ToF32Bits(word: number): number {
   const sign = (word & 0x8000) << 16;

@@ -4,8 +4,8 @@ import { fileErrorLine } from '../platform/errors.js';
 import * as E from 'fp-ts/lib/Either.js';
 import * as TE from 'fp-ts/lib/TaskEither.js';
 import type { Backend } from '../core/backend.js';
-import type { DType, HalfDType } from '../core/dtype.js';
-import { halfReader } from '../core/half.js';
+import type { DType, HalfDType, TypedArray } from '../core/dtype.js';
+import { halfReader, saturateBf16 } from '../core/half.js';
 import { getDefaultBackend } from '../core/runtime.js';
 import { dispose } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
@@ -310,10 +310,25 @@ export interface HfSaveOptions {
   readonly companionsFrom?: string;
 }
 
-/** What a save left out. */
+/** What a save left out or changed. */
 export interface HfSaveResult {
   /** Companion files of `companionsFrom` not copied because they are not regular files (a link, a FIFO, ...). */
   readonly skippedCompanions: readonly string[];
+  /** bf16 only: the tensors holding finite values past bf16's range, written as its largest (`saturateBf16`). */
+  readonly saturated: readonly SaturatedTensor[];
+}
+
+/** A tensor some of whose values were written as bf16's largest finite value: its name and how many. */
+export interface SaturatedTensor {
+  readonly name: string;
+  readonly count: number;
+}
+
+/** A tensor's values as a bf16 file holds them: finite past bf16's range saturated, noted in `saturated`. */
+function inBf16Range(name: string, values: TypedArray, saturated: SaturatedTensor[]): Float32Array {
+  const out = saturateBf16(values instanceof Float32Array ? values : Float32Array.from(values));
+  if (out.count > 0) saturated.push({ name, count: out.count });
+  return out.values;
 }
 
 /**
@@ -330,7 +345,10 @@ export function saveHfCheckpoint(
     async () => {
       await makeDirectories(dir);
       const dtype = opts.dtype ?? 'f32';
-      const named = tensorsToWrite(toHfNames(params));
+      const saturated: SaturatedTensor[] = [];
+      const named = tensorsToWrite(toHfNames(params)).map((t) =>
+        dtype === 'bf16' ? { ...t, values: () => t.values().then((v) => inBf16Range(t.name, v, saturated)) } : t,
+      );
       await writeSafetensorsFile(join(dir, HF_FILES.model), named, dtype === 'bf16' ? 'BF16' : 'F32', { format: 'pt' });
       const torchDtype = dtype === 'bf16' ? 'bfloat16' : 'float32';
       const json = toHfConfig(config, { ...opts.extraConfig, torch_dtype: torchDtype, dtype: torchDtype });
@@ -355,7 +373,7 @@ export function saveHfCheckpoint(
           if (data !== null) await writeFile(join(dir, f), data);
         }
       }
-      return { skippedCompanions };
+      return { skippedCompanions, saturated };
     },
     (e) => (e instanceof CheckpointError ? e : new CheckpointError('io', dir, fileErrorLine(dir, e))),
   );

@@ -7,7 +7,14 @@ import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
 import { CheckpointError } from '../io/safetensors.js';
 import { fromHfConfig } from '../io/hf-config.js';
-import { COMPANION_FILES, fileError, HF_FILES, loadHfCheckpoint, saveHfCheckpoint } from '../io/hf-checkpoint.js';
+import {
+  COMPANION_FILES,
+  fileError,
+  HF_FILES,
+  loadHfCheckpoint,
+  saveHfCheckpoint,
+  type HfSaveResult,
+} from '../io/hf-checkpoint.js';
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 import {
   DatasetError,
@@ -93,15 +100,16 @@ export async function loadPretrainedParams(
 
 /**
  * Write the policy as a Hub directory (weights, config, the source directory's tokenizer and generation files).
- * Returns the companion files not copied because they are not regular files of the source (a symbolic link, ...).
+ * Returns what the save left out or changed: the companion files not copied because they are not regular files of
+ * the source (a symbolic link, ...), and in bf16 the tensors whose finite values past its range were saturated.
  */
 export async function savePretrained(
   dir: string,
   params: TransformerParams,
   parts: PretrainedParts,
   dtype: 'f32' | 'bf16',
-): Promise<readonly string[]> {
-  let skipped: readonly string[] = [];
+): Promise<HfSaveResult> {
+  let saved: HfSaveResult = { skippedCompanions: [], saturated: [] };
   // A plain directory (cp -r copies it as it is), whole or not at all: written beside, then renamed into place.
   await writePlainDirAtomic(dir, async (tmp) => {
     const res = await saveHfCheckpoint(tmp, params, parts.config, {
@@ -110,9 +118,9 @@ export async function savePretrained(
       companionsFrom: parts.dir,
     })();
     if (E.isLeft(res)) throw res.left;
-    skipped = res.right.skippedCompanions;
+    saved = res.right;
   });
-  return skipped;
+  return saved;
 }
 
 export { COMPANION_FILES };

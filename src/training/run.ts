@@ -84,12 +84,16 @@ export interface TrainHooks {
  * generation files (`files`), because they are not regular files there (a symbolic link is never followed out of
  * the directory). Said once, after the save; `steps` is 0 and `reward` NaN.
  *
+ * `saturated-bf16`: OUTPUT/model was written in bf16 (`--save-dtype bf16`) with some finite weights past bf16's
+ * range (|w| >= 3.3961e38, a full fine-tune's or a LoRA merge's), which bf16 rounds to infinity: they were written
+ * as its largest finite value with their sign (`tensors`), so the model loads. Said once, after the save, as above.
+ *
  * `bicc-context`: on a BICC step the mean per-token log pi_old(o|q) - log pi_old(o|c, q) over the conditioned rows
  * (`logRatio`) was beyond BICC_CONTEXT_WARN_NATS: the policy does not read the inserted context as the same task,
  * so BICC changes the objective rather than sharpening it. Said once per run; `steps` is 1 and `reward` NaN.
  */
 export interface TrainWarning {
-  readonly kind: 'no-signal' | 'skipped-companions' | 'bicc-context';
+  readonly kind: 'no-signal' | 'skipped-companions' | 'bicc-context' | 'saturated-bf16';
   /** The RL step the warning is about (1-based, as in the metrics). */
   readonly step: number;
   readonly steps: number;
@@ -99,6 +103,8 @@ export interface TrainWarning {
   readonly logRatio?: number;
   /** `skipped-companions`: the files left out. */
   readonly files?: readonly string[];
+  /** `saturated-bf16`: the tensors (Hugging Face names) holding saturated values. */
+  readonly tensors?: readonly string[];
   readonly message: string;
 }
 

@@ -139,8 +139,8 @@ async function trainOn(
   run.finalEval = final;
   if (checkpointDir && !finished) await save(run, checkpointDir);
   if (cfg.outputDir)
-    await run.plan.rl.outputs(run, pretrained, cfg.outputDir, (message, files) =>
-      warn(opts, { kind: 'skipped-companions', step: run.at.step, steps: 0, reward: Number.NaN, files, message }),
+    await run.plan.rl.outputs(run, pretrained, cfg.outputDir, (w) =>
+      warn(opts, { ...w, step: run.at.step, steps: 0, reward: Number.NaN }),
     );
   if (run.reference) dispose(run.reference);
   if (run.stale) dispose(run.stale);

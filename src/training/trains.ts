@@ -68,14 +68,22 @@ export interface Trains {
     resumedFrom: string | null,
   ): Promise<TransformerParams | null>;
   save(dir: string, run: RunParts, state: RunState): Promise<void>;
-  /** What the run leaves in OUTPUT at the end; `warn` hears of companion files left out of a Hub model. */
+  /**
+   * What the run leaves in OUTPUT at the end; `warn` hears of companion files left out of a Hub model, and of
+   * weights past bf16's range written as its largest value.
+   */
   outputs(
     run: RunParts & { readonly params: TransformerParams },
     pretrained: PretrainedParts | null,
     out: string,
-    warn: (message: string, files: readonly string[]) => void,
+    warn: (warning: OutputWarning) => void,
   ): Promise<void>;
 }
+
+/** What writing OUTPUT warns about (`TrainWarning`'s `skipped-companions` and `saturated-bf16`). */
+export type OutputWarning =
+  | { readonly kind: 'skipped-companions'; readonly message: string; readonly files: readonly string[] }
+  | { readonly kind: 'saturated-bf16'; readonly message: string; readonly tensors: readonly string[] };
 
 /** What each phase trains. */
 export interface TrainingPlan {
@@ -266,15 +274,23 @@ async function saveHubModel(
   pretrained: PretrainedParts,
   out: string,
   dtype: TrainConfig['saveDtype'],
-  warn: (message: string, files: readonly string[]) => void,
+  warn: (warning: OutputWarning) => void,
 ): Promise<void> {
-  const skipped = await savePretrained(join(out, 'model'), params, pretrained, dtype);
+  const model = join(out, 'model');
+  const { skippedCompanions: skipped, saturated } = await savePretrained(model, params, pretrained, dtype);
+  if (saturated.length > 0) {
+    const which = saturated.map((s) => `${s.name} (${s.count})`).join(', ');
+    const message =
+      `${model} holds bf16's largest value, 3.3895e38 with its sign, for finite weights past its range, which ` +
+      `bf16 would round to infinity (within 0.4% of what was trained; --save-dtype f32 keeps them exact): ${which}`;
+    warn({ kind: 'saturated-bf16', message: escapeControls(message), tensors: saturated.map((s) => s.name) });
+  }
   if (skipped.length === 0) return;
   const message = escapeControls(
-    `${join(out, 'model')} was saved without ${skipped.join(', ')} of ${pretrained.dir}: not a regular file there ` +
+    `${model} was saved without ${skipped.join(', ')} of ${pretrained.dir}: not a regular file there ` +
       '(a symbolic link is not followed out of the model directory); copy what it should hold by hand',
   );
-  warn(message, skipped);
+  warn({ kind: 'skipped-companions', message, files: skipped });
 }
 
 /**
