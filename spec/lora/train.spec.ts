@@ -50,23 +50,24 @@ describe('LoRA settings at the boundary', () => {
       targetModules: ['q_proj', 'v_proj'],
       useRslora: false,
     });
+    // The command line names the flags typed (the config's fields are the library's names).
     const field = (argv: string[]): string | null => {
       const r = parseTrainArgs(argv);
       return E.isLeft(r) ? r.left.field : null;
     };
-    expect(field(['--lora-r', '0'])).toBe('lora.r');
+    expect(field(['--lora-r', '0'])).toBe('--lora-r');
     expect(field(['--lora-r', 'x'])).toBe('--lora-r');
-    expect(field(['--lora-dropout', '1'])).toBe('lora.dropout');
-    expect(field(['--lora-target-modules', 'q_proj,lm_head'])).toBe('lora.targetModules');
-    expect(field(['--adapter', 'A', '--lora-r', '4'])).toBe('lora');
-    expect(field(['--merge-lora'])).toBe('mergeLora');
-    expect(field(['--merge-lora', '--lora-r', '4'])).toBe('mergeLora');
-    expect(field(['--merge-lora', '--lora-r', '4', '--model', 'M'])).toBe('mergeLora');
+    expect(field(['--lora-dropout', '1'])).toBe('--lora-dropout');
+    expect(field(['--lora-target-modules', 'q_proj,lm_head'])).toBe('--lora-target-modules');
+    expect(field(['--adapter', 'A', '--lora-r', '4'])).toBe('--lora-r');
+    expect(field(['--merge-lora'])).toBe('--merge-lora');
+    expect(field(['--merge-lora', '--lora-r', '4'])).toBe('--merge-lora');
+    expect(field(['--merge-lora', '--lora-r', '4', '--model', 'M'])).toBe('--merge-lora');
     expect(field(['--merge-lora', '--lora-r', '4', '--model', 'M', '--output', 'O'])).toBeNull();
     // Output flags that cannot apply are refused, not ignored: OUTPUT/model is a --model run's, under LoRA a merge's.
-    expect(field(['--save-dtype', 'bf16'])).toBe('saveDtype');
-    expect(field(['--save-dtype', 'bf16', '--model', 'M'])).toBe('saveDtype');
-    expect(field(['--save-dtype', 'bf16', '--model', 'M', '--output', 'O', '--lora-r', '4'])).toBe('saveDtype');
+    expect(field(['--save-dtype', 'bf16'])).toBe('--save-dtype');
+    expect(field(['--save-dtype', 'bf16', '--model', 'M'])).toBe('--save-dtype');
+    expect(field(['--save-dtype', 'bf16', '--model', 'M', '--output', 'O', '--lora-r', '4'])).toBe('--save-dtype');
     expect(field(['--save-dtype', 'bf16', '--model', 'M', '--output', 'O'])).toBeNull();
     expect(
       field(['--save-dtype', 'bf16', '--model', 'M', '--output', 'O', '--lora-r', '4', '--merge-lora']),

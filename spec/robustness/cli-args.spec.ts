@@ -25,11 +25,13 @@ const right = (argv: string[]) => {
 describe('negative numbers are values; messages quote a bounded prefix', () => {
   it("--seed -1, --weight-decay -0.5 and --margin=-0.1 are values (Node's parser called them ambiguous options)", () => {
     expect(right(['--seed', '-1']).seed).toBe(-1);
-    expect(right(['--objective', 'conspo', '--margin', '-0.1']).objectiveOptions).toMatchObject({ margin: -0.1 });
+    // ConSPO reads -0.1 as the margin, and refuses it by its flag (a margin is >= 0)
+    expect(left(['--objective', 'conspo', '--margin', '-0.1'])).toMatchObject({ field: '--margin', value: -0.1 });
+    expect(right(['--objective', 'conspo', '--margin=0.1']).objectiveOptions).toMatchObject({ margin: 0.1 });
     expect(right(['--seed=-7']).seed).toBe(-7);
     // a value the field refuses is then its own message, one line, naming the flag
     const e = left(['--weight-decay', '-0.5']);
-    expect(e.field).toBe('weightDecay');
+    expect(e.field).toBe('--weight-decay');
     expect(e.message.split('\n')).toHaveLength(1);
   });
 

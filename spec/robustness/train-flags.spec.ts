@@ -14,9 +14,13 @@ const valueAt = (cfg: TrainConfig, target: string): unknown => {
   return inner === undefined ? value : (value as Record<string, unknown> | null)?.[inner];
 };
 
-/** The flags a switch needs beside it to be accepted (merging needs adapters, a Hub model and an output). */
+/**
+ * The flags a flag needs beside it to be accepted (merging needs adapters, a Hub model and an output; ConSPO's
+ * options, ConSPO: an objective's options are checked against it).
+ */
 const COMPANIONS: Readonly<Record<string, readonly string[]>> = {
   'merge-lora': ['--lora-r', '4', '--model', 'M', '--output', 'O'],
+  ...Object.fromEntries(['tau', 'margin', 'alpha'].map((f) => [f, ['--objective', 'conspo']])),
 };
 
 function tryFlag(f: TrainFlag, text: string | null): { set: unknown; refused: string | null } {
@@ -45,10 +49,10 @@ describe('the table of rlvr train flags', () => {
         expect(tryFlag(f, '3')).toEqual({ set: 3, refused: null });
         expect(tryFlag(f, '1,2')).toEqual({ set: [1, 2], refused: null });
       } else if (f.kind === 'text') {
-        // a free text (a path, an objective option) lands as typed; a checked one is refused naming its setting
+        // a free text (a path, an objective option) lands as typed; a checked one is refused naming its flag
         const { set, refused } = tryFlag(f, 'no-such-value');
         if (refused === null) expect(set).toBe('no-such-value');
-        else expect(refused).toBe(f.sets);
+        else expect(refused).toBe(`--${f.flag}`);
       } else {
         // some number other than the default is accepted and lands there
         const landed = ['3', '2', '1', '0.5', '0.25']

@@ -9,7 +9,9 @@ import {
   type ModelSize,
   type TrainConfig,
 } from '../training/config.js';
+import { makeObjective } from '../objectives/registry.js';
 import { EXIT_CODE_HELP } from './exit-codes.js';
+import { inFlagTerms, type TypedFlags } from './flag-errors.js';
 import { ENGINES, type Engine, type ExportArgs } from './export-config.js';
 import {
   TRAIN_FLAG_BY_NAME,
@@ -164,11 +166,49 @@ export function trainInput(argv: readonly string[]): E.Either<TrainConfigError, 
 }
 
 /**
- * `rlvr train`'s arguments as a validated `TrainConfig`: `trainInput`, then `parseTrainConfig` fills the defaults
- * and checks the settings.
+ * The command line as a validated `TrainConfig`, with the flags typed and the settings given: `trainInput`, then
+ * `parseTrainConfig` fills the defaults and checks the settings, and its error is stated in flags (`inFlagTerms`).
+ * `rlvr export-config` reads its train options so.
+ */
+function readTrainArgs(
+  argv: readonly string[],
+): E.Either<
+  TrainConfigError,
+  { readonly cfg: TrainConfig; readonly typed: TypedFlags; readonly given: Partial<TrainConfig> }
+> {
+  const scanned = scanArgs(argv);
+  if (E.isLeft(scanned)) return scanned;
+  const given = trainInput(argv);
+  if (E.isLeft(given)) return given;
+  const cfg = parseTrainConfig(given.right);
+  return E.isLeft(cfg)
+    ? E.left(inFlagTerms(cfg.left, scanned.right))
+    : E.right({ cfg: cfg.right, typed: scanned.right, given: given.right });
+}
+
+/**
+ * `rlvr train`'s arguments as a validated `TrainConfig` (`readTrainArgs`), refusing what `rlvr train` would find
+ * wrong only once the run began: an objective option its objective refuses (before a backend opens).
  */
 export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
-  return E.chain(parseTrainConfig)(trainInput(argv));
+  const read = readTrainArgs(argv);
+  if (E.isLeft(read)) return read;
+  const { cfg, typed } = read.right;
+  const objective = makeObjective(cfg.objective, { ...cfg.objectiveOptions });
+  if (E.isLeft(objective)) {
+    const { field, value, reason } = objective.left;
+    const why = reason.startsWith('unknown field')
+      ? `is not an option of ${cfg.objective}`
+      : `${reason} for ${cfg.objective}`;
+    return E.left(inFlagTerms(new TrainConfigError(`objective.${field}`, value, why), typed));
+  }
+  return E.right(cfg);
+}
+
+/** A config error that ended `rlvr train` after its arguments were read (`setup`'s), stated in the flags typed. */
+export function trainErrorInFlags(e: TrainConfigError, argv: readonly string[]): TrainConfigError {
+  const scanned = scanArgs(argv);
+  return E.isLeft(scanned) ? e : inFlagTerms(e, scanned.right);
 }
 
 export const EXPORT_USAGE = [
@@ -243,9 +283,10 @@ export function parseExportArgs(argv: readonly string[]): E.Either<TrainConfigEr
         ),
       );
   }
-  const given = trainInput(rest);
-  if (E.isLeft(given)) return given;
-  return E.map((cfg: TrainConfig) => ({ engine: own.engine as Engine, run: own.run ?? null, cfg, given: given.right }))(
-    parseTrainConfig(given.right),
-  );
+  return E.map(({ cfg, given }: { cfg: TrainConfig; given: Partial<TrainConfig> }) => ({
+    engine: own.engine as Engine,
+    run: own.run ?? null,
+    cfg,
+    given,
+  }))(readTrainArgs(rest));
 }

@@ -2,7 +2,8 @@
 /** The command-line entry point (`rlvr`). */
 import * as E from 'fp-ts/lib/Either.js';
 import { join } from 'node:path';
-import { EXPORT_USAGE, parseExportArgs, parseTrainArgs, TRAIN_USAGE } from './args.js';
+import { EXPORT_USAGE, parseExportArgs, parseTrainArgs, TRAIN_USAGE, trainErrorInFlags } from './args.js';
+import { TrainConfigError } from '../training/config.js';
 import { exportConfig, resolveExport, writeOutput } from './export-config.js';
 import { runExportData } from './export-data.js';
 import { createProgress } from './progress.js';
@@ -65,6 +66,9 @@ async function runTrain(argv: string[]): Promise<number> {
         if (r.phase === 'eval') progress.eval(r);
       },
     });
+  } catch (e) {
+    // A setting found wrong once the run began (the model's shape, the prompts' length) names its flag too.
+    throw e instanceof TrainConfigError ? trainErrorInFlags(e, argv) : e;
   } finally {
     progress.stop();
     // Releasing the device lets the process exit (Dawn keeps the event loop alive while a device lives).

@@ -347,17 +347,20 @@ const pretrainedWarmStart: Post<TrainConfig> = (c, given) =>
 // An adapter directory brings its own LoRA config; merging needs adapters.
 const loraRules: Post<TrainConfig> = (c) => {
   if (c.adapter !== null && c.lora !== null)
-    return E.left({ path: ['lora'], reason: 'is given with adapter, whose adapter_config.json says how it was made' });
+    return E.left({
+      path: ['lora'],
+      reason: 'is given with adapter (--adapter), whose adapter_config.json says how it was made',
+    });
   // An adapter continues on the base it was trained on: a Hub model's; a resumed checkpoint holds its own adapters.
   if (c.adapter !== null && c.modelDir === null)
     return E.left({ path: ['adapter'], reason: 'needs modelDir (--model), the base the adapter was trained on' });
   if (c.adapter !== null && c.resume !== null)
     return E.left({
       path: ['adapter'],
-      reason: 'is given with resume, whose checkpoint holds the adapters it continues',
+      reason: 'is given with resume (--resume), whose checkpoint holds the adapters it continues',
     });
   if (c.mergeLora && c.adapter === null && c.lora === null)
-    return E.left({ path: ['mergeLora'], reason: 'needs LoRA adapters (lora or adapter)' });
+    return E.left({ path: ['mergeLora'], reason: 'needs LoRA adapters: lora (--lora-r) or adapter (--adapter)' });
   if (c.mergeLora && c.modelDir === null)
     return E.left({ path: ['mergeLora'], reason: 'writes OUTPUT/model, a Hub model: it needs modelDir (--model)' });
   if (c.mergeLora && c.outputDir === null)
