@@ -15,12 +15,13 @@ const valueAt = (cfg: TrainConfig, target: string): unknown => {
 };
 
 /**
- * The flags a flag needs beside it to be accepted (merging needs adapters, a Hub model and an output; ConSPO's
- * options, ConSPO: an objective's options are checked against it).
+ * The flags a flag needs beside it to be accepted (merging needs adapters, a Hub model and an output; BICC's
+ * options need --bicc; ConSPO's options, ConSPO: an objective's options are checked against it).
  */
 const COMPANIONS: Readonly<Record<string, readonly string[]>> = {
   'merge-lora': ['--lora-r', '4', '--model', 'M', '--output', 'O'],
   ...Object.fromEntries(['tau', 'margin', 'alpha'].map((f) => [f, ['--objective', 'conspo']])),
+  ...Object.fromEntries(TRAIN_FLAG_TABLE.filter((f) => f.needs).map((f) => [f.flag, [`--${f.needs}`]])),
 };
 
 function tryFlag(f: TrainFlag, text: string | null): { set: unknown; refused: string | null } {

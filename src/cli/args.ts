@@ -11,7 +11,7 @@ import {
 } from '../training/config.js';
 import { makeObjective } from '../objectives/registry.js';
 import { EXIT_CODE_HELP } from './exit-codes.js';
-import { inFlagTerms, type TypedFlags } from './flag-errors.js';
+import { inFlagTerms, typedFlagValue, type TypedFlags } from './flag-errors.js';
 import { ENGINES, type Engine, type ExportArgs } from './export-config.js';
 import {
   TRAIN_FLAG_BY_NAME,
@@ -187,13 +187,21 @@ function readTrainArgs(
 }
 
 /**
- * `rlvr train`'s arguments as a validated `TrainConfig` (`readTrainArgs`), refusing what `rlvr train` would find
- * wrong only once the run began: an objective option its objective refuses (before a backend opens).
+ * `rlvr train`'s arguments as a validated `TrainConfig` (`readTrainArgs`), refusing what `rlvr train` would
+ * ignore or find wrong only once the run began: a flag given without the switch it needs (`--bicc-sides` without
+ * `--bicc`: it would do nothing), and an objective option its objective refuses (before a backend opens).
  */
 export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigError, TrainConfig> {
   const read = readTrainArgs(argv);
   if (E.isLeft(read)) return read;
   const { cfg, typed } = read.right;
+  for (const [name, text] of typed) {
+    const flag = TRAIN_FLAG_BY_NAME.get(name)!;
+    if (flag.needs !== undefined && !typed.has(flag.needs)) {
+      const why = `needs --${flag.needs} (without it, it does nothing)`;
+      return E.left(new TrainConfigError(`--${name}`, typedFlagValue(flag, text), why));
+    }
+  }
   const objective = makeObjective(cfg.objective, { ...cfg.objectiveOptions });
   if (E.isLeft(objective)) {
     const { field, value, reason } = objective.left;

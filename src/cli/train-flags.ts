@@ -53,6 +53,8 @@ export interface TrainFlag {
   readonly note?: string;
   /** Lines under the help line, in its column. */
   readonly more?: readonly string[];
+  /** A switch this flag only means something with (`bicc`): given without it, `rlvr train` refuses the flag. */
+  readonly needs?: string;
 }
 
 export interface FlagSection {
@@ -109,7 +111,8 @@ export const TRAIN_FLAG_SECTIONS: readonly FlagSection[] = [
         flag: 'bicc',
         sets: 'bicc',
         kind: 'switch',
-        help: 'score rollouts under bilateral context conditioning (off unless given)',
+        help: 'score rollouts under bilateral context conditioning (off unless given;',
+        more: ['every --bicc-* option needs it)'],
       },
       {
         flag: 'bicc-placement',
@@ -117,6 +120,7 @@ export const TRAIN_FLAG_SECTIONS: readonly FlagSection[] = [
         kind: 'text',
         arg: 'WHERE',
         help: "BICC's traces before-query|after-query",
+        needs: 'bicc',
       },
       {
         flag: 'bicc-ratio',
@@ -124,6 +128,7 @@ export const TRAIN_FLAG_SECTIONS: readonly FlagSection[] = [
         kind: 'text',
         arg: 'SIDE',
         help: 'BICC conditions conditioned-policy|conditioned-old',
+        needs: 'bicc',
       },
       {
         flag: 'bicc-sides',
@@ -131,6 +136,7 @@ export const TRAIN_FLAG_SECTIONS: readonly FlagSection[] = [
         kind: 'text',
         arg: 'ROWS',
         help: 'rows BICC conditions: both|positives|negatives',
+        needs: 'bicc',
       },
       {
         flag: 'model',
@@ -339,7 +345,8 @@ export const TRAIN_FLAG_SECTIONS: readonly FlagSection[] = [
         flag: 'bicc-context-share',
         sets: 'biccContextShare',
         kind: 'number',
-        help: 'share of the context for inserted traces',
+        help: "share of the context for BICC's inserted traces",
+        needs: 'bicc',
       },
       { flag: 'd-model', sets: 'model.dModel', kind: 'number', help: 'model width of a new model' },
       { flag: 'n-layers', sets: 'model.nLayers', kind: 'number', help: 'transformer layers of a new model' },
