@@ -1,7 +1,7 @@
 import * as E from 'fp-ts/lib/Either.js';
 import { describe, expect, it } from 'vitest';
 import { parseTrainArgs } from '../../src/cli/args.js';
-import { TRAIN_FLAG_TABLE, type TrainFlag } from '../../src/cli/train-flags.js';
+import { TRAIN_FLAG_BY_NAME, TRAIN_FLAG_TABLE, type TrainFlag } from '../../src/cli/train-flags.js';
 import type { TrainConfig } from '../../src/training/config.js';
 
 /**
@@ -15,13 +15,20 @@ const valueAt = (cfg: TrainConfig, target: string): unknown => {
 };
 
 /**
- * The flags a flag needs beside it to be accepted (merging needs adapters, a Hub model and an output; BICC's
- * options need --bicc; ConSPO's options, ConSPO: an objective's options are checked against it).
+ * The flags a flag needs beside it to be accepted: merging needs adapters, a Hub model and an output; BICC's
+ * options need --bicc, --allow-over-host-memory a --memory-limit-gb; ConSPO's options need ConSPO (an objective's
+ * options are checked against it).
  */
 const COMPANIONS: Readonly<Record<string, readonly string[]>> = {
   'merge-lora': ['--lora-r', '4', '--model', 'M', '--output', 'O'],
   ...Object.fromEntries(['tau', 'margin', 'alpha'].map((f) => [f, ['--objective', 'conspo']])),
-  ...Object.fromEntries(TRAIN_FLAG_TABLE.filter((f) => f.needs).map((f) => [f.flag, [`--${f.needs}`]])),
+  // The flag a row needs, with a value when it takes one (--allow-over-host-memory needs --memory-limit-gb N).
+  ...Object.fromEntries(
+    TRAIN_FLAG_TABLE.filter((f) => f.needs).map((f) => {
+      const needed = TRAIN_FLAG_BY_NAME.get(f.needs!)!;
+      return [f.flag, [`--${f.needs}`, ...(needed.kind === 'switch' ? [] : ['1'])]];
+    }),
+  ),
 };
 
 function tryFlag(f: TrainFlag, text: string | null): { set: unknown; refused: string | null } {

@@ -136,8 +136,13 @@ export interface TrainConfig {
   readonly dataset: string | null;
   /** Dtype of the Hub directory written at the end of a `modelDir` run. */
   readonly saveDtype: 'f32' | 'bf16';
-  /** Refuse runs whose memory estimate exceeds this many GiB (null: the host's memory). */
+  /**
+   * Refuse runs whose memory estimate exceeds this many GiB (null: the host's memory). Above the host's memory it
+   * is capped there, unless `allowOverHostMemory`: a run that starts allocating past it swaps or is killed.
+   */
   readonly memoryLimitGb: number | null;
+  /** Let `memoryLimitGb` exceed the host's memory (a host that swaps, or whose memory the OS misreports). */
+  readonly allowOverHostMemory: boolean;
   /** Load weights holding NaN or infinities (a Hub model's or a checkpoint's; refused by default). */
   readonly allowNonFiniteWeights: boolean;
   /**
@@ -210,6 +215,7 @@ export const TRAIN_DEFAULTS: TrainConfig = {
   dataset: null,
   saveDtype: 'f32',
   memoryLimitGb: null,
+  allowOverHostMemory: false,
   allowNonFiniteWeights: false,
   lora: null,
   adapter: null,
@@ -333,6 +339,7 @@ const SPEC: Spec<TrainConfig> = {
   dataset: nullable(str),
   saveDtype: oneOf(['f32', 'bf16']),
   memoryLimitGb: nullable(positive),
+  allowOverHostMemory: bool,
   allowNonFiniteWeights: bool,
   lora: nullable(record(loraSpec, LORA_ALIASES, LORA_TRAIN_DEFAULTS)),
   adapter: nullable(str),

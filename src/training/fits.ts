@@ -53,11 +53,21 @@ export function runShape(
   };
 }
 
-/** The host's memory, or the configured limit. */
-export const defaultMemoryLimits = (cfg: TrainConfig): MemoryLimits & { source: string } =>
-  cfg.memoryLimitGb !== null
-    ? { totalBytes: cfg.memoryLimitGb * 2 ** 30, source: '--memory-limit-gb' }
-    : { totalBytes: totalMemoryBytes(), source: "the host's memory" };
+/**
+ * The configured limit, or the host's memory; a limit above the host's memory is capped there unless
+ * `allowOverHostMemory` says otherwise (a run past it would start allocating what the host cannot hold).
+ */
+export function defaultMemoryLimits(
+  cfg: TrainConfig,
+  hostBytes: number = totalMemoryBytes(),
+): MemoryLimits & { source: string } {
+  const host = { totalBytes: hostBytes, source: "the host's memory" };
+  if (cfg.memoryLimitGb === null) return host;
+  const limit = cfg.memoryLimitGb * 2 ** 30;
+  if (limit <= hostBytes || cfg.allowOverHostMemory) return { totalBytes: limit, source: '--memory-limit-gb' };
+  const above = `--memory-limit-gb ${cfg.memoryLimitGb} is above it; --allow-over-host-memory to use it anyway`;
+  return { totalBytes: hostBytes, source: `${host.source}: ${above}` };
+}
 
 /** What `checkRunFits` reads of the run being opened. */
 export interface RunToFit {
