@@ -90,7 +90,7 @@ describe('the memory estimate on the cpu backend', () => {
     expect(e).toBeInstanceOf(MemoryError);
     const m = (e as MemoryError).message;
     expect(m).toMatch(/What would fit: .*--gradient-checkpointing \([\d.]+ MiB\)/);
-    expect(m).toMatch(/--groups-per-minibatch 1 \([\d.]+ MiB\)/);
+    expect(m).toMatch(/--groups-per-minibatch \d+ \([\d.]+ MiB\)/);
     expect((e as MemoryError).alternatives.length).toBeGreaterThanOrEqual(2);
     expect(m).toMatch(/activations [\d.]+ MiB/);
   });

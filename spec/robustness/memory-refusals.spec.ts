@@ -8,12 +8,17 @@ import type { TrainConfig } from '../../src/training/config.js';
 import { checkRunFits, defaultMemoryLimits } from '../../src/training/fits.js';
 import { MemoryError } from '../../src/training/memory.js';
 import { taskFor } from '../../src/training/run.js';
-import { rejectionOf } from './helpers/harness.js';
+import { rlvrSync, TINY_ARGS, withArgs } from './helpers/cli.js';
+import { rejectionOf, useCliBundle } from './helpers/harness.js';
 
 /**
- * `--memory-limit-gb` above the host's memory is capped there unless `--allow-over-host-memory` says otherwise:
- * it replaced the host's check, so a run of 120 GiB started allocating on a 24 GiB host.
+ * A memory refusal says what would fit when something would, and names the largest part of the estimate with the
+ * flag that shrinks it: a 2 GiB refusal caused by the warm-start batch used to suggest nothing (or only
+ * `--backend webgpu`), though a smaller `--warm-start-batch-size` fits. And `--memory-limit-gb` above the host's
+ * memory is capped there unless `--allow-over-host-memory` says otherwise: it replaced the host's check, so a run
+ * of 120 GiB started allocating on a 24 GiB host.
  */
+const bundle = useCliBundle('memory-refusals');
 const GiB = 2 ** 30;
 
 function config(argv: string[]): TrainConfig {
@@ -21,6 +26,56 @@ function config(argv: string[]): TrainConfig {
   if (E.isLeft(r)) throw r.left;
   return r.right;
 }
+
+/** The refusal's line (stderr, one line, exit 2) without the estimate's breakdown. */
+function refusal(argv: string[]): string {
+  const r = rlvrSync(bundle.path, ['train', ...argv]);
+  expect(r.status).toBe(2);
+  const lines = r.stderr.trim().split('\n');
+  expect(lines).toHaveLength(1);
+  return lines[0]!.replace(/ memory estimate: .*$/, '');
+}
+
+describe('a memory refusal names its largest part and what would fit', () => {
+  it('the warm-start batch: named with its flag, and the batch it suggests runs under the same limit', () => {
+    const argv = withArgs(TINY_ARGS, { '--warm-start-batch-size': '20000', '--memory-limit-gb': '0.1' });
+    const line = refusal(argv);
+    expect(line).toMatch(
+      /The largest part: the activations of a warm-start batch of 20000 \(--warm-start-batch-size\)/,
+    );
+    const suggested = /What would fit: .*--warm-start-batch-size (\d+) \([\d.]+ MiB\)/.exec(line);
+    expect(suggested, line).not.toBeNull();
+    const n = Number(suggested![1]);
+    expect(n).toBeGreaterThan(1);
+    expect(n).toBeLessThan(20000);
+    const ok = rlvrSync(bundle.path, ['train', ...withArgs(argv, { '--warm-start-batch-size': String(n) })]);
+    expect([ok.status, ok.stderr]).toEqual([0, '']);
+  });
+
+  it('no one batch is enough: the batches shrunk together, and that run is not refused', () => {
+    // The default run's RL minibatch (128 rollouts) and warm-start batch (64) take turns as the largest part.
+    const line = refusal(['--memory-limit-gb', '0.05', '--threads', '1']);
+    expect(line).toMatch(
+      /The largest part: the activations of an RL minibatch of 128 rollouts \(--groups-per-minibatch\)/,
+    );
+    const together = /What would fit: ((?:--[a-z-]+ \d+ ?)+) \([\d.]+ MiB\)/.exec(line);
+    expect(together, line).not.toBeNull();
+    const flags = together![1]!.trim().split(' ');
+    expect(flags.length).toBeGreaterThanOrEqual(4); // two flags or more, each with its value
+    const run = ['--memory-limit-gb', '0.05', '--threads', '1', ...flags];
+    const ok = rlvrSync(bundle.path, ['train', ...run, '--warm-start-steps', '1', '--steps', '0']);
+    expect([ok.status, ok.stderr]).toEqual([0, '']);
+  });
+
+  it("a new model's parameters: named, with the flags that make a smaller model", () => {
+    const big = ['--d-model', '2048', '--n-layers', '8', '--n-heads', '16', '--n-kv-heads', '16'];
+    const small = ['--warm-start-batch-size', '2', '--prompts-per-step', '1', '--num-generations', '2'];
+    const line = refusal([...big, ...small, '--eval-prompts', '1', '--eval-k', '1', '--memory-limit-gb', '0.5']);
+    expect(line).toMatch(
+      /The largest part: the model's [\d.]+M parameters .*\(a smaller model: --d-model, --n-layers\)/,
+    );
+  });
+});
 
 describe("--memory-limit-gb above the host's memory is capped there unless --allow-over-host-memory", () => {
   const HOST = 24 * GiB;

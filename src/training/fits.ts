@@ -5,7 +5,7 @@
  */
 import type { Backend } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
-import { LORA_MODULES } from '../nn/parameters.js';
+import { LORA_MODULES, type LoraModule } from '../nn/parameters.js';
 import {
   checkFits,
   estimateTrainingMemory,
@@ -98,8 +98,6 @@ export function checkRunFits(
   });
   const estimates = shapes.map((shape) => estimateTrainingMemory(config, shape));
   const estimate = estimates.length === 1 ? estimates[0]! : phasesInSequence(estimates);
-  // What would fit is asked of the first phase: with two, a new model's warm-start, which trains every weight.
-  const shape = shapes[0]!;
   opts.onMemoryEstimate?.(estimate);
   const host = defaultMemoryLimits(cfg);
   const device = backend.maxMemoryBytes ?? Number.POSITIVE_INFINITY;
@@ -108,39 +106,178 @@ export function checkRunFits(
     maxBufferBytes: backend.maxBufferBytes,
     source: device < host.totalBytes ? (backend.memoryNote ?? `the ${backend.name} backend's memory`) : host.source,
   };
-  const refusal = checkFits(estimate, limits, () =>
-    fittingAlternatives(config, shape, limits.totalBytes, cfg, backend.name, host.totalBytes),
-  );
+  const refused: Refused = {
+    cfg,
+    config,
+    shapes,
+    frozenBytes: pretrained?.storedBytesPerParameter ?? 4,
+    backendName: backend.name,
+    hostBytes: host.totalBytes,
+  };
+  const refusal = checkFits(estimate, limits, () => fittingAlternatives(refused, estimate, limits.totalBytes));
   if (refusal) throw refusal;
 }
 
+/** What the refusal's advice is computed from: the run's config and model, its phases' shapes, and where it runs. */
+interface Refused {
+  readonly cfg: TrainConfig;
+  readonly config: TransformerConfig;
+  readonly shapes: readonly RunShape[];
+  /** Bytes per frozen parameter of the Hub model under LoRA (its stored dtype's). */
+  readonly frozenBytes: number;
+  readonly backendName: string;
+  readonly hostBytes: number;
+}
+
+/** The estimate of the run with some of its sizes changed (in every phase), its phases combined as the refusal's. */
+function estimateWith(r: Refused, over: Partial<RunShape>): MemoryEstimate {
+  const estimates = r.shapes.map((shape) => estimateTrainingMemory(r.config, { ...shape, ...over }));
+  return estimates.length === 1 ? estimates[0]! : phasesInSequence(estimates);
+}
+
+/** The rows sampled at once when `evalPrompts` and `promptsPerStep` are these (`runShape`'s rule). */
+const sampledRows = (cfg: TrainConfig, evalPrompts: number, promptsPerStep: number): number =>
+  Math.max(promptsPerStep * cfg.numGenerations, evalPrompts > 0 ? Math.min(evalPrompts, 100) * cfg.evalK : 0);
+
 /**
- * What would fit where the run does not, each with its estimate: LoRA, gradient checkpointing, both, one group per
- * minibatch, or a backend without the CPU backend's WebAssembly limit.
+ * The estimate's largest part and the flag that shrinks it, for the refusal: the model's parameters with what
+ * trains them (gradients, AdamW, a reference), the activations of the widest forward and backward (a warm-start
+ * batch or an RL minibatch), sampling (a step's rollouts or the held-out evaluation's batch), or RoPE's tables.
  */
-function fittingAlternatives(
-  config: TransformerConfig,
-  shape: RunShape,
-  limit: number,
-  cfg: TrainConfig,
-  backendName: string,
-  hostBytes: number,
-): string[] {
-  const out: string[] = [];
-  const allLinear = { r: 16, targetModules: LORA_MODULES };
+function largestTerm(r: Refused, e: MemoryEstimate): string {
+  const { cfg } = r;
+  const shape = r.shapes[0]!;
+  const parameters = e.weights + e.gradients + e.adamMoments + e.optimizerStep + e.reference;
+  const model = (): string => {
+    const shrink =
+      cfg.modelDir === null
+        ? 'a smaller model: --d-model, --n-layers'
+        : shape.lora
+          ? 'a smaller --lora-r, fewer --lora-target-modules'
+          : 'LoRA, which trains adapters only: --lora-r';
+    return `the model's ${(e.parameters / 1e6).toFixed(2)}M parameters with their gradients and AdamW state (${shrink})`;
+  };
+  const activations = (): string =>
+    (shape.warmStartRows ?? 0) > shape.minibatchRows
+      ? `the activations of a warm-start batch of ${cfg.warmStartBatchSize} (--warm-start-batch-size)`
+      : `the activations of an RL minibatch of ${shape.minibatchRows} rollouts (--groups-per-minibatch)`;
+  const sampling = (): string =>
+    sampledRows(cfg, cfg.evalPrompts, 0) > cfg.promptsPerStep * cfg.numGenerations
+      ? `sampling the held-out evaluation's ${shape.sampledRows} rows at once (--eval-prompts, --eval-k)`
+      : `sampling a step's ${shape.sampledRows} rollouts (--prompts-per-step, --num-generations)`;
+  const rope = (): string =>
+    `RoPE's tables for the model's ${r.config.maxSeqLen} positions (max_position_embeddings of its config.json)`;
+  const terms: [number, () => string][] = [
+    [parameters, model],
+    [e.activations, activations],
+    [e.sampling, sampling],
+    [e.rope, rope],
+  ];
+  const [bytes, describe] = terms.reduce((a, b) => (b[0] > a[0] ? b : a));
+  return `${describe()}, ${formatBytes(bytes)}`;
+}
+
+/** The largest of the values `from / 2, from / 4, ..., 1` whose estimate fits, with it; null when none does. */
+function largestFitting(from: number, fits: (n: number) => MemoryEstimate | null): [number, MemoryEstimate] | null {
+  for (let n = Math.floor(from / 2); n >= 1; n = n === 1 ? 0 : Math.max(1, Math.floor(n / 2))) {
+    const e = fits(n);
+    if (e) return [n, e];
+  }
+  return null;
+}
+
+/**
+ * What would fit where the run does not, each with its estimate: LoRA (on a Hub model), gradient checkpointing, the
+ * largest warm-start batch, groups per minibatch, held-out prompts or prompts per step that fit, or a backend
+ * without the CPU backend's WebAssembly limit. And the largest term of the estimate, with the flag that shrinks it.
+ */
+function fittingAlternatives(r: Refused, e: MemoryEstimate, limit: number): { fits: string[]; largest: string } {
+  const { cfg } = r;
+  const shape = r.shapes[0]!;
+  const fits: string[] = [];
+  const within = (over: Partial<RunShape>): MemoryEstimate | null => {
+    const estimate = estimateWith(r, over);
+    return estimate.total <= limit ? estimate : null;
+  };
   const tryShape = (label: string, over: Partial<RunShape>): void => {
-    const e = estimateTrainingMemory(config, { ...shape, ...over });
-    if (e.total <= limit) out.push(`${label} (${formatBytes(e.total)})`);
+    const estimate = within(over);
+    if (estimate) fits.push(`${label} (${formatBytes(estimate.total)})`);
+  };
+  const tryFlag = (flag: string, from: number, over: (n: number) => Partial<RunShape>): void => {
+    const found = largestFitting(from, (n) => within(over(n)));
+    if (found) fits.push(`${flag} ${found[0]} (${formatBytes(found[1].total)})`);
   };
   // LoRA saves memory on a Hub model only: a new model's warm-start trains every weight whatever RL trains.
-  const loraHelps = !shape.lora && cfg.modelDir !== null;
-  if (loraHelps) tryShape('LoRA: --lora-r 16 --lora-target-modules all-linear', { lora: allLinear });
+  if (!shape.lora && cfg.modelDir !== null) {
+    // Under LoRA the Hub model's frozen matrices stay in their stored dtype.
+    const lora = (rank: number, targetModules: readonly LoraModule[]): Partial<RunShape> => ({
+      lora: { r: rank, targetModules },
+      frozenBytesPerParameter: r.frozenBytes,
+    });
+    const before = fits.length;
+    tryShape('LoRA: --lora-r 16 --lora-target-modules all-linear', lora(16, LORA_MODULES));
+    if (fits.length === before)
+      tryShape("LoRA: --lora-r 8 --lora-target-modules q_proj,v_proj (peft's default)", lora(8, ['q_proj', 'v_proj']));
+    if (!shape.remat)
+      tryShape('LoRA (r 16, all-linear) with --gradient-checkpointing', { ...lora(16, LORA_MODULES), remat: true });
+  }
   if (!shape.remat) tryShape('--gradient-checkpointing', { remat: true });
-  if (loraHelps && !shape.remat)
-    tryShape('LoRA (r 16, all-linear) with --gradient-checkpointing', { lora: allLinear, remat: true });
-  if (shape.minibatchRows > cfg.numGenerations)
-    tryShape('--groups-per-minibatch 1', { minibatchRows: cfg.numGenerations });
-  if (backendName === 'cpu' && estimateTrainingMemory(config, shape).total <= hostBytes)
-    out.push(`--backend webgpu, whose memory is the device's, not a WebAssembly memory's`);
-  return out;
+  const sizesFrom = fits.length;
+  if ((shape.warmStartRows ?? 0) > 1)
+    tryFlag('--warm-start-batch-size', cfg.warmStartBatchSize, (n) => ({ warmStartRows: n }));
+  const groups = shape.minibatchRows / cfg.numGenerations;
+  if (groups > 1) tryFlag('--groups-per-minibatch', groups, (n) => ({ minibatchRows: n * cfg.numGenerations }));
+  const evaluation = sampledRows(cfg, cfg.evalPrompts, 0);
+  if (evaluation > cfg.promptsPerStep * cfg.numGenerations)
+    tryFlag('--eval-prompts', Math.min(cfg.evalPrompts, 100), (n) => ({
+      sampledRows: sampledRows(cfg, n, cfg.promptsPerStep),
+    }));
+  else if (cfg.promptsPerStep > 1)
+    tryFlag('--prompts-per-step', cfg.promptsPerStep, (n) => ({
+      sampledRows: sampledRows(cfg, cfg.evalPrompts, n),
+      minibatchRows: Math.min(shape.minibatchRows, n * cfg.numGenerations),
+    }));
+  if (fits.length === sizesFrom) tryBatchesTogether(r, within, fits);
+  if (r.backendName === 'cpu' && e.total <= r.hostBytes)
+    fits.push(`--backend webgpu, whose memory is the device's, not a WebAssembly memory's`);
+  return { fits, largest: largestTerm(r, e) };
+}
+
+/**
+ * When no batch alone shrinks the run enough (the warm-start batch takes over once the RL minibatch is halved, say),
+ * the warm-start batch, the groups per minibatch and the held-out prompts halved together, until they fit.
+ */
+function tryBatchesTogether(
+  r: Refused,
+  within: (over: Partial<RunShape>) => MemoryEstimate | null,
+  fits: string[],
+): void {
+  const { cfg } = r;
+  const shape = r.shapes[0]!;
+  const start = {
+    warmStart: shape.warmStartRows ?? 0,
+    groups: shape.minibatchRows / cfg.numGenerations,
+    evalPrompts: cfg.evalPrompts > 0 ? Math.min(cfg.evalPrompts, 100) : 0,
+  };
+  const shrink = (n: number, k: number): number => (n > 0 ? Math.max(1, Math.floor(n / k)) : 0);
+  for (let k = 2; ; k *= 2) {
+    const warmStart = shrink(start.warmStart, k);
+    const groups = shrink(start.groups, k);
+    const evalPrompts = shrink(start.evalPrompts, k);
+    const estimate = within({
+      warmStartRows: warmStart,
+      minibatchRows: groups * cfg.numGenerations,
+      sampledRows: sampledRows(cfg, evalPrompts, cfg.promptsPerStep),
+    });
+    if (estimate) {
+      const flags = [
+        ...(warmStart < start.warmStart ? [`--warm-start-batch-size ${warmStart}`] : []),
+        ...(groups < start.groups ? [`--groups-per-minibatch ${groups}`] : []),
+        ...(evalPrompts < start.evalPrompts ? [`--eval-prompts ${evalPrompts}`] : []),
+      ];
+      fits.push(`${flags.join(' ')} (${formatBytes(estimate.total)})`);
+      return;
+    }
+    if (warmStart <= 1 && groups <= 1 && evalPrompts <= 1) return;
+  }
 }

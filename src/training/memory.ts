@@ -253,10 +253,21 @@ export class MemoryError extends RlvrError {
     reason: string,
     /** Changes to the run that would fit, each with its estimate ("--lora-r 16 (1.10 GiB)"). */
     readonly alternatives: readonly string[] = [],
+    /** The estimate's largest part, with the flag that shrinks it (the caller's words). */
+    readonly largest: string | null = null,
   ) {
-    const fits = alternatives.length > 0 ? ` What would fit: ${alternatives.join('; ')}.` : '';
-    super(`the run would not fit: ${reason}.${fits} ${describeEstimate(estimate)}`);
+    const most = largest ? ` The largest part: ${largest}.` : '';
+    // With the largest part named, what would fit was searched for: say when nothing was found.
+    const none = largest ? ' Nothing smaller was found to fit.' : '';
+    const fits = alternatives.length > 0 ? ` What would fit: ${alternatives.join('; ')}.` : none;
+    super(`the run would not fit: ${reason}.${most}${fits} ${describeEstimate(estimate)}`);
   }
+}
+
+/** What a refusal says beside the sizes: what would fit, and the estimate's largest part. */
+export interface FitAdvice {
+  readonly fits: readonly string[];
+  readonly largest?: string;
 }
 
 /** A size for a message: GiB, or MiB below one. */
@@ -266,15 +277,17 @@ export const formatBytes = fmt;
 export function checkFits(
   e: MemoryEstimate,
   limits: MemoryLimits,
-  alternatives: () => readonly string[] = () => [],
+  advice: () => FitAdvice = () => ({ fits: [] }),
 ): MemoryError | null {
   if (e.total > limits.totalBytes) {
     const of = limits.source ? ` (${limits.source})` : '';
+    const { fits, largest } = advice();
     return new MemoryError(
       e,
       limits,
       `${fmt(e.total)} needed, ${fmt(limits.totalBytes)} available${of}`,
-      alternatives(),
+      fits,
+      largest ?? null,
     );
   }
   if (limits.maxBufferBytes !== undefined && e.largestTensor > limits.maxBufferBytes) {
