@@ -16,7 +16,7 @@
  *
  * `--quick` runs the same tasks at tiny sizes (two rounds, well under a minute on llvmpipe): spec/webgpu/
  * bench-gpu.spec.ts runs it in CI so the script never rots. `--rounds N` (default 3); `--tasks matmul,step`
- * for a subset.
+ * for a subset; a bad argument is one line naming it, exit 2 (`parseBenchGpuArgs`).
  * Run on any machine with a GPU and its Vulkan driver (Linux; Metal or D3D12 elsewhere), Node and `npm ci`:
  * `npm run bench:gpu`; python3 with a CUDA torch (and transformers, for sampling) adds the PyTorch rows.
  */
@@ -40,7 +40,11 @@ import { scratchValues } from '../src/backends/webgpu/kernels/tune.js';
 import { adamwInit, adamwStep, smallConfig, type TransformerConfig, type TransformerParams } from '../src/nn/index.js';
 import { sampleRollouts, scoreLogProbs, sftLoss, type SequenceBatch } from '../src/rl/index.js';
 import { additionTask, sampleProblems, tokenizerFor } from '../src/tasks/index.js';
-import { argValue, hasFlag, median, printHeader } from './lib/common.js';
+import * as E from 'fp-ts/lib/Either.js';
+import { decimal, scanFlags } from '../src/cli/args.js';
+import type { FlagKind } from '../src/cli/train-flags.js';
+import { FieldError, quoteValue } from '../src/core/errors.js';
+import { median, printHeader } from './lib/common.js';
 import { batchFor, MODEL_SIZES, paramsFor, withoutEos, type ModelSize } from './lib/models.js';
 import { TorchPeer, type PeerAnswer } from './lib/torch-peer.js';
 
@@ -441,14 +445,68 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
   }
 }
 
-if (process.argv[1]?.endsWith('gpu.bench.js')) {
-  const rounds = argValue('--rounds');
-  const only = argValue('--tasks');
-  const rows = await runBenchGpu({
-    quick: hasFlag('--quick'),
-    ...(rounds ? { rounds: Number(rounds) } : {}),
-    ...(only ? { tasks: only.split(',') } : {}),
+/** The kinds of task `--tasks` chooses from. */
+export const BENCH_GPU_TASKS = ['matmul', 'step', 'sample'] as const;
+const BENCH_GPU_FLAGS: Readonly<Record<string, FlagKind>> = { quick: 'switch', rounds: 'number', tasks: 'text' };
+/** The most rounds `--rounds` takes (each round runs every task: more is a typo, not a benchmark). */
+const MAX_ROUNDS = 1000;
+
+/** A bad argument of bench:gpu: the flag, the value typed and why, as one line. */
+export class BenchArgumentError extends FieldError {
+  constructor(field: string, value: unknown, reason: string) {
+    super(field, value, reason, `${field}${value === null ? '' : ` = ${quoteValue(value)}`} ${reason}`);
+  }
+}
+
+/**
+ * `npm run bench:gpu`'s arguments, scanned by `rlvr train`'s scanner (`scanFlags`: unknown flags, stray or missing
+ * values and repeats are refused by name) and its decimal numbers: `--quick`, `--rounds N` (a whole number in
+ * 1..1000), `--tasks LIST` (some of matmul, step, sample). `--rounds abc` once ran "NaN interleaved rounds",
+ * `--rounds 0` and `--tasks bogus` an empty table, all with exit 0.
+ */
+export function parseBenchGpuArgs(argv: readonly string[]): E.Either<BenchArgumentError, BenchGpuOptions> {
+  const listed = `it takes --quick, --rounds N, --tasks ${BENCH_GPU_TASKS.join(',')}`;
+  const scanned = scanFlags(argv, {
+    kindOf: (name) => (Object.hasOwn(BENCH_GPU_FLAGS, name) ? BENCH_GPU_FLAGS[name] : undefined),
+    command: 'bench:gpu',
+    listed,
+    error: (field, value, why) => new BenchArgumentError(field, value, why),
   });
-  // The table is printed either way; a failed check still fails the command.
-  if (rows.some((r) => r.checked.startsWith('CHECK FAILED'))) process.exitCode = 1;
+  if (E.isLeft(scanned)) return scanned;
+  const rounds = scanned.right.get('rounds');
+  const tasks = scanned.right.get('tasks');
+  const options: { quick: boolean; rounds?: number; tasks?: string[] } = { quick: scanned.right.has('quick') };
+  if (typeof rounds === 'string') {
+    const n = decimal(rounds);
+    if (!(Number.isInteger(n) && n >= 1 && n <= MAX_ROUNDS))
+      return E.left(new BenchArgumentError('--rounds', rounds, `must be a whole number in 1..${MAX_ROUNDS}`));
+    options.rounds = n;
+  }
+  if (typeof tasks === 'string') {
+    const names = tasks.split(',').map((t) => t.trim());
+    const unknown = names.find((t) => !(BENCH_GPU_TASKS as readonly string[]).includes(t));
+    if (unknown !== undefined)
+      return E.left(
+        new BenchArgumentError(
+          '--tasks',
+          tasks,
+          `names ${quoteValue(unknown)}, not one of ${BENCH_GPU_TASKS.join(', ')}`,
+        ),
+      );
+    options.tasks = [...new Set(names)];
+  }
+  return E.right(options);
+}
+
+if (process.argv[1]?.endsWith('gpu.bench.js')) {
+  const args = parseBenchGpuArgs(process.argv.slice(2));
+  if (E.isLeft(args)) {
+    // As rlvr's usage errors: one line, exit 2, before a device is opened.
+    console.error(`bench:gpu: ${args.left.message}`);
+    process.exitCode = 2;
+  } else {
+    const rows = await runBenchGpu(args.right);
+    // The table is printed either way; a failed check still fails the command.
+    if (rows.some((r) => r.checked.startsWith('CHECK FAILED'))) process.exitCode = 1;
+  }
 }

@@ -17,6 +17,7 @@ import {
   TRAIN_FLAG_BY_NAME,
   TRAIN_FLAG_SECTIONS,
   TRAIN_FLAG_TABLE,
+  type FlagKind,
   type FlagTarget,
   type TrainFlag,
 } from './train-flags.js';
@@ -71,30 +72,52 @@ export const TRAIN_USAGE = [
 ].join('\n');
 
 /**
+ * What a command's scanner needs: how each of its flags reads (by name, without dashes), the command's name and
+ * where its flags are listed, for messages (`rlvr train`, `rlvr train --help lists them`), and its error type.
+ */
+export interface CommandLine<Err> {
+  readonly kindOf: (name: string) => FlagKind | undefined;
+  readonly command: string;
+  readonly listed: string;
+  readonly error: (field: string, value: unknown, why: string) => Err;
+}
+
+const TRAIN_COMMAND_LINE: CommandLine<TrainConfigError> = {
+  kindOf: (name) => TRAIN_FLAG_BY_NAME.get(name)?.kind,
+  command: 'rlvr train',
+  listed: 'rlvr train --help lists them',
+  error: (field, value, why) => new TrainConfigError(field, value, why),
+};
+
+/**
  * The command line as flags and values. Every option is `--name value` or `--name=value`; a value may start with
  * one dash (`--seed -1`, `--margin -0.1`: negative numbers are values), not with two (`--output --steps` is
  * a missing value; `--output=--odd` says it). An unknown flag, a stray argument, a missing or empty value, a
- * value given to a boolean flag and a flag given twice are each a `TrainConfigError` naming it; messages quote
- * at most a bounded prefix of what was typed.
+ * value given to a boolean flag and a flag given twice are each an error naming it (`rlvr train`'s:
+ * `TrainConfigError`); messages quote at most a bounded prefix of what was typed. The benchmarks' command lines
+ * are scanned by it too.
  */
-function scanArgs(argv: readonly string[]): E.Either<TrainConfigError, Map<string, string | true>> {
+export function scanFlags<Err>(
+  argv: readonly string[],
+  line: CommandLine<Err>,
+): E.Either<Err, Map<string, string | true>> {
   const values = new Map<string, string | true>();
-  const err = (field: string, value: unknown, why: string) => E.left(new TrainConfigError(field, value, why));
+  const err = (field: string, value: unknown, why: string) => E.left(line.error(field, value, why));
   for (let i = 0; i < argv.length; i++) {
     const token = argv[i]!;
     if (!token.startsWith('--') || token === '--')
       return err(
         token === '' ? '(an empty argument)' : clipText(token),
         null,
-        'is not an option (options start with --; rlvr train --help lists them)',
+        `is not an option (options start with --; ${line.listed})`,
       );
     const eq = token.indexOf('=');
     const name = token.slice(2, eq < 0 ? undefined : eq);
     const flag = `--${clipText(name)}`;
-    const known = TRAIN_FLAG_BY_NAME.get(name);
-    if (known === undefined) return err(flag, null, 'is not an option of rlvr train (rlvr train --help lists them)');
+    const kind = line.kindOf(name);
+    if (kind === undefined) return err(flag, null, `is not an option of ${line.command} (${line.listed})`);
     let value: string | true;
-    if (known.kind === 'switch') {
+    if (kind === 'switch') {
       if (eq >= 0) return err(flag, token.slice(eq + 1), 'takes no value');
       value = true;
     } else {
@@ -153,7 +176,7 @@ function setTarget(input: Record<string, unknown>, target: FlagTarget, value: un
  * read, the first is named), before defaults and checks.
  */
 export function trainInput(argv: readonly string[]): E.Either<TrainConfigError, Partial<TrainConfig>> {
-  const scanned = scanArgs(argv);
+  const scanned = scanFlags(argv, TRAIN_COMMAND_LINE);
   if (E.isLeft(scanned)) return scanned;
   const input: Record<string, unknown> = {};
   for (const [name, text] of scanned.right) {
@@ -176,7 +199,7 @@ function readTrainArgs(
   TrainConfigError,
   { readonly cfg: TrainConfig; readonly typed: TypedFlags; readonly given: Partial<TrainConfig> }
 > {
-  const scanned = scanArgs(argv);
+  const scanned = scanFlags(argv, TRAIN_COMMAND_LINE);
   if (E.isLeft(scanned)) return scanned;
   const given = trainInput(argv);
   if (E.isLeft(given)) return given;
@@ -215,7 +238,7 @@ export function parseTrainArgs(argv: readonly string[]): E.Either<TrainConfigErr
 
 /** A config error that ended `rlvr train` after its arguments were read (`setup`'s), stated in the flags typed. */
 export function trainErrorInFlags(e: TrainConfigError, argv: readonly string[]): TrainConfigError {
-  const scanned = scanArgs(argv);
+  const scanned = scanFlags(argv, TRAIN_COMMAND_LINE);
   return E.isLeft(scanned) ? e : inFlagTerms(e, scanned.right);
 }
 

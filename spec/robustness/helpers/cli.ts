@@ -29,14 +29,22 @@ export function withArgs(args: readonly string[], over: Readonly<Record<string, 
   return out;
 }
 
-export function cliBundle(tag: string): { path: string; build: () => Promise<void>; remove: () => void } {
-  const path = join(process.cwd(), 'node_modules', '.cache', 'rlvr-robustness-spec', `${tag}-${process.pid}.mjs`);
+/**
+ * A program of the repository bundled as `npm run` builds it: the CLI by default, or another entry (`entry`, its
+ * bundle's name ending in `suffix`: a benchmark runs its command only when its file is named as its own).
+ */
+export function cliBundle(
+  tag: string,
+  entry = 'src/cli/main.ts',
+  suffix = '.mjs',
+): { path: string; build: () => Promise<void>; remove: () => void } {
+  const path = join(process.cwd(), 'node_modules', '.cache', 'rlvr-robustness-spec', `${tag}-${process.pid}${suffix}`);
   return {
     path,
     build: async () => {
       mkdirSync(dirname(path), { recursive: true });
       await build({
-        entryPoints: ['src/cli/main.ts'],
+        entryPoints: [entry],
         outfile: path,
         bundle: true,
         platform: 'node',

@@ -18,9 +18,12 @@ export const rejectionOf = (p: Promise<unknown>): Promise<unknown> =>
     (e: unknown) => e,
   );
 
-/** The CLI bundle of this spec file (or describe block): built before its tests, removed after. */
-export function useCliBundle(tag: string): { readonly path: string } {
-  const bundle = cliBundle(tag);
+/**
+ * The CLI bundle of this spec file (or describe block), or another program's (`cliBundle`'s `entry`, `suffix`):
+ * built before its tests, removed after.
+ */
+export function useCliBundle(tag: string, entry?: string, suffix?: string): { readonly path: string } {
+  const bundle = cliBundle(tag, entry, suffix);
   beforeAll(bundle.build, 60_000);
   afterAll(bundle.remove);
   return bundle;
