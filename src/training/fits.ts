@@ -179,7 +179,7 @@ function largestTerm(r: Refused, e: MemoryEstimate): string {
 
 /** The largest of the values `from / 2, from / 4, ..., 1` whose estimate fits, with it; null when none does. */
 function largestFitting(from: number, fits: (n: number) => MemoryEstimate | null): [number, MemoryEstimate] | null {
-  for (let n = Math.floor(from / 2); n >= 1; n = n === 1 ? 0 : Math.max(1, Math.floor(n / 2))) {
+  for (let n = Math.floor(from / 2); n >= 1; n = Math.floor(n / 2)) {
     const e = fits(n);
     if (e) return [n, e];
   }
