@@ -3,7 +3,7 @@ import { clipText, RlvrError } from '../core/errors.js';
 import { Rng } from '../core/rng.js';
 import { checkOutputFile, writeVerlParquet, type VerlRow } from '../io/verl-parquet.js';
 import { FileSystemError } from '../platform/errors.js';
-import { join, mkdir, stat } from '../platform/files.js';
+import { join, makeDirectories, stat } from '../platform/files.js';
 import type { DatasetProblem } from '../tasks/dataset.js';
 import { sampleProblems, splitOf, type Problem, type Task } from '../tasks/task.js';
 import type { TrainConfig } from '../training/config.js';
@@ -182,11 +182,12 @@ const sameFile = async (a: string, b: string): Promise<boolean> => {
 async function prepareOutput(args: ExportDataArgs): Promise<{ train: string; test: string }> {
   const { output, overwrite, cfg } = args;
   try {
-    await mkdir(output, { recursive: true });
+    // One level at a time: Node's recursive mkdir spins forever under /proc (platform/files.ts).
+    await makeDirectories(output);
   } catch (e) {
-    if ((e as NodeJS.ErrnoException).code === 'EEXIST' || (e as NodeJS.ErrnoException).code === 'ENOTDIR')
+    if (e instanceof FileSystemError && e.code === 'ENOTDIR')
       throw new ExportDataError('--output', `${output} is not a directory`);
-    throw FileSystemError.from(output, e);
+    throw e instanceof FileSystemError ? e : FileSystemError.from(output, e);
   }
   const files = { train: join(output, DATA_FILES.train), test: join(output, DATA_FILES.test) };
   for (const path of Object.values(files)) {
