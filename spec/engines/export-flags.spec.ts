@@ -88,6 +88,7 @@ const CASES: Record<string, { readonly argv: string[]; readonly with?: string[] 
   'n-heads': { argv: ['--n-heads', '8'] },
   'n-kv-heads': { argv: ['--n-kv-heads', '2'] },
   'memory-limit-gb': { argv: ['--memory-limit-gb', '4'] },
+  'allow-over-host-memory': { argv: ['--memory-limit-gb', '4', '--allow-over-host-memory'] },
   epsilon: { argv: ['--epsilon', '0.1'] },
   'epsilon-high': { argv: ['--epsilon-high', '0.3'] },
   beta: { argv: ['--beta', '0.04'] },

@@ -114,6 +114,7 @@ const LOCAL_FLAGS = [
   '--backend',
   '--threads',
   '--memory-limit-gb',
+  '--allow-over-host-memory',
   '--allow-non-finite-weights',
   '--on-non-finite',
   '--save-dtype',
