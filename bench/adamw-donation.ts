@@ -92,7 +92,7 @@ function child(mode: Sample['mode']): void {
     });
     next.loss.dataSync();
     stepMs.push(performance.now() - t0);
-    peakBytes = Math.max(peakBytes, backend.memory().peakBytes);
+    peakBytes = Math.max(peakBytes, backend.peakMemoryBytes());
     dispose([params, opt, next.loss]); // no-ops for what the donated step consumed
     params = next.params;
     opt = next.opt;

@@ -207,6 +207,8 @@ describe('backends by name', () => {
     expect(ref).toBeInstanceOf(T.ReferenceBackend);
     expect(ref.describe()).toBe('reference (TypeScript kernels, one thread)');
     expect(await openBackend('reference')).toBe(ref);
-    expect((await openBackend('cpu')).describe()).toMatch(/^cpu \(WebAssembly SIMD kernels, \d+ threads?/);
+    expect((await openBackend('cpu')).describe()).toMatch(
+      /^cpu \(WebAssembly (relaxed SIMD \(fused multiply-add\)|SIMD) kernels, \d+ threads?/,
+    );
   });
 });

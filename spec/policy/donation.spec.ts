@@ -150,7 +150,7 @@ describe('AdamW with donation on the cpu backend: peak bytes', () => {
       backend.resetPeakMemory();
       const before = backend.memory().bytes;
       const out = T.tidy(() => T.adamwStep(params, grads, state, CFG, { donate }));
-      const peak = backend.memory().peakBytes - before;
+      const peak = backend.peakMemoryBytes() - before;
       T.dispose([params, grads, state, out]);
       return peak;
     };

@@ -25,8 +25,13 @@ describe.skipIf(!hasUlimit)('an address-space limit (ulimit -v) too low for the 
     );
 
   it('is refused with one line and exit 2, saying what it needs and why', () => {
-    // 8 GiB: the 4 GiB memory fits, V8's guard regions around it (about 10 GiB in all) do not.
+    // 8 GiB: the 4 GiB memory fits, Node 20's V8 guard regions around it (about 10 GiB in all) do not. Node 26's
+    // V8 reserves the shared memory without them and runs there: then the run must simply succeed.
     const r = underLimit(8 * 1024 * 1024);
+    if (Number(process.versions.node.split('.')[0]) >= 22 && r.status === 0) {
+      expect(r.stderr).toBe('');
+      return;
+    }
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/^rlvr: cpu: cannot reserve its WebAssembly memory: up to 4 GiB plus the guard regions/);
     expect(r.stderr).toContain('(ulimit -v: 8 GiB)');
@@ -47,6 +52,11 @@ describe.skipIf(!hasUlimit)('an address-space limit (ulimit -v) too low for the 
     expect(r.signal).toBeNull();
     // Exit 2 (the refusal above) where this Node maps more at its start; never a crash or an internal error.
     expect([0, 2]).toContain(r.status);
-    if (r.status === 0) expect(r.stdout).toMatch(/cpu \(WebAssembly SIMD kernels, [123] threads?/);
+    // Node 20 fits 1-3 threads here; Node 26's V8 reserves less per memory, and all 4 fit.
+    const threads = Number(process.versions.node.split('.')[0]) >= 22 ? '[1234]' : '[123]';
+    if (r.status === 0)
+      expect(r.stdout).toMatch(
+        new RegExp(`cpu \\(WebAssembly (relaxed SIMD \\(fused multiply-add\\)|SIMD) kernels, ${threads} threads?`),
+      );
   });
 });

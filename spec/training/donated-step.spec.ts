@@ -50,7 +50,7 @@ describe('a donated AdamW step in the memory estimate', () => {
           donate,
         },
       );
-      const peak = backend.memory().peakBytes - before;
+      const peak = backend.peakMemoryBytes() - before;
       T.dispose([params, grads, m, v, sumSq, out]);
       return peak;
     };
@@ -107,7 +107,7 @@ describe('a donated AdamW step in the memory estimate', () => {
       withReference: false,
       donates: true,
     });
-    const peak = backend.memory().peakBytes;
+    const peak = backend.peakMemoryBytes();
     // Weights, moments and gradients (4 W) and the two extra embedding gradients were live at once.
     expect(peak).toBeGreaterThan(4 * 4 * e.parameters + e.gradientSums);
     expect(peak).toBeLessThanOrEqual(e.total);
@@ -135,7 +135,7 @@ describe('a donated AdamW step in the memory estimate', () => {
       const backend = new T.CpuBackend({ threads: 2 });
       let estimate: T.MemoryEstimate | null = null;
       const result = await T.train(cfg, { backend, task, onMemoryEstimate: (e) => (estimate = e) });
-      const peak = backend.memory().peakBytes;
+      const peak = backend.peakMemoryBytes();
       T.dispose(result.params);
       backend.dispose();
       return { peak, estimate: estimate! };

@@ -225,12 +225,17 @@ export class CpuBackend implements HostBackend, WasmHost {
     this.rt.release(v.byteOffset, v.byteLength);
   }
 
-  memory(): MemoryInfo & { readonly peakBytes: number } {
-    return { buffers: this.buffers, bytes: this.bytes, peakBytes: this.peakBytes };
+  memory(): MemoryInfo {
+    return { buffers: this.buffers, bytes: this.bytes };
+  }
+
+  /** The most bytes the tensors held at once since the last `resetPeakMemory` (or since the backend opened). */
+  peakMemoryBytes(): number {
+    return this.peakBytes;
   }
 
   /**
-   * Start counting `memory().peakBytes`, the most bytes the tensors held at once, from what they hold now: a spec or
+   * Start counting `peakMemoryBytes()`, the most bytes the tensors held at once, from what they hold now: a spec or
    * a benchmark measures one step's peak with it (the pool's heap only ever grows, and rounds sizes up).
    */
   resetPeakMemory(): void {
