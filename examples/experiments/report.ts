@@ -185,10 +185,10 @@ export async function buildReport(o: ReportOptions): Promise<string[]> {
   // ---------------------------------------------------------------------------------------------------------
   md.push('## Regenerate');
   md.push('');
-  md.push('From a fresh clone (Node 20+):');
+  md.push('From a fresh clone (Node 22+):');
   md.push('');
   md.push('```sh');
-  md.push('npm ci');
+  md.push('.ci/setup');
   md.push(
     `npm run experiments -- --scale ${s.scale} --seeds ${o.seeds.join(',')} --jobs 2${s.scale === 'small' ? '' : ` --output runs/experiments-${s.scale}`}   # every run, then this file and its plots`,
   );
