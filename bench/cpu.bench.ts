@@ -49,7 +49,11 @@ const fast1 = THREADS === 1 ? fast : new T.CpuBackend({ threads: 1 });
 const plain = fast.fma ? new T.CpuBackend({ threads: THREADS, fma: false }) : null;
 const plain1 = plain === null ? null : THREADS === 1 ? plain : new T.CpuBackend({ threads: 1, fma: false });
 const reference = new T.ReferenceBackend();
-await Promise.all([fast, fast1, plain, plain1].map((b) => b?.whenReady()));
+/** Our backends, each once: every thread count of the default build, and of the plain one beside it. */
+const ourBackends = [fast, fast1, plain, plain1].filter(
+  (b, i, all): b is T.CpuBackend => b !== null && all.indexOf(b) === i,
+);
+await Promise.all(ourBackends.map((b) => b.whenReady()));
 const buildName = (b: T.CpuBackend): string => (b.fma ? 'fma' : 'plain');
 
 console.log(`bench:cpu | ${cpus()[0]?.model ?? 'cpu'}, ${cpus().length} cores, node ${process.version}`);
@@ -120,9 +124,7 @@ const ceilings = new Map<string, number>();
 const ceilingKey = (b: T.CpuBackend): string => `${buildName(b)} ${b.threads}T`;
 
 async function benchCeiling(): Promise<void> {
-  const backends = [fast, fast1, plain, plain1].filter(
-    (b, i, all): b is T.CpuBackend => b !== null && all.indexOf(b) === i,
-  );
+  const backends = ourBackends;
   const ITER = 400_000;
   const contenders: Contender[] = backends.map((b) => {
     // WebAssembly has no on-stack replacement: a call runs in the code its function had when it started, so the
@@ -235,9 +237,7 @@ async function benchMatmul(): Promise<void> {
         },
       };
     };
-    const mine = [fast, fast1, plain, plain1].filter(
-      (b, i, all): b is T.CpuBackend => b !== null && all.indexOf(b) === i,
-    );
+    const mine = ourBackends;
     const label = (b: T.CpuBackend): string => `ours cpu ${b.threads}T${plain === null ? '' : ` ${buildName(b)}`}`;
     const contenders: Contender[] = mine.map((b) => ours(b, label(b)));
     if (n <= 1024 || ALL) contenders.push(ours(reference, 'reference', 1));

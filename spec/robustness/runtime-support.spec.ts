@@ -1,6 +1,6 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { OLDEST_SUPPORTED_NODE, unsupportedRuntimeLine } from '../../src/cli/runtime-support.js';
 
 /**
@@ -8,6 +8,11 @@ import { OLDEST_SUPPORTED_NODE, unsupportedRuntimeLine } from '../../src/cli/run
  * says in one line on an older Node that it runs unsupported, then runs.
  */
 describe('supported Node', () => {
+  // The CLI bundle the cases below run, built once.
+  beforeAll(() => {
+    execFileSync(process.execPath, ['esbuild.config.mjs', '--cli'], { stdio: 'ignore' });
+  }, 120_000);
+
   it('an older Node gets one line naming the end of life and what it lacks; 22 and later get none', () => {
     const line = unsupportedRuntimeLine('20.20.2', {});
     expect(line).toMatch(/^rlvr: Node 20\.20\.2 is unsupported .*2026-04-30.*fused multiply-add.*4 GiB.*Node >= 22/);
@@ -27,7 +32,6 @@ describe('supported Node', () => {
   });
 
   it('the CLI on this Node prints the line exactly when this Node is older than the floor, and still runs', () => {
-    execFileSync(process.execPath, ['esbuild.config.mjs', '--cli'], { stdio: 'ignore' });
     const env = { ...process.env, RLVR_NO_RUNTIME_NOTE: undefined };
     const r = spawnSync(process.execPath, ['dist/cli/main.js', 'info'], { encoding: 'utf8', env });
     expect(r.status).toBe(0);
@@ -37,7 +41,6 @@ describe('supported Node', () => {
   });
 
   it('a bad RLVR_CPU_FMA is refused in one line naming it, before anything runs', () => {
-    execFileSync(process.execPath, ['esbuild.config.mjs', '--cli'], { stdio: 'ignore' });
     const r = spawnSync(
       process.execPath,
       ['dist/cli/main.js', 'train', '--steps', '1', '--output', '/nonexistent/never'],
