@@ -65,6 +65,8 @@ export {
   type RuntimeStats,
   type RuntimeCounters,
   type KernelTime,
+  type GpuSpan,
+  type TimelineReport,
 } from './backends/webgpu/index.js';
 export * from './ops/creation.js';
 export { broadcastTo, expand, unbroadcast } from './ops/broadcast.js';

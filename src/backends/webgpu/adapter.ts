@@ -16,14 +16,14 @@ const LIMITS = [
   'maxBindingsPerBindGroup',
 ] as const;
 
-function describe(path: AdapterPath, info: GPUAdapterInfo): AdapterDescription {
+function describe(path: AdapterPath, info: GPUAdapterInfo, toggles: readonly string[]): AdapterDescription {
   const vendor = info.vendor ?? '';
   const architecture = info.architecture ?? '';
   const device = info.device ?? '';
   const description = info.description ?? '';
   const named = [vendor, architecture, device, description].filter((s) => s !== '').join(' / ');
   const summary = `${path}: ${named || 'unknown adapter'}`;
-  return { path, vendor, architecture, device, description, summary };
+  return { path, vendor, architecture, device, description, summary, toggles };
 }
 
 /** The device of an adapter that a platform found, requested with the adapter's own limits. Shared by both platforms. */
@@ -32,6 +32,7 @@ export async function openDevice(
   gpu: GPU,
   adapter: GPUAdapter,
   globals: DawnGlobals,
+  toggles: readonly string[] = [],
 ): Promise<AcquiredDevice> {
   const requiredLimits: Record<string, number> = {};
   const limits = adapter.limits as unknown as Record<string, number | undefined>;
@@ -39,8 +40,9 @@ export async function openDevice(
     const v = limits[name];
     if (typeof v === 'number') requiredLimits[name] = v;
   }
-  // Per-kernel GPU times (RLVR_PROFILE=1) need timestamp queries; requested whenever the adapter offers them.
-  const requiredFeatures = (['timestamp-query'] as const).filter((f) => adapter.features.has(f));
+  // Per-kernel GPU times (RLVR_PROFILE=1) and the step timeline need timestamp queries; half-precision kernels
+  // need shader-f16. Each is requested whenever the adapter offers it.
+  const requiredFeatures = (['timestamp-query', 'shader-f16'] as const).filter((f) => adapter.features.has(f));
   const device = await adapter.requestDevice({ requiredLimits, requiredFeatures, label: 'rlvr-webgpu' });
-  return { gpu, gpuAdapter: adapter, device, adapter: describe(path, adapter.info), globals };
+  return { gpu, gpuAdapter: adapter, device, adapter: describe(path, adapter.info, toggles), globals };
 }

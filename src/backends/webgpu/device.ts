@@ -20,6 +20,17 @@ export interface AcquireOptions {
    */
   readonly paths?: readonly AdapterPath[];
   readonly powerPreference?: GPUPowerPreference;
+  /**
+   * Dawn's `skip_validation` and `disable_robustness` toggles (Node only; a page cannot set toggles): no API
+   * validation on the host and no bounds clamping in the shaders. Every kernel spec passes with them, but a bug
+   * that validation would have caught may then corrupt memory instead of failing. Default: RLVR_WEBGPU_FAST=1.
+   */
+  readonly fast?: boolean;
+  /**
+   * Dawn's `vulkan_enable_f16_on_nvidia` toggle (Node only), which exposes `shader-f16` on NVIDIA drivers that Dawn
+   * blocks it on. Default: RLVR_WEBGPU_F16=force.
+   */
+  readonly forceF16?: boolean;
 }
 
 export interface AdapterDescription {
@@ -30,6 +41,8 @@ export interface AdapterDescription {
   readonly description: string;
   /** One line for logs and benchmark reports. */
   readonly summary: string;
+  /** Dawn toggles the device was made with (`[]` in a page), for reports. */
+  readonly toggles: readonly string[];
 }
 
 export interface AcquiredDevice {

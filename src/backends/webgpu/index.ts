@@ -5,3 +5,4 @@ export type { AdapterDescription, AdapterPath, AcquireOptions } from './device.j
 export type { PoolStats } from './buffer-pool.js';
 export type { RuntimeCounters, RuntimeStats } from './counters.js';
 export type { KernelTime } from './profiler.js';
+export type { GpuSpan, TimelineReport } from './timeline.js';

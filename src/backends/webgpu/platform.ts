@@ -17,11 +17,25 @@ interface DawnModule {
 let dawn: Promise<DawnModule> | null = null;
 
 /**
- * One Dawn instance per path for the whole process, never released: Dawn aborts the process if an instance is
+ * One Dawn instance per path and set of toggles for the whole process, never released: Dawn aborts the process if an instance is
  * garbage-collected while a device from it lives, and tearing instances down while others run raced inside
  * Mesa (pthread assertions). Each backend still gets its own adapter and device, destroyed on dispose.
  */
-const instances = new Map<DawnPath, GPU>();
+const instances = new Map<string, GPU>();
+
+const envFlag = (name: string, on: string): boolean => process.env[name] === on;
+
+/**
+ * The Dawn toggles a device is made with. Timestamps are never quantized here (Dawn rounds them to 2^16 ns by
+ * default, against timing attacks in a browser; a profiler and the step timeline need them as measured);
+ * `fast` and `forceF16` as `AcquireOptions` says.
+ */
+export function dawnToggles(opts: AcquireOptions): { enable: string[]; disable: string[] } {
+  const enable: string[] = [];
+  if (opts.fast ?? envFlag('RLVR_WEBGPU_FAST', '1')) enable.push('skip_validation', 'disable_robustness');
+  if (opts.forceF16 ?? envFlag('RLVR_WEBGPU_F16', 'force')) enable.push('vulkan_enable_f16_on_nvidia');
+  return { enable, disable: ['timestamp_quantization'] };
+}
 
 /** Load Dawn once, after setting what its EGL (llvmpipe) path reads at load time. */
 function loadDawn(): Promise<DawnModule> {
@@ -30,11 +44,18 @@ function loadDawn(): Promise<DawnModule> {
   return dawn;
 }
 
-async function tryPath(mod: DawnModule, path: DawnPath, opts: AcquireOptions): Promise<[GPU, GPUAdapter | null]> {
-  let gpu = instances.get(path);
+async function tryPath(
+  mod: DawnModule,
+  path: DawnPath,
+  opts: AcquireOptions,
+  flags: readonly string[],
+): Promise<[GPU, GPUAdapter | null]> {
+  const all = [...(path === 'native' ? [] : ['backend=opengles']), ...flags];
+  const key = all.join(' ');
+  let gpu = instances.get(key);
   if (!gpu) {
-    gpu = mod.create(path === 'native' ? [] : ['backend=opengles']);
-    instances.set(path, gpu);
+    gpu = mod.create(all);
+    instances.set(key, gpu);
   }
   const request: GPURequestAdapterOptions = path === 'native' ? {} : { featureLevel: 'compatibility' };
   if (opts.powerPreference) request.powerPreference = opts.powerPreference;
@@ -59,6 +80,11 @@ function pathsFromEnv(): readonly AdapterPath[] | null {
 /** A device on Dawn (the paths of device.ts, in order); `NoAdapterError` when none gives one. */
 export async function acquireDevice(opts: AcquireOptions = {}): Promise<AcquiredDevice> {
   const paths = opts.paths ?? pathsFromEnv() ?? (['native', 'opengles'] as const);
+  const toggles = dawnToggles(opts);
+  const flags = [
+    ...(toggles.enable.length > 0 ? [`enable-dawn-features=${toggles.enable.join(',')}`] : []),
+    `disable-dawn-features=${toggles.disable.join(',')}`,
+  ];
   const tried: string[] = [];
   let mod: DawnModule;
   try {
@@ -74,7 +100,7 @@ export async function acquireDevice(opts: AcquireOptions = {}): Promise<Acquired
     let gpu: GPU;
     let adapter: GPUAdapter | null = null;
     try {
-      [gpu, adapter] = await tryPath(mod, path, opts);
+      [gpu, adapter] = await tryPath(mod, path, opts, flags);
     } catch (e) {
       tried.push(`${path} (${e instanceof Error ? e.message : String(e)})`);
       continue;
@@ -85,7 +111,10 @@ export async function acquireDevice(opts: AcquireOptions = {}): Promise<Acquired
       );
       continue;
     }
-    return openDevice(path, gpu, adapter, mod.globals as DawnGlobals);
+    return openDevice(path, gpu, adapter, mod.globals as DawnGlobals, [
+      ...toggles.enable,
+      ...toggles.disable.map((t) => `no ${t}`),
+    ]);
   }
   throw new NoAdapterError(tried.length > 0 ? tried : ['no path (RLVR_WEBGPU_PATHS=none)']);
 }

@@ -12,7 +12,8 @@ export interface KernelTime {
   readonly gpuMs: number;
 }
 
-export interface ProfilerUsage {
+/** GPUBufferUsage and GPUMapMode flags for timestamp queries and their read-back. */
+export interface QueryUsage {
   readonly queryResolve: number;
   readonly copySrc: number;
   readonly copyDst: number;
@@ -31,7 +32,7 @@ export class KernelProfiler {
   constructor(
     device: GPUDevice,
     private readonly create: (size: number, usage: number, label: string) => GPUBuffer,
-    private readonly usage: ProfilerUsage,
+    private readonly usage: QueryUsage,
     private readonly capacity: number,
   ) {
     this.querySet = device.createQuerySet({ type: 'timestamp', count: 2 * capacity, label: 'rlvr:profile' });

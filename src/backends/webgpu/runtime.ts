@@ -1,5 +1,6 @@
 import type { Backend } from '../../core/backend.js';
 import { BackendError, type RlvrError } from '../../core/errors.js';
+import { CommandBatch } from './batch.js';
 import { BindGroupCache } from './bind-groups.js';
 import { BufferPool } from './buffer-pool.js';
 import { Counters, type RuntimeStats } from './counters.js';
@@ -7,14 +8,16 @@ import type { AcquiredDevice, AdapterDescription } from './device.js';
 import { ErrorScopes } from './error-scopes.js';
 import { GpuValidationError } from './errors.js';
 import { PipelineCache, type KernelSpec } from './pipelines.js';
-import { KernelProfiler, type KernelTime } from './profiler.js';
+import { KernelProfiler, type KernelTime, type QueryUsage } from './profiler.js';
+import { PassStamps, Timeline, type TimelineReport } from './timeline.js';
 import { Tuner, type TunerOptions } from './tuner.js';
 import { UniformStore } from './uniforms.js';
 
 /**
- * The command runtime: one long-lived command encoder and compute pass collect dispatches, submitted every
- * `dispatchesPerSubmit` dispatches or when a read needs the results. Everything done between two submits runs
- * inside one validation and one out-of-memory error scope (`error-scopes.ts`), whose verdicts, with every other
+ * The command runtime: one long-lived command encoder and compute pass (`batch.ts`) collect dispatches,
+ * submitted every `dispatchesPerSubmit` dispatches or when a read needs the results. Everything done between two
+ * submits (or reads: `errorScopes`) runs inside one validation and one out-of-memory error scope
+ * (`error-scopes.ts`), whose verdicts, with every other
  * failure, end in one sticky typed error that names the kernel and is thrown by the next `read()` and every
  * later call. Nothing fails silently.
  *
@@ -26,6 +29,12 @@ import { UniformStore } from './uniforms.js';
 export interface RuntimeOptions extends TunerOptions {
   /** Dispatches encoded before a submit (default 32). */
   readonly dispatchesPerSubmit?: number;
+  /**
+   * How long one pair of error scopes stays open: `submit` (default) pushes and pops them around each submit,
+   * `read` around everything between two read-backs (fewer pops to wait on; a failure then names every kernel
+   * of that span unless Dawn's message names one).
+   */
+  readonly errorScopes?: 'submit' | 'read';
   /** Idle bytes above which the buffer pool destroys buffers unused for a few reads (default 512 MiB). */
   readonly maxIdleBytes?: number;
   /**
@@ -71,21 +80,20 @@ export class GpuRuntime {
   readonly pipelines: PipelineCache;
   private readonly staging: BufferPool;
   private readonly uniforms: UniformStore;
-  private readonly profiler: KernelProfiler | null;
+  private profiler: KernelProfiler | null = null;
+  private readonly timeline: Timeline;
+  private timing = false;
+  private scopePerRead: boolean;
   private readonly mapRead: number;
-  private readonly usage: { QUERY_RESOLVE: number; COPY_SRC: number; MAP_READ: number; COPY_DST: number };
-  private readonly perSubmit: number;
+  private readonly queryUsage: QueryUsage;
+  private readonly make = (size: number, usage: number, label: string) => this.createBuffer(size, usage, label);
+  private perSubmit: number;
   readonly maxWorkgroupsPerDim: number;
   readonly cpuLike: boolean;
   /** The kernels' tuned configurations per shape class (tuner.ts); its jobs run at the next wait for the device. */
   readonly tuner: Tuner;
 
-  private encoder: GPUCommandEncoder | null = null;
-  private pass: GPUComputePassEncoder | null = null;
-  /** What the current pass has bound, so an unchanged pipeline or bind group is not set again. */
-  private passPipeline: GPUComputePipeline | null = null;
-  private passBindGroup: GPUBindGroup | null = null;
-  private dispatches = 0;
+  private readonly batch: CommandBatch;
   private readonly bindGroups: BindGroupCache;
   private readonly errors: ErrorScopes;
   private destroyed = false;
@@ -99,13 +107,14 @@ export class GpuRuntime {
     this.adapter = acquired.adapter;
     this.instance = { gpu: acquired.gpu, gpuAdapter: acquired.gpuAdapter };
     const u = acquired.globals.GPUBufferUsage;
-    this.usage = {
-      QUERY_RESOLVE: (u as unknown as Record<string, number>).QUERY_RESOLVE ?? 0x200,
-      COPY_SRC: u.COPY_SRC,
-      MAP_READ: u.MAP_READ,
-      COPY_DST: u.COPY_DST,
-    };
     this.mapRead = acquired.globals.GPUMapMode.READ;
+    this.queryUsage = {
+      queryResolve: (u as unknown as Record<string, number>).QUERY_RESOLVE ?? 0x200,
+      copySrc: u.COPY_SRC,
+      copyDst: u.COPY_DST,
+      mapRead: u.MAP_READ,
+      mapModeRead: this.mapRead,
+    };
     this.perSubmit = opts.dispatchesPerSubmit ?? 32;
     this.maxWorkgroupsPerDim = this.device.limits.maxComputeWorkgroupsPerDimension;
     this.cpuLike = opts.cpuLike ?? /llvmpipe|lavapipe|softpipe|swiftshader/i.test(acquired.adapter.summary);
@@ -121,21 +130,18 @@ export class GpuRuntime {
     const align = Math.max(16, this.device.limits.minUniformBufferOffsetAlignment);
     this.uniforms = new UniformStore((size) => this.createBuffer(size, u.UNIFORM | u.COPY_DST, 'rlvr:uniforms'), align);
     this.bindGroups = new BindGroupCache(this.device, this.uniforms, () => this.counts.bindGroupsCreated++);
-    this.profiler =
-      (opts.profile ?? envProfile()) && KernelProfiler.supported(this.device)
-        ? new KernelProfiler(
-            this.device,
-            (size, usage, label) => this.createBuffer(size, usage, label),
-            {
-              queryResolve: (u as unknown as Record<string, number>).QUERY_RESOLVE ?? 0x200,
-              copySrc: u.COPY_SRC,
-              copyDst: u.COPY_DST,
-              mapRead: u.MAP_READ,
-              mapModeRead: this.mapRead,
-            },
-            this.perSubmit,
-          )
-        : null;
+    this.scopePerRead = opts.errorScopes === 'read';
+    this.timeline = new Timeline(this.device, this.make, this.queryUsage, () =>
+      this.profiler
+        ? 'the per-kernel profiler owns the passes'
+        : this.device.features.has('timestamp-query')
+          ? null
+          : 'the device has no timestamp-query',
+    );
+    this.batch = new CommandBatch(this.device, () => ({
+      perDispatch: this.profiler ? (kernel) => this.profiler!.pass(kernel) : null,
+      perPass: () => (this.timing ? this.timeline.pass() : undefined),
+    }));
     this.tuner = new Tuner(
       acquired.adapter.summary,
       this.device.features.has('timestamp-query') ? 'timestamp-query' : 'wall-clock',
@@ -144,6 +150,49 @@ export class GpuRuntime {
     this.errors = new ErrorScopes(this.device, () => this.destroyed);
     // A failed pipeline is the root cause of the batch errors that follow it: it takes precedence.
     this.pipelines = new PipelineCache(this.device, (e) => this.errors.fail(e, true));
+    if (opts.profile ?? envProfile()) this.setProfiling(true);
+  }
+
+  /**
+   * Per-kernel GPU times on or off (where the device has `timestamp-query`; returns whether they are on). Work
+   * encoded so far is submitted first, so no batch mixes profiled and ordinary passes.
+   */
+  setProfiling(on: boolean): boolean {
+    if (on === (this.profiler !== null) || (on && !KernelProfiler.supported(this.device))) return this.profiling;
+    this.flush();
+    const old = this.profiler;
+    this.profiler = on
+      ? new KernelProfiler(this.device, this.make, this.queryUsage, Math.min(this.perSubmit, 1024))
+      : null;
+    // Its table goes with it, once its pending reads are done.
+    if (old) void old.table().then(() => old.destroy());
+    return this.profiling;
+  }
+
+  /** Change how work is batched (`RuntimeOptions`); what is encoded so far is submitted under the old settings. */
+  configure(opts: Pick<RuntimeOptions, 'dispatchesPerSubmit' | 'errorScopes'>): void {
+    this.check();
+    this.flush('read');
+    this.perSubmit = opts.dispatchesPerSubmit ?? this.perSubmit;
+    this.scopePerRead = (opts.errorScopes ?? (this.scopePerRead ? 'read' : 'submit')) === 'read';
+  }
+
+  /** Start recording where the time goes (`timeline.ts`); everything encoded before is submitted first. */
+  startTimeline(): void {
+    this.check();
+    this.flush();
+    this.timing = true;
+    this.timeline.start();
+  }
+
+  /** Stop recording (after the span's last read) and report; the device's side needs a read-back of its own. */
+  async stopTimeline(): Promise<TimelineReport> {
+    this.check();
+    this.flush('read');
+    this.timing = false;
+    const report = await this.timeline.stop();
+    await this.settle();
+    return report;
   }
 
   /** Every GPU buffer the runtime makes goes through here, so `buffersCreated` counts them all. */
@@ -199,6 +248,7 @@ export class GpuRuntime {
 
   /** Encode one dispatch (the lower-level call under `launch()`; kernels should use `launch()`). */
   dispatch(d: Dispatch): void {
+    const t0 = this.timing ? this.timeline.beginDispatch() : 0;
     this.check();
     this.errors.open();
     const cached = this.pipelines.get(d);
@@ -213,46 +263,30 @@ export class GpuRuntime {
     }
     const bindGroup = this.bindGroups.get(cached, d.buffers, d.uniforms ? this.uniforms.slot(d.uniforms) : null);
     if (this.profiler?.full) this.flush();
-    this.encoder ??= this.device.createCommandEncoder({ label: 'rlvr:batch' });
-    if (this.profiler) {
-      this.pass?.end();
-      this.pass = this.encoder.beginComputePass(this.profiler.pass(d.kernel));
-      this.passPipeline = this.passBindGroup = null;
-    }
-    if (!this.pass) {
-      this.pass = this.encoder.beginComputePass({ label: 'rlvr:batch' });
-      this.passPipeline = this.passBindGroup = null;
-    }
-    // Consecutive dispatches of one kernel (AdamW over every leaf, a chain of adds) skip the repeated state.
-    if (this.passPipeline !== cached.pipeline) {
-      this.passPipeline = cached.pipeline;
-      this.pass.setPipeline(cached.pipeline);
-    }
-    if (this.passBindGroup !== bindGroup) {
-      this.passBindGroup = bindGroup;
-      this.pass.setBindGroup(0, bindGroup);
-    }
-    this.pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
+    this.batch.dispatch(d.kernel, cached.pipeline, bindGroup, d.workgroups);
     this.counters.dispatched(d.kernel);
-    if (++this.dispatches >= this.perSubmit) this.flush();
+    if (this.batch.dispatches >= this.perSubmit) this.flush();
+    if (this.timing) this.timeline.endDispatch(t0);
   }
 
-  /** Submit everything encoded so far; buffers released so far become reusable by uploads too. */
-  flush(): void {
+  /**
+   * Submit everything encoded so far; buffers released so far become reusable by uploads too. A `read` (or a
+   * sync) also closes the error scopes when they span reads (`errorScopes: 'read'`).
+   */
+  flush(reason: 'batch' | 'read' = 'batch'): void {
     if (this.destroyed) return;
-    if (this.encoder) {
-      this.pass?.end();
-      this.pass = null;
-      const collect = this.profiler?.resolve(this.encoder) ?? null;
+    const t0 = this.timing ? performance.now() : 0;
+    const encoder = this.batch.take();
+    if (encoder) {
+      const collect = this.profiler?.resolve(encoder) ?? null;
       this.uniforms.upload(this.device.queue);
-      this.device.queue.submit([this.encoder.finish({ label: 'rlvr:batch' })]);
+      this.device.queue.submit([encoder.finish({ label: 'rlvr:batch' })]);
       this.counts.submits++;
-      this.encoder = null;
       collect?.();
+      if (this.timing) this.timeline.submitted(t0);
     }
     this.uniforms.afterSubmit();
-    this.dispatches = 0;
-    this.errors.close();
+    if (!this.scopePerRead || reason === 'read') this.errors.close();
     this.pool.afterSubmit();
   }
 
@@ -265,23 +299,21 @@ export class GpuRuntime {
   async read(buffer: GPUBuffer, byteLength: number): Promise<ArrayBuffer> {
     this.check();
     if (byteLength === 0) {
-      this.flush();
+      this.flush('read');
       await this.settle();
       return new ArrayBuffer(0);
     }
     const staging = this.staging.acquire(byteLength);
     this.errors.open();
     this.errors.note('read');
-    this.encoder ??= this.device.createCommandEncoder({ label: 'rlvr:batch' });
-    this.pass?.end();
-    this.pass = null;
-    this.encoder.copyBufferToBuffer(buffer, 0, staging, 0, byteLength);
+    this.batch.forCopy().copyBufferToBuffer(buffer, 0, staging, 0, byteLength);
     this.readTurn ??= Promise.resolve().then(() => {
       this.readTurn = null;
-      this.flush();
+      this.flush('read');
       this.counts.readBacks++;
     });
     await this.readTurn;
+    const submittedAt = performance.now();
     // Shape classes met since the last wait are tuned now, after the work that met them (tuner.ts).
     if (this.tuner.due) await this.tuner.run();
     try {
@@ -290,6 +322,7 @@ export class GpuRuntime {
       await this.settle();
       throw new GpuValidationError('read', `mapAsync failed: ${e instanceof Error ? e.message : String(e)}`);
     }
+    if (this.timing) this.timeline.readBack(performance.now() - submittedAt);
     const out = staging.getMappedRange(0, byteLength).slice(0);
     staging.unmap();
     this.staging.release(staging);
@@ -316,22 +349,13 @@ export class GpuRuntime {
     this.errors.open();
     this.errors.note(d.kernel);
     const encoder = this.device.createCommandEncoder({ label: 'rlvr:tune' });
-    const pass = encoder.beginComputePass(
-      stamps
-        ? {
-            label: `rlvr:${d.kernel}`,
-            timestampWrites: { querySet: stamps.set, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 },
-          }
-        : { label: `rlvr:${d.kernel}` },
-    );
+    const label = `rlvr:${d.kernel}`;
+    const pass = encoder.beginComputePass(stamps ? { label, timestampWrites: stamps.writes(0) } : { label });
     pass.setPipeline(cached.pipeline);
     pass.setBindGroup(0, group);
     for (let i = 0; i < reps; i++) pass.dispatchWorkgroups(d.workgroups[0], d.workgroups[1], d.workgroups[2]);
     pass.end();
-    if (stamps) {
-      encoder.resolveQuerySet(stamps.set, 0, 2, stamps.resolve, 0);
-      encoder.copyBufferToBuffer(stamps.resolve, 0, stamps.read, 0, 16);
-    }
+    stamps?.resolve(encoder, 1);
     const t0 = performance.now();
     this.device.queue.submit([encoder.finish()]);
     this.counts.submits++;
@@ -341,31 +365,22 @@ export class GpuRuntime {
     const wall = performance.now() - t0;
     await this.settle();
     if (!stamps) return wall / reps;
-    await stamps.read.mapAsync(this.mapRead, 0, 16);
-    const t = new BigUint64Array(stamps.read.getMappedRange(0, 16).slice(0));
-    stamps.read.unmap();
+    const t = await stamps.read(1);
     // A device may report timestamps that do not advance (quantised or reset): the wall clock then stands in.
     return t[1]! > t[0]! ? Number(t[1]! - t[0]!) / 1e6 / reps : wall / reps;
   }
 
-  private stamps: { set: GPUQuerySet; resolve: GPUBuffer; read: GPUBuffer } | null = null;
+  private stamps: PassStamps | null = null;
 
-  private tuneStamps(): { set: GPUQuerySet; resolve: GPUBuffer; read: GPUBuffer } {
-    if (!this.stamps) {
-      const u = this.usage;
-      this.stamps = {
-        set: this.device.createQuerySet({ type: 'timestamp', count: 2, label: 'rlvr:tune' }),
-        resolve: this.createBuffer(16, u.QUERY_RESOLVE | u.COPY_SRC, 'rlvr:tune'),
-        read: this.createBuffer(16, u.MAP_READ | u.COPY_DST, 'rlvr:tune'),
-      };
-    }
+  private tuneStamps(): PassStamps {
+    this.stamps ??= new PassStamps(this.device, this.make, this.queryUsage, 1, 'rlvr:tune');
     return this.stamps;
   }
 
   /** Submit pending work and wait until it has run and every error check has come back; throws a recorded error. */
   async sync(): Promise<void> {
     this.check();
-    this.flush();
+    this.flush('read');
     await this.device.queue.onSubmittedWorkDone();
     this.pool.endEpoch();
     await this.settle();
@@ -404,17 +419,15 @@ export class GpuRuntime {
 
   destroy(): void {
     if (this.destroyed) return;
-    if (this.encoder) {
-      this.pass?.end();
-      this.encoder.finish();
-    }
+    this.batch.take()?.finish();
     this.errors.close();
     this.destroyed = true;
     this.pool.trim();
     this.staging.trim();
     this.uniforms.destroy();
     this.profiler?.destroy();
-    this.stamps?.set.destroy();
+    this.timeline.destroy();
+    this.stamps?.destroy();
     this.bindGroups.clear();
     this.device.destroy();
     this.instance = null;
