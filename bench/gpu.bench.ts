@@ -47,6 +47,9 @@ import { FieldError, quoteValue } from '../src/core/errors.js';
 import { median, printHeader } from './lib/common.js';
 import { batchFor, MODEL_SIZES, paramsFor, withoutEos, type ModelSize } from './lib/models.js';
 import { TorchPeer, type PeerAnswer } from './lib/torch-peer.js';
+import { probeFeatures } from './lib/gpu-features.js';
+import { GPU_VARIANTS, timelineLines, topKernelLines, type GpuVariant } from './lib/timeline-report.js';
+import { DEFAULT_BATCHING } from '../src/backends/webgpu/runtime.js';
 
 export interface BenchGpuOptions {
   readonly quick?: boolean;
@@ -55,6 +58,11 @@ export interface BenchGpuOptions {
   readonly backend?: WebGpuBackendOptions;
   /** Which kinds of task to run (default all): `matmul`, `step`, `sample`. */
   readonly tasks?: readonly string[];
+  /**
+   * Runtime configurations to time the steps under (`GPU_VARIANTS`; default: the library's defaults alone), in
+   * the same interleaved rounds, each step's timeline printed per configuration.
+   */
+  readonly variants?: readonly GpuVariant[];
   /** Look for the PyTorch peer (default true). */
   readonly peer?: boolean;
   readonly log?: (line: string) => void;
@@ -80,7 +88,12 @@ interface Task {
   readonly checked: string;
   /** One timed unit of work, checked; its milliseconds. */
   readonly run: (round: number) => Promise<number>;
-  readonly peer: Record<string, unknown>;
+  /** The peer's task, or null where another task (the same step under another configuration) asks it. */
+  readonly peer: Record<string, unknown> | null;
+  /** Tasks of one group (a step size under several configurations) share the peer's times. */
+  readonly group?: string;
+  /** After the rounds: lines on where one more (untimed) unit's time goes. */
+  readonly inspect?: () => Promise<string[]>;
   counters: string;
   readonly dispose: () => void;
 }
@@ -183,17 +196,87 @@ async function gradNormOf(grads: TransformerParams): Promise<number> {
   return Math.sqrt(sum);
 }
 
-function stepTask(gpu: WebGpuBackend, cpu: Backend, size: ModelSize, label: string, checkGrads: boolean): Task {
+/** What the step tasks of one size share: the host reference (computed once) and, per device, the parameters. */
+interface StepShared {
+  want: Promise<{ loss: number; gradNorm: number | null }> | null;
+  readonly params: Map<WebGpuBackend, { params: TransformerParams; opt: ReturnType<typeof adamwInit> }>;
+}
+
+/** A device and the batching it runs a task under (`GPU_VARIANTS`). */
+interface OnDevice {
+  readonly gpu: WebGpuBackend;
+  readonly variant: GpuVariant;
+  /** Whether this task asks the peer and profiles its kernels (the first configuration of its size). */
+  readonly first: boolean;
+}
+
+interface Batching {
+  readonly dispatchesPerSubmit: number;
+  readonly errorScopes: 'submit' | 'read';
+}
+const batchingOf = (variant: GpuVariant): Batching => {
+  const v: WebGpuBackendOptions = GPU_VARIANTS[variant];
+  return {
+    dispatchesPerSubmit: v.dispatchesPerSubmit ?? DEFAULT_BATCHING.dispatchesPerSubmit,
+    errorScopes: v.errorScopes ?? DEFAULT_BATCHING.errorScopes,
+  };
+};
+
+function stepTask(
+  on: OnDevice,
+  cpu: Backend,
+  size: ModelSize,
+  label: string,
+  checkGrads: boolean,
+  shared: StepShared,
+): Task {
+  const { gpu, variant } = on;
   const c = size.config;
   const batch: SequenceBatch = batchFor(size);
   const tokens = batch.batchSize * (batch.promptLen + batch.completionLen);
-  const name = `SFT step ${label}: d${c.dModel} L${c.nLayers} V${c.vocabSize} B${batch.batchSize}xT${tokens / batch.batchSize}`;
-  const params = paramsFor(c, gpu);
-  const opt = adamwInit(params);
+  const name =
+    `SFT step ${label}: d${c.dModel} L${c.nLayers} V${c.vocabSize} B${batch.batchSize}xT${tokens / batch.batchSize}` +
+    (variant === 'default' ? '' : ` [${variant}]`);
+  let mine = shared.params.get(gpu);
+  if (!mine) {
+    const params = paramsFor(c, gpu);
+    mine = { params, opt: adamwInit(params) };
+    shared.params.set(gpu, mine);
+  }
+  const { params, opt } = mine;
   const checkLen = Math.min(16, size.seqLen);
   const checkBatch = batchFor({ ...size, seqLen: checkLen }, 1);
-  let want: { loss: number; gradNorm: number | null } | null = null;
   let firstNorm: number | null = null;
+  const reference = (): Promise<{ loss: number; gradNorm: number | null }> =>
+    hostReference(name, async () => {
+      const p = paramsFor(c, cpu);
+      if (checkGrads) {
+        const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(p);
+        const out = { loss: (await loss.data())[0]!, gradNorm: await gradNormOf(grads) };
+        dispose([loss, grads, p]);
+        return out;
+      }
+      // The f32 weights of the 0.6B size (2.8 GB) and a forward do not fit the CPU backend's 4 GiB (measured on
+      // an H100 machine, even for one row of 32 tokens), so that size's loss is checked on the reference backend
+      // (plain TypeScript, no such limit) over a 1 x 16-token batch through the same weights, which the GPU
+      // scores too (untimed) before its first timed step.
+      const loss = tidy(() => sftLoss(p, c, checkBatch));
+      const out = { loss: (await loss.data())[0]!, gradNorm: null };
+      dispose([loss, p]);
+      return out;
+    });
+  /** One step from the shared parameters (every step starts from them, so each one's loss and norm are checkable). */
+  const step = async (): Promise<{ loss: number; norm: number; encoded: ReturnType<WebGpuBackend['stats']> }> => {
+    const out = tidy(() => {
+      const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(params);
+      const stepped = adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 });
+      return { loss, gradNorm: stepped.gradNorm, params: stepped.params, state: stepped.state };
+    });
+    const encoded = gpu.stats();
+    const [loss, norm] = await Promise.all([out.loss.data(), out.gradNorm.data()]);
+    dispose(out);
+    return { loss: loss[0]!, norm: norm[0]!, encoded };
+  };
   const task: Task = {
     name,
     unit: 'ms/step',
@@ -203,61 +286,60 @@ function stepTask(gpu: WebGpuBackend, cpu: Backend, size: ModelSize, label: stri
       : `loss of a 1 x ${checkLen}-token batch vs the ${cpu.name} backend; gradient norm equal across rounds`,
     counters: '',
     run: async () => {
-      if (!want)
-        want = await hostReference(name, async () => {
-          const p = paramsFor(c, cpu);
-          if (checkGrads) {
-            const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(p);
-            const out = { loss: (await loss.data())[0]!, gradNorm: await gradNormOf(grads) };
-            dispose([loss, grads, p]);
-            return out;
-          }
-          // The f32 weights of the 0.6B size (2.8 GB) and a forward do not fit the CPU backend's 4 GiB (measured on
-          // an H100 machine, even for one row of 32 tokens), so that size's loss is checked on the reference backend
-          // (plain TypeScript, no such limit) over a 1 x 16-token batch through the same weights, which the GPU
-          // scores too (untimed) before its first timed step.
-          const loss = tidy(() => sftLoss(p, c, checkBatch));
-          const out = { loss: (await loss.data())[0]!, gradNorm: null };
-          dispose([loss, p]);
-          return out;
-        });
+      shared.want ??= reference();
+      const want = await shared.want;
+      gpu.runtime.configure(batchingOf(variant));
       if (want.gradNorm === null && firstNorm === null) {
         const small = tidy(() => sftLoss(params, c, checkBatch));
         check(name, `loss (1 x ${checkLen} tokens)`, [(await small.data())[0]!], [want.loss], 0, 1e-4);
         small.dispose();
       }
+      await gpu.sync();
       const before = gpu.stats();
       const t0 = performance.now();
-      // Every timed step starts from the same parameters, so each one's loss and norm are checkable.
-      const out = tidy(() => {
-        const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(params);
-        const stepped = adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 });
-        return { loss, gradNorm: stepped.gradNorm, params: stepped.params, state: stepped.state };
-      });
-      const encoded = gpu.stats();
-      const [loss, norm] = await Promise.all([out.loss.data(), out.gradNorm.data()]);
+      const { loss, norm, encoded } = await step();
       const ms = performance.now() - t0;
       const after = gpu.stats();
-      dispose(out);
       // The loss tolerance of runtime-steady.spec.ts (GPU vs CPU over a whole step), for the norm too.
       if (want.gradNorm !== null) {
-        check(name, 'loss', [loss[0]!], [want.loss], 0, 1e-4);
-        check(name, 'gradient norm', [norm[0]!], [want.gradNorm], 0, 1e-4);
-      } else if (!Number.isFinite(loss[0]!)) throw new CheckError(`${name}: the loss is ${loss[0]}`);
-      else if (firstNorm === null) firstNorm = norm[0]!;
-      else check(name, 'gradient norm (against round 1)', [norm[0]!], [firstNorm], 0, 0);
+        check(name, 'loss', [loss], [want.loss], 0, 1e-4);
+        check(name, 'gradient norm', [norm], [want.gradNorm], 0, 1e-4);
+      } else if (!Number.isFinite(loss)) throw new CheckError(`${name}: the loss is ${loss}`);
+      else if (firstNorm === null) firstNorm = norm;
+      else check(name, 'gradient norm (against round 1)', [norm], [firstNorm], 0, 0);
       task.counters =
         `${encoded.dispatches - before.dispatches} dispatches, ${after.submits - before.submits} submits, ` +
         `${after.readBacks - before.readBacks} read-back (${encoded.readBacks - before.readBacks} inside), ` +
         `${after.buffersCreated - before.buffersCreated} buffers created`;
       return ms;
     },
-    peer: {
-      task: 'step',
-      row: [c.vocabSize, c.dModel, c.nLayers, c.nHeads, c.dFf, batch.batchSize, tokens / batch.batchSize],
-      steps: 2,
+    inspect: async () => {
+      const rt = gpu.runtime;
+      rt.configure(batchingOf(variant));
+      await gpu.sync();
+      rt.startTimeline();
+      await step();
+      const lines = timelineLines(name, await rt.stopTimeline());
+      if (!on.first) return lines;
+      const was = rt.profiling;
+      if (!rt.setProfiling(true)) return [...lines, ...topKernelLines(name, null, 'the device has no timestamp-query')];
+      rt.resetKernelCounts();
+      await step();
+      const times = await rt.kernelTimes();
+      rt.setProfiling(was);
+      return [...lines, ...topKernelLines(name, times, '')];
     },
-    dispose: () => dispose([params, opt]),
+    group: label,
+    peer: on.first
+      ? {
+          task: 'step',
+          row: [c.vocabSize, c.dModel, c.nLayers, c.nHeads, c.dFf, batch.batchSize, tokens / batch.batchSize],
+          steps: 2,
+        }
+      : null,
+    dispose: () => {
+      if (shared.params.delete(gpu)) dispose([params, opt]);
+    },
   };
   return task;
 }
@@ -327,7 +409,14 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
   const log = o.log ?? ((line: string) => console.log(line));
   const quick = o.quick ?? false;
   const rounds = o.rounds ?? (quick ? 2 : 3);
-  const gpu = await createWebGpuBackend(o.backend);
+  const variants: readonly GpuVariant[] = o.variants ?? ['default'];
+  // One device per set of Dawn toggles the configurations need (the batching is switched on a live runtime).
+  const fastOf = (v: GpuVariant): boolean | undefined =>
+    (GPU_VARIANTS[v] as WebGpuBackendOptions).fast ?? o.backend?.fast;
+  const devices = new Map<boolean | undefined, WebGpuBackend>();
+  for (const v of variants)
+    if (!devices.has(fastOf(v))) devices.set(fastOf(v), await createWebGpuBackend({ ...o.backend, fast: fastOf(v) }));
+  const gpu = devices.get(fastOf(variants[0]!))!;
   const cpu = new CpuBackend();
   // The wide-vocabulary steps' loss check runs on the reference backend (see stepTask).
   const reference = new ReferenceBackend();
@@ -335,6 +424,16 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
   try {
     printHeader('bench:gpu', gpu, log);
     log(`features: ${[...gpu.runtime.device.features].sort().join(', ') || '(none)'}`);
+    for (const line of await probeFeatures()) log(line);
+    log(
+      `runtime configurations: ${variants
+        .map((v) => {
+          const b = batchingOf(v);
+          const d = devices.get(fastOf(v))!;
+          return `${v} (${b.dispatchesPerSubmit >= 1e6 ? 'submit at reads' : `${b.dispatchesPerSubmit} dispatches a submit`}, error scopes per ${b.errorScopes}, Dawn toggles: ${d.adapter.toggles.join(', ') || 'none'})`;
+        })
+        .join('; ')}`,
+    );
     const t = gpu.runtime.tuner;
     log(
       t.enabled
@@ -350,18 +449,35 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     const real = MODEL_SIZES.find((s) => s.name === '0.6b')!;
     // Made only for the kinds asked for (--tasks matmul,step,sample: a subset, where a session has less time).
     const kinds = o.tasks ?? ['matmul', 'step', 'sample'];
+    // A step task per configuration, in the same rounds; they share the host reference and, per device, the
+    // parameters.
+    const steps = (size: ModelSize, label: string, host: Backend, checkGrads: boolean): [string, () => Task][] => {
+      const shared: StepShared = { want: null, params: new Map() };
+      return variants.map((variant, i) => [
+        'step',
+        () =>
+          stepTask(
+            { gpu: devices.get(fastOf(variant))!, variant, first: i === 0 },
+            host,
+            size,
+            label,
+            checkGrads,
+            shared,
+          ),
+      ]);
+    };
     const made: [string, () => Task][] = quick
       ? [
           ['matmul', () => matmulTask(gpu, cpu, 64)],
           ['matmul', () => matmulTask(gpu, cpu, 128)],
-          ['step', () => stepTask(gpu, cpu, MODEL_SIZES.find((s) => s.name === 'default')!, 'default (quick)', true)],
-          ['step', () => stepTask(gpu, reference, QUICK_0_6B, 'wide vocab (quick)', false)],
+          ...steps(MODEL_SIZES.find((s) => s.name === 'default')!, 'default (quick)', cpu, true),
+          ...steps(QUICK_0_6B, 'wide vocab (quick)', reference, false),
           ['sample', () => sampleTask(gpu, cpu, smallConfig(24), 16, 8)],
         ]
       : [
           ...[1024, 2048, 4096].map((n): [string, () => Task] => ['matmul', () => matmulTask(gpu, cpu, n)]),
-          ['step', () => stepTask(gpu, cpu, medium, 'd512 L8', true)],
-          ['step', () => stepTask(gpu, reference, real, 'Qwen3-0.6B size', false)],
+          ...steps(medium, 'd512 L8', cpu, true),
+          ...steps(real, 'Qwen3-0.6B size', reference, false),
           ['sample', () => sampleTask(gpu, cpu, medium.config, 16, 128)],
         ];
     const tasks = made.filter(([kind]) => kinds.includes(kind)).map(([, make]) => make());
@@ -381,7 +497,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
           log(`${task.name}: CHECK FAILED (its times do not count): ${e.message}`);
           continue;
         }
-        if (typeof peer !== 'string' && !absent.has(task)) {
+        if (typeof peer !== 'string' && task.peer !== null && !absent.has(task)) {
           const a: PeerAnswer = await peer.ask(task.peer);
           if ('absent' in a) absent.set(task, a.absent);
           else theirs.get(task)!.push(a.ms);
@@ -396,7 +512,9 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
         return { ...r, checked: `CHECK FAILED: ${why}`, counters: task.counters };
       }
       const ms = median(ours.get(task)!);
-      const peerMs = theirs.get(task)!.length > 0 ? median(theirs.get(task)!) : null;
+      // A configuration other than its group's first is compared with the peer's times asked by that first.
+      const source = tasks.find((k) => k.group !== undefined && k.group === task.group && k.peer !== null) ?? task;
+      const peerMs = theirs.get(source)!.length > 0 ? median(theirs.get(source)!) : null;
       return {
         task: task.name,
         unit: task.unit,
@@ -412,12 +530,17 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     log('| task | ours | PyTorch | unit | ours/PyTorch (speed) | checked | counters (last round) |');
     log('|---|---|---|---|---|---|---|');
     for (const [i, r] of rows.entries()) {
-      const why = absent.get(tasks[i]!);
+      const why = absent.get(
+        tasks.find((k) => k.group !== undefined && k.group === tasks[i]!.group && k.peer !== null) ?? tasks[i]!,
+      );
       log(
         `| ${r.task} | ${Number.isNaN(r.ours) ? '-' : fmt(r.ours)} | ${r.torch === null ? (why ? `absent: ${why}` : 'absent') : fmt(r.torch)} | ${r.unit} | ` +
           `${r.speedRatio === null ? '-' : `${r.speedRatio.toFixed(2)}x`} | ${r.checked} | ${r.counters} |`,
       );
     }
+    log('');
+    log('where the time goes (one more step of each, untimed):');
+    for (const task of tasks) if (task.inspect && !failed.has(task)) for (const line of await task.inspect()) log(line);
     const tuned = t.report();
     log('');
     log(
@@ -435,19 +558,24 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     }
     if (gpu.runtime.tuner.saveError) log(`tuning cache not saved: ${gpu.runtime.tuner.saveError}`);
     for (const task of tasks) task.dispose();
-    await gpu.sync(); // throws if anything recorded a GPU error during the run
+    for (const d of devices.values()) await d.sync(); // throws if anything recorded a GPU error during the run
     return rows;
   } finally {
     if (typeof peer !== 'string') peer.close();
     cpu.dispose();
     reference.dispose();
-    gpu.dispose();
+    for (const d of devices.values()) d.dispose();
   }
 }
 
 /** The kinds of task `--tasks` chooses from. */
 export const BENCH_GPU_TASKS = ['matmul', 'step', 'sample'] as const;
-const BENCH_GPU_FLAGS: Readonly<Record<string, FlagKind>> = { quick: 'switch', rounds: 'number', tasks: 'text' };
+const BENCH_GPU_FLAGS: Readonly<Record<string, FlagKind>> = {
+  quick: 'switch',
+  rounds: 'number',
+  tasks: 'text',
+  variants: 'text',
+};
 /** The most rounds `--rounds` takes (each round runs every task: more is a typo, not a benchmark). */
 const MAX_ROUNDS = 1000;
 
@@ -465,7 +593,10 @@ export class BenchArgumentError extends FieldError {
  * `--rounds 0` and `--tasks bogus` an empty table, all with exit 0.
  */
 export function parseBenchGpuArgs(argv: readonly string[]): E.Either<BenchArgumentError, BenchGpuOptions> {
-  const listed = `it takes --quick, --rounds N, --tasks ${BENCH_GPU_TASKS.join(',')}`;
+  const variantNames = Object.keys(GPU_VARIANTS) as GpuVariant[];
+  const listed =
+    `it takes --quick, --rounds N, --tasks ${BENCH_GPU_TASKS.join(',')}, ` +
+    `--variants ${variantNames.join(',')} (or all)`;
   const scanned = scanFlags(argv, {
     kindOf: (name) => (Object.hasOwn(BENCH_GPU_FLAGS, name) ? BENCH_GPU_FLAGS[name] : undefined),
     command: 'bench:gpu',
@@ -475,7 +606,23 @@ export function parseBenchGpuArgs(argv: readonly string[]): E.Either<BenchArgume
   if (E.isLeft(scanned)) return scanned;
   const rounds = scanned.right.get('rounds');
   const tasks = scanned.right.get('tasks');
-  const options: { quick: boolean; rounds?: number; tasks?: string[] } = { quick: scanned.right.has('quick') };
+  const variants = scanned.right.get('variants');
+  const options: { quick: boolean; rounds?: number; tasks?: string[]; variants?: GpuVariant[] } = {
+    quick: scanned.right.has('quick'),
+  };
+  if (typeof variants === 'string') {
+    const names = variants.trim() === 'all' ? variantNames : variants.split(',').map((v) => v.trim());
+    const unknown = names.find((v) => !(variantNames as string[]).includes(v));
+    if (unknown !== undefined)
+      return E.left(
+        new BenchArgumentError(
+          '--variants',
+          variants,
+          `names ${quoteValue(unknown)}, not one of ${variantNames.join(', ')} (or all)`,
+        ),
+      );
+    options.variants = [...new Set(names as GpuVariant[])];
+  }
   if (typeof rounds === 'string') {
     const n = decimal(rounds);
     if (!(Number.isInteger(n) && n >= 1 && n <= MAX_ROUNDS))

@@ -33,11 +33,24 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
     const lines: string[] = [];
     const rows: BenchRow[] = await runBenchGpu({
       quick: true,
+      variants: ['default', 'all'],
       backend: { tune: true, tuneCacheDir: cacheDir },
       log: (line) => lines.push(line),
     });
     const text = lines.join('\n');
-    expect(rows.map((r) => r.task.split(' ')[0])).toEqual(['matmul', 'matmul', 'SFT', 'SFT', 'KV-cache']);
+    expect(rows.map((r) => r.task.split(' ')[0])).toEqual(['matmul', 'matmul', 'SFT', 'SFT', 'SFT', 'SFT', 'KV-cache']);
+    // Each step under each configuration; `all` submits once, at the step's read.
+    const steps = rows.filter((r) => r.unit === 'ms/step');
+    expect(steps.map((r) => r.task.endsWith(' [all]'))).toEqual([false, true, false, true]);
+    for (const r of steps.filter((row) => row.task.endsWith(' [all]'))) expect(r.counters).toMatch(/, 1 submits,/);
+    // Where the time goes: a timeline per step and configuration, one compute pass per submit, host times.
+    for (const r of steps) {
+      const at = lines.findIndex((l) => l.startsWith(`timeline ${r.task}: wall `));
+      expect(at, r.task).toBeGreaterThan(0);
+      expect(lines[at]).toMatch(/ compute passes \(1\.00 per submit\), 1 read-back$/);
+      expect(lines[at + 1]).toMatch(/^ {2}host: [\d.]+ ms until the last submit = JS [\d.]+ .* per dispatch [\d.]+ us/);
+      expect(lines[at + 2]).toMatch(/^ {2}GPU: (busy|not measured \(the device has no timestamp-query\))/);
+    }
     for (const r of rows) {
       expect(Number.isFinite(r.ours) && r.ours > 0, `${r.task}: ${r.ours} ${r.unit}`).toBe(true);
       expect(text).toContain(`| ${r.task} |`);

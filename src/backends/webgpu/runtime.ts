@@ -65,6 +65,9 @@ export interface GpuBackend extends Backend {
   readonly runtime: GpuRuntime;
 }
 
+/** How the runtime batches work unless told otherwise (`RuntimeOptions`). */
+export const DEFAULT_BATCHING = { dispatchesPerSubmit: 32, errorScopes: 'submit' } as const satisfies RuntimeOptions;
+
 const envProfile = (): boolean => typeof process !== 'undefined' && process.env?.RLVR_PROFILE === '1';
 
 export class GpuRuntime {
@@ -115,7 +118,7 @@ export class GpuRuntime {
       mapRead: u.MAP_READ,
       mapModeRead: this.mapRead,
     };
-    this.perSubmit = opts.dispatchesPerSubmit ?? 32;
+    this.perSubmit = opts.dispatchesPerSubmit ?? DEFAULT_BATCHING.dispatchesPerSubmit;
     this.maxWorkgroupsPerDim = this.device.limits.maxComputeWorkgroupsPerDimension;
     this.cpuLike = opts.cpuLike ?? /llvmpipe|lavapipe|softpipe|swiftshader/i.test(acquired.adapter.summary);
     const tensorUsage = u.STORAGE | u.COPY_SRC | u.COPY_DST;
@@ -130,7 +133,7 @@ export class GpuRuntime {
     const align = Math.max(16, this.device.limits.minUniformBufferOffsetAlignment);
     this.uniforms = new UniformStore((size) => this.createBuffer(size, u.UNIFORM | u.COPY_DST, 'rlvr:uniforms'), align);
     this.bindGroups = new BindGroupCache(this.device, this.uniforms, () => this.counts.bindGroupsCreated++);
-    this.scopePerRead = opts.errorScopes === 'read';
+    this.scopePerRead = (opts.errorScopes ?? DEFAULT_BATCHING.errorScopes) === 'read';
     this.timeline = new Timeline(this.device, this.make, this.queryUsage, () =>
       this.profiler
         ? 'the per-kernel profiler owns the passes'
@@ -313,7 +316,7 @@ export class GpuRuntime {
       this.counts.readBacks++;
     });
     await this.readTurn;
-    const submittedAt = performance.now();
+    const [turn, submittedAt] = [this.counts.readBacks, performance.now()];
     // Shape classes met since the last wait are tuned now, after the work that met them (tuner.ts).
     if (this.tuner.due) await this.tuner.run();
     try {
@@ -322,7 +325,7 @@ export class GpuRuntime {
       await this.settle();
       throw new GpuValidationError('read', `mapAsync failed: ${e instanceof Error ? e.message : String(e)}`);
     }
-    if (this.timing) this.timeline.readBack(performance.now() - submittedAt);
+    if (this.timing) this.timeline.readBack(turn, submittedAt);
     const out = staging.getMappedRange(0, byteLength).slice(0);
     staging.unmap();
     this.staging.release(staging);

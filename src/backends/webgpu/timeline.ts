@@ -107,6 +107,8 @@ export class Timeline {
   private passSubmits: number[] = [];
   private passes = 0;
   private nested = 0;
+  private lastTurn = -1;
+  private turnEnd = 0;
   private stamps: PassStamps | null = null;
 
   constructor(
@@ -146,10 +148,21 @@ export class Timeline {
     this.submits++;
   }
 
-  /** One read-back's wait, from its submit to its bytes on the host. */
-  readBack(ms: number): void {
-    this.readWaitMs += ms;
-    this.reads++;
+  /**
+   * A read's bytes are on the host. Reads asked for in one turn share a submit (`turn`, the runtime's read-back
+   * count): their wait is counted once, from that submit to the last of them.
+   */
+  readBack(turn: number, submittedAt: number): void {
+    const now = performance.now();
+    if (turn !== this.lastTurn) {
+      this.lastTurn = turn;
+      this.turnEnd = submittedAt;
+      this.reads++;
+    }
+    if (now > this.turnEnd) {
+      this.readWaitMs += now - this.turnEnd;
+      this.turnEnd = now;
+    }
   }
 
   /** The timestamp writes of a new pass (none past the capacity or without timestamps). */
