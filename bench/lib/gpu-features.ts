@@ -32,7 +32,7 @@ export async function probeFeatures(): Promise<string[]> {
       const adapter = await dawn.create([...extra, ...flags]).requestAdapter(request);
       if (!adapter) continue;
       const has = WATCHED.filter((f) => adapter.features.has(f));
-      found = `${path}: ${has.length > 0 ? has.join(', ') : 'none of ' + WATCHED.join(', ')}`;
+      found = `${path}: ${has.length > 0 ? has.join(', ') : `none of ${WATCHED.join(', ')}`}`;
       break;
     }
     lines.push(`features ${label}: ${found}`);
