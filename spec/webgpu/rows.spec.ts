@@ -152,6 +152,23 @@ describeGpu('webgpu indexing (exact: gathers copy, scatter-adds sum in the CPU o
       RUNS,
     );
   });
+  it("scatterAdd at an embedding gradient's shape: many duplicates, rows never hit, the CPU order (exact)", async () => {
+    // 300 rows of 8, 500 token ids drawn from the first 120 rows: each hit row sums about four updates in index
+    // order (the row lists of scatter_links.wgsl), the other 180 rows stay zero.
+    const rng = new T.Rng(5);
+    const ids = Array.from({ length: 500 }, () => Math.floor(rng.uniform() * 120));
+    const upd = Array.from({ length: 500 * 8 }, () => Math.fround(rng.normal()));
+    await compareForward(
+      'scatterAdd (embedding gradient)',
+      [
+        { values: upd, shape: [500, 8] },
+        { values: ids, shape: [500], dtype: 'i32' },
+      ],
+      ([ut, it2]) => T.scatterAdd(ut!, it2!, 0, [300, 8]),
+      EXACT,
+      gpu,
+    );
+  });
   it('gather of i32 rows (embedding lookup of token ids)', async () => {
     const arb = fc.tuple(intsFor([6, 3], -50, 50), intsFor([2, 4], 0, 5));
     await fc.assert(

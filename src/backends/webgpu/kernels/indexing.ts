@@ -2,12 +2,15 @@ import type { KernelTensor } from '../../../core/backend.js';
 import { sizeOf, type Shape } from '../../../core/shape.js';
 import gatherSrc from '../../../../shaders/gather.wgsl';
 import gatherHalfSrc from '../../../../shaders/gather_half.wgsl';
+import putSrc from '../../../../shaders/put_along_axis_add.wgsl';
 import scatterSrc from '../../../../shaders/scatter_add.wgsl';
+import linksSrc from '../../../../shaders/scatter_links.wgsl';
 import { launch } from '../launch.js';
 import { cachedProgram, defineProgram, type Program } from '../program.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
 import { fillTemplate, wgslType } from '../wgsl.js';
+import { fillInto } from './movement.js';
 import { registerKernels } from '../../../core/kernels.js';
 import { isHalf, type HalfDType } from '../../../core/dtype.js';
 import { halfBinding, halfReaders } from './half.js';
@@ -45,17 +48,36 @@ const gatherHalfProgram = (dtype: HalfDType): Program =>
     body: `${halfReaders(dtype, 'x')}\n${gatherHalfSrc}`,
   }));
 
-/** Their adjoints, summing values of type `t`: scatter_add and put_along_axis_add. */
-const scatterProgram = (t: 'f32' | 'i32'): Program =>
-  cachedProgram(`scatter:${t}`, () => ({
-    name: 'scatterAdd',
+/** The adjoint of take_along_axis, summing values of type `t`. */
+const putProgram = (t: 'f32' | 'i32'): Program =>
+  cachedProgram(`put_along_axis_add:${t}`, () => ({
+    name: 'putAlongAxisAdd',
     inputs: { upd: t, idx: 'i32' },
     outputs: { out: t },
     uniforms: UNIFORMS,
     workgroupSize: 256,
-    body: fillTemplate('scatter_add.wgsl', scatterSrc, { T: t }),
-    entryPoints: ['scatter_add', 'put_along_axis_add'],
+    body: fillTemplate('put_along_axis_add.wgsl', putSrc, { T: t }),
   }));
+
+/** The adjoint of gather, summing values of type `t` down the row lists `links` (scatter_links.wgsl). */
+const scatterProgram = (t: 'f32' | 'i32'): Program =>
+  cachedProgram(`scatter:${t}`, () => ({
+    name: 'scatterAdd',
+    inputs: { upd: t, links: 'i32' },
+    outputs: { out: t },
+    uniforms: UNIFORMS,
+    workgroupSize: 256,
+    body: fillTemplate('scatter_add.wgsl', scatterSrc, { T: t }),
+  }));
+
+const LINKS = defineProgram({
+  name: 'scatterLinks',
+  inputs: { idx: 'i32' },
+  outputs: { links: 'i32' },
+  uniforms: { len: 'u32', n: 'u32', grid_x: 'u32' },
+  workgroupSize: 64,
+  body: linksSrc,
+});
 
 function run(
   rt: GpuRuntime,
@@ -63,7 +85,7 @@ function run(
   program: Program,
   entryPoint: string,
   src: KernelTensor,
-  indices: KernelTensor,
+  indices: KernelTensor | GPUBuffer,
   [outer, len, inner]: [number, number, number],
   n: number,
   total: number,
@@ -103,8 +125,14 @@ export function scatterAdd(
   outShape: Shape,
 ): GPUBuffer {
   const program = scatterProgram(wgslType('scatterAdd', updates.dtype));
-  const dims = split(outShape, axis);
-  return run(rt, 'scatterAdd', program, 'scatter_add', updates, indices, dims, sizeOf(indices.shape), sizeOf(outShape));
+  const [outer, len, inner] = split(outShape, axis);
+  const n = sizeOf(indices.shape);
+  // The row lists: every row's first index, then each index's next one with the same row.
+  const links = fillInto(rt, (len + n) * 4, len, 'i32', -1);
+  launch(rt, LINKS, { inputs: [indices], outputs: [links], grid: { threads: n }, uniforms: { len, n } });
+  const out = run(rt, 'scatterAdd', program, 'main', updates, links, [outer, len, inner], n, sizeOf(outShape));
+  rt.release(links);
+  return out;
 }
 
 export function putAlongAxisAdd(
@@ -114,10 +142,10 @@ export function putAlongAxisAdd(
   axis: number,
   outShape: Shape,
 ): GPUBuffer {
-  const program = scatterProgram(wgslType('putAlongAxisAdd', updates.dtype));
+  const program = putProgram(wgslType('putAlongAxisAdd', updates.dtype));
   const dims = split(outShape, axis);
   const n = indices.shape[axis]!;
-  return run(rt, 'putAlongAxisAdd', program, 'put_along_axis_add', updates, indices, dims, n, sizeOf(outShape));
+  return run(rt, 'putAlongAxisAdd', program, 'main', updates, indices, dims, n, sizeOf(outShape));
 }
 
 registerKernels<GpuBackend>('webgpu', {
