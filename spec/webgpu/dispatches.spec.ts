@@ -9,9 +9,14 @@ import { describeGpu } from './helpers.js';
  * kernels it was 1,380), buffers created, submits and read-backs. Dispatch counts do not depend on the batch or
  * the sequence length, so a tiny batch is enough. The step measured is the third: the first two met every
  * shape (pipelines, pool sizes, bind groups; and, were tuning on, the tuner's classes, tuned at their end).
+ * The budget was 400 at 392 dispatches; it is 412 at 411 since two kernels that an H100's profile showed
+ * idling the device became several passes (bench/results/gpu-h100-2026-11-28): RMSNorm's weight gradient, two
+ * passes over row chunks (17 more dispatches) instead of one thread per column (0.47 ms a call, a quarter of the
+ * step's GPU time at B16 x T256), and scatterAdd, a fill and a row-list pass before its sum (2 more) instead of
+ * every output scanning every index (0.1 s at the Qwen3-0.6B size).
  */
 describeGpu('webgpu dispatch budget', (gpu) => {
-  it('a warmed d512 L8 SFT step: <= 400 dispatches, 0 buffers created, one read-back at its end, full batches', async () => {
+  it('a warmed d512 L8 SFT step: <= 412 dispatches, 0 buffers created, one read-back at its end, full batches', async () => {
     const config: T.TransformerConfig = {
       vocabSize: 1024,
       dModel: 512,
@@ -62,7 +67,7 @@ describeGpu('webgpu dispatch budget', (gpu) => {
     const s = await step();
     T.dispose([params, opt]);
     expect(Number.isFinite(s.loss)).toBe(true);
-    expect(s.dispatches).toBeLessThanOrEqual(400);
+    expect(s.dispatches).toBeLessThanOrEqual(412);
     expect(s.buffersCreated, 'buffers created by a warmed step').toBe(0);
     // No host round trip inside the step: its one read-back is the loss, at its end.
     expect(s.readBacksInside, 'read-backs before the loss').toBe(0);

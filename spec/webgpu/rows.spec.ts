@@ -97,6 +97,22 @@ describeGpu('webgpu norms', (gpu) => {
       RUNS,
     );
   });
+  it("rmsNormBackward's weight gradient over many rows: chunks of 256 rows, a partial last chunk and column block", async () => {
+    // 700 rows (three row chunks of column_sums.wgsl, the last one partial) of d 45 (two column blocks of 32).
+    const [rows, d] = [700, 45];
+    await compareForward(
+      'rmsNormBackward (700 rows)',
+      [
+        { shape: [rows, d], values: weights(rows * d, 1).map((v) => Math.fround(3 * v)) },
+        { shape: [d], values: weights(d, 2).map((v) => Math.fround(1.25 + 0.5 * v)) },
+        { shape: [rows, d], values: weights(rows * d, 3) },
+      ],
+      ([xt, wt, gt]) =>
+        wrap([xt!, wt!], T.kernelsFor(xt!.backend).rmsNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5)),
+      NORM_GRAD,
+      gpu,
+    );
+  });
   // Each workgroup size the tuner may pick, on fixed rows (d from 1 to 300, under and over every size). Not the
   // random rows above: those include near-constant rows, where eps dominates the variance and f32's rounding of
   // the mean alone reaches LayerNorm's tolerance at any workgroup size (an occasional failure of the properties

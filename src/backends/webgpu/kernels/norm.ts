@@ -5,9 +5,10 @@ import layerNormBackwardSrc from '../../../../shaders/layer_norm_backward.wgsl';
 import rmsNormSrc from '../../../../shaders/rms_norm.wgsl';
 import rmsNormBackwardSrc from '../../../../shaders/rms_norm_backward.wgsl';
 import rowReduce from '../../../../shaders/row_reduce.wgsl';
+import columnSumsSrc from '../../../../shaders/column_sums.wgsl';
 import normRows from '../../../../shaders/norm_rows.wgsl';
 import { launch } from '../launch.js';
-import { cachedProgram, checkInputs, type Program } from '../program.js';
+import { cachedProgram, checkInputs, defineProgram, type Program } from '../program.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
 import { fillInto } from './movement.js';
@@ -34,7 +35,7 @@ const RMS_NORM = (wg: number): Program =>
     entryPoints: ['rms_norm'],
   }));
 
-/** Rows first (dx, and each row's statistic saved in `stats`), then columns (dw) reading the statistics. */
+/** Rows first (dx, and each row's statistic saved in `stats`); `COLUMN_SUMS` then sums dw reading them. */
 const RMS_NORM_BACKWARD = (wg: number): Program =>
   cachedProgram(`rmsNormBackward:${wg}`, () => ({
     name: 'rmsNormBackward',
@@ -43,8 +44,22 @@ const RMS_NORM_BACKWARD = (wg: number): Program =>
     uniforms: NORM_UNIFORMS,
     workgroupSize: wg,
     body: withRows(rmsNormBackwardSrc),
-    entryPoints: ['rms_norm_backward_rows', 'rms_norm_backward_cols'],
+    entryPoints: ['rms_norm_backward_rows'],
   }));
+
+/** RMSNorm's weight gradient from the rows pass's statistics, in row chunks (column_sums.wgsl). */
+const COLUMN_SUMS = defineProgram({
+  name: 'rmsNormBackward',
+  key: 'rmsNormBackward:columns',
+  inputs: { dy: 'f32', x: 'f32', stats: 'f32' },
+  outputs: { partials: 'f32', dw: 'f32' },
+  uniforms: { rows: 'u32', d: 'u32', chunk: 'u32', chunks: 'u32' },
+  workgroupSize: [32, 8, 1],
+  body: columnSumsSrc,
+  entryPoints: ['partial', 'total'],
+});
+/** Rows a chunk of the column sums covers: 32 per lane. */
+const COLUMN_CHUNK = 256;
 
 const LAYER_NORM = (wg: number): Program =>
   cachedProgram(`layerNorm:${wg}`, () => ({
@@ -105,17 +120,24 @@ export function rmsNormBackward(
     grid: { workgroups: rows },
     uniforms,
   };
-  // Both passes run one record (the columns pass loops a thread per column whatever the size).
   const program = RMS_NORM_BACKWARD(rowWorkgroup(rt, RMS_NORM_BACKWARD, byRow, rows, d, [0, 2]));
   const [dx, dw, stats] = launch(rt, program, byRow);
-  launch(rt, program, {
-    entryPoint: 'rms_norm_backward_cols',
-    inputs,
-    outputs: [dx, dw, stats],
-    grid: { threads: d },
-    uniforms,
+  const chunks = Math.ceil(rows / COLUMN_CHUNK);
+  const sums = { inputs: [dy, x, stats], uniforms: { rows, d, chunk: COLUMN_CHUNK, chunks } };
+  const [partials] = launch(rt, COLUMN_SUMS, {
+    ...sums,
+    entryPoint: 'partial',
+    outputs: [chunks * d * 4, dw] as const,
+    grid: { workgroups: [Math.ceil(d / 32), chunks, 1] },
+  });
+  launch(rt, COLUMN_SUMS, {
+    ...sums,
+    entryPoint: 'total',
+    outputs: [partials, dw],
+    grid: { workgroups: [Math.ceil(d / 256), 1, 1] },
   });
   rt.release(stats);
+  rt.release(partials);
   return [dx, dw];
 }
 
