@@ -47,6 +47,7 @@ import { FieldError, quoteValue } from '../src/core/errors.js';
 import { median, printHeader } from './lib/common.js';
 import { batchFor, MODEL_SIZES, paramsFor, withoutEos, type ModelSize } from './lib/models.js';
 import { TorchPeer, type PeerAnswer } from './lib/torch-peer.js';
+import { check, CheckError, hostReference, type Task } from './lib/gpu-task.js';
 import { probeFeatures } from './lib/gpu-features.js';
 import { GPU_VARIANTS, timelineLines, topKernelLines, type GpuVariant } from './lib/timeline-report.js';
 import { DEFAULT_BATCHING } from '../src/backends/webgpu/runtime.js';
@@ -78,57 +79,6 @@ export interface BenchRow {
   readonly speedRatio: number | null;
   readonly checked: string;
   readonly counters: string;
-}
-
-interface Task {
-  readonly name: string;
-  readonly unit: string;
-  /** The figure from milliseconds per unit of work (GFLOP/s, ms/step, tokens/s). */
-  readonly figure: (ms: number) => number;
-  readonly checked: string;
-  /** One timed unit of work, checked; its milliseconds. */
-  readonly run: (round: number) => Promise<number>;
-  /** The peer's task, or null where another task (the same step under another configuration) asks it. */
-  readonly peer: Record<string, unknown> | null;
-  /** Tasks of one group (a step size under several configurations) share the peer's times. */
-  readonly group?: string;
-  /** After the rounds: lines on where one more (untimed) unit's time goes. */
-  readonly inspect?: () => Promise<string[]>;
-  counters: string;
-  readonly dispose: () => void;
-}
-
-/** A timed result that disagrees with the CPU backend: that task's times never count, the others go on. */
-class CheckError extends Error {}
-
-/**
- * The host backend's result a task is checked against (the CPU backend's, or the reference backend's for the
- * wide-vocabulary steps). If it cannot be computed (out of the CPU backend's 4 GiB WebAssembly memory, say), the
- * task cannot be checked, so its times cannot count: a CheckError, not a crash.
- */
-async function hostReference<R>(task: string, f: () => Promise<R>): Promise<R> {
-  try {
-    return await f();
-  } catch (e) {
-    throw new CheckError(`${task}: the host reference failed: ${e instanceof Error ? e.message : String(e)}`);
-  }
-}
-
-/** |got - want| <= atol + rtol |want| everywhere, else a CheckError naming the task: its time never counts. */
-function check(
-  task: string,
-  what: string,
-  got: ArrayLike<number>,
-  want: ArrayLike<number>,
-  atol: number,
-  rtol: number,
-) {
-  if (got.length !== want.length) throw new CheckError(`${task}: ${what}: ${got.length} values, want ${want.length}`);
-  for (let i = 0; i < want.length; i++) {
-    const [g, w] = [got[i]!, want[i]!];
-    if (!(Math.abs(g - w) <= atol + rtol * Math.abs(w)))
-      throw new CheckError(`${what}[${i}] = ${g}, the CPU backend's ${w}: a wrong kernel or a dropped dispatch`);
-  }
 }
 
 function matmulTask(gpu: WebGpuBackend, cpu: Backend, n: number): Task {
