@@ -1,24 +1,30 @@
 /**
  * `npm run bench:gpu`: one command, one table (issue 27). On the first adapter the backend finds, interleaved
  * rounds of: matmul 1024^3, 2048^3, 4096^3 (f32); the SFT step at d512 L8 (B16 x T256) and at a Qwen3-0.6B size
- * (d1024 L28 V151936, B4 x T256); KV-cache sampling (d512 L8, 16 rows x 128 new tokens); and, where `python3`
- * has torch with CUDA, the same work in PyTorch on the same device between them (bench/torch_gpu.py: fp32 eager,
- * TF32 off, the model and step of bench/torch_model.py). It prints the adapter line, the device's features,
- * each task's median over the rounds beside the peer's and their ratio, the runtime's counters per step, and
- * the configurations the kernels tuned themselves to (tuner.ts; RLVR_TUNE=off for the fixed defaults).
+ * (d1024 L28 V151936, B4 x T256); KV-cache sampling (d512 L8, 16 rows x 128 new tokens); a LoRA step (B4 x T256)
+ * and a LoRA rollout (16 rows x 128 new tokens) at the Qwen3-0.6B size with its matrices frozen in bf16, r 16,
+ * alpha 32 on every linear layer (bench/lib/lora-gpu.ts); and, where `python3` has torch with CUDA, the same work
+ * in PyTorch on the same device between them (bench/torch_gpu.py: fp32 eager, TF32 off, the model and step of
+ * bench/torch_model.py; for LoRA, peft on that model with its base in bf16). It prints the adapter line, the
+ * device's features, each task's median over the rounds beside the peer's and their ratio, the runtime's counters
+ * per step, and the configurations the kernels tuned themselves to (tuner.ts; RLVR_TUNE=off for the fixed
+ * defaults).
  *
  * Every timed result is checked against the CPU backend before its time counts, so a dropped dispatch cannot
  * read as fast: each matmul's product entry by entry; each timed SFT step (every one starts from the same
  * parameters) its loss and gradient norm (at the 0.6B size the CPU backend's 4 GiB cannot hold the f32 weights
  * and a forward, so there the reference backend checks the loss of a 1 x 16-token batch through the same weights
- * and the norm must repeat exactly across rounds); each sampling run's tokens
- * scored again by the CPU backend, whose log-probs must be the ones the GPU recorded.
+ * and the norm must repeat exactly across rounds); each sampling run's tokens scored again by the CPU backend,
+ * whose log-probs must be the ones the GPU recorded; the LoRA step as the 0.6B one, with the adapters' gradient
+ * norm checked too (the bf16 base fits the CPU backend), and the LoRA rollout's log-probs on a slice of its rows
+ * (lora-gpu.ts says which, and why B starts nonzero there).
  *
  * `--quick` runs the same tasks at tiny sizes (two rounds, well under a minute on llvmpipe): spec/webgpu/
- * bench-gpu.spec.ts runs it in CI so the script never rots. `--rounds N` (default 3); `--tasks matmul,step`
- * for a subset; a bad argument is one line naming it, exit 2 (`parseBenchGpuArgs`).
+ * bench-gpu.spec.ts runs it in CI so the script never rots. `--rounds N` (default 3); `--tasks matmul,lora`
+ * for a subset (of matmul, step, sample, lora); a bad argument is one line naming it, exit 2 (`parseBenchGpuArgs`).
  * Run on any machine with a GPU and its Vulkan driver (Linux; Metal or D3D12 elsewhere), Node and `npm ci`:
- * `npm run bench:gpu`; python3 with a CUDA torch (and transformers, for sampling) adds the PyTorch rows.
+ * `npm run bench:gpu`; python3 with a CUDA torch (and transformers, for sampling; peft, for LoRA) adds the
+ * PyTorch rows.
  */
 import {
   CpuBackend,
@@ -48,6 +54,7 @@ import { median, printHeader } from './lib/common.js';
 import { batchFor, MODEL_SIZES, paramsFor, withoutEos, type ModelSize } from './lib/models.js';
 import { TorchPeer, type PeerAnswer } from './lib/torch-peer.js';
 import { check, CheckError, hostReference, type Task } from './lib/gpu-task.js';
+import { loraTasks, type LoraRollout } from './lib/lora-gpu.js';
 import { probeFeatures } from './lib/gpu-features.js';
 import { GPU_VARIANTS, timelineLines, topKernelLines, type GpuVariant } from './lib/timeline-report.js';
 import { DEFAULT_BATCHING } from '../src/backends/webgpu/runtime.js';
@@ -57,7 +64,7 @@ export interface BenchGpuOptions {
   readonly rounds?: number;
   /** Backend options (the spec passes `tune` and a cache dir of its own). */
   readonly backend?: WebGpuBackendOptions;
-  /** Which kinds of task to run (default all): `matmul`, `step`, `sample`. */
+  /** Which kinds of task to run (default all): `matmul`, `step`, `sample`, `lora`. */
   readonly tasks?: readonly string[];
   /**
    * Runtime configurations to time the steps under (`GPU_VARIANTS`; default: the library's defaults alone), in
@@ -397,8 +404,8 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     );
     const medium = MODEL_SIZES.find((s) => s.name === 'medium')!;
     const real = MODEL_SIZES.find((s) => s.name === '0.6b')!;
-    // Made only for the kinds asked for (--tasks matmul,step,sample: a subset, where a session has less time).
-    const kinds = o.tasks ?? ['matmul', 'step', 'sample'];
+    // Made only for the kinds asked for (--tasks matmul,step,sample,lora: a subset, where a session has less time).
+    const kinds = o.tasks ?? BENCH_GPU_TASKS;
     // A step task per configuration, in the same rounds; they share the host reference and, per device, the
     // parameters.
     const steps = (size: ModelSize, label: string, host: Backend, checkGrads: boolean): [string, () => Task][] => {
@@ -416,6 +423,14 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
           ),
       ]);
     };
+    // The LoRA step and rollout of one size share its weights (bench/lib/lora-gpu.ts).
+    const lora = (size: ModelSize, label: string, rollout: LoraRollout): [string, () => Task][] => {
+      const made = loraTasks(gpu, size, label, rollout);
+      return [
+        ['lora', made.step],
+        ['lora', made.rollout],
+      ];
+    };
     const made: [string, () => Task][] = quick
       ? [
           ['matmul', () => matmulTask(gpu, cpu, 64)],
@@ -423,12 +438,14 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
           ...steps(MODEL_SIZES.find((s) => s.name === 'default')!, 'default (quick)', cpu, true),
           ...steps(QUICK_0_6B, 'wide vocab (quick)', reference, false),
           ['sample', () => sampleTask(gpu, cpu, smallConfig(24), 16, 8)],
+          ...lora(QUICK_0_6B, '(quick stand-in)', { rows: 16, newTokens: 8, checkRows: 'all' }),
         ]
       : [
           ...[1024, 2048, 4096].map((n): [string, () => Task] => ['matmul', () => matmulTask(gpu, cpu, n)]),
           ...steps(medium, 'd512 L8', cpu, true),
           ...steps(real, 'Qwen3-0.6B size', reference, false),
           ['sample', () => sampleTask(gpu, cpu, medium.config, 16, 128)],
+          ...lora(real, 'Qwen3-0.6B size', { rows: 16, newTokens: 128, checkRows: 'group-firsts' }),
         ];
     const tasks = made.filter(([kind]) => kinds.includes(kind)).map(([, make]) => make());
     const started = performance.now();
@@ -519,7 +536,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
 }
 
 /** The kinds of task `--tasks` chooses from. */
-export const BENCH_GPU_TASKS = ['matmul', 'step', 'sample'] as const;
+export const BENCH_GPU_TASKS = ['matmul', 'step', 'sample', 'lora'] as const;
 const BENCH_GPU_FLAGS: Readonly<Record<string, FlagKind>> = {
   quick: 'switch',
   rounds: 'number',
@@ -539,7 +556,7 @@ export class BenchArgumentError extends FieldError {
 /**
  * `npm run bench:gpu`'s arguments, scanned by `rlvr train`'s scanner (`scanFlags`: unknown flags, stray or missing
  * values and repeats are refused by name) and its decimal numbers: `--quick`, `--rounds N` (a whole number in
- * 1..1000), `--tasks LIST` (some of matmul, step, sample). `--rounds abc` once ran "NaN interleaved rounds",
+ * 1..1000), `--tasks LIST` (some of matmul, step, sample, lora). `--rounds abc` once ran "NaN interleaved rounds",
  * `--rounds 0` and `--tasks bogus` an empty table, all with exit 0.
  */
 export function parseBenchGpuArgs(argv: readonly string[]): E.Either<BenchArgumentError, BenchGpuOptions> {

@@ -6,6 +6,11 @@ a SwiGLU MLP, a residual; a final RMSNorm and the embedding again as the LM head
 a user would run. The step: forward, cross-entropy on the second half of each row of random tokens, backward, AdamW
 (lr 1e-4). torch.nn.RMSNorm and scaled_dot_product_attention where the installed torch has them (2.4 and 2.0 on),
 else the same formulas written out, so the file also runs on an older CPU torch (checked there, timed on a GPU).
+
+The LoRA step (bench/lib/lora-gpu.ts's peer): the same model with every weight in bf16 and frozen, peft's LoRA on
+every linear layer (q, k, v, o, gate, up, down: the LM head is the tied embedding) with fp32 adapters, B drawn
+normal as the benchmark's side draws it (peft starts it at zero), and the same step on the adapters only, with
+the gradient clipped at norm 1 as ours (AdamW lr 1e-4, weight decay 0.01 on both sides).
 """
 import torch
 import torch.nn as nn
@@ -101,6 +106,52 @@ def sft_step(row, device, seed=0):
         loss = -(lp.gather(-1, ids[:, 1:, None])[..., 0] * mask).sum() / mask.sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+# Block's linear layers by name: peft's target_modules for "every linear layer".
+LINEAR_MODULES = ['q', 'k', 'v', 'o', 'gate', 'up', 'down']
+
+
+def with_lora(model, r, alpha, b_std, targets, **config):
+    """peft's LoRA (r, lora_alpha, no dropout) on `targets` of `model`, whose own weights peft freezes; the adapters
+    in fp32 whatever the base's dtype (peft casts them to it in versions before 0.12), B drawn normal(0, b_std).
+    Returns the wrapped model and its trainable tensors. Raises ImportError without peft (the peer says absent)."""
+    import peft
+    model = peft.get_peft_model(
+        model, peft.LoraConfig(r=r, lora_alpha=alpha, target_modules=targets, lora_dropout=0.0, **config))
+    adapters = []
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if not p.requires_grad: continue
+            p.data = p.data.float()
+            if 'lora_B' in name: p.normal_(0, b_std)
+            adapters.append(p)
+    return model, adapters
+
+
+def lora_sft_step(row, device, r, alpha, b_std, seed=0, dtype=torch.bfloat16):
+    """sft_step's closure with the model in `dtype`, frozen, and peft's LoRA on every linear layer: calling it runs
+    forward, backward into the adapters, clipping and AdamW on them, and returns the loss."""
+    V, d, L, heads, ff, B, T = row
+    torch.manual_seed(seed)
+    base = Model(V, d, L, heads, ff, T, device).to(device=device, dtype=dtype)
+    base.cos, base.sin = base.cos.to(dtype), base.sin.to(dtype)  # plain attributes: .to() leaves them fp32
+    model, adapters = with_lora(base, r, alpha, b_std, LINEAR_MODULES)
+    opt = torch.optim.AdamW(adapters, lr=1e-4)
+    ids = torch.randint(1, V - 1, (B, T), device=device)
+    mask = torch.zeros(B, T - 1, device=device)
+    mask[:, T // 2 - 1:] = 1
+
+    def step():
+        lp = F.log_softmax(model(ids[:, :-1]).float(), -1)
+        loss = -(lp.gather(-1, ids[:, 1:, None])[..., 0] * mask).sum() / mask.sum()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(adapters, 1.0)
         opt.step()
         return loss
 

@@ -19,7 +19,9 @@ const refused = (argv: string[]): string => {
 
 describe('bench:gpu arguments', () => {
   it('refuses bad values, unknown flags, stray arguments and repeats, naming them', () => {
-    expect(refused(['--tasks', 'bogus'])).toMatch(/^--tasks = "bogus" names "bogus", not one of matmul, step, sample$/);
+    expect(refused(['--tasks', 'bogus'])).toMatch(
+      /^--tasks = "bogus" names "bogus", not one of matmul, step, sample, lora$/,
+    );
     expect(refused(['--tasks', 'matmul,'])).toMatch(/^--tasks = "matmul," names "", not one of/);
     for (const rounds of ['abc', '0', '-1', '1.5', '0x10', 'Infinity', '1e9'])
       expect(refused(['--rounds', rounds])).toMatch(/^--rounds = ".*" must be a whole number in 1\.\.1000$/);
@@ -35,6 +37,7 @@ describe('bench:gpu arguments', () => {
     expect(parseBenchGpuArgs(['--quick', '--rounds=2', '--tasks', 'step, matmul'])).toEqual(
       E.right({ quick: true, rounds: 2, tasks: ['step', 'matmul'] }),
     );
+    expect(parseBenchGpuArgs(['--quick', '--tasks', 'lora'])).toEqual(E.right({ quick: true, tasks: ['lora'] }));
   });
 
   it('the command: exit 2 and one line for each, before a device is opened', () => {

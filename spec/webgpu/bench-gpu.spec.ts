@@ -38,9 +38,19 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
       log: (line) => lines.push(line),
     });
     const text = lines.join('\n');
-    expect(rows.map((r) => r.task.split(' ')[0])).toEqual(['matmul', 'matmul', 'SFT', 'SFT', 'SFT', 'SFT', 'KV-cache']);
+    expect(rows.map((r) => r.task.split(' ')[0])).toEqual([
+      'matmul',
+      'matmul',
+      'SFT',
+      'SFT',
+      'SFT',
+      'SFT',
+      'KV-cache',
+      'LoRA',
+      'LoRA',
+    ]);
     // Each step under each configuration; `all` submits once, at the step's read.
-    const steps = rows.filter((r) => r.unit === 'ms/step');
+    const steps = rows.filter((r) => r.task.startsWith('SFT step'));
     expect(steps.map((r) => r.task.endsWith(' [all]'))).toEqual([false, true, false, true]);
     for (const r of steps.filter((row) => row.task.endsWith(' [all]'))) expect(r.counters).toMatch(/, 1 submits,/);
     // Where the time goes: a timeline per step and configuration, one compute pass per submit, host times.
@@ -59,10 +69,19 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
     expect(text).toMatch(/^features: /m);
     const peerLine = lines.find((l) => l.startsWith('PyTorch peer: '))!;
     if (peerLine.startsWith('PyTorch peer: absent')) expect(rows.every((r) => r.torch === null)).toBe(true);
-    // The steps' counters: one read-back each, at its end, and no buffer created in a timed step.
+    // The steps' counters (the LoRA step's too): one read-back each, at its end, and no buffer created in a timed
+    // step.
     for (const r of rows.filter((row) => row.unit === 'ms/step'))
-      expect(r.counters).toMatch(/ 1 read-back \(0 inside\), 0 buffers created$/);
-    expect(rows.at(-1)!.counters).toBe('1.00 read-backs per token');
+      expect(r.counters, r.task).toMatch(/ 1 read-back \(0 inside\), 0 buffers created$/);
+    for (const r of rows.filter((row) => row.unit === 'tokens/s')) expect(r.counters).toBe('1.00 read-backs per token');
+    // The LoRA step and rollout on the bf16 base, each checked against the CPU backend (a failed check would have
+    // left its figure NaN above and its checked column saying so).
+    const [loraStep, loraRollout] = rows.slice(-2) as [BenchRow, BenchRow];
+    expect(loraStep.task).toMatch(/^LoRA SFT step .*bf16 base .*LoRA r16 alpha 32 all-linear/);
+    expect(loraStep.unit).toBe('ms/step');
+    expect(loraStep.checked).toMatch(/^loss and adapter gradient norm of a 1 x 16-token batch vs the CPU backend/);
+    expect(loraRollout.task).toMatch(/^LoRA KV-cache sampling .*bf16 base .*, 16 rows x 8 new$/);
+    expect(loraRollout.checked).toBe("every sampled token's log-prob vs the CPU backend's scoring");
     expect(text).toMatch(/^tuned configurations \(\d+ classes tuned in this run, [\d.]+ s; kernel/m);
   }, 120_000);
 });
