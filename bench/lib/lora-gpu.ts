@@ -199,6 +199,8 @@ function loraStepTask(model: SharedLoraModel, size: ModelSize, label: string): T
     valueAndGrad((t: PyTree) => sftLoss(withTrainable(params, t), c, b))(trainableOf(params));
   let opt: ReturnType<typeof adamwInit<PyTree>> | null = null;
   let first: { loss: number; norm: number } | null = null;
+  /** How far the GPU's check values were from the host's (relative), for the table. */
+  let margins = '';
   /** One step from the shared weights (every step starts from them, so each one's loss and norm are checkable). */
   const step = async (
     params: TransformerParams,
@@ -229,9 +231,12 @@ function loraStepTask(model: SharedLoraModel, size: ModelSize, label: string): T
     name,
     unit: 'ms/step',
     figure: (ms) => ms,
-    checked:
-      `loss and adapter gradient norm of a 1 x ${checkLen}-token batch vs the CPU backend (B drawn nonzero); ` +
-      'loss and gradient norm equal across rounds',
+    get checked() {
+      return (
+        `loss and adapter gradient norm of a 1 x ${checkLen}-token batch vs the CPU backend (B drawn nonzero${margins}); ` +
+        'loss and gradient norm equal across rounds'
+      );
+    },
     counters: '',
     run: async () => {
       if (first === null) {
@@ -240,6 +245,8 @@ function loraStepTask(model: SharedLoraModel, size: ModelSize, label: string): T
         // The loss tolerance of runtime-steady.spec.ts (GPU vs CPU over a whole step), for the norm too.
         check(name, `loss (1 x ${checkLen} tokens)`, [got[0]], [want[0]], 0, 1e-4);
         check(name, `adapter gradient norm (1 x ${checkLen} tokens)`, [got[1]], [want[1]], 0, 1e-4);
+        const rel = (i: number) => (Math.abs(got[i]! - want[i]!) / Math.abs(want[i]!)).toExponential(1);
+        margins = `; relative differences ${rel(0)} and ${rel(1)}`;
         // One untimed step: the pipelines, and the tuning of the step's shape classes at its read.
         await step(w.gpu);
       }
@@ -296,15 +303,19 @@ function loraRolloutTask(
   const name = `LoRA KV-cache sampling ${label}: ${loraLabel(c)}, ${rows} rows x ${shape.newTokens} new`;
   const opts = { groupSize: GROUP, maxNewTokens: shape.newTokens, temperature: 1 };
   let warm = false;
+  /** The largest difference seen between the GPU's recorded log-probs and the host's, for the table. */
+  let worst = 0;
   const task: Task = {
     name,
     unit: 'tokens/s',
     figure: (ms) => (rows * shape.newTokens) / (ms / 1000),
-    checked:
-      shape.checkRows === 'all'
-        ? "every sampled token's log-prob vs the CPU backend's scoring"
-        : `the sampled log-probs of ${checked.length} rows (the first of each group of ${GROUP}) vs the CPU ` +
-          "backend's scoring",
+    get checked() {
+      const what =
+        shape.checkRows === 'all'
+          ? "every sampled token's log-prob"
+          : `the sampled log-probs of ${checked.length} rows (the first of each group of ${GROUP})`;
+      return `${what} vs the CPU backend's scoring (largest difference ${worst.toExponential(1)} nats)`;
+    },
     counters: '',
     run: async (round) => {
       if (!warm) {
@@ -326,7 +337,9 @@ function loraRolloutTask(
       });
       // The recorded log-probs are the decode's (KV cache, f32 activations) and the host's a full forward over the
       // same bf16 words: 1e-3 nats apart at most, while a wrong or dropped kernel changes which tokens are likely.
-      check(name, 'log-prob', selectRowValues(ro.sampledLogProbs, ro.completionLen, checked), want, 1e-3, 0);
+      const got = selectRowValues(ro.sampledLogProbs, ro.completionLen, checked);
+      check(name, 'log-prob', got, want, 1e-3, 0);
+      for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i]! - want[i]!));
       task.counters = `${((after.readBacks - before.readBacks) / shape.newTokens).toFixed(2)} read-backs per token`;
       return ms;
     },
