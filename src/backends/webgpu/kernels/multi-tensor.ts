@@ -15,7 +15,12 @@ import { fillTemplate } from '../wgsl.js';
  * many tensors as the device's storage-buffer limit allows, so a list of L leaves costs about
  * L / chunk dispatches instead of L (or 3 L for a norm and a clip).
  */
-const PARTIALS = 64;
+/**
+ * Workgroups (partial sums) of one sum-of-squares dispatch. 64 kept an H100 at 180 GB/s over a 0.6B model's
+ * gradients (13 ms of a step, bench/results/gpu-h100-2026-11-28): a memory-bound pass needs many more loads in
+ * flight. The last pass adds them up in one workgroup.
+ */
+const PARTIALS = 1024;
 
 function chunks<T>(xs: readonly T[], size: number): T[][] {
   const out: T[][] = [];
