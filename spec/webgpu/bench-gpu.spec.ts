@@ -33,7 +33,7 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
     const lines: string[] = [];
     const rows: BenchRow[] = await runBenchGpu({
       quick: true,
-      variants: ['default', 'all'],
+      variants: ['default', 'submit-at-read'],
       backend: { tune: true, tuneCacheDir: cacheDir },
       log: (line) => lines.push(line),
     });
@@ -49,10 +49,11 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
       'LoRA',
       'LoRA',
     ]);
-    // Each step under each configuration; `all` submits once, at the step's read.
+    // Each step under each configuration; `submit-at-read` submits once, at the step's read.
     const steps = rows.filter((r) => r.task.startsWith('SFT step'));
-    expect(steps.map((r) => r.task.endsWith(' [all]'))).toEqual([false, true, false, true]);
-    for (const r of steps.filter((row) => row.task.endsWith(' [all]'))) expect(r.counters).toMatch(/, 1 submits,/);
+    expect(steps.map((r) => r.task.endsWith(' [submit-at-read]'))).toEqual([false, true, false, true]);
+    for (const r of steps.filter((row) => row.task.endsWith(' [submit-at-read]')))
+      expect(r.counters).toMatch(/, 1 submits,/);
     // Where the time goes: a timeline per step and configuration, one compute pass per submit, host times.
     for (const r of steps) {
       const at = lines.findIndex((l) => l.startsWith(`timeline ${r.task}: wall `));
