@@ -7,4 +7,4 @@ export {
   rmsNorm, rmsNormBackward, rmsNormWeightGrad, swiglu, swigluBackward, rope, tokenLogProbs, tokenLogProbsBackward,
   softmaxRows, sumSquaresBlocks, adamw, binary,
 } from './rows';
-export { maddThroughput } from './probe';
+export { maddAddendThroughput, maddThroughput } from './probe';
