@@ -16,7 +16,10 @@ import { describeGpu } from './helpers.js';
  * call); the buffer pool never hands out a buffer still used by unsubmitted commands; dispose destroys the
  * device so the process exits. Tests that poison a backend use their own.
  */
-const fresh = (opts: T.WebGpuBackendOptions = {}): Promise<T.WebGpuBackend> => T.createWebGpuBackend(opts);
+// Validation on whatever RLVR_WEBGPU_FAST says: these tests make invalid calls on purpose, which Dawn's
+// skip_validation would let through (undefined behaviour; it aborted the process once).
+const fresh = (opts: T.WebGpuBackendOptions = {}): Promise<T.WebGpuBackend> =>
+  T.createWebGpuBackend({ fast: false, ...opts });
 
 describeGpu('webgpu runtime: errors are typed and loud', (gpu) => {
   it('a shader that fails validation: the next read throws GpuValidationError naming the kernel, and so does every later call', async () => {

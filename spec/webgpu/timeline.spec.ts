@@ -119,8 +119,9 @@ describeGpu('webgpu step timeline', (gpu) => {
     // Two steps, each submitted once, at its read (initialization's uploads submit nothing).
     expect(b.stats().submits - s0.submits).toBe(2);
     b.dispose();
-    // A fresh device (Dawn shares a pipeline between identical descriptors, under the first one's label).
-    const c = await T.createWebGpuBackend({ errorScopes: 'read' });
+    // A fresh device (Dawn shares a pipeline between identical descriptors, under the first one's label), with
+    // validation whatever RLVR_WEBGPU_FAST says: the dispatch below is invalid on purpose.
+    const c = await T.createWebGpuBackend({ errorScopes: 'read', fast: false });
     const x = T.tensor([1, 2, 3, 4], [4], { backend: c });
     T.neg(x).dispose(); // a valid dispatch in the same span
     c.runtime.flush(); // a submit inside the span: the scopes stay open across it
