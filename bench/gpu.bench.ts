@@ -279,9 +279,12 @@ function stepTask(
       rt.configure(batchingOf(variant));
       await step(); // the pool in its steady state, as for a timed step
       await gpu.sync();
+      const cpu0 = process.cpuUsage();
       rt.startTimeline();
       await step();
-      const lines = timelineLines(name, await rt.stopTimeline());
+      const report = await rt.stopTimeline();
+      const cpu = process.cpuUsage(cpu0);
+      const lines = timelineLines(name, report, (cpu.user + cpu.system) / 1000);
       if (!on.first) return lines;
       const was = rt.profiling;
       if (!rt.setProfiling(true)) return [...lines, ...topKernelLines(name, null, 'the device has no timestamp-query')];
@@ -387,6 +390,11 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     printHeader('bench:gpu', gpu, log);
     log(`features: ${[...gpu.runtime.device.features].sort().join(', ') || '(none)'}`);
     for (const line of await probeFeatures()) log(line);
+    // npm webgpu's issue 17: a busy poll of the main thread once a device exists. Measured, not assumed.
+    const idle0 = process.cpuUsage();
+    await new Promise((r) => setTimeout(r, 1000));
+    const idle = process.cpuUsage(idle0);
+    log(`host CPU with the devices open and idle: ${((idle.user + idle.system) / 1000).toFixed(0)} ms in 1 s`);
     log(
       `runtime configurations: ${variants
         .map((v) => {

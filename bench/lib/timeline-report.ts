@@ -26,8 +26,11 @@ export type GpuVariant = keyof typeof GPU_VARIANTS;
 const ms = (x: number): string => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(2));
 const pct = (part: number, whole: number): string => `${((100 * part) / whole).toFixed(0)}%`;
 
-/** The timeline of one step, as a few lines. */
-export function timelineLines(label: string, r: TimelineReport): string[] {
+/**
+ * The timeline of one step, as a few lines; `hostCpuMs`, the process's CPU time over the span (all its threads),
+ * tells a host that waits from one that polls while it waits.
+ */
+export function timelineLines(label: string, r: TimelineReport, hostCpuMs?: number): string[] {
   const js = Math.max(0, r.untilLastSubmitMs - r.encodeMs - r.submitMs);
   const per = (x: number): string => `${((1000 * x) / Math.max(1, r.dispatches)).toFixed(1)} us`;
   const lines = [
@@ -35,7 +38,8 @@ export function timelineLines(label: string, r: TimelineReport): string[] {
       `compute passes (${(r.passes / Math.max(1, r.submits)).toFixed(2)} per submit), ${r.reads} read-back`,
     `  host: ${ms(r.untilLastSubmitMs)} ms until the last submit = JS ${ms(js)} (graph, autodiff, launch records) ` +
       `+ encode ${ms(r.encodeMs)} + submit ${ms(r.submitMs)}; per dispatch ${per(r.untilLastSubmitMs)} ` +
-      `(Dawn calls ${per(r.encodeMs + r.submitMs)}); read-back wait ${ms(r.readWaitMs)} ms`,
+      `(Dawn calls ${per(r.encodeMs + r.submitMs)}); read-back wait ${ms(r.readWaitMs)} ms` +
+      (hostCpuMs === undefined ? '' : `; the process's CPU time over the step ${ms(hostCpuMs)} ms`),
   ];
   const g = r.gpu;
   if (g === null) lines.push(`  GPU: not measured (${r.gpuNote})`);
