@@ -38,7 +38,12 @@ export function cliIsStale(root = '.') {
   const record = join(root, CLI_INPUTS);
   if (!existsSync(output) || !existsSync(record)) return true;
   const built = statSync(output).mtimeMs;
-  const inputs = [...JSON.parse(readFileSync(record, 'utf8')), 'esbuild.config.mjs', 'package.json'];
+  const inputs = [
+    ...JSON.parse(readFileSync(record, 'utf8')),
+    'esbuild.config.mjs',
+    'esbuild.wasm.mjs',
+    'package.json',
+  ];
   return inputs.some((f) => !existsSync(join(root, f)) || statSync(join(root, f)).mtimeMs > built);
 }
 

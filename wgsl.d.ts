@@ -21,3 +21,11 @@ declare module '*/assembly/kernels-fma-unshared.wasm' {
   const base64: string;
   export default base64;
 }
+declare module '*/assembly/kernels-memory64.wasm' {
+  const base64: string;
+  export default base64;
+}
+declare module '*/assembly/kernels-fma-memory64.wasm' {
+  const base64: string;
+  export default base64;
+}
