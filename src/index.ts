@@ -48,6 +48,7 @@ export {
   CpuBackend,
   defaultFma as defaultCpuFma,
   defaultThreads as defaultCpuThreads,
+  runtimeHasMemory64,
   runtimeHasRelaxedSimd,
   type CpuOptions,
 } from './backends/cpu/index.js';

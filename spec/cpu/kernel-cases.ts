@@ -13,16 +13,26 @@ import {
   type Tol,
 } from '../helpers/compare.js';
 
+/** Bytes a memory64 backend carves (and never touches) before a spec's tensors, so all of theirs lie past 4 GiB. */
+export const PAST_4_GIB = 4.5 * 1024 ** 3;
+
 /**
- * The CPU backend's WebAssembly kernels of one build (plain SIMD, or relaxed SIMD's fused multiply-add) against the
- * reference backend (f32 inputs; the reference sums in f64),
+ * The CPU backend's WebAssembly kernels of one build (plain SIMD, or relaxed SIMD's fused multiply-add; a 32-bit
+ * memory, or memory64 with every tensor past 4 GiB) against the reference backend (f32 inputs; the reference sums in f64),
  * forward and through valueAndGrad, on 2 threads (every kernel split, however small); the same inputs on 1, 2 and 3 threads give bit-identical results;
  * the cases a WebAssembly kernel does not cover run the reference kernel, counted.
  */
-export function cpuKernelSpecs(fma: boolean): void {
-  const cpu = new T.CpuBackend({ threads: 2, minParallelWork: 0, fma });
+export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
+  /** A backend of this build; a memory64 one with its first 4.5 GiB carved, so every address needs 33 bits or more. */
+  const open = (opts: T.CpuOptions): T.CpuBackend => {
+    const b = new T.CpuBackend({ ...opts, fma, ...(opts.sharedMemory === false ? {} : { memory64 }) });
+    if (memory64 && opts.sharedMemory !== false) b.rt.alloc(PAST_4_GIB);
+    return b;
+  };
+  const cpu = open({ threads: 2, minParallelWork: 0 });
   beforeAll(() => cpu.whenReady());
-  const build = fma ? 'relaxed-SIMD (fused multiply-add) build' : 'plain SIMD build';
+  const build =
+    (fma ? 'relaxed-SIMD (fused multiply-add) build' : 'plain SIMD build') + (memory64 ? ', memory64 past 4 GiB' : '');
   const RUNS = { numRuns: 25 };
   // f32 sums of up to ~300 products (matmul) or ~80 keys (attention), against float64.
   const SUMS: Tol = { atol: 2e-5, rtol: 2e-4 };
@@ -413,7 +423,7 @@ export function cpuKernelSpecs(fma: boolean): void {
 
   describe(`cpu backend (${build}): threads, fallbacks, memory`, () => {
     // Every kernel split among the threads, however small (minParallelWork 0).
-    const backends = [1, 2, 3].map((threads) => new T.CpuBackend({ threads, minParallelWork: 0, fma }));
+    const backends = [1, 2, 3].map((threads) => open({ threads, minParallelWork: 0 }));
 
     it('every kernel gives bit-identical results on 1, 2 and 3 threads (every call split among them)', async () => {
       await Promise.all(backends.map((b) => b.whenReady()));
@@ -530,12 +540,19 @@ export function cpuKernelSpecs(fma: boolean): void {
   it('the comparisons ran the CPU backend against the reference backend', () => {
     expect(cpu.name).toBe('cpu');
     expect(reference.name).toBe('reference');
+    expect(cpu.memory64).toBe(memory64);
+    if (memory64) {
+      // The tensors lay past 4 GiB: an address truncated to 32 bits anywhere would have read other memory.
+      const t = T.zeros([4], { backend: cpu });
+      expect((t.storageFor('probe') as unknown as Float32Array).byteOffset).toBeGreaterThan(2 ** 32);
+      t.dispose();
+    }
   });
 
   describe(`cpu backend (${build}) without shared memory (a page that is not cross-origin isolated)`, () => {
     it('runs the same kernels on one thread in an ordinary memory, with the same results', () => {
-      const unshared = new T.CpuBackend({ threads: 2, sharedMemory: false, fma });
-      const shared = new T.CpuBackend({ threads: 2, minParallelWork: 0, fma });
+      const unshared = open({ threads: 2, sharedMemory: false });
+      const shared = open({ threads: 2, minParallelWork: 0 });
       expect(unshared.threads).toBe(1);
       expect(unshared.maxMemoryBytes).toBeLessThan(shared.maxMemoryBytes);
       const run = (backend: T.Backend): number[][] =>

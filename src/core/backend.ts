@@ -43,6 +43,16 @@ export interface Backend {
   /** What limits `maxMemoryBytes`, in words, for a refusal ("the cpu backend's WebAssembly memory: 4 GiB"). */
   readonly memoryNote?: string;
   /**
+   * More than `maxMemoryBytes` that the backend holds on another runtime, for a refusal's list of what would fit:
+   * the bytes, and how to get them ("Node >= 24, whose WebAssembly memory64 holds up to 16 GiB").
+   */
+  readonly largerMemory?: { readonly bytes: number; readonly how: string };
+  /**
+   * Make room for a run estimated at `bytes`, before it allocates anything, where the backend can (the CPU backend
+   * takes its memory64 build past its 32-bit memory's limit); `maxMemoryBytes` and `memoryNote` then describe it.
+   */
+  reserveFor?(bytes: number): void;
+  /**
    * The backend name whose kernels run a kernel this backend has not registered, on this backend's storage ("my
    * storage is readable by that backend's kernels": `'reference'` for a host backend whose storage is typed
    * arrays). Each such call is counted (`fallbackCounts` in `core/kernels.ts`). Undefined: a missing kernel throws.

@@ -100,6 +100,8 @@ export function checkRunFits(
   const estimate = estimates.length === 1 ? estimates[0]! : phasesInSequence(estimates);
   opts.onMemoryEstimate?.(estimate);
   const host = defaultMemoryLimits(cfg);
+  // Before the device's limit is read: a backend may take a larger memory for this run (the CPU backend's memory64).
+  backend.reserveFor?.(estimate.total);
   const device = backend.maxMemoryBytes ?? Number.POSITIVE_INFINITY;
   const limits = opts.memoryLimits ?? {
     totalBytes: Math.min(host.totalBytes, device),
@@ -112,6 +114,7 @@ export function checkRunFits(
     shapes,
     frozenBytes: pretrained?.storedBytesPerParameter ?? 4,
     backendName: backend.name,
+    largerMemory: backend.largerMemory,
     hostBytes: host.totalBytes,
   };
   const refusal = checkFits(estimate, limits, () => fittingAlternatives(refused, estimate, limits.totalBytes));
@@ -126,6 +129,8 @@ interface Refused {
   /** Bytes per frozen parameter of the Hub model under LoRA (its stored dtype's). */
   readonly frozenBytes: number;
   readonly backendName: string;
+  /** A larger memory the backend has on another runtime (the CPU backend's memory64), and how to get it. */
+  readonly largerMemory?: { readonly bytes: number; readonly how: string };
   readonly hostBytes: number;
 }
 
@@ -238,6 +243,8 @@ function fittingAlternatives(r: Refused, e: MemoryEstimate, limit: number): { fi
       minibatchRows: Math.min(shape.minibatchRows, n * cfg.numGenerations),
     }));
   if (fits.length === sizesFrom) tryBatchesTogether(r, within, fits);
+  const larger = r.largerMemory;
+  if (larger && e.total <= Math.min(larger.bytes, r.hostBytes)) fits.push(`${larger.how} (${formatBytes(e.total)})`);
   if (r.backendName === 'cpu' && e.total <= r.hostBytes)
     fits.push(`--backend webgpu, whose memory is the device's, not a WebAssembly memory's`);
   return { fits, largest: largestTerm(r, e) };

@@ -5,7 +5,13 @@ import { canShareMemory, hardwareThreads } from '../../platform/threads.js';
 import { checkKernelDType, readHost, type HostBackend } from '../reference/host.js';
 // The reference kernels this backend falls back to (registered for 'reference' when that module loads).
 import '../reference/index.js';
-import { kernelExports, kernelsModule, runtimeHasRelaxedSimd } from './kernels-module.js';
+import {
+  loadKernels,
+  MEMORY64_MAX_BYTES,
+  runtimeHasMemory64,
+  runtimeHasRelaxedSimd,
+  useMemory64,
+} from './kernels-module.js';
 import { UNSHARED_BYTES, WasmRuntime } from './runtime.js';
 import type { WasmHost } from './wasm-kernels.js';
 import { registerCpuKernels } from './registrations.js';
@@ -39,9 +45,19 @@ export interface CpuOptions {
    * its own). Default: `RLVR_CPU_FMA` (`on`, `off`, `auto`), else where the runtime has relaxed SIMD.
    */
   readonly fma?: boolean;
+  /**
+   * Use the kernels built for a 64-bit memory (memory64: up to 16 GiB, V8's limit; Node >= 24, Chrome >= 133), whose
+   * addresses cost i64 arithmetic: `true` requires it, `false` keeps the 32-bit memory (4 GiB). Default: the 32-bit
+   * one, until a run's memory estimate exceeds it (`reserveFor`, which `train` calls before allocating anything).
+   */
+  readonly memory64?: boolean;
 }
 
-export { MAX_THREADS, runtimeHasRelaxedSimd };
+export { MAX_THREADS, runtimeHasMemory64, runtimeHasRelaxedSimd };
+
+/** A 32-bit WebAssembly memory's limit, and where the heap starts in it (below: the kernels' data, the job slot). */
+const WASM32_BYTES = 4 * 1024 ** 3;
+const KERNEL_DATA_BYTES = 1 << 21;
 
 /** Whether a CPU backend uses the fused multiply-add kernels by default: `RLVR_CPU_FMA`, else where it can. */
 export function defaultFma(): boolean {
@@ -89,13 +105,25 @@ export class CpuBackend implements HostBackend, WasmHost {
   readonly fallbackKernels = 'reference';
   // Each kernel computes an output row the same way whatever the batch's shape (fixed K blocking, per-row loops).
   readonly batchInvariant = true;
-  readonly rt: WasmRuntime;
   readonly minParallelWork: number;
-  /** A shared WebAssembly memory holds at most 4 GiB (its heap starts after 1 MiB of kernel data); else 1 GiB. */
-  readonly maxMemoryBytes: number;
-  readonly memoryNote: string;
+  /**
+   * What the heap may hold: a shared 32-bit WebAssembly memory at most 4 GiB, a memory64 16 GiB (less the first
+   * 2 MiB, the kernels' data), an unshared one 1 GiB; less where `memoryLimitBytes` or the address space says.
+   */
+  maxMemoryBytes = 0;
+  /** What limits `maxMemoryBytes`, for a refusal: the build's memory and its limit, and why not a larger one. */
+  memoryNote = '';
+  /** Where memory64 would hold more than this runtime lets the backend have: for a refusal's "what would fit". */
+  largerMemory: { readonly bytes: number; readonly how: string } | undefined;
   /** Whether the kernels are the relaxed-SIMD build (fused multiply-add) rather than the plain one. */
   readonly fma: boolean;
+  private runtime!: WasmRuntime;
+  private readonly shared: boolean;
+  private readonly threadsAsked: number;
+  private readonly limitBytes: number;
+  private readonly memory64Asked: boolean | undefined;
+  /** A run's estimate above the 32-bit memory arrived once this backend held tensors: too late to switch. */
+  private lateForMemory64 = false;
   private buffers = 0;
   private bytes = 0;
   private peakBytes = 0;
@@ -107,28 +135,104 @@ export class CpuBackend implements HostBackend, WasmHost {
     if (!Number.isInteger(threads) || threads < 1 || threads > MAX_THREADS)
       throw new BackendError('cpu', `threads must be a whole number in 1..${MAX_THREADS}, got ${threads}`);
     this.minParallelWork = opts.minParallelWork ?? 1 << 20;
-    const shared = opts.sharedMemory ?? canShareMemory();
+    this.shared = opts.sharedMemory ?? canShareMemory();
+    this.threadsAsked = threads;
+    this.limitBytes = opts.memoryLimitBytes ?? Number.POSITIVE_INFINITY;
+    this.memory64Asked = opts.memory64;
     this.fma = opts.fma ?? defaultFma();
     if (this.fma && !runtimeHasRelaxedSimd())
       throw new BackendError(
         'cpu',
         `the fused multiply-add kernels need WebAssembly relaxed SIMD, which this runtime lacks (Node >= 22 has it); RLVR_CPU_FMA=off or { fma: false } runs the plain ones`,
       );
-    const module = kernelsModule({ shared, fma: this.fma });
-    const whole = (shared ? 4 * 1024 ** 3 : UNSHARED_BYTES) - (1 << 21);
-    this.maxMemoryBytes = Math.min(whole, opts.memoryLimitBytes ?? Number.POSITIVE_INFINITY);
-    this.memoryNote =
-      this.maxMemoryBytes < whole
-        ? `the cpu backend's memoryLimitBytes`
-        : shared
-          ? "the cpu backend's WebAssembly memory: 4 GiB at most, one 32-bit memory"
-          : "the cpu backend's WebAssembly memory: 1 GiB where threads cannot share it (a page without cross-origin isolation)";
-    this.rt = new WasmRuntime(module, kernelExports(module), threads, shared, this.maxMemoryBytes + (1 << 21));
-    if (this.rt.limitBytes - (1 << 21) < this.maxMemoryBytes) {
-      // The address space (ulimit -v) held a smaller memory than asked for.
-      this.maxMemoryBytes = this.rt.limitBytes - (1 << 21);
-      this.memoryNote = `the cpu backend's WebAssembly memory: ${this.rt.limitBytes / 1024 ** 2} MiB, what the address-space limit (ulimit -v) let it reserve`;
+    if (opts.memory64 === true && !(this.shared && runtimeHasMemory64()))
+      throw new BackendError(
+        'cpu',
+        this.shared
+          ? 'the memory64 kernels need WebAssembly memory64, which this runtime lacks (Node >= 24 has it)'
+          : 'the memory64 kernels need a shared memory (threads), which this host cannot share',
+      );
+    this.open(opts.memory64 === true);
+  }
+
+  /** The kernels' runtime: its memory, threads and pool (replaced once where `reserveFor` takes memory64). */
+  get rt(): WasmRuntime {
+    return this.runtime;
+  }
+
+  /** Whether the kernels address a 64-bit memory (memory64) rather than a 32-bit one. */
+  get memory64(): boolean {
+    return this.runtime.memory64;
+  }
+
+  private open(memory64: boolean): void {
+    const kernels = loadKernels({ shared: this.shared, fma: this.fma, memory64 });
+    const whole = (memory64 ? MEMORY64_MAX_BYTES : this.shared ? WASM32_BYTES : UNSHARED_BYTES) - KERNEL_DATA_BYTES;
+    const asked = Math.min(whole, this.limitBytes);
+    const pages64 = MEMORY64_MAX_BYTES / 65536;
+    this.runtime = new WasmRuntime(kernels, this.threadsAsked, asked + KERNEL_DATA_BYTES, pages64);
+    this.maxMemoryBytes = Math.min(asked, this.runtime.limitBytes - KERNEL_DATA_BYTES);
+    this.describeLimit(whole);
+  }
+
+  /** `memoryNote` and `largerMemory` for the memory now open, whose build holds `whole` bytes at most. */
+  private describeLimit(whole: number): void {
+    const gib = (b: number): string => `${+(b / 1024 ** 3).toFixed(2)} GiB`;
+    const memory64 = this.runtime.memory64;
+    this.largerMemory = undefined;
+    if (this.maxMemoryBytes >= this.limitBytes) this.memoryNote = "the cpu backend's memoryLimitBytes";
+    else if (this.maxMemoryBytes < whole)
+      this.memoryNote = `the cpu backend's WebAssembly ${memory64 ? 'memory64' : 'memory'}: ${gib(this.runtime.limitBytes)}, what the address-space limit (ulimit -v) let it reserve`;
+    else if (memory64)
+      this.memoryNote = "the cpu backend's WebAssembly memory64: 16 GiB at most, V8's limit for one memory";
+    else if (!this.shared)
+      this.memoryNote =
+        "the cpu backend's WebAssembly memory: 1 GiB where threads cannot share it (a page without cross-origin isolation)";
+    else {
+      const why = !runtimeHasMemory64()
+        ? 'this runtime has no memory64, which holds up to 16 GiB (Node >= 24, Chrome >= 133)'
+        : this.memory64Asked === false
+          ? 'memory64 (up to 16 GiB) was turned off ({ memory64: false })'
+          : this.lateForMemory64
+            ? 'it held tensors before the run was estimated, too late to take memory64 (up to 16 GiB): open the backend with { memory64: true }'
+            : null;
+      this.memoryNote = `the cpu backend's WebAssembly memory: 4 GiB at most, one 32-bit memory${why ? `; ${why}` : ''}`;
+      if (!runtimeHasMemory64())
+        this.largerMemory = {
+          bytes: MEMORY64_MAX_BYTES,
+          how: 'Node >= 24, whose WebAssembly memory64 holds up to 16 GiB',
+        };
     }
+  }
+
+  /**
+   * Make room for a run estimated at `bytes`, before it allocates anything: where the estimate exceeds the 32-bit
+   * memory and memory64 would hold more (`useMemory64`), the backend replaces its runtime with the memory64 build's
+   * (new workers, an empty pool). A backend already holding tensors keeps its memory, and its `memoryNote` says why.
+   * `maxMemoryBytes` and `memoryNote` then describe the memory in use, for the run's check against the estimate.
+   */
+  reserveFor(bytes: number): void {
+    if (this.runtime.memory64) return;
+    const take = useMemory64({
+      estimateBytes: bytes,
+      wasm32Bytes: this.maxMemoryBytes,
+      limitBytes: this.limitBytes,
+      shared: this.shared,
+      hasMemory64: runtimeHasMemory64(),
+      requested: this.memory64Asked,
+    });
+    if (!take) return;
+    if (this.buffers > 0) {
+      this.lateForMemory64 = true;
+      this.describeLimit((this.shared ? WASM32_BYTES : UNSHARED_BYTES) - KERNEL_DATA_BYTES);
+      return;
+    }
+    // The new runtime first: where it cannot be made (the address space), the backend keeps the one it has.
+    const old = this.runtime;
+    this.open(true);
+    old.dispose();
+    this.scratchPtr = 0;
+    this.scratchStride = 0;
   }
 
   get threads(): number {
@@ -146,7 +250,8 @@ export class CpuBackend implements HostBackend, WasmHost {
   describe(): string {
     const t = this.rt.threads;
     const simd = this.fma ? 'relaxed SIMD (fused multiply-add)' : 'SIMD';
-    return `cpu (WebAssembly ${simd} kernels, ${t} thread${t === 1 ? '' : 's'}; f64 and other kernels: reference)`;
+    const memory = this.rt.memory64 ? ', memory64' : '';
+    return `cpu (WebAssembly ${simd} kernels${memory}, ${t} thread${t === 1 ? '' : 's'}; f64 and other kernels: reference)`;
   }
 
   supportsDType(): boolean {
@@ -176,7 +281,7 @@ export class CpuBackend implements HostBackend, WasmHost {
       if (e instanceof RangeError)
         throw new BackendError(
           'cpu',
-          `out of memory: ${bytes} more bytes do not fit in its WebAssembly memory (${this.maxMemoryBytes} bytes at most)`,
+          `out of memory: ${bytes} more bytes do not fit in ${this.maxMemoryBytes} bytes (${this.memoryNote})`,
         );
       throw e;
     }

@@ -1,5 +1,6 @@
 import { BackendError } from '../../core/errors.js';
 import { addressSpaceLimit, addressSpaceUsed, canBlock, spawnThread, type HostThread } from '../../platform/threads.js';
+import type { LoadedKernels } from './kernels-module.js';
 
 /**
  * The CPU backend's engine: one WebAssembly.Memory shared by the calling thread and `threads - 1` workers, each
@@ -8,6 +9,8 @@ import { addressSpaceLimit, addressSpaceUsed, canBlock, spawnThread, type HostTh
  *
  * A kernel export takes its arguments and then (tid, nthreads), and does a fixed part of the work chosen from
  * those two alone, so a result is the same from run to run; the kernels make it the same for every thread count too.
+ * Arguments travel as numbers (an f64 holds any address up to 2^53); a memory64 build's kernels take addresses as
+ * i64, which each thread passes as BigInt, at the positions the build lists (`LoadedKernels.i64Args`).
  */
 
 const PAGE = 65536;
@@ -33,6 +36,7 @@ interface WorkerData {
   readonly module: WebAssembly.Module;
   readonly memory: WebAssembly.Memory;
   readonly names: readonly string[];
+  readonly i64Args: readonly (readonly number[])[];
   readonly tid: number;
   readonly workers: number;
   readonly control: number;
@@ -42,7 +46,7 @@ interface WorkerData {
 /** A worker's loop; sent to the thread as source text, so it refers to nothing outside itself. */
 function workerMain(d: WorkerData): void {
   const instance = new WebAssembly.Instance(d.module, { env: { memory: d.memory } });
-  const fns = d.names.map((n) => instance.exports[n] as (...args: number[]) => void);
+  const fns = d.names.map((n) => instance.exports[n] as (...args: (number | bigint)[]) => void);
   const ctl = new Int32Array(d.memory.buffer, d.control, 16);
   const args = new Float64Array(d.memory.buffer, d.control + 64, 32);
   let seen = Atomics.load(ctl, 0);
@@ -59,8 +63,9 @@ function workerMain(d: WorkerData): void {
     if (Atomics.load(ctl, 5) !== 0) return;
     const n = ctl[4]!;
     if (d.tid < n) {
-      const a: number[] = [];
+      const a: (number | bigint)[] = [];
       for (let i = 0; i < ctl[3]!; i++) a.push(args[i]!);
+      for (const i of d.i64Args[ctl[2]!]!) a[i] = BigInt(a[i]!);
       a.push(d.tid, n);
       fns[ctl[2]!]!(...a);
     }
@@ -96,27 +101,33 @@ const MIN_MAXIMUM_PAGES = 4096;
 
 /**
  * A WebAssembly.Memory of `initial` pages that may grow to `maximum` (a shared one reserves its maximum's address
- * space up front). Under an address-space limit (`ulimit -v`) the reservation fails with a RangeError ("could not
- * allocate memory"): the maximum is halved, never below what `limitBytes` or `MIN_MAXIMUM_PAGES` asks, until one
- * fits. V8 also reserves guard regions around a 32-bit memory (about 10 GiB of address space in all, whatever its
- * maximum, where it traps out-of-bounds accesses with signals), which a smaller maximum does not shrink: when none
- * fits, a `MemoryReservationError` says what was needed, the limit, and how to run.
+ * space up front), 64-bit where `memory64`. Under an address-space limit (`ulimit -v`) the reservation fails with a
+ * RangeError ("could not allocate memory"): the maximum is halved, never below what `limitBytes` or
+ * `MIN_MAXIMUM_PAGES` asks, until one fits. V8 also reserves guard regions, where it traps out-of-bounds accesses
+ * with signals, whatever the maximum (measured on Node 26: 8 GiB of address space for a 32-bit memory, 16 GiB for a
+ * memory64), which a smaller maximum does not shrink: when none fits, a `MemoryReservationError` says what was
+ * needed, the limit, and how to run.
  */
 export function reserveMemory(
   initial: number,
   maximum: number,
   shared: boolean,
   limitBytes = Number.POSITIVE_INFINITY,
+  memory64 = false,
 ): WebAssembly.Memory {
   const floor = Math.max(initial, Math.min(maximum, MIN_MAXIMUM_PAGES, Math.ceil(limitBytes / PAGE)));
   for (let max = maximum; ; max = Math.max(floor, Math.floor(max / 2))) {
+    // A 64-bit memory's sizes are BigInt (the JavaScript API's memory64 extension, which TypeScript lacks).
+    const descriptor = memory64
+      ? { address: 'i64', initial: BigInt(initial), maximum: BigInt(max), shared }
+      : { initial, maximum: max, shared };
     try {
-      const memory = new WebAssembly.Memory({ initial, maximum: max, shared });
+      const memory = new WebAssembly.Memory(descriptor as unknown as WebAssembly.MemoryDescriptor);
       memoryMaximum.set(memory, max);
       return memory;
     } catch (e) {
       if (!(e instanceof RangeError)) throw e;
-      if (max <= floor) throw new MemoryReservationError(maximum * PAGE, addressSpaceLimit());
+      if (max <= floor) throw new MemoryReservationError(maximum * PAGE, addressSpaceLimit(), memory64);
     }
   }
 }
@@ -146,12 +157,14 @@ export class MemoryReservationError extends BackendError {
   constructor(
     readonly wantedBytes: number,
     readonly addressSpaceLimit: number | null,
+    readonly memory64 = false,
   ) {
     const limit = addressSpaceLimit === null ? '' : ` (ulimit -v: ${gib(addressSpaceLimit)})`;
+    const [memory, guarded] = memory64 ? ['memory64', '16 GiB'] : ['memory', 'about 10 GiB'];
     super(
       'cpu',
-      `cannot reserve its WebAssembly memory: up to ${gib(wantedBytes)} plus the guard regions V8 reserves around ` +
-        `it, about 10 GiB of address space, more than the address-space limit${limit} leaves; raise the limit ` +
+      `cannot reserve its WebAssembly ${memory}: up to ${gib(wantedBytes)} plus the guard regions V8 reserves around ` +
+        `it, ${guarded} of address space, more than the address-space limit${limit} leaves; raise the limit ` +
         '(ulimit -v unlimited) or run node with --disable-wasm-trap-handler (NODE_OPTIONS), which reserves no guard regions',
     );
   }
@@ -160,6 +173,8 @@ export class MemoryReservationError extends BackendError {
 export class WasmRuntime {
   readonly memory: WebAssembly.Memory;
   readonly threads: number;
+  /** Whether the memory is 64-bit (the kernels' memory64 build). */
+  readonly memory64: boolean;
   private readonly fns: ((...args: number[]) => unknown)[];
   private readonly index = new Map<string, number>();
   private readonly ctl: Int32Array;
@@ -182,18 +197,17 @@ export class WasmRuntime {
   private disposed = false;
 
   /**
-   * `module` must import a shared memory when `shared` (then `threads` >= 1 threads), an ordinary one otherwise
-   * (one thread, and a fixed size of `UNSHARED_BYTES`: growing an ordinary memory would detach every view of it).
+   * `kernels` import a shared memory when their build is shared (then `threads` >= 1 threads), an ordinary one
+   * otherwise (one thread, and a fixed size of `UNSHARED_BYTES`: growing an ordinary memory would detach every view
+   * of it); a memory64 build's memory may grow to `maxPages64` pages.
    */
-  constructor(
-    module: WebAssembly.Module,
-    names: readonly string[],
-    threads: number,
-    shared: boolean,
-    limitBytes = Number.POSITIVE_INFINITY,
-  ) {
-    const pages = shared ? HEAP_START / PAGE + 16 : UNSHARED_BYTES / PAGE;
-    this.memory = reserveMemory(pages, shared ? 65536 : pages, shared, limitBytes);
+  constructor(kernels: LoadedKernels, threads: number, limitBytes = Number.POSITIVE_INFINITY, maxPages64 = 0) {
+    const { module, names, i64Args, build } = kernels;
+    const shared = build.shared;
+    this.memory64 = build.memory64;
+    const pages = shared ? Math.ceil(HEAP_START / PAGE) + 16 : UNSHARED_BYTES / PAGE;
+    const maximum = this.memory64 ? maxPages64 : shared ? 65536 : pages;
+    this.memory = reserveMemory(pages, maximum, shared, limitBytes, this.memory64);
     this.threads = shared ? threadsThatFit(threads) : 1;
     this.limit = Math.min(limitBytes, memoryMaximum.get(this.memory)! * PAGE);
     const instance = new WebAssembly.Instance(module, { env: { memory: this.memory } });
@@ -201,7 +215,14 @@ export class WasmRuntime {
       this.index.set(n, i);
       const f = instance.exports[n];
       if (typeof f !== 'function') throw new Error(`the kernels module has no export ${n}`);
-      return f as (...args: number[]) => unknown;
+      const wide = i64Args[i]!;
+      if (wide.length === 0) return f as (...args: number[]) => unknown;
+      // Addresses as BigInt: one conversion per address per call, nothing against a kernel's microseconds.
+      return (...args: number[]): unknown => {
+        const a: (number | bigint)[] = args;
+        for (const p of wide) a[p] = BigInt(a[p]!);
+        return (f as (...args: (number | bigint)[]) => unknown)(...a);
+      };
     });
     this.ctl = new Int32Array(this.memory.buffer, CONTROL, 16);
     this.args = new Float64Array(this.memory.buffer, CONTROL + ARGS_OFFSET, MAX_ARGS);
@@ -210,6 +231,7 @@ export class WasmRuntime {
         module,
         memory: this.memory,
         names,
+        i64Args,
         tid,
         workers: this.threads - 1,
         control: CONTROL,
@@ -306,7 +328,11 @@ export class WasmRuntime {
     const end = ptr + cls;
     const have = this.memory.buffer.byteLength;
     if (end > this.limit) throw new RangeError(`the pool's limit of ${this.limit} bytes is reached`);
-    if (end > have) this.memory.grow(Math.ceil((end - have) / PAGE));
+    if (end > have) {
+      const pages = Math.ceil((end - have) / PAGE);
+      // A 64-bit memory grows by a BigInt number of pages.
+      this.memory.grow(this.memory64 ? (BigInt(pages) as unknown as number) : pages);
+    }
     this.top = end;
     this.carved++;
     return ptr;
