@@ -122,8 +122,8 @@ export class CpuBackend implements HostBackend, WasmHost {
   private readonly threadsAsked: number;
   private readonly limitBytes: number;
   private readonly memory64Asked: boolean | undefined;
-  /** A run's estimate above the 32-bit memory arrived once this backend held tensors: too late to switch. */
-  private lateForMemory64 = false;
+  /** Why a run's estimate past the 32-bit memory did not take memory64, once one did not (for `memoryNote`). */
+  private withoutMemory64: 'runtime' | 'off' | 'late' | null = null;
   private buffers = 0;
   private bytes = 0;
   private peakBytes = 0;
@@ -189,15 +189,14 @@ export class CpuBackend implements HostBackend, WasmHost {
       this.memoryNote =
         "the cpu backend's WebAssembly memory: 1 GiB where threads cannot share it (a page without cross-origin isolation)";
     else {
-      const why = !runtimeHasMemory64()
-        ? 'this runtime has no memory64, which holds up to 16 GiB (Node >= 24, Chrome >= 133)'
-        : this.memory64Asked === false
-          ? 'memory64 (up to 16 GiB) was turned off ({ memory64: false })'
-          : this.lateForMemory64
-            ? 'it held tensors before the run was estimated, too late to take memory64 (up to 16 GiB): open the backend with { memory64: true }'
-            : null;
+      const reasons = {
+        runtime: 'this runtime has no memory64, which holds up to 16 GiB (Node >= 24, Chrome >= 133)',
+        off: 'memory64 (up to 16 GiB) was turned off ({ memory64: false })',
+        late: 'it held tensors before the run was estimated, too late to take memory64 (up to 16 GiB): open the backend with { memory64: true }',
+      };
+      const why = this.withoutMemory64 === null ? null : reasons[this.withoutMemory64];
       this.memoryNote = `the cpu backend's WebAssembly memory: 4 GiB at most, one 32-bit memory${why ? `; ${why}` : ''}`;
-      if (!runtimeHasMemory64())
+      if (this.withoutMemory64 === 'runtime')
         this.largerMemory = {
           bytes: MEMORY64_MAX_BYTES,
           how: 'Node >= 24, whose WebAssembly memory64 holds up to 16 GiB',
@@ -213,18 +212,16 @@ export class CpuBackend implements HostBackend, WasmHost {
    */
   reserveFor(bytes: number): void {
     if (this.runtime.memory64) return;
-    const take = useMemory64({
-      estimateBytes: bytes,
-      wasm32Bytes: this.maxMemoryBytes,
-      limitBytes: this.limitBytes,
-      shared: this.shared,
-      hasMemory64: runtimeHasMemory64(),
-      requested: this.memory64Asked,
-    });
-    if (!take) return;
-    if (this.buffers > 0) {
-      this.lateForMemory64 = true;
-      this.describeLimit((this.shared ? WASM32_BYTES : UNSHARED_BYTES) - KERNEL_DATA_BYTES);
+    const past = bytes > this.maxMemoryBytes;
+    // Asked only of a run past the 32-bit memory: the probe reserves a memory64's address space.
+    const hasMemory64 = past && this.shared && this.memory64Asked !== false && runtimeHasMemory64();
+    const choice = { estimateBytes: bytes, wasm32Bytes: this.maxMemoryBytes, limitBytes: this.limitBytes };
+    const take = useMemory64({ ...choice, shared: this.shared, hasMemory64, requested: this.memory64Asked });
+    const wasm32 = (this.shared ? WASM32_BYTES : UNSHARED_BYTES) - KERNEL_DATA_BYTES;
+    if (!take || this.buffers > 0) {
+      if (past && this.shared && this.limitBytes > this.maxMemoryBytes)
+        this.withoutMemory64 = this.memory64Asked === false ? 'off' : !hasMemory64 ? 'runtime' : 'late';
+      this.describeLimit(wasm32);
       return;
     }
     // The new runtime first: where it cannot be made (the address space), the backend keeps the one it has.

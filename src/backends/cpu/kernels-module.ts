@@ -78,19 +78,24 @@ export function runtimeHasRelaxedSimd(): boolean {
 let memory64: boolean | undefined;
 
 /**
- * Whether this runtime runs the memory64 build (Node >= 24, Chrome >= 133): it is instantiated on a small 64-bit
- * memory. Validating it is not enough: Node 22 compiles memory64 but its `WebAssembly.Memory` makes no 64-bit memory.
+ * Whether this runtime runs the memory64 build (Node >= 24, Chrome >= 133): the build validates and instantiates on
+ * a 64-bit memory. Validating is not enough: Node 22 compiles memory64 but its `WebAssembly.Memory` makes no 64-bit
+ * memory (a TypeError). A memory64 reserves 16 GiB of address space however small (V8's guard regions), so this is
+ * asked only of a run that needs more than 4 GiB; where the address space refuses it (a RangeError) the runtime has
+ * memory64 all the same, and the backend's own reservation says what failed.
  */
 export function runtimeHasMemory64(): boolean {
   if (memory64 === undefined) {
-    try {
-      const descriptor = { address: 'i64', initial: 32n, maximum: 32n, shared: true };
-      const memory = new WebAssembly.Memory(descriptor as unknown as WebAssembly.MemoryDescriptor);
-      const { module } = loadKernels({ shared: true, fma: false, memory64: true });
-      new WebAssembly.Instance(module, { env: { memory } });
-      memory64 = true;
-    } catch {
-      memory64 = false;
+    const build = { shared: true, fma: false, memory64: true };
+    memory64 = WebAssembly.validate(bytesOf(build));
+    if (memory64) {
+      try {
+        const descriptor = { address: 'i64', initial: 32n, maximum: 32n, shared: true };
+        const memory = new WebAssembly.Memory(descriptor as unknown as WebAssembly.MemoryDescriptor);
+        new WebAssembly.Instance(loadKernels(build).module, { env: { memory } });
+      } catch (e) {
+        memory64 = e instanceof RangeError;
+      }
     }
   }
   return memory64;
