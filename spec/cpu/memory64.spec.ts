@@ -12,6 +12,19 @@ const GIB = 1024 ** 3;
 const WASM32 = 4 * GIB - 2 * 1024 ** 2;
 const available = T.runtimeHasMemory64();
 
+/**
+ * An `onMemoryEstimate` for a spec whose run must be refused: it records the estimate, and stops the run at once
+ * where the estimate is not in (low, high], the range the spec's model was sized for (a change to the estimate can
+ * move it), instead of letting the run train a model of billions of bytes for minutes.
+ */
+const onlyBetween =
+  (low: number, high: number, record: (total: number) => void) =>
+  (m: T.MemoryEstimate): void => {
+    record(m.total);
+    if (!(m.total > low && m.total <= high))
+      throw new Error(`the spec's model is estimated at ${m.total} bytes, outside (${low}, ${high}]: resize it`);
+  };
+
 describe('useMemory64: which build a backend takes', () => {
   const base: AddressingChoice = {
     estimateBytes: 5 * GIB,
@@ -86,12 +99,18 @@ describe.runIf(available)('a cpu backend on a runtime with memory64 (Node >= 24)
 
   it('a run estimated past memory64 too is refused naming the memory64 limit, after the switch', async () => {
     const backend = new T.CpuBackend({ threads: 1 });
+    // 1.07B parameters, 21 GiB estimated. The 1000 GiB limit (over the host's memory, allowed) leaves memory64's
+    // 16 GiB as what binds on any host.
     const cfg = tinyRun({
-      model: { dModel: 2048, nLayers: 10, nHeads: 16, nKvHeads: 16, dFf: 8192, maxSeqLen: 24 },
+      model: { dModel: 2048, nLayers: 16, nHeads: 16, nKvHeads: 16, dFf: 8192, maxSeqLen: 24 },
       memoryLimitGb: 1000,
+      allowOverHostMemory: true,
     });
     let estimate = 0;
-    const e = await T.train(cfg, { backend, onMemoryEstimate: (m) => (estimate = m.total) }).catch((x) => x);
+    const e = await T.train(cfg, {
+      backend,
+      onMemoryEstimate: onlyBetween(16 * GIB, Infinity, (m) => (estimate = m)),
+    }).catch((x) => x);
     expect(estimate).toBeGreaterThan(16 * GIB);
     expect(e).toBeInstanceOf(T.MemoryError);
     expect((e as Error).message).toMatch(
@@ -108,12 +127,17 @@ describe.runIf(!available)('a cpu backend on a runtime without memory64 (Node < 
   it('keeps the 32-bit build; a run past it is refused naming its 4 GiB, and Node >= 24 as what would fit', async () => {
     expect(() => new T.CpuBackend({ threads: 1, memory64: true })).toThrow(/memory64.*Node >= 24/);
     const backend = new T.CpuBackend({ threads: 1 });
+    // 268M parameters, 5.3 GiB estimated: past the 32-bit memory, within memory64.
     const cfg = tinyRun({
-      model: { dModel: 2048, nLayers: 2, nHeads: 16, nKvHeads: 16, dFf: 8192, maxSeqLen: 24 },
+      model: { dModel: 2048, nLayers: 4, nHeads: 16, nKvHeads: 16, dFf: 8192, maxSeqLen: 24 },
       memoryLimitGb: 1000,
+      allowOverHostMemory: true,
     });
     let estimate = 0;
-    const e = await T.train(cfg, { backend, onMemoryEstimate: (m) => (estimate = m.total) }).catch((x) => x);
+    const e = await T.train(cfg, {
+      backend,
+      onMemoryEstimate: onlyBetween(4 * GIB, 16 * GIB, (m) => (estimate = m)),
+    }).catch((x) => x);
     expect(estimate).toBeGreaterThan(4 * GIB);
     expect(estimate).toBeLessThan(16 * GIB);
     expect(e).toBeInstanceOf(T.MemoryError);
