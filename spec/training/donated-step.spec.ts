@@ -154,4 +154,47 @@ describe('a donated AdamW step in the memory estimate', () => {
     expect(stops.peak).toBeLessThanOrEqual(4 * w + 1.25 * stops.estimate.activations);
     expect(skips.peak - stops.peak).toBeGreaterThan(term - 1.25 * stops.estimate.activations);
   });
+  it("counts an RL step's starting state only where the step does not donate and updates more than once", () => {
+    const trained = 4 * T.countParameters(config);
+    const at = (over: Partial<T.RunShape>): number => T.estimateTrainingMemory(config, { ...SHAPE, ...over }).stepStart;
+    expect(at({})).toBe(0);
+    expect(at({ stepRows: 2 })).toBe(0);
+    expect(at({ stepRows: 3 })).toBe(3 * trained);
+    expect(at({ stepRows: 2, epochs: 2 })).toBe(3 * trained);
+    expect(at({ stepRows: 8, donates: true })).toBe(0);
+  });
+
+  it("a run that skips non-finite updates keeps each RL step's starting state beside several updates: counted", async () => {
+    // Four minibatches an RL step, each an AdamW update: the step's starting weights and moments stay alive until
+    // the step's result is checked (to drop it whole), beside the running state and each update's new copies.
+    const task = T.withReward(T.additionTask(), (completion) => completion.length % 2);
+    const cfg = tinyRun({
+      model: { dModel: 256, nLayers: 4, nHeads: 4, nKvHeads: 2, dFf: 1024, maxSeqLen: 24 },
+      onNonFinite: 'skip',
+      warmStartSteps: 1,
+      warmStartBatchSize: 2,
+      steps: 2,
+      promptsPerStep: 4,
+      groupsPerMinibatch: 1,
+      numGenerations: 2,
+      evalPrompts: 1,
+      evalK: 1,
+      objective: 'grpo',
+      objectiveOptions: { beta: 0.04 },
+    });
+    const backend = new T.CpuBackend({ threads: 2 });
+    let estimate: T.MemoryEstimate | null = null;
+    const result = await T.train(cfg, { backend, task, onMemoryEstimate: (e) => (estimate = e) });
+    const e = estimate!;
+    const w = 4 * e.trainableParameters;
+    expect(e.stepStart).toBe(3 * w);
+    expect(T.describeEstimate(e)).toContain("RL step's starting state");
+    // At a later step's second update: the KL reference, the step's start, the last update's state, the new one
+    // and the gradients, 11 W.
+    expect(backend.peakMemoryBytes()).toBeGreaterThanOrEqual(11 * w);
+    expect(backend.peakMemoryBytes()).toBeLessThanOrEqual(e.total - e.allocator);
+    expect(backend.poolStats().heapBytes).toBeLessThanOrEqual(e.total);
+    T.dispose(result.params);
+    backend.dispose();
+  });
 });

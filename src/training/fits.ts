@@ -50,6 +50,8 @@ export function runShape(
     rescores,
     frozenBytesPerParameter,
     donates: donatesUpdates(cfg),
+    stepRows: cfg.promptsPerStep * g,
+    epochs: cfg.numIterations,
   };
 }
 
@@ -96,8 +98,7 @@ export function checkRunFits(
     const rescores = !backend.batchInvariant;
     return runShape(cfg, run.tokenizer, run.task, run.needsReference, lora, rescores, frozenBytes);
   });
-  const estimates = shapes.map((shape) => estimateTrainingMemory(config, shape));
-  const estimate = estimates.length === 1 ? estimates[0]! : phasesInSequence(estimates);
+  const estimate = estimatePhases(config, shapes);
   opts.onMemoryEstimate?.(estimate);
   const host = defaultMemoryLimits(cfg);
   // Before the device's limit is read: a backend may take a larger memory for this run (the CPU backend's memory64).
@@ -134,10 +135,26 @@ interface Refused {
   readonly hostBytes: number;
 }
 
+/**
+ * The estimate of a run's phases (one, or a new model's full warm-start then LoRA RL), combined. Only the last
+ * phase makes RL steps: the first of two updates once a step, whatever the RL step's updates.
+ */
+function estimatePhases(config: TransformerConfig, shapes: readonly RunShape[]): MemoryEstimate {
+  const estimates = shapes.map((shape, i) =>
+    estimateTrainingMemory(
+      config,
+      i < shapes.length - 1 ? { ...shape, stepRows: undefined, epochs: undefined } : shape,
+    ),
+  );
+  return estimates.length === 1 ? estimates[0]! : phasesInSequence(estimates);
+}
+
 /** The estimate of the run with some of its sizes changed (in every phase), its phases combined as the refusal's. */
 function estimateWith(r: Refused, over: Partial<RunShape>): MemoryEstimate {
-  const estimates = r.shapes.map((shape) => estimateTrainingMemory(r.config, { ...shape, ...over }));
-  return estimates.length === 1 ? estimates[0]! : phasesInSequence(estimates);
+  return estimatePhases(
+    r.config,
+    r.shapes.map((shape) => ({ ...shape, ...over })),
+  );
 }
 
 /** The rows sampled at once when `evalPrompts` and `promptsPerStep` are these (`runShape`'s rule). */
@@ -152,7 +169,7 @@ const sampledRows = (cfg: TrainConfig, evalPrompts: number, promptsPerStep: numb
 function largestTerm(r: Refused, e: MemoryEstimate): string {
   const { cfg } = r;
   const shape = r.shapes[0]!;
-  const parameters = e.weights + e.gradients + e.adamMoments + e.optimizerStep + e.reference;
+  const parameters = e.weights + e.gradients + e.adamMoments + e.optimizerStep + e.stepStart + e.reference;
   const model = (): string => {
     const shrink =
       cfg.modelDir === null
@@ -241,6 +258,7 @@ function fittingAlternatives(r: Refused, e: MemoryEstimate, limit: number): { fi
     tryFlag('--prompts-per-step', cfg.promptsPerStep, (n) => ({
       sampledRows: sampledRows(cfg, cfg.evalPrompts, n),
       minibatchRows: Math.min(shape.minibatchRows, n * cfg.numGenerations),
+      stepRows: n * cfg.numGenerations,
     }));
   if (fits.length === sizesFrom) tryBatchesTogether(r, within, fits);
   const larger = r.largerMemory;

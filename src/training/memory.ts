@@ -13,6 +13,9 @@ import { moduleShape } from '../nn/lora.js';
  *   one layer recomputed at a time);
  * - an AdamW step makes the new parameters and moments before the old ones are freed, unless the trainer donates
  *   them (`donates`: the step then writes into their storage, and allocates none);
+ * - a run that does not donate keeps an RL step's starting parameters and moments until the step's result is
+ *   checked (to drop it whole), so a step of several updates (minibatches, epochs) holds them beside the running
+ *   state from its second update on;
  * - a trained tied embedding gets two gradients, the LM head's and the lookup's, which live beside their sum until
  *   the backward's scope closes (before the step: the larger of the two transients counts);
  * - a full fine-tune's KL reference keeps the weights RL started from alive once the policy moves (under LoRA the
@@ -33,6 +36,11 @@ export interface MemoryEstimate {
   readonly adamMoments: number;
   /** An AdamW step's new parameters and moments, made before the old ones are freed: 0 when the step donates them. */
   readonly optimizerStep: number;
+  /**
+   * An RL step's starting trained parameters and moments, kept beside the running ones from its second AdamW update
+   * on by a run that does not donate (it drops a non-finite step whole): 0 when it donates or updates once a step.
+   */
+  readonly stepStart: number;
   /**
    * A trained tied embedding's two gradients beside their sum, [vocab, dModel] each, until the backward's scope
    * closes. It is gone before the AdamW step, so the total counts the larger of this and `optimizerStep`.
@@ -87,6 +95,12 @@ export interface RunShape {
    * with the KL reference, so that step copies them: what `reference` counts.)
    */
   readonly donates?: boolean;
+  /**
+   * Rollouts an RL step updates on (prompts per step x G) and its epochs over them: with `minibatchRows`, the AdamW
+   * updates a step makes (absent: one; a phase that makes no RL update, such as a warm-start before LoRA RL).
+   */
+  readonly stepRows?: number;
+  readonly epochs?: number;
 }
 
 const F32 = 4;
@@ -158,9 +172,11 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
       rows * c.nHeads * t * t,
     ) * F32;
   const optimizerStep = run.donates ? 0 : 3 * trained;
+  const updates = (run.epochs ?? 1) * Math.ceil((run.stepRows ?? run.minibatchRows) / Math.max(1, run.minibatchRows));
+  const stepStart = !run.donates && updates > 1 ? 3 * trained : 0;
   const gradientSums = !lora && c.tieEmbeddings !== false ? 2 * c.vocabSize * c.dModel * F32 : 0;
   const transient = Math.max(optimizerStep, gradientSums);
-  const held = weights + trained + 2 * trained + transient + reference + activations + sampling + rope;
+  const held = weights + trained + 2 * trained + transient + stepStart + reference + activations + sampling + rope;
   // The pools' rounding and the blocks one phase leaves that another's sizes cannot use: measured at up to 1.2x
   // the rest on the CPU backend over full and LoRA runs, with and without checkpointing (bench/RESULTS.md).
   const allocator = held / 4;
@@ -171,6 +187,7 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
     gradients: trained,
     adamMoments: 2 * trained,
     optimizerStep,
+    stepStart,
     gradientSums,
     reference,
     activations,
@@ -197,6 +214,7 @@ export function phasesInSequence(phases: readonly MemoryEstimate[]): MemoryEstim
     gradients: sum((e) => e.gradients),
     adamMoments: sum((e) => e.adamMoments),
     optimizerStep: sum((e) => e.optimizerStep),
+    stepStart: sum((e) => e.stepStart),
     gradientSums: sum((e) => e.gradientSums),
     reference: sum((e) => e.reference),
     activations: sum((e) => e.activations),
@@ -209,6 +227,7 @@ export function phasesInSequence(phases: readonly MemoryEstimate[]): MemoryEstim
     e.gradients +
     e.adamMoments +
     sum((p) => Math.max(p.optimizerStep, p.gradientSums)) +
+    e.stepStart +
     e.reference +
     e.activations +
     e.sampling +
@@ -232,6 +251,7 @@ export function describeEstimate(e: MemoryEstimate): string {
       : e.optimizerStep
         ? ` + AdamW step ${fmt(e.optimizerStep)}`
         : '') +
+    (e.stepStart ? ` + RL step's starting state ${fmt(e.stepStart)}` : '') +
     `${e.reference ? ` + reference ${fmt(e.reference)}` : ''} + activations ${fmt(e.activations)}` +
     ` + sampling ${fmt(e.sampling)} + RoPE tables ${fmt(e.rope)} + allocator ${fmt(e.allocator)};` +
     ` largest tensor ${fmt(e.largestTensor)}`
