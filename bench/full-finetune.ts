@@ -6,7 +6,10 @@
  * runtime with memory64 (Node >= 24) the backend takes its memory64 build; prints the estimate, the build used,
  * the pool's heap, the process's peak RSS and its ratio to the estimate, and the step's seconds.
  *
- *   npm run bench:full-finetune [-- --layers 10 --prompts 4 --generations 4 --new 64 --threads 2]
+ *   npm run bench:full-finetune [-- --layers 10 --prompts 4 --generations 4 --new 64 --threads 2 --on-non-finite stop]
+ *
+ * `--on-non-finite skip` runs the AdamW steps without donation (each keeps the state before it), as every run did
+ * before the donated step: its estimate adds the step's copies, and the RL step's start beside its later updates.
  *
  * The run is a child process (peak RSS is a process's); the model directory is written once in the system's
  * temporary directory and removed at the end.
@@ -20,6 +23,7 @@ import * as E from 'fp-ts/lib/Either.js';
 import {
   countParameters,
   CpuBackend,
+  describeEstimate,
   initParams,
   ReferenceBackend,
   Rng,
@@ -36,6 +40,7 @@ const { values } = parseArgs({
     generations: { type: 'string', default: '4' },
     new: { type: 'string', default: '64' },
     threads: { type: 'string', default: '2' },
+    'on-non-finite': { type: 'string', default: 'stop' },
     // Internal: the roles of the child processes.
     build: { type: 'string' },
     ours: { type: 'string' },
@@ -77,6 +82,7 @@ async function ours(model: string): Promise<void> {
     ...['--model', model, '--task', 'addition', '--objective', 'grpo', '--steps', '1'],
     ...['--prompts-per-step', values.prompts!, '--num-generations', values.generations!],
     ...['--max-completion-length', values.new!, '--groups-per-minibatch', '1', '--eval-prompts', '1', '--eval-k', '1'],
+    ...['--on-non-finite', values['on-non-finite']!],
   ];
   const { parseTrainArgs } = await import('../src/cli/args.js');
   const cfg = parseTrainArgs(argv);
@@ -85,10 +91,14 @@ async function ours(model: string): Promise<void> {
   const opened = { memory64: backend.memory64, maxMemoryBytes: backend.maxMemoryBytes };
   const rl: MetricRecord[] = [];
   let estimate = 0;
+  let terms = '';
   const t0 = performance.now();
   const result = await train(cfg.right, {
     backend,
-    onMemoryEstimate: (e) => (estimate = e.total),
+    onMemoryEstimate: (e) => {
+      estimate = e.total;
+      terms = describeEstimate(e);
+    },
     onRecord: (r) => {
       if (r.phase === 'rl') rl.push(r);
     },
@@ -102,6 +112,7 @@ async function ours(model: string): Promise<void> {
       max_memory_bytes: backend.maxMemoryBytes,
       describe: backend.describe(),
       estimate_bytes: estimate,
+      estimate_terms: terms,
       heap_bytes: backend.poolStats().heapBytes,
       peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
       train_seconds: (performance.now() - t0) / 1000,
@@ -132,7 +143,10 @@ async function main(): Promise<void> {
     const t0 = performance.now();
     run([process.argv[1]!, '--build', dir, '--layers', values.layers!]);
     console.log(`wrote the bf16 model in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
-    const shape = ['--prompts', values.prompts!, '--generations', values.generations!, '--new', values.new!];
+    const shape = [
+      ...['--prompts', values.prompts!, '--generations', values.generations!, '--new', values.new!],
+      ...['--on-non-finite', values['on-non-finite']!],
+    ];
     const r = run([
       process.argv[1]!,
       '--ours',
