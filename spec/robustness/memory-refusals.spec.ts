@@ -7,6 +7,7 @@ import { tokenizerFor } from '../../src/tasks/index.js';
 import type { TrainConfig } from '../../src/training/config.js';
 import { checkRunFits, defaultMemoryLimits } from '../../src/training/fits.js';
 import { MemoryError } from '../../src/training/memory.js';
+import { runtimeHasMemory64 } from '../../src/backends/cpu/index.js';
 import { taskFor } from '../../src/training/run.js';
 import { rlvrSync, TINY_ARGS, withArgs } from './helpers/cli.js';
 import { rejectionOf, useCliBundle } from './helpers/harness.js';
@@ -114,3 +115,22 @@ describe("--memory-limit-gb above the host's memory is capped there unless --all
     );
   });
 });
+
+describe.runIf(runtimeHasMemory64())(
+  "the CLI on a runtime with memory64: the cpu backend's build as the run uses it",
+  () => {
+    it('the backend line follows the estimate when the run takes memory64, and the refusal names its 16 GiB', () => {
+      // 1.67B parameters, 67 GiB estimated: past the 32-bit memory, so the backend takes memory64 before refusing.
+      const huge = ['--d-model', '4096', '--n-layers', '24', '--n-heads', '32', '--n-kv-heads', '32'];
+      const r = rlvrSync(bundle.path, ['train', ...huge, '--memory-limit-gb', '1000', '--allow-over-host-memory']);
+      expect(r.status).toBe(2);
+      const lines = r.stdout.trim().split('\n');
+      const estimateAt = lines.findIndex((l) => l.startsWith('rlvr: memory estimate: '));
+      expect(lines[0]).toMatch(/^rlvr: backend cpu \(WebAssembly .*kernels, \d+ threads?;/);
+      expect(lines[0]).not.toMatch(/memory64/);
+      expect(estimateAt).toBeGreaterThan(0);
+      expect(lines[estimateAt + 1]).toMatch(/^rlvr: backend cpu \(WebAssembly .*kernels, memory64, \d+ threads?;/);
+      expect(r.stderr).toMatch(/16\.00 GiB available \(the cpu backend's WebAssembly memory64: 16 GiB at most/);
+    });
+  },
+);

@@ -61,7 +61,11 @@ async function runTrain(argv: string[]): Promise<number> {
       // by about 0.5 KB a step, up to 2 x DEFAULT_KEEP_RECORDS records.
       keepRecords: 0,
       onProgress: (p) => progress.step(p),
-      onMemoryEstimate: (e) => console.log(`rlvr: ${describeEstimate(e)}`),
+      onMemoryEstimate: (e) => {
+        console.log(`rlvr: ${describeEstimate(e)}`);
+        // The backend may have taken another memory for this run's estimate (the cpu backend's memory64).
+        if (backend.describe() !== described) console.log(`rlvr: backend ${backend.describe()}`);
+      },
       onRecord: (r) => {
         if (r.phase === 'eval') progress.eval(r);
       },

@@ -82,7 +82,8 @@ export interface RunToFit {
 
 /**
  * Refuse (throw a `MemoryError` naming what would fit) a run whose estimate exceeds what the device holds: the
- * estimate of its larger phase (`phases`: each phase's LoRA, or null for every weight), told to `onMemoryEstimate`.
+ * estimate of its larger phase (`phases`: each phase's LoRA, or null for every weight), told to `onMemoryEstimate` once
+ * the backend has made room for it (`reserveFor`).
  */
 export function checkRunFits(
   run: RunToFit,
@@ -99,10 +100,11 @@ export function checkRunFits(
     return runShape(cfg, run.tokenizer, run.task, run.needsReference, lora, rescores, frozenBytes);
   });
   const estimate = estimatePhases(config, shapes);
-  opts.onMemoryEstimate?.(estimate);
   const host = defaultMemoryLimits(cfg);
-  // Before the device's limit is read: a backend may take a larger memory for this run (the CPU backend's memory64).
+  // Before the device's limit is read: a backend may take a larger memory for this run (the CPU backend's memory64),
+  // and before the estimate is told, so that what the backend describes then is what the run uses.
   backend.reserveFor?.(estimate.total);
+  opts.onMemoryEstimate?.(estimate);
   const device = backend.maxMemoryBytes ?? Number.POSITIVE_INFINITY;
   const limits = opts.memoryLimits ?? {
     totalBytes: Math.min(host.totalBytes, device),

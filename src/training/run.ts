@@ -62,7 +62,10 @@ export interface TrainHooks {
   readonly onRecord?: (record: MetricRecord) => void;
   /** Called once per step with the phase's progress, for a progress display. */
   readonly onProgress?: (p: { phase: 'warmstart' | 'rl'; step: number; total: number; record: MetricRecord }) => void;
-  /** The memory estimate, before anything is allocated. */
+  /**
+   * The memory estimate, before anything is allocated, once the backend has made room for it (`reserveFor`: the CPU
+   * backend may have taken its memory64 build, which its `describe()` then names).
+   */
   readonly onMemoryEstimate?: (estimate: MemoryEstimate) => void;
   /** Each RL step's rollouts with the verifier's rewards, for a display (row r answers `prompts[promptIndex[r]]`). */
   readonly onRollouts?: (r: RolloutView) => void;
