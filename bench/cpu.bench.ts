@@ -24,12 +24,12 @@ import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import * as T from '../src/index.js';
-import { adamwInit, adamwStep, initParams, type TransformerConfig, type TransformerParams } from '../src/nn/index.js';
-import { sampleRollouts, sftLoss, type SequenceBatch } from '../src/rl/index.js';
+import { initParams, type TransformerConfig } from '../src/nn/index.js';
+import { sampleRollouts, type SequenceBatch } from '../src/rl/index.js';
 import { additionTask, sampleProblems, tokenizerFor, type Tokenizer } from '../src/tasks/index.js';
 import { createStages } from '../src/cli/progress.js';
 import { argValue, hasFlag, median } from './lib/common.js';
-import { batchFor, MODEL_SIZES, withoutEos } from './lib/models.js';
+import { batchFor, MODEL_SIZES, sftStepper, withoutEos } from './lib/models.js';
 
 const THREADS = Number(argValue('--threads') ?? T.defaultCpuThreads());
 const ROUNDS = Number(argValue('--rounds') ?? 3);
@@ -280,23 +280,6 @@ async function benchMatmul(): Promise<void> {
 }
 
 // ---- SFT step ----
-function sftStepper(backend: T.Backend, config: TransformerConfig, batch: SequenceBatch): () => number {
-  let params: TransformerParams = initParams(config, new T.Rng(0), { backend });
-  let opt = adamwInit(params);
-  return () => {
-    const next = T.tidy(() => {
-      const [loss, grads] = T.valueAndGrad((p: TransformerParams) => sftLoss(p, config, batch))(params);
-      const s = adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 });
-      return { params: s.params, opt: s.state, loss };
-    });
-    T.dispose([params, opt]);
-    params = next.params;
-    opt = next.opt;
-    const loss = next.loss.dataSync()[0]!;
-    next.loss.dispose();
-    return loss;
-  };
-}
 
 async function benchStep(): Promise<void> {
   const sizes: [string, TransformerConfig, SequenceBatch, string[]][] = [];

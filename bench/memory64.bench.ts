@@ -12,10 +12,10 @@
  */
 import { cpus, loadavg } from 'node:os';
 import * as T from '../src/index.js';
-import { adamwInit, adamwStep, initParams, type TransformerConfig, type TransformerParams } from '../src/nn/index.js';
-import { sftLoss, type SequenceBatch } from '../src/rl/index.js';
+import type { TransformerConfig } from '../src/nn/index.js';
+import type { SequenceBatch } from '../src/rl/index.js';
 import { argValue, median } from './lib/common.js';
-import { batchFor, MODEL_SIZES } from './lib/models.js';
+import { batchFor, MODEL_SIZES, sftStepper } from './lib/models.js';
 
 const THREADS = Number(argValue('--threads') ?? T.defaultCpuThreads());
 const ROUNDS = Number(argValue('--rounds') ?? 5);
@@ -119,24 +119,6 @@ function benchMatmul(n: number): void {
   const [ref, ...rest] = [...first.values()];
   for (const r of rest) if (!r.every((v, i) => v === ref![i])) throw new Error('the builds differ in matmul');
   table(`matmul ${n}^3 (f32), ${((2 * n ** 3) / 1e9).toFixed(2)} GFLOP a call`, interleave(contenders));
-}
-
-function sftStepper(backend: T.Backend, config: TransformerConfig, batch: SequenceBatch): () => number {
-  let params: TransformerParams = initParams(config, new T.Rng(0), { backend });
-  let opt = adamwInit(params);
-  return () => {
-    const next = T.tidy(() => {
-      const [loss, grads] = T.valueAndGrad((p: TransformerParams) => sftLoss(p, config, batch))(params);
-      const s = adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 });
-      return { params: s.params, opt: s.state, loss };
-    });
-    T.dispose([params, opt]);
-    params = next.params;
-    opt = next.opt;
-    const loss = next.loss.dataSync()[0]!;
-    next.loss.dispose();
-    return loss;
-  };
 }
 
 function benchStep(title: string, config: TransformerConfig, batch: SequenceBatch, reps: number): void {

@@ -4,10 +4,17 @@
  * An SFT step is forward + backward + AdamW on a [B, T] batch of random tokens whose second half is the target,
  * as the PyTorch reference does (it scores T - 1 positions; our `sftLoss` runs the LM head on the target half).
  */
-import { Rng, type Backend, type Tensor } from '../../src/index.js';
-import { initParams, smallConfig, type TransformerConfig } from '../../src/nn/index.js';
+import { dispose, Rng, tidy, valueAndGrad, type Backend, type Tensor } from '../../src/index.js';
+import {
+  adamwInit,
+  adamwStep,
+  initParams,
+  smallConfig,
+  type TransformerConfig,
+  type TransformerParams,
+} from '../../src/nn/index.js';
 import type { SequenceBatch } from '../../src/rl/index.js';
-import { sftBatch, sftExamples } from '../../src/rl/index.js';
+import { sftBatch, sftExamples, sftLoss } from '../../src/rl/index.js';
 import { TRAIN_DEFAULTS } from '../../src/training/index.js';
 import { additionTask, sampleProblems, tokenizerFor, type Tokenizer } from '../../src/tasks/index.js';
 
@@ -138,3 +145,25 @@ export const withoutEos = (base: Tokenizer): Tokenizer => ({
       opts,
     ),
 });
+
+/**
+ * An SFT stepper on a backend: each call runs one step (valueAndGrad of sftLoss, AdamW with clipping at 1) from the
+ * state the last one left and returns its loss, read synchronously (the CPU backends).
+ */
+export function sftStepper(backend: Backend, config: TransformerConfig, batch: SequenceBatch): () => number {
+  let params: TransformerParams = initParams(config, new Rng(0), { backend });
+  let opt = adamwInit(params);
+  return () => {
+    const next = tidy(() => {
+      const [loss, grads] = valueAndGrad((p: TransformerParams) => sftLoss(p, config, batch))(params);
+      const s = adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 });
+      return { params: s.params, opt: s.state, loss };
+    });
+    dispose([params, opt]);
+    params = next.params;
+    opt = next.opt;
+    const loss = next.loss.dataSync()[0]!;
+    next.loss.dispose();
+    return loss;
+  };
+}
