@@ -21,7 +21,7 @@
  *
  * `--quick` runs the same tasks at tiny sizes (two rounds, well under a minute on llvmpipe): spec/webgpu/
  * bench-gpu.spec.ts runs it in CI so the script never rots. `--rounds N` (default 3); `--tasks matmul,lora`
- * for a subset (of matmul, step, sample, lora); a bad argument is one line naming it, exit 2 (`parseBenchGpuArgs`).
+ * for a subset (of matmul, step, sample, lora, f16: a matmul on subgroup matrices, bench/lib/subgroup-matrix.ts); a bad argument is one line naming it, exit 2 (`parseBenchGpuArgs`).
  * Run on any machine with a GPU and its Vulkan driver (Linux; Metal or D3D12 elsewhere), Node and `npm ci`:
  * `npm run bench:gpu`; python3 with a CUDA torch (and transformers, for sampling; peft, for LoRA) adds the
  * PyTorch rows.
@@ -56,6 +56,7 @@ import { TorchPeer, type PeerAnswer } from './lib/torch-peer.js';
 import { check, CheckError, hostReference, type Task } from './lib/gpu-task.js';
 import { loraTasks, type LoraRollout } from './lib/lora-gpu.js';
 import { probeFeatures } from './lib/gpu-features.js';
+import { subgroupMatrixTasks } from './lib/subgroup-matrix.js';
 import { GPU_VARIANTS, timelineLines, topKernelLines, type GpuVariant } from './lib/timeline-report.js';
 import { DEFAULT_BATCHING } from '../src/backends/webgpu/runtime.js';
 
@@ -417,7 +418,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     );
     const medium = MODEL_SIZES.find((s) => s.name === 'medium')!;
     const real = MODEL_SIZES.find((s) => s.name === '0.6b')!;
-    // Made only for the kinds asked for (--tasks matmul,step,sample,lora: a subset, where a session has less time).
+    // Made only for the kinds asked for (--tasks matmul,step,sample,lora,f16: a subset, where a session has less time).
     const kinds = o.tasks ?? BENCH_GPU_TASKS;
     // A step task per configuration, in the same rounds; they share the host reference and, per device, the
     // parameters.
@@ -467,6 +468,12 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
           ...lora(real, 'Qwen3-0.6B size', { rows: 16, newTokens: 128, checkRows: 'group-firsts' }),
         ];
     const tasks = made.filter(([kind]) => kinds.includes(kind)).map(([, make]) => make());
+    // Half precision on the matrix units, on a device of its own (bench/lib/subgroup-matrix.ts).
+    if (kinds.includes('f16')) {
+      const probe = await subgroupMatrixTasks(quick ? 256 : 4096);
+      for (const line of probe.lines) log(line);
+      tasks.push(...probe.tasks);
+    }
     const started = performance.now();
     const ours = new Map<Task, number[]>(tasks.map((k) => [k, []]));
     const theirs = new Map<Task, number[]>(tasks.map((k) => [k, []]));
@@ -555,7 +562,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
 }
 
 /** The kinds of task `--tasks` chooses from. */
-export const BENCH_GPU_TASKS = ['matmul', 'step', 'sample', 'lora'] as const;
+export const BENCH_GPU_TASKS = ['matmul', 'step', 'sample', 'lora', 'f16'] as const;
 const BENCH_GPU_FLAGS: Readonly<Record<string, FlagKind>> = {
   quick: 'switch',
   rounds: 'number',
@@ -575,7 +582,7 @@ export class BenchArgumentError extends FieldError {
 /**
  * `npm run bench:gpu`'s arguments, scanned by `rlvr train`'s scanner (`scanFlags`: unknown flags, stray or missing
  * values and repeats are refused by name) and its decimal numbers: `--quick`, `--rounds N` (a whole number in
- * 1..1000), `--tasks LIST` (some of matmul, step, sample, lora). `--rounds abc` once ran "NaN interleaved rounds",
+ * 1..1000), `--tasks LIST` (some of matmul, step, sample, lora, f16). `--rounds abc` once ran "NaN interleaved rounds",
  * `--rounds 0` and `--tasks bogus` an empty table, all with exit 0.
  */
 export function parseBenchGpuArgs(argv: readonly string[]): E.Either<BenchArgumentError, BenchGpuOptions> {

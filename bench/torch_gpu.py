@@ -8,7 +8,7 @@ with its embedding tied as ours, plain sampling at temperature 1 (top_k 0, as ou
 
 Usage: python3 bench/torch_gpu.py (needs torch with CUDA; transformers for the sampling tasks, peft for LoRA's)
 Prints one JSON line when ready ({"torch", "device"} or {"absent": why}), then answers each JSON line on stdin:
-  {"task": "matmul", "n": N, "reps": R}                      -> {"ms": per product}
+  {"task": "matmul", "n": N, "reps": R, "dtype": "f32"|"f16"} -> {"ms": per product} (f16: cuBLAS's half GEMM)
   {"task": "step", "row": [V, d, L, h, ff, B, T], "steps": S}   -> {"ms": per step, "loss": last}
   {"task": "sample", "row": [V, d, L, h, ff], "rows": B, "prompt": P, "new": N} -> {"ms": per run}
   {"task": "lora_step", "row": [V, d, L, h, ff, B, T], "r": R, "alpha": A, "bStd": S, "steps": N}
@@ -42,11 +42,12 @@ def timed(f, reps):
 
 
 def matmul(q):
-    n = q['n']
-    if ('mm', n) not in models:
-        models[('mm', n)] = (torch.randn(n, n, device=dev), torch.randn(n, n, device=dev))
-        for _ in range(3): models[('mm', n)][0] @ models[('mm', n)][1]
-    a, b = models[('mm', n)]
+    n, dtype = q['n'], {'f32': torch.float32, 'f16': torch.float16}[q.get('dtype', 'f32')]
+    key = ('mm', n, dtype)
+    if key not in models:
+        models[key] = (torch.randn(n, n, device=dev, dtype=dtype), torch.randn(n, n, device=dev, dtype=dtype))
+        for _ in range(3): models[key][0] @ models[key][1]
+    a, b = models[key]
     ms, _ = timed(lambda: a @ b, q.get('reps', 10))
     return {'ms': ms}
 

@@ -1,0 +1,344 @@
+import { halfReader, roundToHalf } from '../../src/core/half.js';
+import { CheckError, type Task } from './gpu-task.js';
+
+/**
+ * Half precision on the matrix units (issue 36): a matmul on Dawn's experimental subgroup matrices
+ * (`chromium-experimental-subgroup-matrix`, Vulkan's cooperative matrices: NVIDIA's tensor cores), f16 operands
+ * with f32 accumulation where the device has `shader-f16`, f32 operands where it lists such a configuration.
+ * The feature is exposed only with Dawn's `allow_unsafe_apis` (and f16 on NVIDIA drivers below 615.71 only with
+ * `vulkan_enable_f16_on_nvidia`), so this file makes its own device with both, apart from the backend's.
+ *
+ * Each candidate: one subgroup computes TM x TN tiles of the configuration's M x N, loading its operands straight
+ * from storage (the L1 cache shares them between the workgroups of an SM); `sg4` puts four such subgroups in a
+ * workgroup (2 x 2, by `subgroup_id`). A candidate's product is checked on sampled entries against an f64 sum of
+ * the same f16 values before its time counts (a dropped tile is off by a whole entry).
+ *
+ * Not on llvmpipe (no subgroup matrices): there it returns the reason and no task. The WGSL has only ever been
+ * compiled on the device that runs it: a compile error is printed, not thrown.
+ */
+
+export interface MatrixConfig {
+  readonly componentType: string;
+  readonly resultComponentType: string;
+  readonly M: number;
+  readonly N: number;
+  readonly K: number;
+}
+
+export interface MatrixCandidate {
+  /** Tiles per subgroup along M and N. */
+  readonly tm: number;
+  readonly tn: number;
+  /** Subgroups per workgroup along M and N (each its own TM x TN tiles). */
+  readonly sy: number;
+  readonly sx: number;
+}
+
+export const MATRIX_CANDIDATES: readonly MatrixCandidate[] = [
+  { tm: 2, tn: 2, sy: 1, sx: 1 },
+  { tm: 2, tn: 4, sy: 1, sx: 1 },
+  { tm: 4, tn: 2, sy: 1, sx: 1 },
+  { tm: 4, tn: 4, sy: 1, sx: 1 },
+  { tm: 2, tn: 4, sy: 2, sx: 2 },
+  { tm: 4, tn: 4, sy: 2, sx: 2 },
+];
+
+export const candidateName = (c: MatrixCandidate): string =>
+  `${c.tm}x${c.tn}${c.sy * c.sx > 1 ? ` sg${c.sy * c.sx}` : ''}`;
+
+/** Rows and columns of C one workgroup computes. */
+export const blockOf = (cfg: MatrixConfig, c: MatrixCandidate): { rows: number; cols: number } => ({
+  rows: c.sy * c.tm * cfg.M,
+  cols: c.sx * c.tn * cfg.N,
+});
+
+/**
+ * The kernel: C (M x N, f32, row-major) = A (M x K, row-major) B (K x N, row-major), operands of the
+ * configuration's component type. `subgroupSize` is the adapter's largest (the workgroup's x size must be a
+ * multiple of it, and each subgroup then holds all of it).
+ */
+export function matrixShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: number): string {
+  const t = cfg.componentType;
+  const r = cfg.resultComponentType;
+  const subgroups = c.sy * c.sx;
+  const tiles = c.tm * c.tn;
+  // Types are <T, columns, rows>: left is M x K, right K x N, result M x N.
+  return `${t === 'f16' || r === 'f16' ? 'enable f16;\n' : ''}enable chromium_experimental_subgroup_matrix;
+diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);
+
+struct Params { M: u32, N: u32, K: u32 }
+@group(0) @binding(0) var<storage, read> A: array<${t}>;
+@group(0) @binding(1) var<storage, read> B: array<${t}>;
+@group(0) @binding(2) var<storage, read_write> C: array<${r}>;
+@group(0) @binding(3) var<uniform> params: Params;
+
+alias Left = subgroup_matrix_left<${t}, ${cfg.K}, ${cfg.M}>;
+alias Right = subgroup_matrix_right<${t}, ${cfg.N}, ${cfg.K}>;
+alias Acc = subgroup_matrix_result<${r}, ${cfg.N}, ${cfg.M}>;
+
+@compute @workgroup_size(${subgroups * subgroupSize})
+fn main(@builtin(workgroup_id) wg: vec3<u32>${subgroups > 1 ? ', @builtin(subgroup_id) sg: u32' : ''}) {
+${subgroups > 1 ? `  let sy = sg / ${c.sx}u;\n  let sx = sg % ${c.sx}u;` : '  let sy = 0u;\n  let sx = 0u;'}
+  let row0 = (wg.y * ${c.sy}u + sy) * ${c.tm * cfg.M}u;
+  let col0 = (wg.x * ${c.sx}u + sx) * ${c.tn * cfg.N}u;
+  var acc: array<Acc, ${tiles}>;
+  var a: array<Left, ${c.tm}>;
+  for (var k = 0u; k < params.K; k += ${cfg.K}u) {
+    for (var i = 0u; i < ${c.tm}u; i++) {
+      a[i] = subgroupMatrixLoad<Left>(&A, (row0 + i * ${cfg.M}u) * params.K + k, false, params.K);
+    }
+    for (var j = 0u; j < ${c.tn}u; j++) {
+      let b = subgroupMatrixLoad<Right>(&B, k * params.N + col0 + j * ${cfg.N}u, false, params.N);
+      for (var i = 0u; i < ${c.tm}u; i++) {
+        acc[i * ${c.tn}u + j] = subgroupMatrixMultiplyAccumulate(a[i], b, acc[i * ${c.tn}u + j]);
+      }
+    }
+  }
+  for (var i = 0u; i < ${c.tm}u; i++) {
+    for (var j = 0u; j < ${c.tn}u; j++) {
+      subgroupMatrixStore(&C, (row0 + i * ${cfg.M}u) * params.N + col0 + j * ${cfg.N}u, acc[i * ${c.tn}u + j], false, params.N);
+    }
+  }
+}
+`;
+}
+
+/**
+ * Whether sampled entries of C agree with f64 sums of the operands' values: within the f32 accumulation's
+ * worst-case rounding (K roundings of at most 2^-24 of the running sum of |a b|), which a dropped or misplaced
+ * tile exceeds by orders of magnitude. The first disagreement, or null.
+ */
+export function checkSampled(
+  a: Float32Array,
+  b: Float32Array,
+  c: Float32Array,
+  n: number,
+  samples: readonly (readonly [number, number])[],
+): string | null {
+  for (const [i, j] of samples) {
+    let sum = 0;
+    let abs = 0;
+    for (let k = 0; k < n; k++) {
+      const p = a[i * n + k]! * b[k * n + j]!;
+      sum += p;
+      abs += Math.abs(p);
+    }
+    const got = c[i * n + j]!;
+    const tol = n * 2 ** -24 * abs + 1e-30;
+    if (!(Math.abs(got - sum) <= tol)) return `C[${i}, ${j}] = ${got}, want ${sum} (tolerance ${tol.toExponential(2)})`;
+  }
+  return null;
+}
+
+interface DawnModule {
+  create(options: string[]): GPU;
+}
+/** Dawn aborts the process if an instance is collected while a device from it lives: kept for the process. */
+const instances: GPU[] = [];
+
+interface Probe {
+  readonly lines: string[];
+  readonly tasks: Task[];
+}
+
+/**
+ * The subgroup-matrix matmul tasks at n x n x n (n a multiple of every candidate's block): one per configuration
+ * and candidate that compiles, each checked before its first time counts.
+ */
+export async function subgroupMatrixTasks(n: number): Promise<Probe> {
+  const lines: string[] = [];
+  let dawn: DawnModule;
+  try {
+    dawn = (await import('webgpu')) as DawnModule;
+  } catch (e) {
+    return { lines: [`subgroup matrix: npm "webgpu" did not load (${String(e)})`], tasks: [] };
+  }
+  const gpu = dawn.create([
+    // Dawn's own subgroup-matrix tests run Vulkan with its memory model, which cooperative matrices require.
+    'enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia,use_vulkan_memory_model',
+    'disable-dawn-features=timestamp_quantization',
+  ]);
+  instances.push(gpu);
+  const adapter = await gpu.requestAdapter();
+  const feature = 'chromium-experimental-subgroup-matrix' as GPUFeatureName;
+  if (!adapter?.features.has(feature)) {
+    return {
+      lines: [
+        `subgroup matrix: not exposed (${adapter ? 'the native adapter lacks the feature' : 'no native adapter'})`,
+      ],
+      tasks: [],
+    };
+  }
+  const info = adapter.info as GPUAdapterInfo & {
+    subgroupMatrixConfigs?: readonly MatrixConfig[];
+    subgroupMaxSize?: number;
+  };
+  const f16 = adapter.features.has('shader-f16');
+  const subgroupSize = info.subgroupMaxSize ?? 32;
+  const all = [...(info.subgroupMatrixConfigs ?? [])].map((x) => ({
+    componentType: x.componentType,
+    resultComponentType: x.resultComponentType,
+    M: x.M,
+    N: x.N,
+    K: x.K,
+  }));
+  lines.push(
+    `subgroup matrix: exposed; subgroup size ${info.subgroupMinSize ?? '?'}-${subgroupSize}; shader-f16 ${f16 ? 'yes' : 'no'}; ` +
+      `configurations: ${all.map((x) => `${x.componentType}->${x.resultComponentType} ${x.M}x${x.N}x${x.K}`).join(', ') || 'none listed'}`,
+  );
+  const usable = all.filter(
+    (x) =>
+      x.resultComponentType === 'f32' &&
+      (x.componentType === 'f32' || (x.componentType === 'f16' && f16)) &&
+      n % x.K === 0,
+  );
+  if (usable.length === 0)
+    return { lines: [...lines, 'subgroup matrix: no f16->f32 or f32->f32 configuration'], tasks: [] };
+  const features: GPUFeatureName[] = ['subgroups' as GPUFeatureName, feature];
+  if (f16) features.push('shader-f16');
+  let device: GPUDevice;
+  try {
+    device = await adapter.requestDevice({
+      requiredFeatures: features,
+      requiredLimits: {
+        maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+        maxBufferSize: adapter.limits.maxBufferSize,
+      },
+    });
+  } catch (e) {
+    return { lines: [...lines, `subgroup matrix: requestDevice failed (${String(e)})`], tasks: [] };
+  }
+  // Operands in [-1, 1), rounded to the component type (f16 words, or f32); the check widens the same words.
+  const values = (seed: number): Float32Array => {
+    const out = new Float32Array(n * n);
+    let s = seed >>> 0;
+    for (let i = 0; i < out.length; i++) {
+      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+      out[i] = s / 2 ** 31 - 1;
+    }
+    return out;
+  };
+  const samples: [number, number][] = Array.from({ length: 256 }, (_, i) => [
+    (i * 2654435761) % n,
+    (i * 40503 + 7) % n,
+  ]);
+  const tasks: Task[] = [];
+  const flops = 2 * n ** 3;
+  // Every buffer padded by 64 rows: a bounds check of a load may count whole rows of its stride past the last.
+  const padded = (elements: number): number => elements + 64 * n;
+  const operands = new Map<string, { a: GPUBuffer; b: GPUBuffer; av: Float32Array; bv: Float32Array }>();
+  const operandsOf = (type: string) => {
+    let o = operands.get(type);
+    if (o) return o;
+    const upload = (v: Float32Array): [GPUBuffer, Float32Array] => {
+      if (type === 'f16') {
+        const words = roundToHalf('f16', v);
+        const read = halfReader('f16');
+        const buf = device.createBuffer({
+          size: 2 * padded(words.length),
+          usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+        });
+        device.queue.writeBuffer(buf, 0, words);
+        return [buf, Float32Array.from(words, read)];
+      }
+      const buf = device.createBuffer({
+        size: 4 * padded(v.length),
+        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+      });
+      device.queue.writeBuffer(buf, 0, v);
+      return [buf, v];
+    };
+    const [a, av] = upload(values(1));
+    const [b, bv] = upload(values(2));
+    o = { a, b, av, bv };
+    operands.set(type, o);
+    return o;
+  };
+  const c = device.createBuffer({ size: 4 * padded(n * n), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+  const readC = device.createBuffer({ size: 4 * n * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const params = device.createBuffer({ size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+  device.queue.writeBuffer(params, 0, new Uint32Array([n, n, n, 0]));
+  let peerAsked = false;
+  for (const cfg of usable) {
+    for (const cand of MATRIX_CANDIDATES) {
+      const { rows, cols } = blockOf(cfg, cand);
+      if (n % rows !== 0 || n % cols !== 0) continue;
+      const label = `matmul ${n}^3 ${cfg.componentType} subgroup-matrix ${cfg.M}x${cfg.N}x${cfg.K} ${candidateName(cand)}`;
+      const code = matrixShader(cfg, cand, subgroupSize);
+      device.pushErrorScope('validation');
+      const module = device.createShaderModule({ code });
+      const compiled = await module.getCompilationInfo();
+      const errors = compiled.messages.filter((m) => m.type === 'error');
+      let pipeline: GPUComputePipeline | null = null;
+      try {
+        if (errors.length === 0)
+          pipeline = await device.createComputePipelineAsync({
+            layout: 'auto',
+            compute: { module, entryPoint: 'main' },
+          });
+      } catch (e) {
+        lines.push(`${label}: pipeline failed (${e instanceof Error ? e.message : String(e)})`);
+      }
+      const scope = await device.popErrorScope();
+      if (errors.length > 0 || scope || !pipeline) {
+        const why = errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ') || scope?.message || '';
+        if (why) lines.push(`${label}: not compiled (${why.slice(0, 600)})`);
+        continue;
+      }
+      const ops = operandsOf(cfg.componentType);
+      const bind = device.createBindGroup({
+        layout: pipeline.getBindGroupLayout(0),
+        entries: [ops.a, ops.b, c, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
+      });
+      const p = pipeline;
+      const dispatch = (reps: number): void => {
+        const enc = device.createCommandEncoder();
+        const pass = enc.beginComputePass();
+        pass.setPipeline(p);
+        pass.setBindGroup(0, bind);
+        for (let r = 0; r < reps; r++) pass.dispatchWorkgroups(n / cols, n / rows);
+        pass.end();
+        device.queue.submit([enc.finish()]);
+      };
+      let reps = 0;
+      const task: Task = {
+        name: label,
+        unit: 'GFLOP/s',
+        figure: (ms) => flops / ms / 1e6,
+        checked: '256 sampled entries vs f64 sums of the same operands',
+        counters: '',
+        run: async () => {
+          if (reps === 0) {
+            device.pushErrorScope('validation');
+            dispatch(1);
+            const enc = device.createCommandEncoder();
+            enc.copyBufferToBuffer(c, 0, readC, 0, 4 * n * n);
+            device.queue.submit([enc.finish()]);
+            await readC.mapAsync(GPUMapMode.READ);
+            const got = new Float32Array(readC.getMappedRange().slice(0));
+            readC.unmap();
+            const err = await device.popErrorScope();
+            if (err) throw new CheckError(`${label}: ${err.message}`);
+            const bad = checkSampled(ops.av, ops.bv, got, n, samples);
+            if (bad) throw new CheckError(`${label}: ${bad}`);
+            const t0 = performance.now();
+            dispatch(3);
+            await device.queue.onSubmittedWorkDone();
+            reps = Math.max(3, Math.min(400, Math.round((3 * 150) / Math.max(0.05, performance.now() - t0))));
+          }
+          const t0 = performance.now();
+          dispatch(reps);
+          await device.queue.onSubmittedWorkDone();
+          task.counters = `${reps} products a round in one pass (${n / cols} x ${n / rows} workgroups)`;
+          return (performance.now() - t0) / reps;
+        },
+        peer: peerAsked ? null : { task: 'matmul', n, reps: 10, dtype: 'f16' },
+        group: `subgroup-matrix ${n}`,
+        dispose: () => {},
+      };
+      peerAsked = true;
+      tasks.push(task);
+    }
+  }
+  return { lines, tasks };
+}
