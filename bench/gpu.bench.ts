@@ -35,7 +35,9 @@ import {
   Rng,
   tensor,
   tidy,
+  toBackend,
   treeLeaves,
+  treeUnflatten,
   valueAndGrad,
   type Backend,
   type Tensor,
@@ -154,10 +156,22 @@ async function gradNormOf(grads: TransformerParams): Promise<number> {
   return Math.sqrt(sum);
 }
 
-/** What the step tasks of one size share: the host reference (computed once) and, per device, the parameters. */
+/**
+ * What the step tasks of one size share: the parameters drawn once on the host backend (at the 0.6B size 36 s
+ * of random numbers on a 2-core EPYC, which each device drew again before: with three draws the size's first
+ * run outlasted a 150 s slot on an H200 machine), the host reference (computed once) and, per device, the
+ * parameters uploaded from the host's.
+ */
 interface StepShared {
+  host: TransformerParams | null;
   want: Promise<{ loss: number; gradNorm: number | null }> | null;
-  readonly params: Map<WebGpuBackend, { params: TransformerParams; opt: ReturnType<typeof adamwInit> }>;
+  readonly params: Map<WebGpuBackend, Promise<{ params: TransformerParams; opt: ReturnType<typeof adamwInit> }>>;
+}
+
+/** The host's parameters copied to a device (the same values the device would have drawn itself). */
+async function uploaded(host: TransformerParams, gpu: WebGpuBackend): Promise<TransformerParams> {
+  const leaves = await Promise.all(treeLeaves(host).map((t) => toBackend(t, gpu)));
+  return treeUnflatten(host, leaves);
 }
 
 /** A device and the batching it runs a task under (`GPU_VARIANTS`). */
@@ -195,23 +209,23 @@ function stepTask(
   const name =
     `SFT step ${label}: d${c.dModel} L${c.nLayers} V${c.vocabSize} B${batch.batchSize}xT${tokens / batch.batchSize}` +
     (variant === 'default' ? '' : ` [${variant}]`);
-  let mine = shared.params.get(gpu);
-  if (!mine) {
-    const params = paramsFor(c, gpu);
-    mine = { params, opt: adamwInit(params) };
-    shared.params.set(gpu, mine);
-  }
-  const { params, opt } = mine;
+  const hostParams = (): TransformerParams => {
+    shared.host ??= paramsFor(c, cpu);
+    return shared.host;
+  };
+  // Set by the first run (the upload is asynchronous).
+  let params: TransformerParams;
+  let opt: ReturnType<typeof adamwInit>;
   const checkLen = Math.min(16, size.seqLen);
   const checkBatch = batchFor({ ...size, seqLen: checkLen }, 1);
   let firstNorm: number | null = null;
   const reference = (): Promise<{ loss: number; gradNorm: number | null }> =>
     hostReference(name, async () => {
-      const p = paramsFor(c, cpu);
+      const p = hostParams();
       if (checkGrads) {
         const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(p);
         const out = { loss: (await loss.data())[0]!, gradNorm: await gradNormOf(grads) };
-        dispose([loss, grads, p]);
+        dispose([loss, grads]);
         return out;
       }
       // The f32 weights of the 0.6B size (2.8 GB) and a forward do not fit the CPU backend's 4 GiB (measured on
@@ -220,7 +234,7 @@ function stepTask(
       // scores too (untimed) before its first timed step.
       const loss = tidy(() => sftLoss(p, c, checkBatch));
       const out = { loss: (await loss.data())[0]!, gradNorm: null };
-      dispose([loss, p]);
+      dispose(loss);
       return out;
     });
   /** One step from the shared parameters (every step starts from them, so each one's loss and norm are checkable). */
@@ -246,6 +260,12 @@ function stepTask(
     run: async () => {
       shared.want ??= reference();
       const want = await shared.want;
+      let mine = shared.params.get(gpu);
+      if (!mine) {
+        mine = uploaded(hostParams(), gpu).then((p) => ({ params: p, opt: adamwInit(p) }));
+        shared.params.set(gpu, mine);
+      }
+      ({ params, opt } = await mine);
       gpu.runtime.configure(batchingOf(variant));
       if (want.gradNorm === null && firstNorm === null) {
         const small = tidy(() => sftLoss(params, c, checkBatch));
@@ -304,7 +324,12 @@ function stepTask(
         }
       : null,
     dispose: () => {
-      if (shared.params.delete(gpu)) dispose([params, opt]);
+      const mine = shared.params.get(gpu);
+      if (mine && shared.params.delete(gpu)) void mine.then((m) => dispose([m.params, m.opt]));
+      if (shared.host && shared.params.size === 0) {
+        dispose(shared.host);
+        shared.host = null;
+      }
     },
   };
   return task;
@@ -423,7 +448,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     // A step task per configuration, in the same rounds; they share the host reference and, per device, the
     // parameters.
     const steps = (size: ModelSize, label: string, host: Backend, checkGrads: boolean): [string, () => Task][] => {
-      const shared: StepShared = { want: null, params: new Map() };
+      const shared: StepShared = { host: null, want: null, params: new Map() };
       return variants.map((variant, i) => [
         'step',
         () =>
@@ -483,7 +508,10 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
       for (const task of tasks) {
         if (failed.has(task)) continue;
         try {
+          const t0 = performance.now();
           ours.get(task)!.push(await task.run(round));
+          // The first round's tasks one by one: on a fresh device it holds the pipelines, tuning and references.
+          if (round === 0) log(`  ${task.name}: first run done in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
         } catch (e) {
           if (!(e instanceof CheckError)) throw e;
           failed.set(task, e.message);

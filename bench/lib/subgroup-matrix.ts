@@ -130,6 +130,9 @@ export function checkSampled(
   return null;
 }
 
+/** WebGPU's buffer usage bits (Node has no GPUBufferUsage global unless the module's globals are installed). */
+const USAGE = { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 } as const;
+
 interface DawnModule {
   create(options: string[]): GPU;
 }
@@ -236,14 +239,14 @@ export async function subgroupMatrixTasks(n: number): Promise<Probe> {
         const read = halfReader('f16');
         const buf = device.createBuffer({
           size: 2 * padded(words.length),
-          usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+          usage: USAGE.STORAGE | USAGE.COPY_DST,
         });
         device.queue.writeBuffer(buf, 0, words);
         return [buf, Float32Array.from(words, read)];
       }
       const buf = device.createBuffer({
         size: 4 * padded(v.length),
-        usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST,
+        usage: USAGE.STORAGE | USAGE.COPY_DST,
       });
       device.queue.writeBuffer(buf, 0, v);
       return [buf, v];
@@ -254,9 +257,9 @@ export async function subgroupMatrixTasks(n: number): Promise<Probe> {
     operands.set(type, o);
     return o;
   };
-  const c = device.createBuffer({ size: 4 * padded(n * n), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
-  const readC = device.createBuffer({ size: 4 * n * n, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-  const params = device.createBuffer({ size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+  const c = device.createBuffer({ size: 4 * padded(n * n), usage: USAGE.STORAGE | USAGE.COPY_SRC });
+  const readC = device.createBuffer({ size: 4 * n * n, usage: USAGE.MAP_READ | USAGE.COPY_DST });
+  const params = device.createBuffer({ size: 16, usage: USAGE.UNIFORM | USAGE.COPY_DST });
   device.queue.writeBuffer(params, 0, new Uint32Array([n, n, n, 0]));
   let peerAsked = false;
   for (const cfg of usable) {
@@ -314,7 +317,7 @@ export async function subgroupMatrixTasks(n: number): Promise<Probe> {
             const enc = device.createCommandEncoder();
             enc.copyBufferToBuffer(c, 0, readC, 0, 4 * n * n);
             device.queue.submit([enc.finish()]);
-            await readC.mapAsync(GPUMapMode.READ);
+            await readC.mapAsync(1 /* GPUMapMode.READ */);
             const got = new Float32Array(readC.getMappedRange().slice(0));
             readC.unmap();
             const err = await device.popErrorScope();
