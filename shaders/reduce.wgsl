@@ -3,6 +3,11 @@
 //                then a workgroup-shared tree combines the WG partial states.
 //   reduce_loop: one thread per output (o, k), folding the R values x[(o * R + j) * inner + k] in order
 //                (coalesced across k when inner > 1; also short rows).
+//   split_fold, split_total: rows too long for one workgroup (inner == 1; params.inner holds the parts a row is
+//                split into, params.chunk their length): a workgroup per part folds it into a state (the states
+//                are the output, one word per state or two for logsumexp's), then a workgroup per row combines
+//                its parts' states in order. A thread's loops stay short: Mesa's llvmpipe ends a shader
+//                invocation's loops after 65,535 iterations in all (a 4M-element sum came out as 131,070).
 // Each op is a fold over a state S: init, acc (fold one value), comb (merge two states), fin (state -> value).
 // OP picks sum / max / min / lse; T is the element type. logsumexp keeps (running max m, sum of
 // exp(x - m)), rescaled when the max grows, so it needs one pass and never overflows. Bindings (x, out of type
@@ -77,14 +82,7 @@ fn reduce_tree(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_i
   for (var j = lid; j < params.r; j += WG) {
     s = {{OP}}_acc(s, x[base + j]);
   }
-  partial[lid] = s;
-  workgroupBarrier();
-  for (var w = WG / 2u; w > 0u; w = w >> 1u) {
-    if (lid < w) {
-      partial[lid] = {{OP}}_comb(partial[lid], partial[lid + w]);
-    }
-    workgroupBarrier();
-  }
+  combine_workgroup(lid, s);
   if (lid == 0u) {
     out[row] = {{OP}}_fin(partial[0]);
   }
@@ -105,4 +103,59 @@ fn reduce_loop(@builtin(global_invocation_id) gid: vec3<u32>) {
     p += params.inner;
   }
   out[i] = {{OP}}_fin(s);
+}
+
+// A state as the words of the split passes' intermediate buffer.
+fn put_state(i: u32, s: S) {
+  {{PUT_STATE}}
+}
+fn get_state(i: u32) -> S {
+  {{GET_STATE}}
+}
+
+// The tree of reduce_tree, over the workgroup's states; the result in partial[0].
+fn combine_workgroup(lid: u32, s: S) {
+  partial[lid] = s;
+  workgroupBarrier();
+  for (var w = WG / 2u; w > 0u; w = w >> 1u) {
+    if (lid < w) {
+      partial[lid] = {{OP}}_comb(partial[lid], partial[lid + w]);
+    }
+    workgroupBarrier();
+  }
+}
+
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn split_fold(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let w = workgroup_index(wg);
+  if (w >= params.outer * params.inner) {
+    return;
+  }
+  let row = w / params.inner;
+  let first = (w % params.inner) * params.chunk;
+  let end = min(first + params.chunk, params.r);
+  var s = {{OP}}_init();
+  for (var j = first + lid; j < end; j += WG) {
+    s = {{OP}}_acc(s, x[row * params.r + j]);
+  }
+  combine_workgroup(lid, s);
+  if (lid == 0u) {
+    put_state(w, partial[0]);
+  }
+}
+
+@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn split_total(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let row = workgroup_index(wg);
+  if (row >= params.outer) {
+    return;
+  }
+  var s = {{OP}}_init();
+  for (var p = lid; p < params.inner; p += WG) {
+    s = {{OP}}_comb(s, get_state(row * params.inner + p));
+  }
+  combine_workgroup(lid, s);
+  if (lid == 0u) {
+    out[row] = {{OP}}_fin(partial[0]);
+  }
 }

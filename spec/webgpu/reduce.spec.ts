@@ -1,4 +1,4 @@
-import { it } from 'vitest';
+import { expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
 import {
@@ -99,6 +99,31 @@ describeGpu('webgpu reductions', (gpu) => {
       ),
       RUNS,
     );
+  });
+
+  // Rows past one workgroup's reach (4,096 values a thread) are split over workgroups: before, Mesa's llvmpipe
+  // ended a thread's loop after 65,535 iterations and a sum of 4,194,240 ones came out as 131,070.
+  it('rows of millions: split over workgroups, the same results', async () => {
+    const n = 64 * 65535 + 3;
+    const ones = T.ones([n], { backend: gpu });
+    expect((await T.sum(ones).data())[0]).toBe(n); // exact: every partial sum is an integer below 2^24
+    const values = Array.from({ length: 3 * 300_007 }, (_, i) => Math.sin(i * 0.37) * 2);
+    values[2 * 300_007 - 5] = 9; // the row's largest, in its last part
+    const rows: Arg = { shape: [3, 300_007], values };
+    await compareForward('max/min', [rows], ([x]) => [T.max(x!, 1), T.min(x!, 1)], EXACT, gpu);
+    await compareForward('logsumexp', [rows], ([x]) => T.logsumexp(x!, 1), LSE, gpu);
+    await compareForward('sum', [rows], ([x]) => T.sum(x!, 1), sumTol(rows, [1]), gpu);
+    const ints: Arg = {
+      shape: [300_007],
+      values: Array.from({ length: 300_007 }, (_, i) => (i % 2001) - 1000),
+      dtype: 'i32',
+    };
+    await compareForward('i32 sum', [ints], ([x]) => [T.sum(x!), T.max(x!)], EXACT, gpu);
+  });
+
+  it('a fold of 70,000 values down a column (one thread per output before: the same loop limit)', async () => {
+    const cols: Arg = { shape: [70_000, 3], values: Array.from({ length: 210_000 }, (_, i) => Math.cos(i) * 2) };
+    await compareForward('sum', [cols], ([x]) => [T.sum(x!, [0]), T.max(x!, [0])], sumTol(cols, [0]), gpu);
   });
 
   it('i32 sum, max and min (exact: integer arithmetic)', async () => {

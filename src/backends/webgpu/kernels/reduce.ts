@@ -18,6 +18,15 @@ const OPS: Record<ReduceOp, string> = { sum: 'sum', max: 'max', min: 'min', logs
 
 /** Rows longer than this (with inner == 1) use the workgroup tree; shorter ones one thread per row. */
 const TREE_MIN = 128;
+/**
+ * Elements a workgroup of the split passes folds (1,024 per thread), and the row length from which a row is split
+ * (4,096 per thread of one workgroup). Beyond about 65,535 loop iterations in one invocation Mesa's llvmpipe ends
+ * the loops and the sum comes out wrong without an error; on a GPU one workgroup per long row is also slow.
+ */
+const SPLIT_CHUNK = 64 * 1024;
+const SPLIT_MIN = 4 * SPLIT_CHUNK;
+/** A one-thread-per-output fold over more than this many values goes through the rows path instead. */
+const LOOP_MAX = 16384;
 
 /** One program per fold and element type (logsumexp: f32 only), with both entry points. */
 const reduceProgram = (op: ReduceOp, t: 'f32' | 'i32'): Program =>
@@ -25,7 +34,7 @@ const reduceProgram = (op: ReduceOp, t: 'f32' | 'i32'): Program =>
     name: op,
     inputs: { x: t },
     outputs: { out: t },
-    uniforms: { outer: 'u32', r: 'u32', inner: 'u32', grid_x: 'u32' },
+    uniforms: { outer: 'u32', r: 'u32', inner: 'u32', chunk: 'u32', grid_x: 'u32' },
     workgroupSize: 64,
     body: fillTemplate('reduce.wgsl', reduceSrc, {
       T: t,
@@ -33,8 +42,10 @@ const reduceProgram = (op: ReduceOp, t: 'f32' | 'i32'): Program =>
       OP: OPS[op],
       LOWEST: t === 'f32' ? 'return neg_inf();' : 'return -2147483647 - 1;',
       HIGHEST: t === 'f32' ? 'return -neg_inf();' : 'return 2147483647;',
+      PUT_STATE: op === 'logsumexp' ? 'out[2u * i] = s.x;\n  out[2u * i + 1u] = s.y;' : 'out[i] = s;',
+      GET_STATE: op === 'logsumexp' ? 'return vec2<f32>(x[2u * i], x[2u * i + 1u]);' : 'return x[i];',
     }),
-    entryPoints: ['reduce_tree', 'reduce_loop'],
+    entryPoints: ['reduce_tree', 'reduce_loop', 'split_fold', 'split_total'],
   }));
 
 export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: readonly number[]): GPUBuffer {
@@ -57,8 +68,10 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
   let r = 1;
   let inner = 1;
   const redRuns = runs.filter((q) => q.red).length;
-  if (redRuns <= 1) {
-    const at = runs.findIndex((q) => q.red);
+  const at = runs.findIndex((q) => q.red);
+  // A long fold over a strided axis (inner > 1) is moved to rows first, as separated runs are.
+  const longStrided = redRuns === 1 && at < runs.length - 1 && runs[at]!.size > LOOP_MAX;
+  if (redRuns <= 1 && !longStrided) {
     if (at >= 0) {
       outer = runs.slice(0, at).reduce((s, q) => s * q.size, 1);
       r = runs[at]!.size;
@@ -85,16 +98,50 @@ export function reduce(rt: GpuRuntime, op: ReduceOp, x: KernelTensor, axes: read
     outer = nOut;
     r = sizeOf(x.shape) / nOut;
   }
-  const tree = inner === 1 && r >= TREE_MIN;
-  const [out] = launch(rt, program, {
-    entryPoint: tree ? 'reduce_tree' : 'reduce_loop',
-    inputs: [src],
-    outputs: [nOut * 4],
-    // tree: one workgroup per output row; loop: one thread per (outer, inner) output.
-    grid: tree ? { workgroups: outer } : { threads: outer * inner },
-    uniforms: { outer, r, inner },
-  });
+  const out = inner === 1 && r >= SPLIT_MIN ? splitRows(rt, program, op, src, outer, r) : oneLaunch();
   if (temp) rt.release(temp);
+  return out;
+
+  function oneLaunch(): GPUBuffer {
+    const tree = inner === 1 && r >= TREE_MIN;
+    const [written] = launch(rt, program, {
+      entryPoint: tree ? 'reduce_tree' : 'reduce_loop',
+      inputs: [src],
+      outputs: [nOut * 4],
+      // tree: one workgroup per output row; loop: one thread per (outer, inner) output.
+      grid: tree ? { workgroups: outer } : { threads: outer * inner },
+      uniforms: { outer, r, inner, chunk: 0 },
+    });
+    return written;
+  }
+}
+
+/** Rows of length r split into parts of SPLIT_CHUNK: a state per part, then a workgroup per row combines them. */
+function splitRows(
+  rt: GpuRuntime,
+  program: Program,
+  op: ReduceOp,
+  src: KernelTensor | GPUBuffer,
+  outer: number,
+  r: number,
+): GPUBuffer {
+  const parts = Math.ceil(r / SPLIT_CHUNK);
+  const stateWords = op === 'logsumexp' ? 2 : 1;
+  const [states] = launch(rt, program, {
+    entryPoint: 'split_fold',
+    inputs: [src],
+    outputs: [outer * parts * stateWords * 4],
+    grid: { workgroups: outer * parts },
+    uniforms: { outer, r, inner: parts, chunk: SPLIT_CHUNK },
+  });
+  const [out] = launch(rt, program, {
+    entryPoint: 'split_total',
+    inputs: [states],
+    outputs: [outer * 4],
+    grid: { workgroups: outer },
+    uniforms: { outer, r, inner: parts, chunk: SPLIT_CHUNK },
+  });
+  rt.release(states);
   return out;
 }
 
