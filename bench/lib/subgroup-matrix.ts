@@ -32,19 +32,43 @@ export interface MatrixCandidate {
   /** Subgroups per workgroup along M and N (each its own TM x TN tiles). */
   readonly sy: number;
   readonly sx: number;
+  /**
+   * `loop`: accumulators in an array indexed in loops, operands from storage (the H200's first run: larger tiles
+   * were slower, as if the array lived in memory). `unrolled`: the same with one named variable per tile and no
+   * loops over tiles. `staged`: unrolled, with the workgroup's A and B tiles copied through workgroup memory,
+   * `kt` configuration K steps deep, so its subgroups share each load.
+   */
+  readonly form: 'loop' | 'unrolled' | 'staged';
+  readonly kt?: number;
 }
 
 export const MATRIX_CANDIDATES: readonly MatrixCandidate[] = [
-  { tm: 2, tn: 2, sy: 1, sx: 1 },
-  { tm: 2, tn: 4, sy: 1, sx: 1 },
-  { tm: 4, tn: 2, sy: 1, sx: 1 },
-  { tm: 4, tn: 4, sy: 1, sx: 1 },
-  { tm: 2, tn: 4, sy: 2, sx: 2 },
-  { tm: 4, tn: 4, sy: 2, sx: 2 },
+  { tm: 2, tn: 2, sy: 1, sx: 1, form: 'loop' },
+  { tm: 2, tn: 4, sy: 1, sx: 1, form: 'loop' },
+  { tm: 4, tn: 2, sy: 1, sx: 1, form: 'loop' },
+  { tm: 4, tn: 4, sy: 1, sx: 1, form: 'loop' },
+  { tm: 2, tn: 4, sy: 2, sx: 2, form: 'loop' },
+  { tm: 4, tn: 4, sy: 2, sx: 2, form: 'loop' },
+  { tm: 2, tn: 2, sy: 1, sx: 1, form: 'unrolled' },
+  { tm: 2, tn: 4, sy: 1, sx: 1, form: 'unrolled' },
+  { tm: 4, tn: 4, sy: 1, sx: 1, form: 'unrolled' },
+  { tm: 2, tn: 4, sy: 2, sx: 2, form: 'unrolled' },
+  { tm: 2, tn: 2, sy: 2, sx: 2, form: 'staged', kt: 2 },
+  { tm: 2, tn: 4, sy: 2, sx: 2, form: 'staged', kt: 2 },
+  { tm: 4, tn: 4, sy: 2, sx: 2, form: 'staged', kt: 1 },
+  { tm: 4, tn: 2, sy: 2, sx: 4, form: 'staged', kt: 1 },
 ];
 
 export const candidateName = (c: MatrixCandidate): string =>
-  `${c.tm}x${c.tn}${c.sy * c.sx > 1 ? ` sg${c.sy * c.sx}` : ''}`;
+  `${c.tm}x${c.tn}${c.sy * c.sx > 1 ? ` sg${c.sy * c.sx}` : ''}${c.form === 'loop' ? '' : ` ${c.form}`}${c.kt ? ` kt${c.kt}` : ''}`;
+
+/** Bytes of workgroup memory a staged candidate's tiles take (the device's default limit is 16 KiB). */
+export function stagedBytes(cfg: MatrixConfig, c: MatrixCandidate): number {
+  if (c.form !== 'staged') return 0;
+  const { rows, cols } = blockOf(cfg, c);
+  const bk = (c.kt ?? 1) * cfg.K;
+  return (rows * bk + bk * cols) * (cfg.componentType === 'f16' ? 2 : 4);
+}
 
 /** Rows and columns of C one workgroup computes. */
 export const blockOf = (cfg: MatrixConfig, c: MatrixCandidate): { rows: number; cols: number } => ({
@@ -58,6 +82,7 @@ export const blockOf = (cfg: MatrixConfig, c: MatrixCandidate): { rows: number; 
  * multiple of it, and each subgroup then holds all of it).
  */
 export function matrixShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: number): string {
+  if (c.form !== 'loop') return unrolledShader(cfg, c, subgroupSize);
   const t = cfg.componentType;
   const r = cfg.resultComponentType;
   const subgroups = c.sy * c.sx;
@@ -99,6 +124,117 @@ ${subgroups > 1 ? `  let sy = sg / ${c.sx}u;\n  let sx = sg % ${c.sx}u;` : '  le
       subgroupMatrixStore(&C, (row0 + i * ${cfg.M}u) * params.N + col0 + j * ${cfg.N}u, acc[i * ${c.tn}u + j], false, params.N);
     }
   }
+}
+`;
+}
+
+/** The `unrolled` and `staged` forms: one statement per tile, generated here. */
+function unrolledShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: number): string {
+  const t = cfg.componentType;
+  const r = cfg.resultComponentType;
+  const subgroups = c.sy * c.sx;
+  const threads = subgroups * subgroupSize;
+  const staged = c.form === 'staged';
+  const { rows: bm, cols: bn } = blockOf(cfg, c);
+  const kt = staged ? (c.kt ?? 1) : 1;
+  const bk = kt * cfg.K;
+  const is = Array.from({ length: c.tm }, (_, i) => i);
+  const js = Array.from({ length: c.tn }, (_, j) => j);
+  const each = (f: (i: number, j: number) => string): string => is.flatMap((i) => js.map((j) => f(i, j))).join('\n');
+  const lines: string[] = [];
+  // One K step of the configuration: the subgroup's A tiles, then each B tile against them.
+  const step = (
+    aPtr: string,
+    aOff: (i: number) => string,
+    aStride: string,
+    bPtr: string,
+    bOff: (j: number) => string,
+    bStride: string,
+  ) => [
+    ...is.map((i) => `    let a${i} = subgroupMatrixLoad<Left>(${aPtr}, ${aOff(i)}, false, ${aStride});`),
+    ...js.flatMap((j) => [
+      `    let b${j} = subgroupMatrixLoad<Right>(${bPtr}, ${bOff(j)}, false, ${bStride});`,
+      ...is.map((i) => `    acc${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}, b${j}, acc${i}_${j});`),
+    ]),
+  ];
+  if (staged) {
+    lines.push(
+      '  for (var k0 = 0u; k0 < params.K; k0 += BK) {',
+      '    workgroupBarrier();',
+      // vec4 copies: BK and BN are multiples of 4, so a vec4 never crosses a row of the tile.
+      '    for (var e = lid; e < BM * BK / 4u; e += THREADS) {',
+      '      let v = A4[((brow + (4u * e) / BK) * params.K + k0 + (4u * e) % BK) / 4u];',
+      '      As[4u * e] = v.x; As[4u * e + 1u] = v.y; As[4u * e + 2u] = v.z; As[4u * e + 3u] = v.w;',
+      '    }',
+      '    for (var e = lid; e < BK * BN / 4u; e += THREADS) {',
+      '      let v = B4[((k0 + (4u * e) / BN) * params.N + bcol + (4u * e) % BN) / 4u];',
+      '      Bs[4u * e] = v.x; Bs[4u * e + 1u] = v.y; Bs[4u * e + 2u] = v.z; Bs[4u * e + 3u] = v.w;',
+      '    }',
+      '    workgroupBarrier();',
+    );
+    // Each K step in a block of its own: its tiles' names are the next step's too.
+    for (let kk = 0; kk < kt; kk++)
+      lines.push(
+        '    {',
+        ...step(
+          '&As',
+          (i) => `(sy * ${c.tm * cfg.M}u + ${i * cfg.M}u) * BK + ${kk * cfg.K}u`,
+          'BK',
+          '&Bs',
+          (j) => `${kk * cfg.K}u * BN + sx * ${c.tn * cfg.N}u + ${j * cfg.N}u`,
+          'BN',
+        ).map((l) => `  ${l}`),
+        '    }',
+      );
+    lines.push('  }');
+  } else {
+    lines.push(
+      `  for (var k = 0u; k < params.K; k += ${cfg.K}u) {`,
+      ...step(
+        '&A',
+        (i) => `(row0 + ${i * cfg.M}u) * params.K + k`,
+        'params.K',
+        '&B',
+        (j) => `k * params.N + col0 + ${j * cfg.N}u`,
+        'params.N',
+      ),
+      '  }',
+    );
+  }
+  const operand = staged ? `vec4<${t}>` : t;
+  return `${t === 'f16' || r === 'f16' ? 'enable f16;\n' : ''}enable chromium_experimental_subgroup_matrix;
+diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);
+
+struct Params { M: u32, N: u32, K: u32 }
+@group(0) @binding(0) var<storage, read> ${staged ? 'A4' : 'A'}: array<${operand}>;
+@group(0) @binding(1) var<storage, read> ${staged ? 'B4' : 'B'}: array<${operand}>;
+@group(0) @binding(2) var<storage, read_write> C: array<${r}>;
+@group(0) @binding(3) var<uniform> params: Params;
+
+alias Left = subgroup_matrix_left<${t}, ${cfg.K}, ${cfg.M}>;
+alias Right = subgroup_matrix_right<${t}, ${cfg.N}, ${cfg.K}>;
+alias Acc = subgroup_matrix_result<${r}, ${cfg.N}, ${cfg.M}>;
+${
+  staged
+    ? `const BM = ${bm}u;
+const BN = ${bn}u;
+const BK = ${bk}u;
+const THREADS = ${threads}u;
+var<workgroup> As: array<${t}, ${bm * bk}>;
+var<workgroup> Bs: array<${t}, ${bk * bn}>;
+`
+    : ''
+}
+@compute @workgroup_size(${threads})
+fn main(@builtin(workgroup_id) wg: vec3<u32>${staged ? ', @builtin(local_invocation_index) lid: u32' : ''}${subgroups > 1 ? ', @builtin(subgroup_id) sg: u32' : ''}) {
+${subgroups > 1 ? `  let sy = sg / ${c.sx}u;\n  let sx = sg % ${c.sx}u;` : '  let sy = 0u;\n  let sx = 0u;'}
+  let brow = wg.y * ${bm}u;
+  let bcol = wg.x * ${bn}u;
+  let row0 = brow + sy * ${c.tm * cfg.M}u;
+  let col0 = bcol + sx * ${c.tn * cfg.N}u;
+${each((i, j) => `  var acc${i}_${j} = Acc();`)}
+${lines.join('\n')}
+${each((i, j) => `  subgroupMatrixStore(&C, (row0 + ${i * cfg.M}u) * params.N + col0 + ${j * cfg.N}u, acc${i}_${j}, false, params.N);`)}
 }
 `;
 }
@@ -266,6 +402,8 @@ export async function subgroupMatrixTasks(n: number): Promise<Probe> {
     for (const cand of MATRIX_CANDIDATES) {
       const { rows, cols } = blockOf(cfg, cand);
       if (n % rows !== 0 || n % cols !== 0) continue;
+      if (stagedBytes(cfg, cand) > device.limits.maxComputeWorkgroupStorageSize) continue;
+      if (cand.form !== 'loop' && cfg.K !== 16) continue; // the new forms on the K = 16 configurations only
       const label = `matmul ${n}^3 ${cfg.componentType} subgroup-matrix ${cfg.M}x${cfg.N}x${cfg.K} ${candidateName(cand)}`;
       const code = matrixShader(cfg, cand, subgroupSize);
       device.pushErrorScope('validation');

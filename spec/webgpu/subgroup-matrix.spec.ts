@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { blockOf, checkSampled, MATRIX_CANDIDATES } from '../../bench/lib/subgroup-matrix.js';
+import {
+  blockOf,
+  checkSampled,
+  MATRIX_CANDIDATES,
+  matrixShader,
+  stagedBytes,
+} from '../../bench/lib/subgroup-matrix.js';
+import { describeGpu } from './helpers.js';
 import { halfReader, roundToHalf } from '../../src/core/half.js';
 
 /**
@@ -59,5 +66,42 @@ describe('the subgroup-matrix matmul check', () => {
         );
         expect([4096 % rows, 4096 % cols]).toEqual([0, 0]);
       }
+  });
+});
+
+/**
+ * The generated kernels compile once the matrix builtins are stood in for (llvmpipe has no subgroup matrices and
+ * no f16): the rest (declarations, workgroup copies, barriers, one name per K step) is what a GPU would compile.
+ */
+describeGpu('the subgroup-matrix kernels, with stand-ins for the matrix builtins', (gpu) => {
+  const standIns = (code: string): string =>
+    `fn loadM(offset: u32, colMajor: bool, stride: u32) -> f32 { return f32(offset + stride); }
+fn mma(a: f32, b: f32, acc: f32) -> f32 { return fma(a, b, acc); }
+${code
+  .replace(/^enable .*$/gm, '')
+  .replace(/^diagnostic\(.*$/gm, '')
+  .replace(/\bf16\b/g, 'f32')
+  .replace(/subgroup_matrix_(left|right|result)<[^>]*>/g, 'f32')
+  .replace(/subgroupMatrixLoad<\w+>\(&\w+, /g, 'loadM(')
+  .replace(/subgroupMatrixMultiplyAccumulate\(/g, 'mma(')
+  .replace(/subgroupMatrixStore\(&C, ([^,]+), ([^,]+), false, [^)]+\)/g, 'C[$1] = $2')
+  .replace(/Acc\(\)/g, 'Acc(0)')
+  .replace(/@builtin\(subgroup_id\) sg: u32/, '@builtin(local_invocation_id) lid3: vec3<u32>')
+  .replace(/let sy = sg \//, 'let sg = lid3.x / 32u;\n  let sy = sg /')}`;
+
+  it('every candidate of the 16x16x16 and 16x8x16 configurations', async () => {
+    const device = gpu.runtime.device;
+    for (const N of [16, 8]) {
+      const cfg = { componentType: 'f16', resultComponentType: 'f32', M: 16, N, K: 16 };
+      for (const cand of MATRIX_CANDIDATES) {
+        if (stagedBytes(cfg, cand) > 16384) continue;
+        // In a scope of its own, so that a failure is this test's and not the shared device's.
+        device.pushErrorScope('validation');
+        const module = device.createShaderModule({ code: standIns(matrixShader(cfg, cand, 32)) });
+        const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
+        await device.popErrorScope();
+        expect(errors.map((m) => `${N} ${JSON.stringify(cand)} ${m.lineNum}: ${m.message}`)).toEqual([]);
+      }
+    }
   });
 });
