@@ -20,7 +20,7 @@ const refused = (argv: string[]): string => {
 describe('bench:gpu arguments', () => {
   it('refuses bad values, unknown flags, stray arguments and repeats, naming them', () => {
     expect(refused(['--tasks', 'bogus'])).toMatch(
-      /^--tasks = "bogus" names "bogus", not one of matmul, step, sample, lora$/,
+      /^--tasks = "bogus" names "bogus", not one of matmul, step, sample, lora, f16$/,
     );
     expect(refused(['--tasks', 'matmul,'])).toMatch(/^--tasks = "matmul," names "", not one of/);
     for (const rounds of ['abc', '0', '-1', '1.5', '0x10', 'Infinity', '1e9'])
