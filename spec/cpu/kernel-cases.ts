@@ -468,6 +468,21 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
       expect(split[2]).toBe(split[1]);
     });
 
+    it('a split call is cut into one part per thread, each run once, by a worker or by the calling thread', async () => {
+      const b = backends[2]!;
+      await b.whenReady();
+      const before = b.poolStats();
+      const x = T.randn([300, 64], new T.Rng(3), { backend: b });
+      const products = Array.from({ length: 40 }, () => T.matmul(x, x, { transB: true }));
+      const after = b.poolStats();
+      const calls = after.parallelRuns - before.parallelRuns;
+      const byWorkers = after.workerParts - before.workerParts;
+      const byCaller = after.callerParts - before.callerParts;
+      expect(calls).toBe(40);
+      expect(byWorkers + byCaller).toBe(3 * calls);
+      T.dispose([x, ...products]);
+    });
+
     it('what a WebAssembly kernel does not cover runs the reference kernel, and the counter shows it', () => {
       const b = backends[1]!;
       T.resetFallbackCounts(b);
@@ -572,3 +587,4 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
     });
   });
 }
+

@@ -7,8 +7,12 @@ import type { LoadedKernels } from './kernels-module.js';
  * running the same kernels module (`assembly/`), a pool allocator inside that memory, and a job slot through which
  * the calling thread hands a kernel call to every worker and does its own share (thread 0).
  *
- * A kernel export takes its arguments and then (tid, nthreads), and does a fixed part of the work chosen from
- * those two alone, so a result is the same from run to run; the kernels make it the same for every thread count too.
+ * A kernel export takes its arguments and then (part, parts), and does a fixed part of the work chosen from those
+ * two alone, so a result is the same from run to run; the kernels make it the same for every thread count too. A
+ * shared call is cut into `threads` parts that the threads claim one at a time (a counter in the job slot), the
+ * calling thread first: a part is the same work whichever thread runs it (part p uses scratch slot p), and the
+ * calling thread runs the parts no worker has claimed yet instead of waiting for a worker that is asleep or
+ * descheduled (a 2-core machine shared with other jobs: waiting for the workers was 46% of the main job's time).
  * Arguments travel as numbers (an f64 holds any address up to 2^53); a memory64 build's kernels take addresses as
  * i64, which each thread passes as BigInt, at the positions the build lists (`LoadedKernels.i64Args`).
  */
@@ -18,14 +22,17 @@ const PAGE = 65536;
 const CONTROL = 1 << 20;
 const HEAP_START = CONTROL + 4096;
 const MAX_ARGS = 32;
-// Control words (Int32 at CONTROL): the job's sequence number, workers done, kernel index, argument count, threads.
+// Control words (Int32 at CONTROL): the job's sequence number, parts done, kernel index, argument count, parts,
+// stop, workers started, the next part to claim, parts the workers ran (all jobs).
 const SEQ = 0;
 const DONE = 1;
 const KERNEL = 2;
 const NARGS = 3;
-const NTHREADS = 4;
+const NPARTS = 4;
 const STOP = 5;
 const READY = 6;
+const NEXT = 7;
+const WORKER_PARTS = 8;
 const ARGS_OFFSET = 64;
 /** The fixed size of an ordinary (unshared) memory: a page that is not cross-origin isolated. */
 export const UNSHARED_BYTES = 1024 ** 3;
@@ -37,7 +44,6 @@ interface WorkerData {
   readonly memory: WebAssembly.Memory;
   readonly names: readonly string[];
   readonly i64Args: readonly (readonly number[])[];
-  readonly tid: number;
   readonly workers: number;
   readonly control: number;
   readonly spin: number;
@@ -61,15 +67,18 @@ function workerMain(d: WorkerData): void {
     }
     seen = Atomics.load(ctl, 0);
     if (Atomics.load(ctl, 5) !== 0) return;
-    const n = ctl[4]!;
-    if (d.tid < n) {
+    // Claim parts until none is left. A claimed part's job stays posted until its part is done (the caller waits
+    // for every part), so the job is read after the claim; a claim that comes too late finds the counter spent.
+    for (let part = Atomics.add(ctl, 7, 1); part < d.workers + 1; part = Atomics.add(ctl, 7, 1)) {
+      const n = ctl[4]!;
       const a: (number | bigint)[] = [];
       for (let i = 0; i < ctl[3]!; i++) a.push(args[i]!);
       for (const i of d.i64Args[ctl[2]!]!) a[i] = BigInt(a[i]!);
-      a.push(d.tid, n);
+      a.push(part, n);
       fns[ctl[2]!]!(...a);
+      Atomics.add(ctl, 8, 1);
+      if (Atomics.add(ctl, 1, 1) + 1 === n) Atomics.notify(ctl, 1);
     }
-    if (Atomics.add(ctl, 1, 1) + 1 === d.workers) Atomics.notify(ctl, 1);
   }
 }
 
@@ -84,6 +93,12 @@ export function sizeClass(bytes: number): number {
 export interface PoolStats {
   /** Kernel calls split among the threads (the others ran on the calling thread alone). */
   readonly parallelRuns: number;
+  /**
+   * Parts of those calls the worker threads ran, and the calling thread ran (`parallelRuns` x threads in all): the
+   * calling thread runs a part no worker has claimed yet rather than wait for one asleep or descheduled.
+   */
+  readonly workerParts: number;
+  readonly callerParts: number;
   /** Blocks handed out and not yet returned, and their bytes (size classes). */
   readonly liveBlocks: number;
   readonly liveBytes: number;
@@ -226,13 +241,12 @@ export class WasmRuntime {
     });
     this.ctl = new Int32Array(this.memory.buffer, CONTROL, 16);
     this.args = new Float64Array(this.memory.buffer, CONTROL + ARGS_OFFSET, MAX_ARGS);
-    for (let tid = 1; tid < this.threads; tid++) {
+    for (let w = 1; w < this.threads; w++) {
       const data: WorkerData = {
         module,
         memory: this.memory,
         names,
         i64Args,
-        tid,
         workers: this.threads - 1,
         control: CONTROL,
         spin: SPIN,
@@ -267,16 +281,24 @@ export class WasmRuntime {
     for (let i = 0; i < args.length; i++) this.args[i] = args[i]!;
     ctl[KERNEL] = k;
     ctl[NARGS] = args.length;
-    ctl[NTHREADS] = n;
+    ctl[NPARTS] = n;
     Atomics.store(ctl, DONE, 0);
+    // The job is posted once its parts can be claimed; the sequence number wakes the workers that sleep.
+    Atomics.store(ctl, NEXT, 0);
     Atomics.add(ctl, SEQ, 1);
     Atomics.notify(ctl, SEQ);
-    this.fns[k]!(...args, 0, n);
-    this.waitForWorkers();
+    const f = this.fns[k]!;
+    for (let part = Atomics.add(ctl, NEXT, 1); part < n; part = Atomics.add(ctl, NEXT, 1)) {
+      f(...args, part, n);
+      this.callerParts++;
+      Atomics.add(ctl, DONE, 1);
+    }
+    this.waitForParts(n);
   }
 
   private ready = false;
   private parallelRuns = 0;
+  private callerParts = 0;
 
   /** Resolves once every worker has started (kernels run on the calling thread alone until then). */
   async whenReady(): Promise<void> {
@@ -288,14 +310,14 @@ export class WasmRuntime {
     return this.ready;
   }
 
-  private waitForWorkers(): void {
+  /** Until the `parts` parts of the job are done: only parts a worker is running are left by now. */
+  private waitForParts(parts: number): void {
     const ctl = this.ctl;
-    const want = this.threads - 1;
     let spins = 0;
     const block = canBlock();
     for (;;) {
       const done = Atomics.load(ctl, DONE);
-      if (done === want) return;
+      if (done === parts) return;
       if (block && ++spins > 2000) Atomics.wait(ctl, DONE, done, 1);
     }
   }
@@ -367,6 +389,8 @@ export class WasmRuntime {
   stats(): PoolStats {
     return {
       parallelRuns: this.parallelRuns,
+      workerParts: Atomics.load(this.ctl, WORKER_PARTS),
+      callerParts: this.callerParts,
       liveBlocks: this.live,
       liveBytes: this.liveBytes,
       heapBytes: this.top - HEAP_START,
