@@ -1,3 +1,4 @@
+import { existsSync, readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
@@ -106,6 +107,51 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
         ),
         { numRuns: 10 },
       );
+    });
+
+    it('matmul gives each entry the f32 sum of its products in order of k, K in blocks of 256 added in order', () => {
+      // The exact value, not a tolerance: the kernels' loop structure may change, each entry's arithmetic may not
+      // (a run's metrics stay bit-identical). One multiply-add a step from 0, fused where this build fuses.
+      const step =
+        fma && fusedHardware() ? fmaF32 : (a: number, b: number, c: number) => Math.fround(Math.fround(a * b) + c);
+      const rng = new T.Rng(11);
+      // Edge tiles (M, N not multiples of 4 and 8), K past one block, every transpose, a batch.
+      for (const [batch, m, n, k] of [
+        [1, 7, 13, 300],
+        [2, 130, 70, 64],
+        [1, 4, 8, 513],
+      ] as const)
+        for (const transA of [false, true])
+          for (const transB of [false, true]) {
+            const av = T.randn([batch, m * k], rng).dataSync();
+            const bv = T.randn([batch, k * n], rng).dataSync();
+            const got = T.tidy(() =>
+              T.matmul(
+                T.tensor(av, [batch, transA ? k : m, transA ? m : k], { backend: cpu }),
+                T.tensor(bv, [batch, transB ? n : k, transB ? k : n], { backend: cpu }),
+                { transA, transB },
+              ).dataSync(),
+            );
+            for (let t = 0; t < batch; t++)
+              for (let i = 0; i < m; i++)
+                for (let j = 0; j < n; j++) {
+                  let c = 0;
+                  for (let p0 = 0; p0 < k; p0 += 256) {
+                    let acc = 0;
+                    for (let p = p0; p < Math.min(k, p0 + 256); p++) {
+                      const a = av[t * m * k + (transA ? p * m + i : i * k + p)]!;
+                      const b = bv[t * k * n + (transB ? j * k + p : p * n + j)]!;
+                      acc = step(a, b, acc);
+                    }
+                    c = p0 === 0 ? acc : Math.fround(c + acc);
+                  }
+                  const g = got[(t * m + i) * n + j]!;
+                  if (g !== c)
+                    expect.fail(
+                      `[${batch}, ${m}, ${k}] x [${k}, ${n}] transA ${transA} transB ${transB}: out[${t}, ${i}, ${j}] = ${g}, want ${c}`,
+                    );
+                }
+          }
     });
 
     it('causal attention forward and backward: grouped-query heads, padding keys, fewer queries than keys', async () => {
@@ -588,3 +634,31 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
   });
 }
 
+/** Whether V8 emits a fused multiply-add for relaxed SIMD's madd here: x86 processors that list FMA3. */
+export const fusedHardware = (): boolean =>
+  process.arch === 'x64' && existsSync('/proc/cpuinfo') && /\bfma\b/.test(readFileSync('/proc/cpuinfo', 'utf8'));
+
+/**
+ * a * b + c rounded once to f32 (a fused multiply-add), from f32 inputs: a * b is exact in f64; the f64 sum s and
+ * its error e (TwoSum) hold a * b + c exactly, and rounding s to f32 is right unless s is an f32 tie, where e decides.
+ */
+export function fmaF32(a: number, b: number, c: number): number {
+  const p = a * b;
+  const s = p + c;
+  const bv = s - p;
+  const e = p - (s - bv) + (c - bv);
+  const r = Math.fround(s);
+  if (e === 0 || r === s) return r;
+  // The other f32 on s's side of r, and the midpoint between them: only an exact tie is decided by e.
+  const other = nextF32(r, s > r ? 1 : -1);
+  if (s !== (r + other) / 2) return r;
+  return e > 0 === other > r ? other : r;
+}
+
+function nextF32(x: number, dir: 1 | -1): number {
+  const f = new Float32Array([x]);
+  const u = new Int32Array(f.buffer);
+  if (x === 0) u[0] = dir > 0 ? 1 : -2147483647;
+  else u[0]! += x > 0 === dir > 0 ? 1 : -1;
+  return f[0]!;
+}

@@ -1,7 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
-import { cpuKernelSpecs } from './kernel-cases.js';
+import { cpuKernelSpecs, fusedHardware } from './kernel-cases.js';
 
 /**
  * The relaxed-SIMD build (`f32x4.relaxed_madd`, a fused multiply-add where the processor has one) through the same
@@ -10,9 +9,6 @@ import { cpuKernelSpecs } from './kernel-cases.js';
  * fails this file instead of skipping it.
  */
 const available = T.runtimeHasRelaxedSimd();
-/** Whether V8 emits a fused multiply-add here: x86 processors that list FMA3 (every x86 since 2013). */
-const fusedHardware = (): boolean =>
-  process.arch === 'x64' && existsSync('/proc/cpuinfo') && /\bfma\b/.test(readFileSync('/proc/cpuinfo', 'utf8'));
 
 if (available) cpuKernelSpecs(true);
 else

@@ -1,7 +1,7 @@
 import { madd } from './math';
 
 // C[M, N] = op(A)[M, K] . op(B)[K, N], f32, as the GotoBLAS/BLIS papers lay it out: B is packed into panels of NR
-// columns (KC x NR, contiguous), A into panels of MR rows (KC x MR), and a register-blocked MR x NR micro-kernel
+// columns (KC x NR, contiguous), A is read in place (see `micro`), and a register-blocked MR x NR micro-kernel
 // keeps 8 f32x4 accumulators across its K loop (4 x 8: V8 allocates 15 xmm registers, and a 6 x 8 tile spilled 4
 // accumulators to the stack every step: 26 against 34 GFLOP/s on one core here). Strides make every transpose one
 // code path: element (i, k) of op(A) is at a[i * sai + k * sak], element (k, j) of op(B) at b[k * sbk + j * sbj].
@@ -15,9 +15,9 @@ const KC = 256;
 const MC = 120; // a multiple of MR
 const NC = 512; // a multiple of NR
 
-/** Floats of per-thread scratch `gemm` needs: the packed B and A blocks and one edge tile. */
+/** Floats of per-thread scratch `gemm` needs: the packed B block and one edge tile. */
 export function gemmScratchFloats(): i32 {
-  return KC * NC + MC * KC + MR * NR;
+  return KC * NC + MR * NR;
 }
 
 /** Columns 4t..4t+3 of four rows (r0..r3) as four vectors: a 4 x 4 transpose by shuffles (values copied exactly). */
@@ -155,56 +155,43 @@ function packHalfB(bp: usize, b: usize, pc: i32, jc: i32, kc: i32, nc: i32, sbk:
   }
 }
 
-// Inlined into both drivers (gemm had it inlined when it was its only caller).
-@inline function packA(ap: usize, a: usize, ic: i32, pc: i32, mc: i32, kc: i32, sai: i32, sak: i32): void {
-  // ap[(ip * kc + kk) * MR + ii] = A[ic + ip * MR + ii, pc + kk], zero past mc.
-  for (let ip = 0; ip < mc; ip += MR) {
-    const h = min(MR, mc - ip);
-    let dst = ap + (<usize>(ip * kc) << 2);
-    for (let ii = 0; ii < MR; ii++) {
-      if (ii < h) {
-        let src = a + (<usize>((ic + ip + ii) * sai + pc * sak) << 2);
-        const step = <usize>sak << 2;
-        let d = dst + (<usize>ii << 2);
-        for (let kk = 0; kk < kc; kk++) {
-          store<f32>(d, load<f32>(src));
-          src += step;
-          d += MR << 2;
-        }
-      } else {
-        let d = dst + (<usize>ii << 2);
-        for (let kk = 0; kk < kc; kk++) {
-          store<f32>(d, 0);
-          d += MR << 2;
-        }
-      }
-    }
-  }
-}
-
-// The MR x NR micro-kernel: acc = Ap . Bp over kc, then C (= or +=) acc. A partial tile goes through `tile`.
-function micro(ap: usize, bp: usize, kc: i32, c: usize, ldc: i32, first: bool, h: i32, w: i32, tile: usize): void {
+// The MR x NR micro-kernel: acc = A . Bp over kc, then C (= or +=) acc. A partial tile goes through `tile`.
+// A is read where it lies, not packed: row ii of the tile starts at a + ii * rowStep and steps by kStep bytes along
+// k (any transpose: 4 bytes along a row, or a row's length). A's blocks are small here (a row block of MC x KC is
+// at most 120 KiB, in cache), and packing copied every element of A once per column block with scalar strided
+// loads, 8-15% of a product with N = 64. Rows past h (an edge tile) read row 0 again; their sums are not stored.
+function micro(
+  a: usize, rowStep: usize, kStep: usize, bp: usize, kc: i32, c: usize, ldc: i32, first: bool, h: i32, w: i32,
+  tile: usize,
+): void {
   // 8 accumulators + 2 B vectors + the A splats fit V8's 15 allocatable xmm registers (a 6 x 8 tile spilled 4).
   let c00 = f32x4.splat(0), c01 = f32x4.splat(0);
   let c10 = f32x4.splat(0), c11 = f32x4.splat(0);
   let c20 = f32x4.splat(0), c21 = f32x4.splat(0);
   let c30 = f32x4.splat(0), c31 = f32x4.splat(0);
+  let a0 = a;
+  let a1 = h > 1 ? a + rowStep : a;
+  let a2 = h > 2 ? a + 2 * rowStep : a;
+  let a3 = h > 3 ? a + 3 * rowStep : a;
   for (let kk = 0; kk < kc; kk++) {
     const b0 = v128.load(bp);
     const b1 = v128.load(bp, 16);
-    let a = v128.load32_splat(ap);
-    c00 = madd(a, b0, c00);
-    c01 = madd(a, b1, c01);
-    a = v128.load32_splat(ap, 4);
-    c10 = madd(a, b0, c10);
-    c11 = madd(a, b1, c11);
-    a = v128.load32_splat(ap, 8);
-    c20 = madd(a, b0, c20);
-    c21 = madd(a, b1, c21);
-    a = v128.load32_splat(ap, 12);
-    c30 = madd(a, b0, c30);
-    c31 = madd(a, b1, c31);
-    ap += MR << 2;
+    let x = v128.load32_splat(a0);
+    c00 = madd(x, b0, c00);
+    c01 = madd(x, b1, c01);
+    x = v128.load32_splat(a1);
+    c10 = madd(x, b0, c10);
+    c11 = madd(x, b1, c11);
+    x = v128.load32_splat(a2);
+    c20 = madd(x, b0, c20);
+    c21 = madd(x, b1, c21);
+    x = v128.load32_splat(a3);
+    c30 = madd(x, b0, c30);
+    c31 = madd(x, b1, c31);
+    a0 += kStep;
+    a1 += kStep;
+    a2 += kStep;
+    a3 += kStep;
     bp += NR << 2;
   }
   const full = h == MR && w == NR;
@@ -261,8 +248,9 @@ export function gemm(
     return;
   }
   const bp = scratch + <usize>tid * scratchBytes;
-  const ap = bp + (<usize>(KC * NC) << 2);
-  const tile = ap + (<usize>(MC * KC) << 2);
+  const tile = bp + (<usize>(KC * NC) << 2);
+  const rowStep = <usize>sai << 2;
+  const kStep = <usize>sak << 2;
   for (let jc = n0; jc < n1; jc += NC) {
     const nc = min(NC, n1 - jc);
     for (let pc = 0; pc < k; pc += KC) {
@@ -270,12 +258,12 @@ export function gemm(
       packB(bp, b, pc, jc, kc, nc, sbk, sbj);
       for (let ic = m0; ic < m1; ic += MC) {
         const mc = min(MC, m1 - ic);
-        packA(ap, a, ic, pc, mc, kc, sai, sak);
         for (let jr = 0; jr < nc; jr += NR) {
           const bpan = bp + (<usize>(jr * kc) << 2);
           for (let ir = 0; ir < mc; ir += MR) {
             const cp = c + (<usize>((ic + ir) * ldc + jc + jr) << 2);
-            micro(ap + (<usize>(ir * kc) << 2), bpan, kc, cp, ldc, pc == 0, min(MR, mc - ir), min(NR, nc - jr), tile);
+            const ar = a + (<usize>((ic + ir) * sai + pc * sak) << 2);
+            micro(ar, rowStep, kStep, bpan, kc, cp, ldc, pc == 0, min(MR, mc - ir), min(NR, nc - jr), tile);
           }
         }
       }
@@ -311,8 +299,9 @@ export function gemmHalfB(
     return;
   }
   const bp = scratch + <usize>tid * scratchBytes;
-  const ap = bp + (<usize>(KC * NC) << 2);
-  const tile = ap + (<usize>(MC * KC) << 2);
+  const tile = bp + (<usize>(KC * NC) << 2);
+  const rowStep = <usize>sai << 2;
+  const kStep = <usize>sak << 2;
   for (let jc = n0; jc < n1; jc += NC) {
     const nc = min(NC, n1 - jc);
     for (let pc = 0; pc < k; pc += KC) {
@@ -320,12 +309,12 @@ export function gemmHalfB(
       packHalfB(bp, b, pc, jc, kc, nc, sbk, sbj, kind);
       for (let ic = m0; ic < m1; ic += MC) {
         const mc = min(MC, m1 - ic);
-        packA(ap, a, ic, pc, mc, kc, sai, sak);
         for (let jr = 0; jr < nc; jr += NR) {
           const bpan = bp + (<usize>(jr * kc) << 2);
           for (let ir = 0; ir < mc; ir += MR) {
             const cp = c + (<usize>((ic + ir) * ldc + jc + jr) << 2);
-            micro(ap + (<usize>(ir * kc) << 2), bpan, kc, cp, ldc, pc == 0, min(MR, mc - ir), min(NR, nc - jr), tile);
+            const ar = a + (<usize>((ic + ir) * sai + pc * sak) << 2);
+            micro(ar, rowStep, kStep, bpan, kc, cp, ldc, pc == 0, min(MR, mc - ir), min(NR, nc - jr), tile);
           }
         }
       }
