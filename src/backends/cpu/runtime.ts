@@ -36,8 +36,14 @@ const WORKER_PARTS = 8;
 const ARGS_OFFSET = 64;
 /** The fixed size of an ordinary (unshared) memory: a page that is not cross-origin isolated. */
 export const UNSHARED_BYTES = 1024 ** 3;
-/** A worker polls this many times for the next job before it sleeps (OpenMP's active wait, bounded). */
-const SPIN = 100_000;
+/**
+ * A worker polls this many times for the next job before it sleeps (OpenMP's active wait, bounded): about 40 us in
+ * Node 26 on the 2-core EPYC (a poll of a shared Int32Array takes about 18 ns), which covers the gap between the
+ * kernels of a forward or backward pass. 100,000 (1.8 ms) kept the worker spinning through the whole main job: on
+ * a machine shared with other jobs that spin took the cores the kernels needed (CPU time 35-44 s against 26-27 s,
+ * wall time up to twice as long), and a part nobody has claimed runs on the calling thread anyway.
+ */
+const SPIN = 2_000;
 
 interface WorkerData {
   readonly module: WebAssembly.Module;
