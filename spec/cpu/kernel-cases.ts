@@ -30,7 +30,7 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
     if (memory64 && opts.sharedMemory !== false) b.rt.alloc(PAST_4_GIB);
     return b;
   };
-  const cpu = open({ threads: 2, minParallelWork: 0 });
+  const cpu = open({ threads: 2, minParallelWork: 0, minWakeWork: 0 });
   beforeAll(() => cpu.whenReady());
   const build =
     (fma ? 'relaxed-SIMD (fused multiply-add) build' : 'plain SIMD build') + (memory64 ? ', memory64 past 4 GiB' : '');
@@ -469,7 +469,7 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
 
   describe(`cpu backend (${build}): threads, fallbacks, memory`, () => {
     // Every kernel split among the threads, however small (minParallelWork 0).
-    const backends = [1, 2, 3].map((threads) => open({ threads, minParallelWork: 0 }));
+    const backends = [1, 2, 3].map((threads) => open({ threads, minParallelWork: 0, minWakeWork: 0 }));
 
     it('every kernel gives bit-identical results on 1, 2 and 3 threads (every call split among them)', async () => {
       await Promise.all(backends.map((b) => b.whenReady()));
@@ -527,6 +527,22 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
       expect(calls).toBe(40);
       expect(byWorkers + byCaller).toBe(3 * calls);
       T.dispose([x, ...products]);
+    });
+
+    it('a split call below minWakeWork leaves a sleeping worker asleep: the calling thread runs its parts', async () => {
+      const b = open({ threads: 2, minParallelWork: 0, minWakeWork: Number.POSITIVE_INFINITY });
+      await b.whenReady();
+      const x = T.randn([200, 64], new T.Rng(4), { backend: b });
+      // The worker polls for tens of microseconds after its last job, then sleeps.
+      await new Promise((r) => setTimeout(r, 50));
+      const before = b.poolStats();
+      const products = Array.from({ length: 40 }, () => T.matmul(x, x, { transB: true }));
+      const after = b.poolStats();
+      expect(after.parallelRuns - before.parallelRuns).toBe(40);
+      expect(after.workerParts - before.workerParts).toBe(0);
+      expect(after.callerParts - before.callerParts).toBe(80);
+      T.dispose([x, ...products]);
+      b.dispose();
     });
 
     it('what a WebAssembly kernel does not cover runs the reference kernel, and the counter shows it', () => {
@@ -613,7 +629,7 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
   describe(`cpu backend (${build}) without shared memory (a page that is not cross-origin isolated)`, () => {
     it('runs the same kernels on one thread in an ordinary memory, with the same results', () => {
       const unshared = open({ threads: 2, sharedMemory: false });
-      const shared = open({ threads: 2, minParallelWork: 0 });
+      const shared = open({ threads: 2, minParallelWork: 0, minWakeWork: 0 });
       expect(unshared.threads).toBe(1);
       expect(unshared.maxMemoryBytes).toBeLessThan(shared.maxMemoryBytes);
       const run = (backend: T.Backend): number[][] =>

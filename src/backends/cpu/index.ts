@@ -28,6 +28,13 @@ export interface CpuOptions {
    */
   readonly minParallelWork?: number;
   /**
+   * Work from which a split call wakes a worker that sleeps (default 2^23, about 170 us of one thread's GEMM): a
+   * smaller one is shared only with a worker still polling for work, else its calling thread runs every part.
+   * Waking a thread cost the calling thread about 25 us, and the worker started 40-50 us late, on the 2-core
+   * machine the main job is timed on: more than half of a smaller call. Results do not depend on it.
+   */
+  readonly minWakeWork?: number;
+  /**
    * Share the memory with worker threads (default: where the host can, i.e. Node, or a cross-origin isolated page).
    * Without it the kernels run on one thread in an ordinary memory of a fixed 1 GiB.
    */
@@ -106,6 +113,7 @@ export class CpuBackend implements HostBackend, WasmHost {
   // Each kernel computes an output row the same way whatever the batch's shape (fixed K blocking, per-row loops).
   readonly batchInvariant = true;
   readonly minParallelWork: number;
+  readonly minWakeWork: number;
   /**
    * What the heap may hold: a shared 32-bit WebAssembly memory at most 4 GiB, a memory64 16 GiB (less the first
    * 2 MiB, the kernels' data), an unshared one 1 GiB; less where `memoryLimitBytes` or the address space says.
@@ -135,6 +143,7 @@ export class CpuBackend implements HostBackend, WasmHost {
     if (!Number.isInteger(threads) || threads < 1 || threads > MAX_THREADS)
       throw new BackendError('cpu', `threads must be a whole number in 1..${MAX_THREADS}, got ${threads}`);
     this.minParallelWork = opts.minParallelWork ?? 1 << 20;
+    this.minWakeWork = opts.minWakeWork ?? 1 << 23;
     this.shared = opts.sharedMemory ?? canShareMemory();
     this.threadsAsked = threads;
     this.limitBytes = opts.memoryLimitBytes ?? Number.POSITIVE_INFINITY;
@@ -286,6 +295,10 @@ export class CpuBackend implements HostBackend, WasmHost {
     this.bytes += bytes;
     this.peakBytes = Math.max(this.peakBytes, this.bytes);
     return new CONSTRUCTORS[dtype](this.rt.buffer, ptr, size);
+  }
+
+  launch(name: string, args: readonly number[], work: number): void {
+    this.rt.run(name, args, work >= this.minParallelWork, work >= this.minWakeWork);
   }
 
   scratch(bytesPerThread: number): { readonly ptr: number; readonly stride: number } {

@@ -272,8 +272,11 @@ export class WasmRuntime {
     return k;
   }
 
-  /** Run kernel `name` on every thread (each does its part), or on this one alone when `parallel` is false. */
-  run(name: string, args: readonly number[], parallel = true): void {
+  /**
+   * Run kernel `name` split in parts among the threads, or on this one alone when `parallel` is false. Workers that
+   * sleep are woken only when `wake`; a worker still polling for work takes parts either way.
+   */
+  run(name: string, args: readonly number[], parallel = true, wake = parallel): void {
     const k = this.kernelIndex(name);
     // Until every worker has started (a page cannot block while they do), and after dispose, the calling thread
     // does all the work: the results are the same.
@@ -292,7 +295,7 @@ export class WasmRuntime {
     // The job is posted once its parts can be claimed; the sequence number wakes the workers that sleep.
     Atomics.store(ctl, NEXT, 0);
     Atomics.add(ctl, SEQ, 1);
-    Atomics.notify(ctl, SEQ);
+    if (wake) Atomics.notify(ctl, SEQ);
     const f = this.fns[k]!;
     for (let part = Atomics.add(ctl, NEXT, 1); part < n; part = Atomics.add(ctl, NEXT, 1)) {
       f(...args, part, n);

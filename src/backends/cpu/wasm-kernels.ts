@@ -17,8 +17,11 @@ export interface WasmHost {
   allocRaw(dtype: DType, size: number): TypedArray;
   /** Give an `allocRaw` temporary back. */
   release(a: TypedArray): void;
-  /** Below this much work (flops, or elements x 8) a kernel runs on the calling thread alone. */
-  readonly minParallelWork: number;
+  /**
+   * Run kernel `name` on the runtime's threads (each claims parts of it) or on the calling thread alone, as `work`
+   * (flops, or elements x 8) decides; the results are the same either way.
+   */
+  launch(name: string, args: readonly number[], work: number): void;
   /** This call's per-thread scratch: `bytes` for each thread at the returned address + tid * stride. */
   scratch(bytesPerThread: number): { readonly ptr: number; readonly stride: number };
 }
@@ -60,7 +63,7 @@ export function matmul(
   const bStr = broadcastStrides(b.shape.slice(0, -2), batch).map((s) => s * k * n);
   const [sai, sak] = transA ? [1, m] : [k, 1];
   const [sbk, sbj] = transB ? [1, k] : [n, 1];
-  const parallel = 2 * m * n * k >= h.minParallelWork;
+  const work = 2 * m * n * k;
   const idx = new Array<number>(batch.length).fill(0);
   for (let t = 0; t < count; t++) {
     let ao = 0;
@@ -84,8 +87,8 @@ export function matmul(
       sc.ptr,
       sc.stride,
     ];
-    if (halfKind === undefined) h.rt.run('gemm', args, parallel);
-    else h.rt.run('gemmHalfB', [...args, halfKind], parallel);
+    if (halfKind === undefined) h.launch('gemm', args, work);
+    else h.launch('gemmHalfB', [...args, halfKind], work);
     for (let d = batch.length - 1; d >= 0; d--) {
       if (++idx[d]! < batch[d]!) break;
       idx[d] = 0;
@@ -109,7 +112,7 @@ export function attention(
   const out = h.allocRaw('f32', sizeOf(q.shape));
   const sc = h.scratch(h.rt.call('attentionScratchFloats', [ks]) * 4);
   const work = b * tq * hq * keyLength * d * 4;
-  h.rt.run(
+  h.launch(
     'attentionForward',
     [
       ptr(q),
@@ -128,7 +131,7 @@ export function attention(
       sc.ptr,
       sc.stride,
     ],
-    work >= h.minParallelWork,
+    work,
   );
   return store(out);
 }
@@ -150,7 +153,7 @@ export function attentionBackward(
   const dk = h.allocRaw('f32', sizeOf(k.shape));
   const dv = h.allocRaw('f32', sizeOf(v.shape));
   const sc = h.scratch(h.rt.call('attentionScratchFloats', [t]) * 4);
-  h.rt.run(
+  h.launch(
     'attentionBackward',
     [
       ptr(q),
@@ -171,7 +174,7 @@ export function attentionBackward(
       sc.ptr,
       sc.stride,
     ],
-    b * t * t * hq * d * 4 >= h.minParallelWork,
+    b * t * t * hq * d * 4,
   );
   return [store(dq), store(dk), store(dv)];
 }
@@ -188,10 +191,10 @@ function normRows(
   const n = sizeOf(x.shape);
   const sum = delta ? h.allocRaw('f32', n) : null;
   const out = h.allocRaw('f32', n);
-  h.rt.run(
+  h.launch(
     'rmsNorm',
     [ptr(x), delta ? ptr(delta) : 0, sum ? sum.byteOffset : 0, ptr(weight), out.byteOffset, n / d, d, eps],
-    n * 8 >= h.minParallelWork,
+    n * 8,
   );
   return [store(sum ?? out), store(out)];
 }
@@ -224,9 +227,8 @@ export function rmsNormBackward(
   const dx = h.allocRaw('f32', n);
   const dw = h.allocRaw('f32', d);
   const rinv = h.allocRaw('f32', Math.max(rows, 1));
-  const parallel = n * 8 >= h.minParallelWork;
-  h.rt.run('rmsNormBackward', [ptr(x), ptr(weight), ptr(dy), dx.byteOffset, rinv.byteOffset, rows, d, eps], parallel);
-  h.rt.run('rmsNormWeightGrad', [ptr(x), ptr(dy), rinv.byteOffset, dw.byteOffset, rows, d], parallel);
+  h.launch('rmsNormBackward', [ptr(x), ptr(weight), ptr(dy), dx.byteOffset, rinv.byteOffset, rows, d, eps], n * 8);
+  h.launch('rmsNormWeightGrad', [ptr(x), ptr(dy), rinv.byteOffset, dw.byteOffset, rows, d], n * 8);
   h.release(rinv);
   return [store(dx), store(dw)];
 }
@@ -235,7 +237,7 @@ export function swiglu(h: WasmHost, gate: KernelTensor, up: KernelTensor): Stora
   if (!f32(gate, up)) return null;
   const n = sizeOf(gate.shape);
   const out = h.allocRaw('f32', n);
-  h.rt.run('swiglu', [ptr(gate), ptr(up), out.byteOffset, n], n * 8 >= h.minParallelWork);
+  h.launch('swiglu', [ptr(gate), ptr(up), out.byteOffset, n], n * 8);
   return store(out);
 }
 
@@ -249,11 +251,7 @@ export function swigluBackward(
   const n = sizeOf(gate.shape);
   const dg = h.allocRaw('f32', n);
   const du = h.allocRaw('f32', n);
-  h.rt.run(
-    'swigluBackward',
-    [ptr(gate), ptr(up), ptr(dy), dg.byteOffset, du.byteOffset, n],
-    n * 8 >= h.minParallelWork,
-  );
+  h.launch('swigluBackward', [ptr(gate), ptr(up), ptr(dy), dg.byteOffset, du.byteOffset, n], n * 8);
   return [store(dg), store(du)];
 }
 
@@ -269,11 +267,7 @@ export function rope(
     const [heads, d] = x.shape.slice(-2) as [number, number];
     const n = sizeOf(x.shape);
     const out = h.allocRaw('f32', n);
-    h.rt.run(
-      'rope',
-      [ptr(x), ptr(cos), ptr(sin), out.byteOffset, n / (heads * d), heads, d, inverse ? 1 : 0],
-      n * 8 >= h.minParallelWork,
-    );
+    h.launch('rope', [ptr(x), ptr(cos), ptr(sin), out.byteOffset, n / (heads * d), heads, d, inverse ? 1 : 0], n * 8);
     return store(out);
   });
 }
@@ -283,11 +277,7 @@ export function tokenLogProbs(h: WasmHost, logits: KernelTensor, targets: Kernel
   const v = last(logits.shape);
   const rows = sizeOf(targets.shape);
   const out = h.allocRaw('f32', rows);
-  h.rt.run(
-    'tokenLogProbs',
-    [ptr(logits), ptr(targets), out.byteOffset, rows, v, Math.fround(scale)],
-    rows * v * 8 >= h.minParallelWork,
-  );
+  h.launch('tokenLogProbs', [ptr(logits), ptr(targets), out.byteOffset, rows, v, Math.fround(scale)], rows * v * 8);
   return store(out);
 }
 
@@ -302,10 +292,10 @@ export function tokenLogProbsBackward(
   const v = last(logits.shape);
   const rows = sizeOf(targets.shape);
   const dx = h.allocRaw('f32', rows * v);
-  h.rt.run(
+  h.launch(
     'tokenLogProbsBackward',
     [ptr(logits), ptr(targets), ptr(dy), dx.byteOffset, rows, v, Math.fround(scale)],
-    rows * v * 8 >= h.minParallelWork,
+    rows * v * 8,
   );
   return store(dx);
 }
@@ -315,7 +305,7 @@ export function softmax(h: WasmHost, x: KernelTensor, axis: number, log: boolean
   const v = last(x.shape);
   const n = sizeOf(x.shape);
   const out = h.allocRaw('f32', n);
-  if (n > 0) h.rt.run('softmaxRows', [ptr(x), out.byteOffset, n / v, v, log ? 1 : 0], n * 8 >= h.minParallelWork);
+  if (n > 0) h.launch('softmaxRows', [ptr(x), out.byteOffset, n / v, v, log ? 1 : 0], n * 8);
   return store(out);
 }
 
@@ -332,7 +322,7 @@ export function binary(h: WasmHost, op: BinaryOp, a: KernelTensor, b: KernelTens
   if (!(bn === n || bn === 1 || (sizeOf(suffix) === bn && trimmed(b.shape).every((d, i) => d === suffix[i]))))
     return null;
   const out = h.allocRaw('f32', n);
-  if (n > 0) h.rt.run('binary', [code, ptr(a), ptr(b), out.byteOffset, n, bn], n * 8 >= h.minParallelWork);
+  if (n > 0) h.launch('binary', [code, ptr(a), ptr(b), out.byteOffset, n, bn], n * 8);
   return store(out);
 }
 
@@ -357,7 +347,7 @@ function sumSquaresOf(h: WasmHost, x: KernelTensor): number {
   const blocks = Math.ceil(n / 4096);
   if (blocks === 0) return 0;
   const partial = h.allocRaw('f32', blocks);
-  h.rt.run('sumSquaresBlocks', [ptr(x), n, partial.byteOffset], n * 8 >= h.minParallelWork);
+  h.launch('sumSquaresBlocks', [ptr(x), n, partial.byteOffset], n * 8);
   let s = 0;
   for (let i = 0; i < blocks; i++) s += partial[i]!;
   h.release(partial);
@@ -386,7 +376,7 @@ export function adamwMany(
       over ? view(x.storage) : h.allocRaw('f32', n);
     const at = inPlace?.[i];
     const outs = [into(p, at?.param), into(m[i]!, at?.m), into(v[i]!, at?.v)] as const;
-    h.rt.run(
+    h.launch(
       'adamw',
       [
         ptr(p),
@@ -406,7 +396,7 @@ export function adamwMany(
         c2,
         gscale,
       ],
-      n * 16 >= h.minParallelWork,
+      n * 16,
     );
     return [store(outs[0]), store(outs[1]), store(outs[2])];
   });
