@@ -154,6 +154,42 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
           }
     });
 
+    it("SwiGLU gives each entry the exact f32 value of its exp's arithmetic (Cephes' expf, step by step)", () => {
+      // Pins the arithmetic of exp4 (which attention, softmax and the log-probs share) to the value computed here,
+      // op by op in f32: its instructions may change, its values may not. Every range: underflow, overflow, ties.
+      const madd = fma && fusedHardware() ? fmaF32 : (a: number, b: number, c: number) => f(f(a * b) + c);
+      const exp = (x: number): number => {
+        const [lo, hi] = [f(-87.3365448), f(88.7228391)];
+        if (x < lo) return 0;
+        if (x > hi) return Number.POSITIVE_INFINITY;
+        const n = roundHalfEven(f(x * f(Math.LOG2E)));
+        const r = f(f(x - f(n * f(0.693359375))) - f(n * f(-2.1219444e-4)));
+        let p = f(1.98756915e-4);
+        for (const c of [1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1])
+          p = madd(p, r, f(c));
+        p = f(madd(p, f(r * r), r) + 1);
+        const half = n >> 1;
+        return f(f(p * 2 ** half) * 2 ** (n - half));
+      };
+      const swiglu = (g: number, u: number): number => f(f(g * f(1 / f(1 + exp(-g)))) * u);
+      const rng = new T.Rng(12);
+      const gate = Float32Array.from({ length: 4003 }, (_, i) =>
+        i < 2000 ? rng.normal() * 12 : i < 3000 ? (i - 2500) * 0.25 : rng.normal() * 120,
+      );
+      gate.set([-87.3, -87.4, -88.8, 87.3, 88.7, 88.8, 0, -0, 1e-30, -1e-30], 3990);
+      const up = Float32Array.from({ length: gate.length }, () => rng.normal());
+      const got = T.tidy(() =>
+        T.swiglu(
+          T.tensor(gate, [gate.length], { backend: cpu }),
+          T.tensor(up, [up.length], { backend: cpu }),
+        ).dataSync(),
+      );
+      for (let i = 0; i < gate.length; i++) {
+        const want = swiglu(gate[i]!, up[i]!);
+        if (!Object.is(got[i], want)) expect.fail(`swiglu(${gate[i]}, ${up[i]}) = ${got[i]}, want ${want}`);
+      }
+    });
+
     it('causal attention forward and backward: grouped-query heads, padding keys, fewer queries than keys', async () => {
       const arb = attentionArb(9, [4, 8, 12, 32]);
       const attend = ([q, k, v, bias]: T.Tensor[]): T.Tensor => T.causalAttention(q!, k!, v!, { keyBias: bias! });
@@ -677,4 +713,12 @@ function nextF32(x: number, dir: 1 | -1): number {
   if (x === 0) u[0] = dir > 0 ? 1 : -2147483647;
   else u[0]! += x > 0 === dir > 0 ? 1 : -1;
   return f[0]!;
+}
+
+const f = Math.fround;
+
+/** x rounded to an integer, halves to even (f32x4.nearest). */
+function roundHalfEven(x: number): number {
+  const r = Math.round(x);
+  return r - x === 0.5 && r % 2 !== 0 ? r - 1 : r;
 }
