@@ -5,6 +5,8 @@ import { liveTensors } from '../../src/core/tensor.js';
 import { sampleRollouts, type Rollouts } from '../../src/rl/sampler.js';
 import { scoreLogProbs } from '../../src/rl/score.js';
 import { chooseToken } from '../../src/core/sampling.js';
+import { CpuBackend } from '../../src/backends/cpu/index.js';
+import { initParams } from '../../src/nn/transformer.js';
 import { tokenizer, tinyConfig, peakedParams } from './helpers/fixtures.js';
 
 const PROMPTS = ['12+34=', '7*8=', '3,5,7:22=', '999+1='];
@@ -88,6 +90,37 @@ describe('rollout sampler', () => {
       const prompt = Array.from(a.tokens.subarray(r * t, r * t + a.promptLen)).filter((id) => id !== tokenizer.pad);
       expect(prompt).toEqual([tokenizer.bos, ...tokenizer.encode(PROMPTS[a.promptIndex[r]!]!)]);
     }
+  });
+
+  it("runs a prompt's forward once for its G rows where the backend is batch-invariant, with the same results", async () => {
+    // A CPU backend that counts its GEMMs' flops: the prompts' forward is the first of a sampling run.
+    class CountingCpu extends CpuBackend {
+      flops = 0;
+      override launch(name: string, args: readonly number[], work: number): void {
+        if (name === 'gemm') this.flops += work;
+        super.launch(name, args, work);
+      }
+    }
+    const backend = new CountingCpu({ threads: 1 });
+    const counted = initParams(config, new Rng(1), { std: 0.5, backend });
+    const sample = async (prompts: readonly string[], groupSize: number): Promise<[Rollouts, number]> => {
+      const before = backend.flops;
+      const ro = await sampleRollouts(counted, config, tokenizer, prompts, new Rng(21), { groupSize, maxNewTokens: 1 });
+      return [ro, backend.flops - before];
+    };
+    // Each prompt 6 times as a group, and as 6 prompts of one row each: the same rows in the same order.
+    const [grouped, groupedFlops] = await sample(PROMPTS, 6);
+    const [single, singleFlops] = await sample(
+      PROMPTS.flatMap((p) => Array.from({ length: 6 }, () => p)),
+      1,
+    );
+    expect(grouped.tokens).toEqual(single.tokens);
+    expect(Array.from(grouped.sampledLogProbs)).toEqual(Array.from(single.sampledLogProbs));
+    // One new token: the forward over the prompts and one LM head. Run once per prompt, the forward's GEMMs are a
+    // sixth of the 24 rows' (the LM head, on all 24 rows either way, is the rest).
+    const head = 2 * 24 * config.dModel * config.vocabSize;
+    expect(groupedFlops - head).toBe((singleFlops - head) / 6);
+    backend.dispose();
   });
 
   it('frees every tensor it creates', async () => {

@@ -1,6 +1,8 @@
 import { ArgumentError } from '../core/errors.js';
 import { dispose } from '../core/scope.js';
+import type { Tensor } from '../core/tensor.js';
 import { zeros } from '../ops/creation.js';
+import { gather } from '../ops/indexing.js';
 import {
   activationDType,
   headDim,
@@ -34,4 +36,17 @@ export function createKvCache(
 
 export function disposeCache(cache: KvCache | null): void {
   if (cache) dispose(cache);
+}
+
+/**
+ * A cache whose row r is row `rows[r]` of `cache` (`rows`: i32 [B']): one prompt's cache handed to each of its G
+ * completions. The cache passed in is not consumed.
+ */
+export function repeatCacheRows(cache: KvCache, rows: Tensor): KvCache {
+  return {
+    layers: cache.layers.map(({ k, v }) => ({ k: gather(k, rows), v: gather(v, rows) })),
+    keyBias: cache.keyBias && gather(cache.keyBias, rows),
+    length: cache.length,
+    capacity: cache.capacity,
+  };
 }

@@ -3,10 +3,11 @@ import type { Rng } from '../core/rng.js';
 import { dispose, tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
+import { gather } from '../ops/indexing.js';
 import { reshape, slice } from '../ops/movement.js';
 import { sampleTokens, type SampledTokens } from '../ops/sampling.js';
 import { logSoftmax } from '../ops/softmax.js';
-import { createKvCache, disposeCache, type KvCache } from '../nn/kv-cache.js';
+import { createKvCache, disposeCache, repeatCacheRows, type KvCache } from '../nn/kv-cache.js';
 import {
   activationDType,
   hiddenStates,
@@ -119,23 +120,30 @@ export async function sampleRollouts(
   // Draws keep the Rng's full precision where the backend stores f64 (chooseToken on the host sees exactly these).
   const drawType = backend.supportsDType('f64') ? 'f64' : 'f32';
 
-  // Inputs for columns [from, to): tokens, positions and key bias, uploaded as [B, to - from].
-  const inputs = (from: number, to: number): { tokens: Tensor; positions: Tensor; keyBias: Tensor } => {
+  // Inputs for columns [from, to) of the rows `rows` (default all): tokens, positions and key bias, uploaded as
+  // [rows, to - from].
+  const inputs = (
+    from: number,
+    to: number,
+    rows: readonly number[] | null = null,
+  ): { tokens: Tensor; positions: Tensor; keyBias: Tensor } => {
     const n = to - from;
-    const tk = new Int32Array(b * n);
-    const pos = new Int32Array(b * n);
-    const bias = new Float64Array(b * n);
-    for (let r = 0; r < b; r++) {
+    const m = rows?.length ?? b;
+    const tk = new Int32Array(m * n);
+    const pos = new Int32Array(m * n);
+    const bias = new Float64Array(m * n);
+    for (let i = 0; i < m; i++) {
+      const r = rows?.[i] ?? i;
       for (let j = 0; j < n; j++) {
-        tk[r * n + j] = tokens[r * width + from + j]!;
-        pos[r * n + j] = Math.max(0, from + j - pads[r]!);
-        bias[r * n + j] = mask[r * width + from + j] ? 0 : PAD_BIAS;
+        tk[i * n + j] = tokens[r * width + from + j]!;
+        pos[i * n + j] = Math.max(0, from + j - pads[r]!);
+        bias[i * n + j] = mask[r * width + from + j] ? 0 : PAD_BIAS;
       }
     }
     return {
-      tokens: tensor(tk, [b, n], { dtype: 'i32', backend }),
-      positions: tensor(pos, [b, n], { dtype: 'i32', backend }),
-      keyBias: tensor(bias, [b, n], { dtype, backend }),
+      tokens: tensor(tk, [m, n], { dtype: 'i32', backend }),
+      positions: tensor(pos, [m, n], { dtype: 'i32', backend }),
+      keyBias: tensor(bias, [m, n], { dtype, backend }),
     };
   };
   // Log-probs [B, V] at the last of the hidden states [B, n, D].
@@ -154,12 +162,19 @@ export async function sampleRollouts(
   };
 
   const useCache = opts.useKvCache ?? true;
+  // A prompt's G rows are the same until their first token: where a row's values do not depend on the batch around
+  // it (a batch-invariant backend), the prompt runs once and its cache and hidden states are handed to its G rows,
+  // the same bits as G runs of it (the prefill was an eighth of an RL step's sampling FLOPs G - 1 times over).
+  const once = useCache && g > 1 && backend.batchInvariant;
   const first = tidy(() => {
-    const { tokens: tk, ...rest } = inputs(0, p);
+    const rows = once ? prompts.map((_, i) => i * g) : null;
+    const { tokens: tk, ...rest } = inputs(0, p, rows);
     // Room for every position a step will write (prompt + new tokens): each step writes its column in place.
-    const cache = useCache ? { cache: createKvCache(params, config, b, width) } : {};
+    const cache = useCache ? { cache: createKvCache(params, config, rows?.length ?? b, width) } : {};
     const out = hiddenStates(params, config, tk, { ...rest, ...cache });
-    return { picked: pick(out.hidden), cache: out.cache };
+    if (!once) return { picked: pick(out.hidden), cache: out.cache };
+    const index = tensor(Int32Array.from(promptIndex), [b], { dtype: 'i32', backend });
+    return { picked: pick(gather(out.hidden, index)), cache: repeatCacheRows(out.cache!, index) };
   });
   let picked: SampledTokens | null = first.picked;
   let cache: KvCache | null = first.cache;
