@@ -432,7 +432,7 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
       );
     });
 
-    it('gather (embedding rows by block copies) and updateSlice (the KV cache) equal the reference, any begin', async () => {
+    it('gather (embedding rows), updateSlice (the KV cache), slice and pad: block copies equal to the reference', async () => {
       const gatherArb = fc
         .record({
           v: fc.integer({ min: 1, max: 9 }),
@@ -471,6 +471,27 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
         ),
         RUNS,
       );
+      // slice and its adjoint pad, any dtype (block copies, no arithmetic): exactly the reference's, and the cpu
+      // backend's own (no fallback counted).
+      T.resetFallbackCounts(cpu);
+      await fc.assert(
+        fc.asyncProperty(sliceArb, fc.constantFrom('f32', 'f64', 'i32'), ([x, part, begin], dtype) => {
+          const size = part.shape;
+          return compareForward(
+            'slice and pad',
+            [x],
+            ([a]) => {
+              const s = T.slice(T.cast(a!, dtype), begin, size);
+              return [s, T.pad(T.add(s, s), begin, x.shape)];
+            },
+            { atol: 0, rtol: 0 },
+            cpu,
+          );
+        }),
+        RUNS,
+      );
+      expect(T.fallbackCounts(cpu).slice).toBeUndefined();
+      expect(T.fallbackCounts(cpu).pad).toBeUndefined();
     });
 
     it('sum of squares and multi-tensor AdamW with clipping', async () => {

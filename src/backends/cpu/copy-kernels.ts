@@ -1,13 +1,14 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
 import { isHalf, type HalfDType } from '../../core/dtype.js';
 import { widenHalf } from '../../core/half.js';
-import { sizeOf } from '../../core/shape.js';
+import { sizeOf, type Shape } from '../../core/shape.js';
 import type { WasmHost } from './wasm-kernels.js';
 
 /**
- * Copies as contiguous block moves (`TypedArray.set` over subarrays): the KV cache's writes and the embedding's row
- * lookups, which the reference kernels do element by element through offset arrays (their garbage was 10% of a
- * decode step). Any dtype; `null` where the case is not a block copy (the reference kernel runs, counted).
+ * Copies as contiguous block moves (`TypedArray.set` over subarrays): the KV cache's writes, the embedding's row
+ * lookups, slices and their adjoint pads, which the reference kernels do element by element through offset arrays
+ * (their garbage was 10% of a decode step; slice and pad were 3% of the main job). Any dtype; `null` where the
+ * case is not a block copy (the reference kernel runs, counted).
  */
 const view = (s: Storage): Float32Array => s as unknown as Float32Array;
 const store = (a: ArrayLike<number>): Storage => a as unknown as Storage;
@@ -77,5 +78,61 @@ function gatherHalfRows(h: WasmHost, x: KernelTensor, indices: KernelTensor): St
     if (i >= 0 && i < n) widenHalf(x.dtype as HalfDType, words.subarray(i * row, (i + 1) * row), dst);
     else dst.fill(0);
   }
+  return store(out);
+}
+
+/**
+ * The contiguous runs of a box of shape `box` placed at `begin` in an array of shape `shape`: `visit(at, from,
+ * length)` for each, `at` an offset in the array, `from` in the box (row-major, in order). The axes after the last
+ * one the box does not span whole join its runs.
+ */
+function boxRuns(
+  shape: Shape,
+  box: Shape,
+  begin: readonly number[],
+  visit: (at: number, from: number, length: number) => void,
+): void {
+  let a = shape.length - 1;
+  let run = 1;
+  while (a >= 0 && box[a] === shape[a]) run *= shape[a--]!;
+  if (a < 0) {
+    if (run > 0) visit(0, 0, run);
+    return;
+  }
+  run *= box[a]!;
+  const strides = new Array<number>(shape.length).fill(1);
+  for (let d = shape.length - 2; d >= 0; d--) strides[d] = strides[d + 1]! * shape[d + 1]!;
+  let base = 0;
+  for (let d = 0; d < shape.length; d++) base += begin[d]! * strides[d]!;
+  const count = sizeOf(box.slice(0, a));
+  if (run === 0 || count === 0) return;
+  const idx = new Array<number>(a).fill(0);
+  let at = base;
+  for (let t = 0; t < count; t++) {
+    visit(at, t * run, run);
+    // The next index of the outer axes (the last fastest), and its offset.
+    for (let d = a - 1; d >= 0; d--) {
+      at += strides[d]!;
+      if (++idx[d]! < box[d]!) break;
+      at -= idx[d]! * strides[d]!;
+      idx[d] = 0;
+    }
+  }
+}
+
+/** x[begin .. begin + outShape) as block copies. */
+export function slice(h: WasmHost, x: KernelTensor, begin: readonly number[], outShape: Shape): Storage {
+  const xs = view(x.storage);
+  const out = h.allocRaw(x.dtype, sizeOf(outShape));
+  boxRuns(x.shape, outShape, begin, (at, from, length) => out.set(xs.subarray(at, at + length), from));
+  return store(out);
+}
+
+/** Zeros of outShape with x at `begin` (slice's adjoint), as block copies. */
+export function pad(h: WasmHost, x: KernelTensor, begin: readonly number[], outShape: Shape): Storage {
+  const xs = view(x.storage);
+  const out = h.allocRaw(x.dtype, sizeOf(outShape));
+  out.fill(0);
+  boxRuns(outShape, x.shape, begin, (at, from, length) => out.set(xs.subarray(from, from + length), at));
   return store(out);
 }

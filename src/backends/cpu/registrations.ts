@@ -44,5 +44,7 @@ export function registerCpuKernels(): void {
     adamwMany: orReference('adamwMany', W.adamwMany),
     updateSlice: orReference('updateSlice', C.updateSlice),
     gather: orReference('gather', C.gather),
+    slice: orReference('slice', C.slice),
+    pad: orReference('pad', C.pad),
   });
 }
