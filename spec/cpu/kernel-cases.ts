@@ -432,7 +432,7 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
       );
     });
 
-    it('gather (embedding rows), updateSlice (the KV cache), slice and pad: block copies equal to the reference', async () => {
+    it('gather (embedding rows) and its adjoint, updateSlice (the KV cache), slice and pad equal the reference', async () => {
       const gatherArb = fc
         .record({
           v: fc.integer({ min: 1, max: 9 }),
@@ -490,8 +490,35 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
         }),
         RUNS,
       );
+      // scatterAdd (the embedding's gradient): duplicate indices summed in the reference's order, bit for bit.
+      const scatterArb = fc
+        .record({
+          outer: fc.integer({ min: 1, max: 3 }),
+          len: fc.integer({ min: 1, max: 6 }),
+          inner: fc.integer({ min: 1, max: 5 }),
+          n: fc.integer({ min: 1, max: 12 }),
+          axis: fc.constantFrom(0, 1),
+        })
+        .chain(({ outer, len, inner, n, axis }) => {
+          const out = axis === 0 ? [len, inner] : [outer, len, inner];
+          const updates = axis === 0 ? [n, inner] : [outer, n, inner];
+          return fc.tuple(valuesFor(updates), intsFor([n], 0, len - 1), fc.constant(out), fc.constant(axis));
+        });
+      await fc.assert(
+        fc.asyncProperty(scatterArb, fc.constantFrom('f32', 'f64'), ([u, i, out, axis], dtype) =>
+          compareForward(
+            'scatterAdd',
+            [u, i],
+            ([a, b]) => T.scatterAdd(T.cast(a!, dtype), b!, axis, out),
+            { atol: 0, rtol: 0 },
+            cpu,
+          ),
+        ),
+        RUNS,
+      );
       expect(T.fallbackCounts(cpu).slice).toBeUndefined();
       expect(T.fallbackCounts(cpu).pad).toBeUndefined();
+      expect(T.fallbackCounts(cpu).scatterAdd).toBeUndefined();
     });
 
     it('sum of squares and multi-tensor AdamW with clipping', async () => {

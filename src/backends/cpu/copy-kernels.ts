@@ -136,3 +136,35 @@ export function pad(h: WasmHost, x: KernelTensor, begin: readonly number[], outS
   boxRuns(outShape, x.shape, begin, (at, from, length) => out.set(xs.subarray(from, from + length), at));
   return store(out);
 }
+
+/**
+ * gather's adjoint (the embedding's gradient): zeros of outShape, and each index's run of updates added at its row
+ * along `axis`, the runs in order (an entry's sum in the reference's order, in its arithmetic). Not for bf16/f16.
+ */
+export function scatterAdd(
+  h: WasmHost,
+  updates: KernelTensor,
+  indices: KernelTensor,
+  axis: number,
+  outShape: Shape,
+): Storage | null {
+  if (isHalf(updates.dtype) || indices.dtype !== 'i32') return null;
+  const idx = indices.storage as unknown as Int32Array;
+  const src = view(updates.storage);
+  const out = h.allocRaw(updates.dtype, sizeOf(outShape));
+  out.fill(0);
+  const outer = sizeOf(outShape.slice(0, axis));
+  const len = outShape[axis]!;
+  const inner = sizeOf(outShape.slice(axis + 1));
+  const n = idx.length;
+  for (let o = 0; o < outer; o++)
+    for (let j = 0; j < n; j++) {
+      const r = idx[j]!;
+      // Out of range is skipped, as the reference does (the op layer range-checks before).
+      if (r < 0 || r >= len) continue;
+      const at = (o * len + r) * inner;
+      const from = (o * n + j) * inner;
+      for (let k = 0; k < inner; k++) out[at + k] = out[at + k]! + src[from + k]!;
+    }
+  return store(out);
+}

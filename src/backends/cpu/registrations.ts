@@ -46,5 +46,6 @@ export function registerCpuKernels(): void {
     gather: orReference('gather', C.gather),
     slice: orReference('slice', C.slice),
     pad: orReference('pad', C.pad),
+    scatterAdd: orReference('scatterAdd', C.scatterAdd),
   });
 }
