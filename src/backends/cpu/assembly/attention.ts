@@ -114,23 +114,46 @@ export function attentionForward(
     const i = (r / hq) % tq;
     const bi = r / (hq * tq);
     const o = out + (<usize>(r * d) << 2);
-    for (let e = 0; e < d; e += 4) v128.store(o + (<usize>e << 2), f32x4.splat(0));
     const visible = probabilities(q, k, bias, p, tq, tk, ks, hq, hkv, d, scale, bi, i, h);
-    let vp = v + (<usize>((bi * ks * hkv + h / (hq / hkv)) * d) << 2);
-    for (let j = 0; j < visible; j++) {
-      const pj = f32x4.splat(load<f32>(p + (<usize>j << 2)));
-      for (let e = 0; e < d; e += 4) {
-        const oe = o + (<usize>e << 2);
-        v128.store(oe, madd(pj, v128.load(vp + (<usize>e << 2)), v128.load(oe)));
+    const vp = v + (<usize>((bi * ks * hkv + h / (hq / hkv)) * d) << 2);
+    // out = sum over j in order of p_j v_j, 16 columns at a time in registers (4 at a time past a multiple of 16).
+    let e = 0;
+    for (; e + 16 <= d; e += 16) weighted16(p, vp + (<usize>e << 2), vstride, visible, o + (<usize>e << 2));
+    for (; e < d; e += 4) {
+      let acc = f32x4.splat(0);
+      let vj = vp + (<usize>e << 2);
+      for (let j = 0; j < visible; j++) {
+        acc = madd(f32x4.splat(load<f32>(p + (<usize>j << 2))), v128.load(vj), acc);
+        vj += vstride;
       }
-      vp += vstride;
+      v128.store(o + (<usize>e << 2), acc);
     }
   }
 }
 
-/** Floats of per-thread scratch the kernels need: four zeros, then a score row of ks floats (padded to fours). */
+/** dst[0 .. 16) = sum over j < n, in order, of p[j] * v[j * stride + 0 .. 16), from 0 (one multiply-add a step). */
+@inline function weighted16(p: usize, v: usize, stride: usize, n: i32, dst: usize): void {
+  let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
+  for (let j = 0; j < n; j++) {
+    const pj = v128.load32_splat(p + (<usize>j << 2));
+    a0 = madd(pj, v128.load(v), a0);
+    a1 = madd(pj, v128.load(v, 16), a1);
+    a2 = madd(pj, v128.load(v, 32), a2);
+    a3 = madd(pj, v128.load(v, 48), a3);
+    v += stride;
+  }
+  v128.store(dst, a0);
+  v128.store(dst, a1, 16);
+  v128.store(dst, a2, 32);
+  v128.store(dst, a3, 48);
+}
+
+/**
+ * Floats of per-thread scratch the kernels need: four zeros, then a score row of ks floats (padded to fours), then
+ * the backward's row of dS.
+ */
 export function attentionScratchFloats(ks: i32): i32 {
-  return 4 + ((ks + 3) & ~3);
+  return 4 + 2 * ((ks + 3) & ~3);
 }
 
 /**
@@ -145,6 +168,7 @@ export function attentionBackward(
   // The score row, after four zero floats (the head `probabilities` reads when it sums from the end).
   const p = scratch + <usize>tid * scratchBytes + 16;
   v128.store(p - 16, f32x4.splat(0));
+  const ds = p + (<usize>((t + 3) & ~3) << 2);
   const group = hq / hkv;
   const kstride = <usize>(hkv * d) << 2;
 
@@ -163,21 +187,31 @@ export function attentionBackward(
       for (let i = 0; i < t; i++) {
         const qo = <usize>(((bi * t + i) * hq + h) * d) << 2;
         for (let e = 0; e < d; e += 4) v128.store(dq + qo + (<usize>e << 2), f32x4.splat(0));
+        // (A masked query keeps dq 0; the loop below writes the others whole.)
         const visible = probabilities(q, k, bias, p, t, t, t, hq, hkv, d, scale, bi, i, h);
         if (visible == 0) continue;
         const delta = dot(dOut + qo, out + qo, d);
+        // Every key's dS first (a row after p's), then the rows by columns, 4 at a time: dq's in registers over the
+        // keys, dk's and dv's rows updated in place. Each entry's terms come in the same order as key by key.
         for (let j = 0; j < visible; j++) {
-          const ko = kbase + <usize>j * kstride;
           const pj = load<f32>(p + (<usize>j << 2));
-          const dp = dot(dOut + qo, v + ko, d);
-          const ds = f32x4.splat(pj * (dp - delta) * scale);
-          const pv = f32x4.splat(pj);
-          for (let e = 0; e < d; e += 4) {
-            const eo = <usize>e << 2;
-            v128.store(dq + qo + eo, madd(ds, v128.load(k + ko + eo), v128.load(dq + qo + eo)));
-            v128.store(dk + ko + eo, madd(ds, v128.load(q + qo + eo), v128.load(dk + ko + eo)));
-            v128.store(dv + ko + eo, madd(pv, v128.load(dOut + qo + eo), v128.load(dv + ko + eo)));
+          const dp = dot(dOut + qo, v + kbase + <usize>j * kstride, d);
+          store<f32>(ds + (<usize>j << 2), pj * (dp - delta) * scale);
+        }
+        for (let e = 0; e < d; e += 4) {
+          const eo = <usize>e << 2;
+          const qe = v128.load(q + qo + eo);
+          const ge = v128.load(dOut + qo + eo);
+          let acc = f32x4.splat(0);
+          let ko = kbase + eo;
+          for (let j = 0; j < visible; j++) {
+            const dsj = v128.load32_splat(ds + (<usize>j << 2));
+            acc = madd(dsj, v128.load(k + ko), acc);
+            v128.store(dk + ko, madd(dsj, qe, v128.load(dk + ko)));
+            v128.store(dv + ko, madd(v128.load32_splat(p + (<usize>j << 2)), ge, v128.load(dv + ko)));
+            ko += kstride;
           }
+          v128.store(dq + qo + eo, acc);
         }
       }
     }
