@@ -92,15 +92,40 @@ describe('rollout sampler', () => {
     }
   });
 
-  it("runs a prompt's forward once for its G rows where the backend is batch-invariant, with the same results", async () => {
-    // A CPU backend that counts its GEMMs' flops: the prompts' forward is the first of a sampling run.
-    class CountingCpu extends CpuBackend {
-      flops = 0;
-      override launch(name: string, args: readonly number[], work: number): void {
-        if (name === 'gemm') this.flops += work;
-        super.launch(name, args, work);
-      }
+  /** A CPU backend that counts its GEMMs' flops. */
+  class CountingCpu extends CpuBackend {
+    flops = 0;
+    override launch(name: string, args: readonly number[], work: number): void {
+      if (name === 'gemm') this.flops += work;
+      super.launch(name, args, work);
     }
+  }
+
+  it('drops finished rows from the decode batch where the backend is batch-invariant: fewer flops, same rollouts', async () => {
+    const invariant = new CountingCpu({ threads: 1 });
+    // The same backend claiming no batch invariance: every row is computed to the last step.
+    const plain = new CountingCpu({ threads: 1 });
+    Object.defineProperty(plain, 'batchInvariant', { value: false });
+    const prompts = Array.from({ length: 24 }, (_, i) => `${i}+${(i * 7) % 10}=`);
+    const [a, b] = (await Promise.all(
+      [invariant, plain].map((backend) =>
+        sampleRollouts(initParams(config, new Rng(3), { std: 0.5, backend }), config, tokenizer, prompts, new Rng(8), {
+          maxNewTokens: 12,
+          temperature: 1,
+        }),
+      ),
+    )) as [Rollouts, Rollouts];
+    // Rows that ended before the last step (else there is nothing to drop).
+    expect(a.completionLengths.filter((n) => n < a.completionLen).length).toBeGreaterThan(6);
+    expect(a.tokens).toEqual(b.tokens);
+    expect(a.completionMask).toEqual(b.completionMask);
+    expect(Array.from(a.sampledLogProbs)).toEqual(Array.from(b.sampledLogProbs));
+    expect(invariant.flops).toBeLessThan(plain.flops);
+    invariant.dispose();
+    plain.dispose();
+  });
+
+  it("runs a prompt's forward once for its G rows where the backend is batch-invariant, with the same results", async () => {
     const backend = new CountingCpu({ threads: 1 });
     const counted = initParams(config, new Rng(1), { std: 0.5, backend });
     const sample = async (prompts: readonly string[], groupSize: number): Promise<[Rollouts, number]> => {

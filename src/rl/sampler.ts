@@ -148,16 +148,16 @@ export async function sampleRollouts(
   };
   // Log-probs [B, V] at the last of the hidden states [B, n, D].
   const lastLogProbs = (hidden: Tensor): Tensor => {
-    const n = hidden.shape[1]!;
-    const last = slice(hidden, [0, n - 1, 0], [b, 1, config.dModel]);
-    return reshape(logSoftmax(scaleLogits(lmHead(params, last), temperature), -1), [b, config.vocabSize]);
+    const [m, n] = hidden.shape as [number, number];
+    const last = slice(hidden, [0, n - 1, 0], [m, 1, config.dModel]);
+    return reshape(logSoftmax(scaleLogits(lmHead(params, last), temperature), -1), [m, config.vocabSize]);
   };
-  // The next token of every row, chosen on the backend: one draw per unfinished row, in row order (none when
-  // greedy), so a seeded run is reproducible (a finished row's result is ignored).
-  const pick = (hidden: Tensor): SampledTokens => {
-    const u = new Float64Array(b);
-    if (!greedy) for (let r = 0; r < b; r++) if (!finished[r]) u[r] = rng.uniform();
-    const draws = tensor(u, [b], { dtype: drawType, backend });
+  // The next token of each of the rows `live` (ascending), chosen on the backend: one draw per unfinished row, in
+  // row order (none when greedy), so a seeded run is reproducible (a finished row's result is ignored).
+  const pick = (hidden: Tensor, live: readonly number[]): SampledTokens => {
+    const u = new Float64Array(live.length);
+    if (!greedy) for (let i = 0; i < live.length; i++) if (!finished[live[i]!]) u[i] = rng.uniform();
+    const draws = tensor(u, [live.length], { dtype: drawType, backend });
     return sampleTokens(lastLogProbs(hidden), draws, { greedy, topP });
   };
 
@@ -166,18 +166,23 @@ export async function sampleRollouts(
   // it (a batch-invariant backend), the prompt runs once and its cache and hidden states are handed to its G rows,
   // the same bits as G runs of it (the prefill was an eighth of an RL step's sampling FLOPs G - 1 times over).
   const once = useCache && g > 1 && backend.batchInvariant;
+  const all = Array.from({ length: b }, (_, r) => r);
   const first = tidy(() => {
     const rows = once ? prompts.map((_, i) => i * g) : null;
     const { tokens: tk, ...rest } = inputs(0, p, rows);
     // Room for every position a step will write (prompt + new tokens): each step writes its column in place.
     const cache = useCache ? { cache: createKvCache(params, config, rows?.length ?? b, width) } : {};
     const out = hiddenStates(params, config, tk, { ...rest, ...cache });
-    if (!once) return { picked: pick(out.hidden), cache: out.cache };
+    if (!once) return { picked: pick(out.hidden, all), cache: out.cache };
     const index = tensor(Int32Array.from(promptIndex), [b], { dtype: 'i32', backend });
-    return { picked: pick(gather(out.hidden, index)), cache: repeatCacheRows(out.cache!, index) };
+    return { picked: pick(gather(out.hidden, index), all), cache: repeatCacheRows(out.cache!, index) };
   });
   let picked: SampledTokens | null = first.picked;
   let cache: KvCache | null = first.cache;
+  // The rows the cache and `picked` hold (ascending): on a batch-invariant backend, the finished rows are dropped
+  // from the cache once an eighth of them are (a row's values do not depend on the rows beside it); else all.
+  let live = all;
+  const compact = useCache && backend.batchInvariant;
   let steps = 0;
   try {
     for (let s = 0; s < maxNew; s++) {
@@ -185,28 +190,37 @@ export async function sampleRollouts(
       dispose(picked);
       picked = null;
       const col = p + s;
-      for (let r = 0; r < b; r++) {
-        if (finished[r]) {
-          mask[r * width + col] = 0;
-          continue;
-        }
-        const id = ids[r]!;
+      for (let i = 0; i < live.length; i++) {
+        const r = live[i]!;
+        if (finished[r]) continue;
+        const id = ids[i]!;
         tokens[r * width + col] = id;
-        logProbs[r * maxNew + s] = chosen[r]!;
+        logProbs[r * maxNew + s] = chosen[i]!;
         lengths[r]!++;
         if (stops.has(id)) finished[r] = true;
       }
+      for (let r = 0; r < b; r++) if (finished[r] && lengths[r]! <= s) mask[r * width + col] = 0;
       steps = s + 1;
       if (steps === maxNew || finished.every(Boolean)) break;
+      const keep = compact ? live.filter((r) => !finished[r]) : live;
+      if (keep.length <= live.length - Math.max(1, live.length >> 3)) {
+        const at = new Map(live.map((r, i) => [r, i]));
+        const index = Int32Array.from(keep, (r) => at.get(r)!);
+        const kept = tidy(() => repeatCacheRows(cache!, tensor(index, [keep.length], { dtype: 'i32', backend })));
+        disposeCache(cache);
+        cache = kept;
+        live = keep;
+      }
       const prev: KvCache | null = cache;
+      const rows = live;
       const next = tidy(() => {
-        const input = useCache ? inputs(col, col + 1) : inputs(0, col + 1);
+        const input = useCache ? inputs(col, col + 1, rows) : inputs(0, col + 1);
         const out = hiddenStates(params, config, input.tokens, {
           positions: input.positions,
           keyBias: input.keyBias,
           ...(useCache ? { cache: prev } : {}),
         });
-        return { picked: pick(out.hidden), cache: out.cache };
+        return { picked: pick(out.hidden, rows), cache: out.cache };
       });
       disposeCache(prev);
       cache = next.cache;
