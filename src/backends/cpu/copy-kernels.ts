@@ -1,17 +1,38 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
-import { isHalf, type HalfDType } from '../../core/dtype.js';
+import { isHalf, type HalfDType, type TypedArray } from '../../core/dtype.js';
 import { widenHalf } from '../../core/half.js';
 import { sizeOf, type Shape } from '../../core/shape.js';
 import type { WasmHost } from './wasm-kernels.js';
 
 /**
- * Copies as contiguous block moves (`TypedArray.set` over subarrays): the KV cache's writes, the embedding's row
+ * Copies as contiguous block moves (`copyWithin` over the runtime's memory): the KV cache's writes, the embedding's row
  * lookups, slices and their adjoint pads, which the reference kernels do element by element through offset arrays
  * (their garbage was 10% of a decode step; slice and pad were 3% of the main job). Any dtype; `null` where the
  * case is not a block copy (the reference kernel runs, counted).
  */
 const view = (s: Storage): Float32Array => s as unknown as Float32Array;
 const store = (a: ArrayLike<number>): Storage => a as unknown as Storage;
+
+/** Each runtime's memory as bytes (made again after the memory grows: a grown memory is a new buffer). */
+const memoryViews = new WeakMap<object, Uint8Array>();
+
+/**
+ * `move(to, from, count)`: elements [from, from + count) of `src` to [to, ...) of `dst`, both arrays of the
+ * runtime's memory, with one `copyWithin` over the memory (no subarray per run: a row of an embedding lookup
+ * took one, and its garbage).
+ */
+function mover(h: WasmHost, dst: ArrayBufferView, src: TypedArray): (to: number, from: number, count: number) => void {
+  const buffer = h.rt.buffer;
+  let bytes = memoryViews.get(h.rt);
+  if (bytes === undefined || bytes.buffer !== buffer) {
+    bytes = new Uint8Array(buffer);
+    memoryViews.set(h.rt, bytes);
+  }
+  const memory = bytes;
+  const size = src.BYTES_PER_ELEMENT;
+  const [d0, s0] = [dst.byteOffset, src.byteOffset];
+  return (to, from, count) => memory.copyWithin(d0 + to * size, s0 + from * size, s0 + (from + count) * size);
+}
 
 /**
  * dst with src written at `begin`: a block copy when src spans every axis of dst after the first axis it does not
@@ -41,7 +62,8 @@ export function updateSlice(
   const inner = sizeOf(dst.shape.slice(a + 1));
   const outer = sizeOf(dst.shape.slice(0, a));
   const run = src.shape[a]! * inner;
-  for (let o = 0; o < outer; o++) out.set(s.subarray(o * run, (o + 1) * run), (o * dst.shape[a]! + begin[a]!) * inner);
+  const move = mover(h, out, s);
+  for (let o = 0; o < outer; o++) move((o * dst.shape[a]! + begin[a]!) * inner, o * run, run);
   return store(out);
 }
 
@@ -57,10 +79,11 @@ export function gather(h: WasmHost, x: KernelTensor, indices: KernelTensor, axis
   const xs = view(x.storage);
   const out = h.allocRaw(x.dtype, idx.length * row);
   const n = x.shape[0]!;
+  const move = mover(h, out, xs);
   for (let j = 0; j < idx.length; j++) {
     const i = idx[j]!;
     // An index out of range reads zeros, as the reference kernel's does (the op layer range-checks before).
-    if (i >= 0 && i < n) out.set(xs.subarray(i * row, (i + 1) * row), j * row);
+    if (i >= 0 && i < n) move(j * row, i * row, row);
     else out.fill(0, j * row, (j + 1) * row);
   }
   return store(out);
@@ -124,7 +147,8 @@ function boxRuns(
 export function slice(h: WasmHost, x: KernelTensor, begin: readonly number[], outShape: Shape): Storage {
   const xs = view(x.storage);
   const out = h.allocRaw(x.dtype, sizeOf(outShape));
-  boxRuns(x.shape, outShape, begin, (at, from, length) => out.set(xs.subarray(at, at + length), from));
+  const move = mover(h, out, xs);
+  boxRuns(x.shape, outShape, begin, (at, from, length) => move(from, at, length));
   return store(out);
 }
 
@@ -133,7 +157,8 @@ export function pad(h: WasmHost, x: KernelTensor, begin: readonly number[], outS
   const xs = view(x.storage);
   const out = h.allocRaw(x.dtype, sizeOf(outShape));
   out.fill(0);
-  boxRuns(outShape, x.shape, begin, (at, from, length) => out.set(xs.subarray(from, from + length), at));
+  const move = mover(h, out, xs);
+  boxRuns(outShape, x.shape, begin, (at, from, length) => move(at, from, length));
   return store(out);
 }
 
