@@ -175,4 +175,24 @@ describe('character tokenizer', () => {
     expect(() => tok.encode('abc')).toThrow(TokenizerError);
     expect(() => new CharTokenizer(['a', 'a'])).toThrow(TokenizerError);
   });
+
+  it('encodes any text as the longest symbol at each position', () => {
+    const symbols = ['a', 'b', 'ab', 'abc', 'c', '\\boxed{', '\\', '}', 'x', 'xy', 'y'];
+    const tok = new CharTokenizer(symbols);
+    const longest = (text: string): number[] => {
+      const out: number[] = [];
+      for (let i = 0; i < text.length; ) {
+        const s = symbols.filter((x) => text.startsWith(x, i)).sort((x, y) => y.length - x.length)[0]!;
+        out.push(3 + symbols.indexOf(s));
+        i += s.length;
+      }
+      return out;
+    };
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...symbols), { maxLength: 12 }), (pieces) => {
+        const text = pieces.join('');
+        expect(tok.encode(text)).toEqual(longest(text));
+      }),
+    );
+  });
 });

@@ -48,6 +48,8 @@ export class CharTokenizer implements Tokenizer {
   readonly symbols: readonly string[];
   private readonly ids = new Map<string, number>();
   private readonly maxLen: number;
+  /** The first characters of the symbols longer than one: elsewhere the longest match is the character itself. */
+  private readonly starts = new Set<string>();
 
   constructor(symbols: readonly string[]) {
     const seen = new Set<string>();
@@ -59,6 +61,7 @@ export class CharTokenizer implements Tokenizer {
     this.symbols = [...symbols];
     this.symbols.forEach((s, i) => this.ids.set(s, SPECIALS.length + i));
     this.maxLen = Math.max(1, ...symbols.map((s) => s.length));
+    for (const s of symbols) if (s.length > 1) this.starts.add(s[0]!);
   }
 
   get vocabSize(): number {
@@ -70,6 +73,12 @@ export class CharTokenizer implements Tokenizer {
     let i = 0;
     while (i < text.length) {
       let matched = 0;
+      const one = this.starts.has(text[i]!) ? undefined : this.ids.get(text[i]!);
+      if (one !== undefined) {
+        out.push(one);
+        i++;
+        continue;
+      }
       for (let len = Math.min(this.maxLen, text.length - i); len >= 1; len--) {
         const id = this.ids.get(text.slice(i, i + len));
         if (id !== undefined) {
