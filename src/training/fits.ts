@@ -40,6 +40,7 @@ export function runShape(
   const g = cfg.numGenerations;
   return {
     sampledRows: Math.max(cfg.promptsPerStep * g, cfg.evalPrompts > 0 ? Math.min(cfg.evalPrompts, 100) * cfg.evalK : 0),
+    sampledPrompts: Math.max(cfg.promptsPerStep, Math.min(cfg.evalPrompts, 100)),
     minibatchRows: (cfg.groupsPerMinibatch ?? cfg.promptsPerStep) * g,
     warmStartRows: cfg.warmStartSteps > 0 ? cfg.warmStartBatchSize : 0,
     promptTokens: Math.ceil(longest * 1.25),

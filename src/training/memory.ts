@@ -73,6 +73,11 @@ export interface RunLora {
 export interface RunShape {
   /** Rows sampled per step (prompts x G, or the held-out evaluation's rows if more). */
   readonly sampledRows: number;
+  /**
+   * The distinct prompts among them (default sampledRows): a batch-invariant backend (not `rescores`) runs the
+   * prompts' forward once per prompt and hands its cache to the prompt's rows.
+   */
+  readonly sampledPrompts?: number;
   /** Rows per optimisation minibatch (groups per minibatch x G). */
   readonly minibatchRows: number;
   /** Rows per warm-start step (worked solutions; 0 without a warm-start): its forward and backward too. */
@@ -157,10 +162,15 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
   const scored =
     run.withReference || run.rescores ? run.sampledRows * (t * noGradForward + run.completionTokens * c.vocabSize) : 0;
   // The prompts' forward (the cache's prefill) over every sampled row at once: the held-out evaluation's rows
-  // (prompts x k, up to 100 prompts a batch) can outnumber a step's by far.
-  const prefill = run.sampledRows * run.promptTokens * noGradForward;
-  const sampling =
-    (run.sampledRows * c.nLayers * 2 * kv * t + 3 * run.sampledRows * c.vocabSize + Math.max(prefill, scored)) * F32;
+  // (prompts x k, up to 100 prompts a batch) can outnumber a step's by far. A batch-invariant backend runs it once
+  // per prompt, then gathers its hidden states and cache to the rows, and later copies the cache without the
+  // finished rows: a second cache and the rows' hidden states beside the first.
+  const shared = !run.rescores;
+  const prefill =
+    (shared ? (run.sampledPrompts ?? run.sampledRows) : run.sampledRows) * run.promptTokens * noGradForward;
+  const cache = run.sampledRows * c.nLayers * 2 * kv * t;
+  const copies = shared ? cache + run.sampledRows * run.promptTokens * c.dModel : 0;
+  const sampling = (cache + copies + 3 * run.sampledRows * c.vocabSize + Math.max(prefill, scored)) * F32;
   const reference = run.withReference && !lora ? parameters * F32 : 0;
   const ropeTable = c.maxSeqLen * (dh / 2) * F32;
   const rope = 2 * 2 * ropeTable;
