@@ -76,6 +76,8 @@ export interface BenchGpuOptions {
   readonly variants?: readonly GpuVariant[];
   /** Look for the PyTorch peer (default true). */
   readonly peer?: boolean;
+  /** Start no round after this many seconds of rounds (a GPU slot's length); the table has the rounds run. */
+  readonly seconds?: number;
   readonly log?: (line: string) => void;
 }
 
@@ -504,6 +506,43 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     const theirs = new Map<Task, number[]>(tasks.map((k) => [k, []]));
     const absent = new Map<Task, string>();
     const failed = new Map<Task, string>();
+    /** Each task's row from the rounds so far (a task not yet run reads "-"). */
+    function rowsNow(): BenchRow[] {
+      return tasks.map((task) => {
+        const why = failed.get(task);
+        const r = { task: task.name, unit: task.unit, ours: Number.NaN, torch: null, speedRatio: null };
+        if (why !== undefined) return { ...r, checked: `CHECK FAILED: ${why}`, counters: task.counters };
+        if (ours.get(task)!.length === 0) return { ...r, checked: 'not run', counters: '' };
+        const ms = median(ours.get(task)!);
+        // A configuration other than its group's first is compared with the peer's times asked by that first.
+        const source = tasks.find((k) => k.group !== undefined && k.group === task.group && k.peer !== null) ?? task;
+        const peerMs = theirs.get(source)!.length > 0 ? median(theirs.get(source)!) : null;
+        return {
+          task: task.name,
+          unit: task.unit,
+          ours: task.figure(ms),
+          torch: peerMs === null ? null : task.figure(peerMs),
+          speedRatio: peerMs === null ? null : peerMs / ms,
+          checked: task.checked,
+          counters: task.counters,
+        };
+      });
+    }
+    function printTable(rows: readonly BenchRow[]): void {
+      const fmt = (x: number): string => (x >= 100 ? x.toFixed(0) : x.toFixed(2));
+      log('');
+      log('| task | ours | PyTorch | unit | ours/PyTorch (speed) | checked | counters (last round) |');
+      log('|---|---|---|---|---|---|---|');
+      for (const [i, r] of rows.entries()) {
+        const why = absent.get(
+          tasks.find((k) => k.group !== undefined && k.group === tasks[i]!.group && k.peer !== null) ?? tasks[i]!,
+        );
+        log(
+          `| ${r.task} | ${Number.isNaN(r.ours) ? '-' : fmt(r.ours)} | ${r.torch === null ? (why ? `absent: ${why}` : 'absent') : fmt(r.torch)} | ${r.unit} | ` +
+            `${r.speedRatio === null ? '-' : `${r.speedRatio.toFixed(2)}x`} | ${r.checked} | ${r.counters} |`,
+        );
+      }
+    }
     for (let round = 0; round < rounds; round++) {
       for (const task of tasks) {
         if (failed.has(task)) continue;
@@ -524,41 +563,20 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
           else theirs.get(task)!.push(a.ms);
         }
       }
-      log(`round ${round + 1}/${rounds} done (${((performance.now() - started) / 1000).toFixed(0)} s in all)`);
-    }
-    const rows: BenchRow[] = tasks.map((task) => {
-      const why = failed.get(task);
-      if (why !== undefined) {
-        const r = { task: task.name, unit: task.unit, ours: Number.NaN, torch: null, speedRatio: null };
-        return { ...r, checked: `CHECK FAILED: ${why}`, counters: task.counters };
+      const seconds = (performance.now() - started) / 1000;
+      log(`round ${round + 1}/${rounds} done (${seconds.toFixed(0)} s in all)`);
+      if (round + 1 < rounds && o.seconds !== undefined && seconds >= o.seconds) {
+        log(`no more rounds: --seconds ${o.seconds} reached after round ${round + 1}`);
+        break;
       }
-      const ms = median(ours.get(task)!);
-      // A configuration other than its group's first is compared with the peer's times asked by that first.
-      const source = tasks.find((k) => k.group !== undefined && k.group === task.group && k.peer !== null) ?? task;
-      const peerMs = theirs.get(source)!.length > 0 ? median(theirs.get(source)!) : null;
-      return {
-        task: task.name,
-        unit: task.unit,
-        ours: task.figure(ms),
-        torch: peerMs === null ? null : task.figure(peerMs),
-        speedRatio: peerMs === null ? null : peerMs / ms,
-        checked: task.checked,
-        counters: task.counters,
-      };
-    });
-    const fmt = (x: number): string => (x >= 100 ? x.toFixed(0) : x.toFixed(2));
-    log('');
-    log('| task | ours | PyTorch | unit | ours/PyTorch (speed) | checked | counters (last round) |');
-    log('|---|---|---|---|---|---|---|');
-    for (const [i, r] of rows.entries()) {
-      const why = absent.get(
-        tasks.find((k) => k.group !== undefined && k.group === tasks[i]!.group && k.peer !== null) ?? tasks[i]!,
-      );
-      log(
-        `| ${r.task} | ${Number.isNaN(r.ours) ? '-' : fmt(r.ours)} | ${r.torch === null ? (why ? `absent: ${why}` : 'absent') : fmt(r.torch)} | ${r.unit} | ` +
-          `${r.speedRatio === null ? '-' : `${r.speedRatio.toFixed(2)}x`} | ${r.checked} | ${r.counters} |`,
-      );
+      // The table so far after each round but the last: a run its machine stops early keeps its rounds.
+      if (round + 1 < rounds) {
+        log(`table after round ${round + 1} (medians so far):`);
+        printTable(rowsNow());
+      }
     }
+    const rows = rowsNow();
+    printTable(rows);
     log('');
     log('where the time goes (one more step of each, untimed):');
     for (const task of tasks) if (task.inspect && !failed.has(task)) for (const line of await task.inspect()) log(line);
@@ -594,6 +612,7 @@ export const BENCH_GPU_TASKS = ['matmul', 'step', 'sample', 'lora', 'f16'] as co
 const BENCH_GPU_FLAGS: Readonly<Record<string, FlagKind>> = {
   quick: 'switch',
   rounds: 'number',
+  seconds: 'number',
   tasks: 'text',
   variants: 'text',
 };
@@ -616,7 +635,7 @@ export class BenchArgumentError extends FieldError {
 export function parseBenchGpuArgs(argv: readonly string[]): E.Either<BenchArgumentError, BenchGpuOptions> {
   const variantNames = Object.keys(GPU_VARIANTS) as GpuVariant[];
   const listed =
-    `it takes --quick, --rounds N, --tasks ${BENCH_GPU_TASKS.join(',')}, ` +
+    `it takes --quick, --rounds N, --seconds S, --tasks ${BENCH_GPU_TASKS.join(',')}, ` +
     `--variants ${variantNames.join(',')} (or all)`;
   const scanned = scanFlags(argv, {
     kindOf: (name) => (Object.hasOwn(BENCH_GPU_FLAGS, name) ? BENCH_GPU_FLAGS[name] : undefined),
@@ -628,7 +647,8 @@ export function parseBenchGpuArgs(argv: readonly string[]): E.Either<BenchArgume
   const rounds = scanned.right.get('rounds');
   const tasks = scanned.right.get('tasks');
   const variants = scanned.right.get('variants');
-  const options: { quick: boolean; rounds?: number; tasks?: string[]; variants?: GpuVariant[] } = {
+  const seconds = scanned.right.get('seconds');
+  const options: { quick: boolean; rounds?: number; seconds?: number; tasks?: string[]; variants?: GpuVariant[] } = {
     quick: scanned.right.has('quick'),
   };
   if (typeof variants === 'string') {
@@ -649,6 +669,12 @@ export function parseBenchGpuArgs(argv: readonly string[]): E.Either<BenchArgume
     if (!(Number.isInteger(n) && n >= 1 && n <= MAX_ROUNDS))
       return E.left(new BenchArgumentError('--rounds', rounds, `must be a whole number in 1..${MAX_ROUNDS}`));
     options.rounds = n;
+  }
+  if (typeof seconds === 'string') {
+    const n = decimal(seconds);
+    if (!(Number.isFinite(n) && n > 0))
+      return E.left(new BenchArgumentError('--seconds', seconds, 'must be a positive number of seconds'));
+    options.seconds = n;
   }
   if (typeof tasks === 'string') {
     const names = tasks.split(',').map((t) => t.trim());

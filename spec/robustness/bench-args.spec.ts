@@ -30,6 +30,8 @@ describe('bench:gpu arguments', () => {
     expect(refused(['--rounds'])).toBe('--rounds needs a value');
     expect(refused(['--quick=yes'])).toBe('--quick = "yes" takes no value');
     expect(refused(['--rounds', '2', '--rounds', '3'])).toBe('--rounds = "3" is given twice');
+    for (const seconds of ['0', '-5', 'abc', 'Infinity'])
+      expect(refused(['--seconds', seconds])).toMatch(/^--seconds = ".*" must be a positive number of seconds$/);
   });
 
   it('takes --quick, --rounds N and --tasks LIST', () => {
@@ -38,6 +40,7 @@ describe('bench:gpu arguments', () => {
       E.right({ quick: true, rounds: 2, tasks: ['step', 'matmul'] }),
     );
     expect(parseBenchGpuArgs(['--quick', '--tasks', 'lora'])).toEqual(E.right({ quick: true, tasks: ['lora'] }));
+    expect(parseBenchGpuArgs(['--seconds', '420'])).toEqual(E.right({ quick: false, seconds: 420 }));
   });
 
   it('the command: exit 2 and one line for each, before a device is opened', () => {

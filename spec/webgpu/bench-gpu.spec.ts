@@ -84,5 +84,28 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
     expect(loraRollout.task).toMatch(/^LoRA KV-cache sampling .*bf16 base .*, 16 rows x 8 new$/);
     expect(loraRollout.checked).toMatch(/^every sampled token's log-prob vs the CPU backend's scoring \(largest/);
     expect(text).toMatch(/^tuned configurations \(\d+ classes tuned in this run, [\d.]+ s; kernel/m);
+    // Two rounds: the table after the first as well, every task in it with a figure.
+    const interim = lines.indexOf('table after round 1 (medians so far):');
+    expect(interim).toBeGreaterThan(0);
+    for (const [i, r] of rows.entries())
+      expect(lines[interim + 4 + i]).toMatch(new RegExp(`^\\| ${escapeRegExp(r.task)} \\| [\\d.]+ \\|`));
   }, 120_000);
+
+  it('--seconds: no round starts after the time is spent, and the table holds the rounds run', async () => {
+    const lines: string[] = [];
+    const rows = await runBenchGpu({
+      quick: true,
+      rounds: 3,
+      seconds: 1e-6,
+      tasks: ['matmul'],
+      peer: false,
+      backend: { tune: false },
+      log: (line) => lines.push(line),
+    });
+    expect(lines.filter((l) => l.startsWith('round '))).toEqual([expect.stringMatching(/^round 1\/3 done/)]);
+    expect(lines).toContain('no more rounds: --seconds 0.000001 reached after round 1');
+    expect(rows.map((r) => Number.isFinite(r.ours) && r.ours > 0)).toEqual([true, true]);
+  }, 60_000);
 });
+
+const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
