@@ -175,7 +175,9 @@ export async function sampleRollouts(
     const out = hiddenStates(params, config, tk, { ...rest, ...cache });
     if (!once) return { picked: pick(out.hidden, all), cache: out.cache };
     const index = tensor(Int32Array.from(promptIndex), [b], { dtype: 'i32', backend });
-    return { picked: pick(gather(out.hidden, index), all), cache: repeatCacheRows(out.cache!, index) };
+    // Only the last position's hidden state is read: it alone is handed to the rows.
+    const last = slice(out.hidden, [0, p - 1, 0], [rows!.length, 1, config.dModel]);
+    return { picked: pick(gather(last, index), all), cache: repeatCacheRows(out.cache!, index) };
   });
   let picked: SampledTokens | null = first.picked;
   let cache: KvCache | null = first.cache;

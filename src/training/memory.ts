@@ -163,13 +163,13 @@ export function estimateTrainingMemory(config: TransformerConfig, run: RunShape)
     run.withReference || run.rescores ? run.sampledRows * (t * noGradForward + run.completionTokens * c.vocabSize) : 0;
   // The prompts' forward (the cache's prefill) over every sampled row at once: the held-out evaluation's rows
   // (prompts x k, up to 100 prompts a batch) can outnumber a step's by far. A batch-invariant backend runs it once
-  // per prompt, then gathers its hidden states and cache to the rows, and later copies the cache without the
-  // finished rows: a second cache and the rows' hidden states beside the first.
+  // per prompt, then gathers its last hidden state and its cache to the rows, and later copies the cache without
+  // the finished rows: a second cache and the rows' last hidden states beside the first.
   const shared = !run.rescores;
   const prefill =
     (shared ? (run.sampledPrompts ?? run.sampledRows) : run.sampledRows) * run.promptTokens * noGradForward;
   const cache = run.sampledRows * c.nLayers * 2 * kv * t;
-  const copies = shared ? cache + run.sampledRows * run.promptTokens * c.dModel : 0;
+  const copies = shared ? cache + run.sampledRows * c.dModel : 0;
   const sampling = (cache + copies + 3 * run.sampledRows * c.vocabSize + Math.max(prefill, scored)) * F32;
   const reference = run.withReference && !lora ? parameters * F32 : 0;
   const ropeTable = c.maxSeqLen * (dh / 2) * F32;
