@@ -506,6 +506,9 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     const theirs = new Map<Task, number[]>(tasks.map((k) => [k, []]));
     const absent = new Map<Task, string>();
     const failed = new Map<Task, string>();
+    /** The task that asks the peer for `task`'s group (its first configuration), or `task` itself. */
+    const peerSource = (task: Task): Task =>
+      tasks.find((k) => k.group !== undefined && k.group === task.group && k.peer !== null) ?? task;
     /** Each task's row from the rounds so far (a task not yet run reads "-"). */
     function rowsNow(): BenchRow[] {
       return tasks.map((task) => {
@@ -515,7 +518,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
         if (ours.get(task)!.length === 0) return { ...r, checked: 'not run', counters: '' };
         const ms = median(ours.get(task)!);
         // A configuration other than its group's first is compared with the peer's times asked by that first.
-        const source = tasks.find((k) => k.group !== undefined && k.group === task.group && k.peer !== null) ?? task;
+        const source = peerSource(task);
         const peerMs = theirs.get(source)!.length > 0 ? median(theirs.get(source)!) : null;
         return {
           task: task.name,
@@ -534,9 +537,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
       log('| task | ours | PyTorch | unit | ours/PyTorch (speed) | checked | counters (last round) |');
       log('|---|---|---|---|---|---|---|');
       for (const [i, r] of rows.entries()) {
-        const why = absent.get(
-          tasks.find((k) => k.group !== undefined && k.group === tasks[i]!.group && k.peer !== null) ?? tasks[i]!,
-        );
+        const why = absent.get(peerSource(tasks[i]!));
         log(
           `| ${r.task} | ${Number.isNaN(r.ours) ? '-' : fmt(r.ours)} | ${r.torch === null ? (why ? `absent: ${why}` : 'absent') : fmt(r.torch)} | ${r.unit} | ` +
             `${r.speedRatio === null ? '-' : `${r.speedRatio.toFixed(2)}x`} | ${r.checked} | ${r.counters} |`,

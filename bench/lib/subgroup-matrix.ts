@@ -1,4 +1,5 @@
 import { halfReader, roundToHalf } from '../../src/core/half.js';
+import type { DawnGlobals } from '../../src/backends/webgpu/device.js';
 import { CheckError, type Task } from './gpu-task.js';
 
 /**
@@ -77,30 +78,40 @@ export const blockOf = (cfg: MatrixConfig, c: MatrixCandidate): { rows: number; 
 });
 
 /**
- * The kernel: C (M x N, f32, row-major) = A (M x K, row-major) B (K x N, row-major), operands of the
- * configuration's component type. `subgroupSize` is the adapter's largest (the workgroup's x size must be a
- * multiple of it, and each subgroup then holds all of it).
+ * What every form declares: the extensions, the bindings (A and B as vec4s where a staged form copies them into
+ * workgroup memory) and the configuration's matrix types, which are <T, columns, rows>: left M x K, right K x N,
+ * result M x N.
  */
-export function matrixShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: number): string {
-  if (c.form !== 'loop') return unrolledShader(cfg, c, subgroupSize);
+function header(cfg: MatrixConfig, vec4Operands: boolean): string {
   const t = cfg.componentType;
   const r = cfg.resultComponentType;
-  const subgroups = c.sy * c.sx;
-  const tiles = c.tm * c.tn;
-  // Types are <T, columns, rows>: left is M x K, right K x N, result M x N.
+  const operand = vec4Operands ? `vec4<${t}>` : t;
+  const [a, b] = vec4Operands ? ['A4', 'B4'] : ['A', 'B'];
   return `${t === 'f16' || r === 'f16' ? 'enable f16;\n' : ''}enable chromium_experimental_subgroup_matrix;
 diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);
 
 struct Params { M: u32, N: u32, K: u32 }
-@group(0) @binding(0) var<storage, read> A: array<${t}>;
-@group(0) @binding(1) var<storage, read> B: array<${t}>;
+@group(0) @binding(0) var<storage, read> ${a}: array<${operand}>;
+@group(0) @binding(1) var<storage, read> ${b}: array<${operand}>;
 @group(0) @binding(2) var<storage, read_write> C: array<${r}>;
 @group(0) @binding(3) var<uniform> params: Params;
 
 alias Left = subgroup_matrix_left<${t}, ${cfg.K}, ${cfg.M}>;
 alias Right = subgroup_matrix_right<${t}, ${cfg.N}, ${cfg.K}>;
 alias Acc = subgroup_matrix_result<${r}, ${cfg.N}, ${cfg.M}>;
+`;
+}
 
+/**
+ * The kernel: C (M x N, f32, row-major) = A (M x K, row-major) B (K x N, row-major), operands of the
+ * configuration's component type. `subgroupSize` is the adapter's largest (the workgroup's x size must be a
+ * multiple of it, and each subgroup then holds all of it).
+ */
+export function matrixShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: number): string {
+  if (c.form !== 'loop') return unrolledShader(cfg, c, subgroupSize);
+  const subgroups = c.sy * c.sx;
+  const tiles = c.tm * c.tn;
+  return `${header(cfg, false)}
 @compute @workgroup_size(${subgroups * subgroupSize})
 fn main(@builtin(workgroup_id) wg: vec3<u32>${subgroups > 1 ? ', @builtin(subgroup_id) sg: u32' : ''}) {
 ${subgroups > 1 ? `  let sy = sg / ${c.sx}u;\n  let sx = sg % ${c.sx}u;` : '  let sy = 0u;\n  let sx = 0u;'}
@@ -131,7 +142,6 @@ ${subgroups > 1 ? `  let sy = sg / ${c.sx}u;\n  let sx = sg % ${c.sx}u;` : '  le
 /** The `unrolled` and `staged` forms: one statement per tile, generated here. */
 function unrolledShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: number): string {
   const t = cfg.componentType;
-  const r = cfg.resultComponentType;
   const subgroups = c.sy * c.sx;
   const threads = subgroups * subgroupSize;
   const staged = c.form === 'staged';
@@ -201,30 +211,17 @@ function unrolledShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: num
       '  }',
     );
   }
-  const operand = staged ? `vec4<${t}>` : t;
-  return `${t === 'f16' || r === 'f16' ? 'enable f16;\n' : ''}enable chromium_experimental_subgroup_matrix;
-diagnostic(off, chromium_experimental.subgroup_matrix_uniformity);
-
-struct Params { M: u32, N: u32, K: u32 }
-@group(0) @binding(0) var<storage, read> ${staged ? 'A4' : 'A'}: array<${operand}>;
-@group(0) @binding(1) var<storage, read> ${staged ? 'B4' : 'B'}: array<${operand}>;
-@group(0) @binding(2) var<storage, read_write> C: array<${r}>;
-@group(0) @binding(3) var<uniform> params: Params;
-
-alias Left = subgroup_matrix_left<${t}, ${cfg.K}, ${cfg.M}>;
-alias Right = subgroup_matrix_right<${t}, ${cfg.N}, ${cfg.K}>;
-alias Acc = subgroup_matrix_result<${r}, ${cfg.N}, ${cfg.M}>;
-${
-  staged
-    ? `const BM = ${bm}u;
+  return `${header(cfg, staged)}${
+    staged
+      ? `const BM = ${bm}u;
 const BN = ${bn}u;
 const BK = ${bk}u;
 const THREADS = ${threads}u;
 var<workgroup> As: array<${t}, ${bm * bk}>;
 var<workgroup> Bs: array<${t}, ${bk * bn}>;
 `
-    : ''
-}
+      : ''
+  }
 @compute @workgroup_size(${threads})
 fn main(@builtin(workgroup_id) wg: vec3<u32>${staged ? ', @builtin(local_invocation_index) lid: u32' : ''}${subgroups > 1 ? ', @builtin(subgroup_id) sg: u32' : ''}) {
 ${subgroups > 1 ? `  let sy = sg / ${c.sx}u;\n  let sx = sg % ${c.sx}u;` : '  let sy = 0u;\n  let sx = 0u;'}
@@ -266,11 +263,10 @@ export function checkSampled(
   return null;
 }
 
-/** WebGPU's buffer usage bits (Node has no GPUBufferUsage global unless the module's globals are installed). */
-const USAGE = { MAP_READ: 0x1, COPY_SRC: 0x4, COPY_DST: 0x8, UNIFORM: 0x40, STORAGE: 0x80 } as const;
-
+/** npm `webgpu`: Node has no GPUBufferUsage or GPUMapMode global; the module's `globals` has them. */
 interface DawnModule {
   create(options: string[]): GPU;
+  globals: DawnGlobals;
 }
 /** Dawn aborts the process if an instance is collected while a device from it lives: kept for the process. */
 const instances: GPU[] = [];
@@ -292,6 +288,7 @@ export async function subgroupMatrixTasks(n: number): Promise<Probe> {
   } catch (e) {
     return { lines: [`subgroup matrix: npm "webgpu" did not load (${String(e)})`], tasks: [] };
   }
+  const USAGE = dawn.globals.GPUBufferUsage;
   const gpu = dawn.create([
     // Dawn's own subgroup-matrix tests run Vulkan with its memory model, which cooperative matrices require.
     'enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia,use_vulkan_memory_model',
@@ -370,22 +367,14 @@ export async function subgroupMatrixTasks(n: number): Promise<Probe> {
     let o = operands.get(type);
     if (o) return o;
     const upload = (v: Float32Array): [GPUBuffer, Float32Array] => {
-      if (type === 'f16') {
-        const words = roundToHalf('f16', v);
-        const read = halfReader('f16');
-        const buf = device.createBuffer({
-          size: 2 * padded(words.length),
-          usage: USAGE.STORAGE | USAGE.COPY_DST,
-        });
-        device.queue.writeBuffer(buf, 0, words);
-        return [buf, Float32Array.from(words, read)];
-      }
+      const data = type === 'f16' ? roundToHalf('f16', v) : v;
       const buf = device.createBuffer({
-        size: 4 * padded(v.length),
+        size: data.BYTES_PER_ELEMENT * padded(data.length),
         usage: USAGE.STORAGE | USAGE.COPY_DST,
       });
-      device.queue.writeBuffer(buf, 0, v);
-      return [buf, v];
+      device.queue.writeBuffer(buf, 0, data);
+      // The values the device multiplies, for the check: the f16 words widened back.
+      return [buf, data instanceof Uint16Array ? Float32Array.from(data, halfReader('f16')) : v];
     };
     const [a, av] = upload(values(1));
     const [b, bv] = upload(values(2));
@@ -455,7 +444,7 @@ export async function subgroupMatrixTasks(n: number): Promise<Probe> {
             const enc = device.createCommandEncoder();
             enc.copyBufferToBuffer(c, 0, readC, 0, 4 * n * n);
             device.queue.submit([enc.finish()]);
-            await readC.mapAsync(1 /* GPUMapMode.READ */);
+            await readC.mapAsync(dawn.globals.GPUMapMode.READ);
             const got = new Float32Array(readC.getMappedRange().slice(0));
             readC.unmap();
             const err = await device.popErrorScope();
