@@ -55,7 +55,7 @@ import { FieldError, quoteValue } from '../src/core/errors.js';
 import { median, printHeader } from './lib/common.js';
 import { batchFor, MODEL_SIZES, paramsFor, withoutEos, type ModelSize } from './lib/models.js';
 import { TorchPeer, type PeerAnswer } from './lib/torch-peer.js';
-import { check, CheckError, hostReference, type Task } from './lib/gpu-task.js';
+import { check, CheckError, hostReference, type Task, STEPS_A_ROUND, timedSteps } from './lib/gpu-task.js';
 import { loraTasks, type LoraRollout } from './lib/lora-gpu.js';
 import { probeFeatures } from './lib/gpu-features.js';
 import { subgroupMatrixTasks } from './lib/subgroup-matrix.js';
@@ -274,27 +274,17 @@ function stepTask(
         check(name, `loss (1 x ${checkLen} tokens)`, [(await small.data())[0]!], [want.loss], 0, 1e-4);
         small.dispose();
       }
-      // One untimed step first: the tasks before this one on the device (another size, another configuration)
-      // left the buffer pool shaped for their work, which a training loop repeating one step never sees
-      // (2026-11-28 on an H100, the first configuration of each size created 600 to 1,500 buffers a step).
-      await step();
-      await gpu.sync();
-      const before = gpu.stats();
-      const t0 = performance.now();
-      const { loss, norm, encoded } = await step();
-      const ms = performance.now() - t0;
-      const after = gpu.stats();
-      // The loss tolerance of runtime-steady.spec.ts (GPU vs CPU over a whole step), for the norm too.
-      if (want.gradNorm !== null) {
-        check(name, 'loss', [loss], [want.loss], 0, 1e-4);
-        check(name, 'gradient norm', [norm], [want.gradNorm], 0, 1e-4);
-      } else if (!Number.isFinite(loss)) throw new CheckError(`${name}: the loss is ${loss}`);
-      else if (firstNorm === null) firstNorm = norm;
-      else check(name, 'gradient norm (against round 1)', [norm], [firstNorm], 0, 0);
-      task.counters =
-        `${encoded.dispatches - before.dispatches} dispatches, ${after.submits - before.submits} submits, ` +
-        `${after.readBacks - before.readBacks} read-back (${encoded.readBacks - before.readBacks} inside), ` +
-        `${after.buffersCreated - before.buffersCreated} buffers created`;
+      const { ms, results, counters } = await timedSteps(gpu, step);
+      for (const { loss, norm } of results) {
+        // The loss tolerance of runtime-steady.spec.ts (GPU vs CPU over a whole step), for the norm too.
+        if (want.gradNorm !== null) {
+          check(name, 'loss', [loss], [want.loss], 0, 1e-4);
+          check(name, 'gradient norm', [norm], [want.gradNorm], 0, 1e-4);
+        } else if (!Number.isFinite(loss)) throw new CheckError(`${name}: the loss is ${loss}`);
+        else if (firstNorm === null) firstNorm = norm;
+        else check(name, 'gradient norm (against round 1)', [norm], [firstNorm], 0, 0);
+      }
+      task.counters = counters;
       return ms;
     },
     inspect: async () => {
@@ -322,7 +312,7 @@ function stepTask(
       ? {
           task: 'step',
           row: [c.vocabSize, c.dModel, c.nLayers, c.nHeads, c.dFf, batch.batchSize, tokens / batch.batchSize],
-          steps: 2,
+          steps: STEPS_A_ROUND,
         }
       : null,
     dispose: () => {
@@ -497,7 +487,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     const tasks = made.filter(([kind]) => kinds.includes(kind)).map(([, make]) => make());
     // Half precision on the matrix units, on a device of its own (bench/lib/subgroup-matrix.ts).
     if (kinds.includes('f16')) {
-      const probe = await subgroupMatrixTasks(quick ? 256 : 4096);
+      const probe = await subgroupMatrixTasks(quick ? 256 : 4096, fastDevice ? [true, false] : [true]);
       for (const line of probe.lines) log(line);
       tasks.push(...probe.tasks);
     }

@@ -2,6 +2,7 @@
  * What a task of `npm run bench:gpu` is (bench/gpu.bench.ts runs them in interleaved rounds; bench/lib/lora-gpu.ts
  * makes the LoRA ones) and how a timed result is checked against a host backend before its time counts.
  */
+import type { WebGpuBackend } from '../../src/index.js';
 
 export interface Task {
   readonly name: string;
@@ -52,4 +53,46 @@ export function check(
     if (!(Math.abs(g - w) <= atol + rtol * Math.abs(w)))
       throw new CheckError(`${what}[${i}] = ${g}, the CPU backend's ${w}: a wrong kernel or a dropped dispatch`);
   }
+}
+
+/** Timed steps a round, back to back as a training loop runs them (one step a round moved by a quarter between
+ * rounds on an H200). */
+export const STEPS_A_ROUND = 3;
+
+type Stats = ReturnType<WebGpuBackend['stats']>;
+
+/** A step's loss and gradient norm as read back, and the counters when its work was all encoded. */
+export interface StepResult {
+  readonly loss: number;
+  readonly norm: number;
+  readonly encoded: Stats;
+}
+
+/**
+ * One untimed step (the tasks before this one on the device, another size or configuration, left the buffer pool
+ * shaped for their work, which a loop repeating one step never sees: on an H100 the first configuration of each
+ * size created 600 to 1,500 buffers a step), then STEPS_A_ROUND timed ones: the mean milliseconds, every step's
+ * result (for the caller to check, after the clock), and the last step's counters.
+ */
+export async function timedSteps(
+  gpu: WebGpuBackend,
+  step: () => Promise<StepResult>,
+): Promise<{ ms: number; results: StepResult[]; counters: string }> {
+  await step();
+  await gpu.sync();
+  const results: StepResult[] = [];
+  let before = gpu.stats();
+  const t0 = performance.now();
+  for (let i = 0; i < STEPS_A_ROUND; i++) {
+    before = gpu.stats();
+    results.push(await step());
+  }
+  const ms = (performance.now() - t0) / STEPS_A_ROUND;
+  const after = gpu.stats();
+  const { encoded } = results[results.length - 1]!;
+  const counters =
+    `${encoded.dispatches - before.dispatches} dispatches, ${after.submits - before.submits} submits, ` +
+    `${after.readBacks - before.readBacks} read-back (${encoded.readBacks - before.readBacks} inside), ` +
+    `${after.buffersCreated - before.buffersCreated} buffers created (the last of ${STEPS_A_ROUND})`;
+  return { ms, results, counters };
 }

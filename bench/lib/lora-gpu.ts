@@ -62,7 +62,7 @@ import {
   type TransformerParams,
   type WebGpuBackend,
 } from '../../src/index.js';
-import { check, CheckError, hostReference, type Task } from './gpu-task.js';
+import { check, CheckError, hostReference, type Task, STEPS_A_ROUND, timedSteps } from './gpu-task.js';
 import { batchFor, withoutEos, type ModelSize } from './models.js';
 
 /** peft's LoraConfig(r=16, lora_alpha=32, target_modules=all-linear, lora_dropout=0), as the peer sets it. */
@@ -247,26 +247,18 @@ function loraStepTask(model: SharedLoraModel, size: ModelSize, label: string): T
         check(name, `adapter gradient norm (1 x ${checkLen} tokens)`, [got[1]], [want[1]], 0, 1e-4);
         const rel = (i: number) => (Math.abs(got[i]! - want[i]!) / Math.abs(want[i]!)).toExponential(1);
         margins = `; relative differences ${rel(0)} and ${rel(1)}`;
-        // One untimed step: the pipelines, and the tuning of the step's shape classes at its read.
-        await step(w.gpu);
       }
-      await gpu.sync();
-      const before = gpu.stats();
-      const t0 = performance.now();
-      const { loss, norm, encoded } = await step(w.gpu);
-      const ms = performance.now() - t0;
-      const after = gpu.stats();
-      if (!(Number.isFinite(loss) && Number.isFinite(norm)))
-        throw new CheckError(`${name}: the loss is ${loss}, the gradient norm ${norm}`);
-      if (first === null) first = { loss, norm };
-      else {
-        check(name, 'loss (against round 1)', [loss], [first.loss], 0, 0);
-        check(name, 'gradient norm (against round 1)', [norm], [first.norm], 0, 0);
+      const { ms, results, counters } = await timedSteps(gpu, () => step(w.gpu));
+      for (const { loss, norm } of results) {
+        if (!(Number.isFinite(loss) && Number.isFinite(norm)))
+          throw new CheckError(`${name}: the loss is ${loss}, the gradient norm ${norm}`);
+        if (first === null) first = { loss, norm };
+        else {
+          check(name, 'loss (against round 1)', [loss], [first.loss], 0, 0);
+          check(name, 'gradient norm (against round 1)', [norm], [first.norm], 0, 0);
+        }
       }
-      task.counters =
-        `${encoded.dispatches - before.dispatches} dispatches, ${after.submits - before.submits} submits, ` +
-        `${after.readBacks - before.readBacks} read-back (${encoded.readBacks - before.readBacks} inside), ` +
-        `${after.buffersCreated - before.buffersCreated} buffers created`;
+      task.counters = counters;
       return ms;
     },
     peer: {
@@ -275,7 +267,7 @@ function loraStepTask(model: SharedLoraModel, size: ModelSize, label: string): T
       r: BENCH_LORA.r,
       alpha: BENCH_LORA.alpha,
       bStd: B_STD,
-      steps: 2,
+      steps: STEPS_A_ROUND,
     },
     dispose: () => {
       if (opt) dispose(opt);

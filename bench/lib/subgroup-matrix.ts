@@ -10,9 +10,11 @@ import { CheckError, type Task } from './gpu-task.js';
  * `vulkan_enable_f16_on_nvidia`), so this file makes its own device with both, apart from the backend's.
  *
  * Each candidate: one subgroup computes TM x TN tiles of the configuration's M x N, loading its operands straight
- * from storage (the L1 cache shares them between the workgroups of an SM); `sg4` puts four such subgroups in a
- * workgroup (2 x 2, by `subgroup_id`). A candidate's product is checked on sampled entries against an f64 sum of
- * the same f16 values before its time counts (a dropped tile is off by a whole entry).
+ * from storage (the L1 cache shares them between the workgroups of an SM) or, `staged`, through workgroup memory
+ * shared by its workgroup's subgroups (`sgN`: N of them, by `subgroup_id`). Where bench:gpu compares Dawn's fast
+ * toggles, every candidate also runs on a second device without robustness (no bounds clamp on any load). A
+ * candidate's product is checked on sampled entries against an f64 sum of the same f16 values before its time
+ * counts (a dropped tile is off by a whole entry).
  *
  * Not on llvmpipe (no subgroup matrices): there it returns the reason and no task. The WGSL has only ever been
  * compiled on the device that runs it: a compile error is printed, not thrown.
@@ -34,34 +36,32 @@ export interface MatrixCandidate {
   readonly sy: number;
   readonly sx: number;
   /**
-   * `loop`: accumulators in an array indexed in loops, operands from storage (the H200's first run: larger tiles
-   * were slower, as if the array lived in memory). `unrolled`: the same with one named variable per tile and no
-   * loops over tiles. `staged`: unrolled, with the workgroup's A and B tiles copied through workgroup memory,
-   * `kt` configuration K steps deep, so its subgroups share each load.
+   * `unrolled`: one named accumulator per tile and no loops over tiles, operands straight from storage, `kt`
+   * configuration K steps of loads issued before their products (an H200's first run had the accumulators in an
+   * indexed array, which was slower the larger the tile: 37 TFLOP/s at best, as if the array lived in memory).
+   * `staged`: the workgroup's A and B tiles copied through workgroup memory, `kt` K steps deep, so its subgroups
+   * share each load.
    */
-  readonly form: 'loop' | 'unrolled' | 'staged';
+  readonly form: 'unrolled' | 'staged';
   readonly kt?: number;
 }
 
+/** The candidates (the H200 of 2026-11-28 ran the first six: 4x4 unrolled at 16x16x16 the fastest, 70.7 TFLOP/s). */
 export const MATRIX_CANDIDATES: readonly MatrixCandidate[] = [
-  { tm: 2, tn: 2, sy: 1, sx: 1, form: 'loop' },
-  { tm: 2, tn: 4, sy: 1, sx: 1, form: 'loop' },
-  { tm: 4, tn: 2, sy: 1, sx: 1, form: 'loop' },
-  { tm: 4, tn: 4, sy: 1, sx: 1, form: 'loop' },
-  { tm: 2, tn: 4, sy: 2, sx: 2, form: 'loop' },
-  { tm: 4, tn: 4, sy: 2, sx: 2, form: 'loop' },
   { tm: 2, tn: 2, sy: 1, sx: 1, form: 'unrolled' },
   { tm: 2, tn: 4, sy: 1, sx: 1, form: 'unrolled' },
   { tm: 4, tn: 4, sy: 1, sx: 1, form: 'unrolled' },
-  { tm: 2, tn: 4, sy: 2, sx: 2, form: 'unrolled' },
   { tm: 2, tn: 2, sy: 2, sx: 2, form: 'staged', kt: 2 },
-  { tm: 2, tn: 4, sy: 2, sx: 2, form: 'staged', kt: 2 },
   { tm: 4, tn: 4, sy: 2, sx: 2, form: 'staged', kt: 1 },
   { tm: 4, tn: 2, sy: 2, sx: 4, form: 'staged', kt: 1 },
+  { tm: 4, tn: 4, sy: 1, sx: 1, form: 'unrolled', kt: 2 },
+  { tm: 4, tn: 8, sy: 1, sx: 1, form: 'unrolled' },
+  { tm: 4, tn: 4, sy: 2, sx: 1, form: 'unrolled' },
+  { tm: 4, tn: 2, sy: 2, sx: 4, form: 'staged', kt: 2 },
 ];
 
 export const candidateName = (c: MatrixCandidate): string =>
-  `${c.tm}x${c.tn}${c.sy * c.sx > 1 ? ` sg${c.sy * c.sx}` : ''}${c.form === 'loop' ? '' : ` ${c.form}`}${c.kt ? ` kt${c.kt}` : ''}`;
+  `${c.tm}x${c.tn}${c.sy * c.sx > 1 ? ` sg${c.sy * c.sx}` : ''} ${c.form}${c.kt ? ` kt${c.kt}` : ''}`;
 
 /** Bytes of workgroup memory a staged candidate's tiles take (the device's default limit is 16 KiB). */
 export function stagedBytes(cfg: MatrixConfig, c: MatrixCandidate): number {
@@ -108,65 +108,39 @@ alias Acc = subgroup_matrix_result<${r}, ${cfg.N}, ${cfg.M}>;
  * multiple of it, and each subgroup then holds all of it).
  */
 export function matrixShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: number): string {
-  if (c.form !== 'loop') return unrolledShader(cfg, c, subgroupSize);
-  const subgroups = c.sy * c.sx;
-  const tiles = c.tm * c.tn;
-  return `${header(cfg, false)}
-@compute @workgroup_size(${subgroups * subgroupSize})
-fn main(@builtin(workgroup_id) wg: vec3<u32>${subgroups > 1 ? ', @builtin(subgroup_id) sg: u32' : ''}) {
-${subgroups > 1 ? `  let sy = sg / ${c.sx}u;\n  let sx = sg % ${c.sx}u;` : '  let sy = 0u;\n  let sx = 0u;'}
-  let row0 = (wg.y * ${c.sy}u + sy) * ${c.tm * cfg.M}u;
-  let col0 = (wg.x * ${c.sx}u + sx) * ${c.tn * cfg.N}u;
-  var acc: array<Acc, ${tiles}>;
-  var a: array<Left, ${c.tm}>;
-  for (var k = 0u; k < params.K; k += ${cfg.K}u) {
-    for (var i = 0u; i < ${c.tm}u; i++) {
-      a[i] = subgroupMatrixLoad<Left>(&A, (row0 + i * ${cfg.M}u) * params.K + k, false, params.K);
-    }
-    for (var j = 0u; j < ${c.tn}u; j++) {
-      let b = subgroupMatrixLoad<Right>(&B, k * params.N + col0 + j * ${cfg.N}u, false, params.N);
-      for (var i = 0u; i < ${c.tm}u; i++) {
-        acc[i * ${c.tn}u + j] = subgroupMatrixMultiplyAccumulate(a[i], b, acc[i * ${c.tn}u + j]);
-      }
-    }
-  }
-  for (var i = 0u; i < ${c.tm}u; i++) {
-    for (var j = 0u; j < ${c.tn}u; j++) {
-      subgroupMatrixStore(&C, (row0 + i * ${cfg.M}u) * params.N + col0 + j * ${cfg.N}u, acc[i * ${c.tn}u + j], false, params.N);
-    }
-  }
-}
-`;
-}
-
-/** The `unrolled` and `staged` forms: one statement per tile, generated here. */
-function unrolledShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: number): string {
   const t = cfg.componentType;
   const subgroups = c.sy * c.sx;
   const threads = subgroups * subgroupSize;
   const staged = c.form === 'staged';
   const { rows: bm, cols: bn } = blockOf(cfg, c);
-  const kt = staged ? (c.kt ?? 1) : 1;
+  const kt = c.kt ?? 1;
   const bk = kt * cfg.K;
   const is = Array.from({ length: c.tm }, (_, i) => i);
   const js = Array.from({ length: c.tn }, (_, j) => j);
   const each = (f: (i: number, j: number) => string): string => is.flatMap((i) => js.map((j) => f(i, j))).join('\n');
   const lines: string[] = [];
-  // One K step of the configuration: the subgroup's A tiles, then each B tile against them.
-  const step = (
+  // K steps of the configuration: the subgroup's A and B tiles of every step (names suffixed by the step), then
+  // their products, so that a step's loads are in flight while the previous step multiplies.
+  const steps = (
+    kks: readonly number[],
     aPtr: string,
-    aOff: (i: number) => string,
+    aOff: (i: number, kk: number) => string,
     aStride: string,
     bPtr: string,
-    bOff: (j: number) => string,
+    bOff: (j: number, kk: number) => string,
     bStride: string,
   ) => [
-    ...is.map((i) => `    let a${i} = subgroupMatrixLoad<Left>(${aPtr}, ${aOff(i)}, false, ${aStride});`),
-    ...js.flatMap((j) => [
-      `    let b${j} = subgroupMatrixLoad<Right>(${bPtr}, ${bOff(j)}, false, ${bStride});`,
-      ...is.map((i) => `    acc${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}, b${j}, acc${i}_${j});`),
+    ...kks.flatMap((kk) => [
+      ...is.map((i) => `    let a${i}k${kk} = subgroupMatrixLoad<Left>(${aPtr}, ${aOff(i, kk)}, false, ${aStride});`),
+      ...js.map((j) => `    let b${j}k${kk} = subgroupMatrixLoad<Right>(${bPtr}, ${bOff(j, kk)}, false, ${bStride});`),
     ]),
+    ...kks.flatMap((kk) =>
+      js.flatMap((j) =>
+        is.map((i) => `    acc${i}_${j} = subgroupMatrixMultiplyAccumulate(a${i}k${kk}, b${j}k${kk}, acc${i}_${j});`),
+      ),
+    ),
   ];
+  const kks = Array.from({ length: kt }, (_, kk) => kk);
   if (staged) {
     lines.push(
       '  for (var k0 = 0u; k0 < params.K; k0 += BK) {',
@@ -182,30 +156,28 @@ function unrolledShader(cfg: MatrixConfig, c: MatrixCandidate, subgroupSize: num
       '    }',
       '    workgroupBarrier();',
     );
-    // Each K step in a block of its own: its tiles' names are the next step's too.
-    for (let kk = 0; kk < kt; kk++)
-      lines.push(
-        '    {',
-        ...step(
-          '&As',
-          (i) => `(sy * ${c.tm * cfg.M}u + ${i * cfg.M}u) * BK + ${kk * cfg.K}u`,
-          'BK',
-          '&Bs',
-          (j) => `${kk * cfg.K}u * BN + sx * ${c.tn * cfg.N}u + ${j * cfg.N}u`,
-          'BN',
-        ).map((l) => `  ${l}`),
-        '    }',
-      );
-    lines.push('  }');
+    lines.push(
+      ...steps(
+        kks,
+        '&As',
+        (i, kk) => `(sy * ${c.tm * cfg.M}u + ${i * cfg.M}u) * BK + ${kk * cfg.K}u`,
+        'BK',
+        '&Bs',
+        (j, kk) => `${kk * cfg.K}u * BN + sx * ${c.tn * cfg.N}u + ${j * cfg.N}u`,
+        'BN',
+      ),
+      '  }',
+    );
   } else {
     lines.push(
-      `  for (var k = 0u; k < params.K; k += ${cfg.K}u) {`,
-      ...step(
+      `  for (var k = 0u; k < params.K; k += ${bk}u) {`,
+      ...steps(
+        kks,
         '&A',
-        (i) => `(row0 + ${i * cfg.M}u) * params.K + k`,
+        (i, kk) => `(row0 + ${i * cfg.M}u) * params.K + k + ${kk * cfg.K}u`,
         'params.K',
         '&B',
-        (j) => `k * params.N + col0 + ${j * cfg.N}u`,
+        (j, kk) => `(k + ${kk * cfg.K}u) * params.N + col0 + ${j * cfg.N}u`,
         'params.N',
       ),
       '  }',
@@ -280,7 +252,7 @@ interface Probe {
  * The subgroup-matrix matmul tasks at n x n x n (n a multiple of every candidate's block): one per configuration
  * and candidate that compiles, each checked before its first time counts.
  */
-export async function subgroupMatrixTasks(n: number): Promise<Probe> {
+export async function subgroupMatrixTasks(n: number, robustness: readonly boolean[] = [true]): Promise<Probe> {
   const lines: string[] = [];
   let dawn: DawnModule;
   try {
@@ -289,13 +261,17 @@ export async function subgroupMatrixTasks(n: number): Promise<Probe> {
     return { lines: [`subgroup matrix: npm "webgpu" did not load (${String(e)})`], tasks: [] };
   }
   const USAGE = dawn.globals.GPUBufferUsage;
-  const gpu = dawn.create([
-    // Dawn's own subgroup-matrix tests run Vulkan with its memory model, which cooperative matrices require.
-    'enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia,use_vulkan_memory_model',
-    'disable-dawn-features=timestamp_quantization',
-  ]);
-  instances.push(gpu);
-  const adapter = await gpu.requestAdapter();
+  /** An adapter with the features, robustness (Dawn's bounds clamps on every storage access) on or off. */
+  const adapterWith = async (robust: boolean): Promise<GPUAdapter | null> => {
+    const gpu = dawn.create([
+      // Dawn's own subgroup-matrix tests run Vulkan with its memory model, which cooperative matrices require.
+      `enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia,use_vulkan_memory_model${robust ? '' : ',disable_robustness'}`,
+      'disable-dawn-features=timestamp_quantization',
+    ]);
+    instances.push(gpu);
+    return gpu.requestAdapter();
+  };
+  const adapter = await adapterWith(true);
   const feature = 'chromium-experimental-subgroup-matrix' as GPUFeatureName;
   if (!adapter?.features.has(feature)) {
     return {
@@ -332,142 +308,147 @@ export async function subgroupMatrixTasks(n: number): Promise<Probe> {
     return { lines: [...lines, 'subgroup matrix: no f16->f32 or f32->f32 configuration'], tasks: [] };
   const features: GPUFeatureName[] = ['subgroups' as GPUFeatureName, feature];
   if (f16) features.push('shader-f16');
-  let device: GPUDevice;
-  try {
-    device = await adapter.requestDevice({
-      requiredFeatures: features,
-      requiredLimits: {
-        maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
-        maxBufferSize: adapter.limits.maxBufferSize,
-      },
-    });
-  } catch (e) {
-    return { lines: [...lines, `subgroup matrix: requestDevice failed (${String(e)})`], tasks: [] };
-  }
-  // Operands in [-1, 1), rounded to the component type (f16 words, or f32); the check widens the same words.
-  const values = (seed: number): Float32Array => {
-    const out = new Float32Array(n * n);
-    let s = seed >>> 0;
-    for (let i = 0; i < out.length; i++) {
-      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-      out[i] = s / 2 ** 31 - 1;
-    }
-    return out;
-  };
-  const samples: [number, number][] = Array.from({ length: 256 }, (_, i) => [
-    (i * 2654435761) % n,
-    (i * 40503 + 7) % n,
-  ]);
   const tasks: Task[] = [];
-  const flops = 2 * n ** 3;
-  // Every buffer padded by 64 rows: a bounds check of a load may count whole rows of its stride past the last.
-  const padded = (elements: number): number => elements + 64 * n;
-  const operands = new Map<string, { a: GPUBuffer; b: GPUBuffer; av: Float32Array; bv: Float32Array }>();
-  const operandsOf = (type: string) => {
-    let o = operands.get(type);
-    if (o) return o;
-    const upload = (v: Float32Array): [GPUBuffer, Float32Array] => {
-      const data = type === 'f16' ? roundToHalf('f16', v) : v;
-      const buf = device.createBuffer({
-        size: data.BYTES_PER_ELEMENT * padded(data.length),
-        usage: USAGE.STORAGE | USAGE.COPY_DST,
-      });
-      device.queue.writeBuffer(buf, 0, data);
-      // The values the device multiplies, for the check: the f16 words widened back.
-      return [buf, data instanceof Uint16Array ? Float32Array.from(data, halfReader('f16')) : v];
-    };
-    const [a, av] = upload(values(1));
-    const [b, bv] = upload(values(2));
-    o = { a, b, av, bv };
-    operands.set(type, o);
-    return o;
-  };
-  const c = device.createBuffer({ size: 4 * padded(n * n), usage: USAGE.STORAGE | USAGE.COPY_SRC });
-  const readC = device.createBuffer({ size: 4 * n * n, usage: USAGE.MAP_READ | USAGE.COPY_DST });
-  const params = device.createBuffer({ size: 16, usage: USAGE.UNIFORM | USAGE.COPY_DST });
-  device.queue.writeBuffer(params, 0, new Uint32Array([n, n, n, 0]));
   let peerAsked = false;
-  for (const cfg of usable) {
-    for (const cand of MATRIX_CANDIDATES) {
-      const { rows, cols } = blockOf(cfg, cand);
-      if (n % rows !== 0 || n % cols !== 0) continue;
-      if (stagedBytes(cfg, cand) > device.limits.maxComputeWorkgroupStorageSize) continue;
-      if (cand.form !== 'loop' && cfg.K !== 16) continue; // the new forms on the K = 16 configurations only
-      const label = `matmul ${n}^3 ${cfg.componentType} subgroup-matrix ${cfg.M}x${cfg.N}x${cfg.K} ${candidateName(cand)}`;
-      const code = matrixShader(cfg, cand, subgroupSize);
-      device.pushErrorScope('validation');
-      const module = device.createShaderModule({ code });
-      const compiled = await module.getCompilationInfo();
-      const errors = compiled.messages.filter((m) => m.type === 'error');
-      let pipeline: GPUComputePipeline | null = null;
-      try {
-        if (errors.length === 0)
-          pipeline = await device.createComputePipelineAsync({
-            layout: 'auto',
-            compute: { module, entryPoint: 'main' },
-          });
-      } catch (e) {
-        lines.push(`${label}: pipeline failed (${e instanceof Error ? e.message : String(e)})`);
-      }
-      const scope = await device.popErrorScope();
-      if (errors.length > 0 || scope || !pipeline) {
-        const why = errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ') || scope?.message || '';
-        if (why) lines.push(`${label}: not compiled (${why.slice(0, 600)})`);
-        continue;
-      }
-      const ops = operandsOf(cfg.componentType);
-      const bind = device.createBindGroup({
-        layout: pipeline.getBindGroupLayout(0),
-        entries: [ops.a, ops.b, c, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
-      });
-      const p = pipeline;
-      const dispatch = (reps: number): void => {
-        const enc = device.createCommandEncoder();
-        const pass = enc.beginComputePass();
-        pass.setPipeline(p);
-        pass.setBindGroup(0, bind);
-        for (let r = 0; r < reps; r++) pass.dispatchWorkgroups(n / cols, n / rows);
-        pass.end();
-        device.queue.submit([enc.finish()]);
-      };
-      let reps = 0;
-      const task: Task = {
-        name: label,
-        unit: 'GFLOP/s',
-        figure: (ms) => flops / ms / 1e6,
-        checked: '256 sampled entries vs f64 sums of the same operands',
-        counters: '',
-        run: async () => {
-          if (reps === 0) {
-            device.pushErrorScope('validation');
-            dispatch(1);
-            const enc = device.createCommandEncoder();
-            enc.copyBufferToBuffer(c, 0, readC, 0, 4 * n * n);
-            device.queue.submit([enc.finish()]);
-            await readC.mapAsync(dawn.globals.GPUMapMode.READ);
-            const got = new Float32Array(readC.getMappedRange().slice(0));
-            readC.unmap();
-            const err = await device.popErrorScope();
-            if (err) throw new CheckError(`${label}: ${err.message}`);
-            const bad = checkSampled(ops.av, ops.bv, got, n, samples);
-            if (bad) throw new CheckError(`${label}: ${bad}`);
-            const t0 = performance.now();
-            dispatch(3);
-            await device.queue.onSubmittedWorkDone();
-            reps = Math.max(3, Math.min(400, Math.round((3 * 150) / Math.max(0.05, performance.now() - t0))));
-          }
-          const t0 = performance.now();
-          dispatch(reps);
-          await device.queue.onSubmittedWorkDone();
-          task.counters = `${reps} products a round in one pass (${n / cols} x ${n / rows} workgroups)`;
-          return (performance.now() - t0) / reps;
+  for (const robust of robustness) {
+    const on = robust ? adapter : await adapterWith(false);
+    let device: GPUDevice;
+    try {
+      if (!on) throw new Error('no adapter without robustness');
+      device = await on.requestDevice({
+        requiredFeatures: features,
+        requiredLimits: {
+          maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
+          maxBufferSize: adapter.limits.maxBufferSize,
         },
-        peer: peerAsked ? null : { task: 'matmul', n, reps: 10, dtype: 'f16' },
-        group: `subgroup-matrix ${n}`,
-        dispose: () => {},
+      });
+    } catch (e) {
+      lines.push(`subgroup matrix${robust ? '' : ' (no robustness)'}: requestDevice failed (${String(e)})`);
+      continue;
+    }
+    // Operands in [-1, 1), rounded to the component type (f16 words, or f32); the check widens the same words.
+    const values = (seed: number): Float32Array => {
+      const out = new Float32Array(n * n);
+      let s = seed >>> 0;
+      for (let i = 0; i < out.length; i++) {
+        s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+        out[i] = s / 2 ** 31 - 1;
+      }
+      return out;
+    };
+    const samples: [number, number][] = Array.from({ length: 256 }, (_, i) => [
+      (i * 2654435761) % n,
+      (i * 40503 + 7) % n,
+    ]);
+    const flops = 2 * n ** 3;
+    // Every buffer padded by 64 rows: a bounds check of a load may count whole rows of its stride past the last.
+    const padded = (elements: number): number => elements + 64 * n;
+    const operands = new Map<string, { a: GPUBuffer; b: GPUBuffer; av: Float32Array; bv: Float32Array }>();
+    const operandsOf = (type: string) => {
+      let o = operands.get(type);
+      if (o) return o;
+      const upload = (v: Float32Array): [GPUBuffer, Float32Array] => {
+        const data = type === 'f16' ? roundToHalf('f16', v) : v;
+        const buf = device.createBuffer({
+          size: data.BYTES_PER_ELEMENT * padded(data.length),
+          usage: USAGE.STORAGE | USAGE.COPY_DST,
+        });
+        device.queue.writeBuffer(buf, 0, data);
+        // The values the device multiplies, for the check: the f16 words widened back.
+        return [buf, data instanceof Uint16Array ? Float32Array.from(data, halfReader('f16')) : v];
       };
-      peerAsked = true;
-      tasks.push(task);
+      const [a, av] = upload(values(1));
+      const [b, bv] = upload(values(2));
+      o = { a, b, av, bv };
+      operands.set(type, o);
+      return o;
+    };
+    const c = device.createBuffer({ size: 4 * padded(n * n), usage: USAGE.STORAGE | USAGE.COPY_SRC });
+    const readC = device.createBuffer({ size: 4 * n * n, usage: USAGE.MAP_READ | USAGE.COPY_DST });
+    const params = device.createBuffer({ size: 16, usage: USAGE.UNIFORM | USAGE.COPY_DST });
+    device.queue.writeBuffer(params, 0, new Uint32Array([n, n, n, 0]));
+    for (const cfg of usable) {
+      for (const cand of MATRIX_CANDIDATES) {
+        const { rows, cols } = blockOf(cfg, cand);
+        if (n % rows !== 0 || n % cols !== 0) continue;
+        if (stagedBytes(cfg, cand) > device.limits.maxComputeWorkgroupStorageSize) continue;
+        if (cfg.K !== 16) continue; // 16x8x8 was the slowest configuration for every candidate on an H200
+        const label = `matmul ${n}^3 ${cfg.componentType} subgroup-matrix ${cfg.M}x${cfg.N}x${cfg.K} ${candidateName(cand)}${robust ? '' : ' [no robustness]'}`;
+        const code = matrixShader(cfg, cand, subgroupSize);
+        device.pushErrorScope('validation');
+        const module = device.createShaderModule({ code });
+        const compiled = await module.getCompilationInfo();
+        const errors = compiled.messages.filter((m) => m.type === 'error');
+        let pipeline: GPUComputePipeline | null = null;
+        try {
+          if (errors.length === 0)
+            pipeline = await device.createComputePipelineAsync({
+              layout: 'auto',
+              compute: { module, entryPoint: 'main' },
+            });
+        } catch (e) {
+          lines.push(`${label}: pipeline failed (${e instanceof Error ? e.message : String(e)})`);
+        }
+        const scope = await device.popErrorScope();
+        if (errors.length > 0 || scope || !pipeline) {
+          const why = errors.map((m) => `${m.lineNum}:${m.linePos} ${m.message}`).join('; ') || scope?.message || '';
+          if (why) lines.push(`${label}: not compiled (${why.slice(0, 600)})`);
+          continue;
+        }
+        const ops = operandsOf(cfg.componentType);
+        const bind = device.createBindGroup({
+          layout: pipeline.getBindGroupLayout(0),
+          entries: [ops.a, ops.b, c, params].map((buffer, binding) => ({ binding, resource: { buffer } })),
+        });
+        const p = pipeline;
+        const dispatch = (reps: number): void => {
+          const enc = device.createCommandEncoder();
+          const pass = enc.beginComputePass();
+          pass.setPipeline(p);
+          pass.setBindGroup(0, bind);
+          for (let r = 0; r < reps; r++) pass.dispatchWorkgroups(n / cols, n / rows);
+          pass.end();
+          device.queue.submit([enc.finish()]);
+        };
+        let reps = 0;
+        const task: Task = {
+          name: label,
+          unit: 'GFLOP/s',
+          figure: (ms) => flops / ms / 1e6,
+          checked: '256 sampled entries vs f64 sums of the same operands',
+          counters: '',
+          run: async () => {
+            if (reps === 0) {
+              device.pushErrorScope('validation');
+              dispatch(1);
+              const enc = device.createCommandEncoder();
+              enc.copyBufferToBuffer(c, 0, readC, 0, 4 * n * n);
+              device.queue.submit([enc.finish()]);
+              await readC.mapAsync(dawn.globals.GPUMapMode.READ);
+              const got = new Float32Array(readC.getMappedRange().slice(0));
+              readC.unmap();
+              const err = await device.popErrorScope();
+              if (err) throw new CheckError(`${label}: ${err.message}`);
+              const bad = checkSampled(ops.av, ops.bv, got, n, samples);
+              if (bad) throw new CheckError(`${label}: ${bad}`);
+              const t0 = performance.now();
+              dispatch(3);
+              await device.queue.onSubmittedWorkDone();
+              reps = Math.max(3, Math.min(400, Math.round((3 * 150) / Math.max(0.05, performance.now() - t0))));
+            }
+            const t0 = performance.now();
+            dispatch(reps);
+            await device.queue.onSubmittedWorkDone();
+            task.counters = `${reps} products a round in one pass (${n / cols} x ${n / rows} workgroups)`;
+            return (performance.now() - t0) / reps;
+          },
+          peer: peerAsked ? null : { task: 'matmul', n, reps: 10, dtype: 'f16' },
+          group: `subgroup-matrix ${n}`,
+          dispose: () => {},
+        };
+        peerAsked = true;
+        tasks.push(task);
+      }
     }
   }
   return { lines, tasks };

@@ -111,37 +111,39 @@ describeGpu('webgpu step timeline', (gpu) => {
     }
   });
 
-  it('fewer submits and error scopes per read: the same losses; an invalid dispatch is still caught and named', async () => {
+  it('fewer submits, error scopes per read (the default) or per submit: the same losses; an invalid dispatch is still caught and named', async () => {
     const want = await losses(gpu, 2);
-    const b = await T.createWebGpuBackend({ dispatchesPerSubmit: 1_000_000, errorScopes: 'read' });
+    const b = await T.createWebGpuBackend({ dispatchesPerSubmit: 1_000_000, errorScopes: 'submit' });
     const s0 = b.stats();
     expect(await losses(b, 2)).toEqual(want);
     // Two steps, each submitted once, at its read (initialization's uploads submit nothing).
     expect(b.stats().submits - s0.submits).toBe(2);
     b.dispose();
-    // A fresh device (Dawn shares a pipeline between identical descriptors, under the first one's label), with
-    // validation whatever RLVR_WEBGPU_FAST says: the dispatch below is invalid on purpose.
-    const c = await T.createWebGpuBackend({ errorScopes: 'read', fast: false });
-    const x = T.tensor([1, 2, 3, 4], [4], { backend: c });
-    T.neg(x).dispose(); // a valid dispatch in the same span
-    c.runtime.flush(); // a submit inside the span: the scopes stay open across it
-    c.runtime.dispatch({
-      kernel: 'copy_with_bad_uniform',
-      key: 'copy:r1',
-      bindings: copyProgram(1).bindings,
-      source: () => copyProgram(1).source, // a valid shader with a 112-byte uniform
-      buffers: [bufferOf(x.storageFor('test')), c.runtime.alloc(16)],
-      uniforms: new Uint32Array(4),
-      workgroups: [1, 1, 1],
-    });
-    c.runtime.flush();
-    const err = await x.data().then(
-      () => null,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(T.GpuValidationError);
-    expect((err as T.GpuValidationError).kernel).toMatch(/copy_with_bad_uniform/);
-    c.dispose();
+    for (const scopes of ['read', 'submit'] as const) {
+      // A fresh device (Dawn shares a pipeline between identical descriptors, under the first one's label), with
+      // validation whatever RLVR_WEBGPU_FAST says: the dispatch below is invalid on purpose.
+      const c = await T.createWebGpuBackend({ errorScopes: scopes, fast: false });
+      const x = T.tensor([1, 2, 3, 4], [4], { backend: c });
+      T.neg(x).dispose(); // a valid dispatch in the same span
+      c.runtime.flush(); // a submit: per read, the scopes stay open across it; per submit, they close here
+      c.runtime.dispatch({
+        kernel: 'copy_with_bad_uniform',
+        key: 'copy:r1',
+        bindings: copyProgram(1).bindings,
+        source: () => copyProgram(1).source, // a valid shader with a 112-byte uniform
+        buffers: [bufferOf(x.storageFor('test')), c.runtime.alloc(16)],
+        uniforms: new Uint32Array(4),
+        workgroups: [1, 1, 1],
+      });
+      c.runtime.flush();
+      const err = await x.data().then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(T.GpuValidationError);
+      expect((err as T.GpuValidationError).kernel).toMatch(/copy_with_bad_uniform/);
+      c.dispose();
+    }
   });
 
   it("Dawn's fast toggles (no validation, no robustness) give the same losses", async () => {
