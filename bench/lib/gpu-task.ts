@@ -81,18 +81,23 @@ export async function timedSteps(
   await step();
   await gpu.sync();
   const results: StepResult[] = [];
-  let before = gpu.stats();
-  const t0 = performance.now();
+  const each: number[] = [];
+  const first = gpu.stats();
+  let before = first;
   for (let i = 0; i < STEPS_A_ROUND; i++) {
     before = gpu.stats();
+    const t0 = performance.now();
     results.push(await step());
+    each.push(performance.now() - t0);
   }
-  const ms = (performance.now() - t0) / STEPS_A_ROUND;
+  const ms = each.reduce((a, b) => a + b, 0) / STEPS_A_ROUND;
   const after = gpu.stats();
   const { encoded } = results[results.length - 1]!;
+  // The pool's churn over all of them: a buffer it destroys is freed by Dawn inside a later submit.
   const counters =
     `${encoded.dispatches - before.dispatches} dispatches, ${after.submits - before.submits} submits, ` +
-    `${after.readBacks - before.readBacks} read-back (${encoded.readBacks - before.readBacks} inside), ` +
-    `${after.buffersCreated - before.buffersCreated} buffers created (the last of ${STEPS_A_ROUND})`;
+    `${after.readBacks - before.readBacks} read-back (${encoded.readBacks - before.readBacks} inside) a step; ` +
+    `steps ${each.map((x) => x.toFixed(1)).join(', ')} ms; ${after.buffersCreated - first.buffersCreated} buffers ` +
+    `created, ${after.destroyed - first.destroyed} destroyed in them`;
   return { ms, results, counters };
 }

@@ -37,7 +37,7 @@ export function timelineLines(label: string, r: TimelineReport, hostCpuMs?: numb
     `timeline ${label}: wall ${ms(r.wallMs)} ms; ${r.dispatches} dispatches, ${r.submits} submits, ${r.passes} ` +
       `compute passes (${(r.passes / Math.max(1, r.submits)).toFixed(2)} per submit), ${r.reads} read-back`,
     `  host: ${ms(r.untilLastSubmitMs)} ms until the last submit = JS ${ms(js)} (graph, autodiff, launch records) ` +
-      `+ encode ${ms(r.encodeMs)} + submit ${ms(r.submitMs)}; per dispatch ${per(r.untilLastSubmitMs)} ` +
+      `+ encode ${ms(r.encodeMs)} + submit ${ms(r.submitMs)} (the longest ${ms(r.longestSubmitMs)}); per dispatch ${per(r.untilLastSubmitMs)} ` +
       `(Dawn calls ${per(r.encodeMs + r.submitMs)}); read-back wait ${ms(r.readWaitMs)} ms` +
       (hostCpuMs === undefined ? '' : `; the process's CPU time over the step ${ms(hostCpuMs)} ms`),
   ];

@@ -59,7 +59,9 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
       const at = lines.findIndex((l) => l.startsWith(`timeline ${r.task}: wall `));
       expect(at, r.task).toBeGreaterThan(0);
       expect(lines[at]).toMatch(/ compute passes \(1\.00 per submit\), 1 read-back$/);
-      expect(lines[at + 1]).toMatch(/^ {2}host: [\d.]+ ms until the last submit = JS [\d.]+ .* per dispatch [\d.]+ us/);
+      expect(lines[at + 1]).toMatch(
+        /^ {2}host: [\d.]+ ms until the last submit = JS [\d.]+ .* \(the longest [\d.]+\); per dispatch [\d.]+ us/,
+      );
       expect(lines[at + 2]).toMatch(/^ {2}GPU: (busy|not measured \(the device has no timestamp-query\))/);
     }
     for (const r of rows) {
@@ -70,10 +72,12 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
     expect(text).toMatch(/^features: /m);
     const peerLine = lines.find((l) => l.startsWith('PyTorch peer: '))!;
     if (peerLine.startsWith('PyTorch peer: absent')) expect(rows.every((r) => r.torch === null)).toBe(true);
-    // The steps' counters (the LoRA step's too): one read-back each, at its end, and no buffer created in a timed
-    // step.
+    // The steps' counters (the LoRA step's too): one read-back each, at its end, each timed step's time, and no
+    // buffer created or destroyed in the timed steps.
     for (const r of rows.filter((row) => row.unit === 'ms/step'))
-      expect(r.counters, r.task).toMatch(/ 1 read-back \(0 inside\), 0 buffers created$/);
+      expect(r.counters, r.task).toMatch(
+        / 1 read-back \(0 inside\) a step; steps [\d.]+, [\d.]+, [\d.]+ ms; 0 buffers created, 0 destroyed in them$/,
+      );
     for (const r of rows.filter((row) => row.unit === 'tokens/s')) expect(r.counters).toBe('1.00 read-backs per token');
     // The LoRA step and rollout on the bf16 base, each checked against the CPU backend (a failed check would have
     // left its figure NaN above and its checked column saying so).

@@ -172,12 +172,40 @@ describeGpu('webgpu runtime: steady state', (gpu) => {
     const steady = b.stats();
     expect(steady.destroyed, 'a working set reused at every read is never destroyed').toBe(0);
     expect(steady.buffersCreated).toBe(warm.buffersCreated);
-    // Now the working set changes: the old 16 KiB buffers go unused and are destroyed after a few reads.
-    const small = T.ones([8], { backend: b });
-    for (let i = 0; i < 6; i++) await small.data();
+    // Now the working set changes and grows (a new size at every read): the old 16 KiB buffers go unused and are
+    // destroyed once they have sat idle for a few reads.
+    for (let i = 1; i <= 6; i++) {
+      const small = T.ones([4 * i], { backend: b });
+      await small.data();
+      small.dispose();
+    }
     expect(b.stats().destroyed).toBeGreaterThan(0);
     expect(b.stats().idleBytes).toBeLessThanOrEqual(4096);
-    small.dispose();
+    b.dispose();
+  });
+
+  it('two working sets that alternate (a step, then many reads that create nothing) are never destroyed', async () => {
+    // An RL loop: a training step, then sampling with a read per token. Reads alone used to destroy the step's
+    // idle buffers past the cap (unused for 4 reads), so every iteration destroyed and created them again.
+    const b = await fresh({ maxIdleBytes: 4096 });
+    const big = (): T.Tensor => T.zeros([4096], { backend: b });
+    const token = T.ones([8], { backend: b });
+    const iteration = async (): Promise<void> => {
+      const s = T.tidy(() => T.sum(T.add(T.add(big(), big()), big())));
+      await s.data();
+      s.dispose();
+      for (let i = 0; i < 8; i++) {
+        const t = T.mul(token, token);
+        await t.data();
+        t.dispose();
+      }
+    };
+    await iteration();
+    const warm = b.stats();
+    for (let i = 0; i < 3; i++) await iteration();
+    expect(b.stats().destroyed - warm.destroyed).toBe(0);
+    expect(b.stats().buffersCreated).toBe(warm.buffersCreated);
+    token.dispose();
     b.dispose();
   });
 

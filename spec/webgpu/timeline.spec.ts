@@ -111,7 +111,7 @@ describeGpu('webgpu step timeline', (gpu) => {
     }
   });
 
-  it('fewer submits, error scopes per read (the default) or per submit: the same losses; an invalid dispatch is still caught and named', async () => {
+  it('fewer submits, error scopes per read or per submit (the default): the same losses; an invalid dispatch is still caught and named', async () => {
     const want = await losses(gpu, 2);
     const b = await T.createWebGpuBackend({ dispatchesPerSubmit: 1_000_000, errorScopes: 'submit' });
     const s0 = b.stats();

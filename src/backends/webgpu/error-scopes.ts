@@ -2,8 +2,8 @@ import type { RlvrError } from '../../core/errors.js';
 import { DeviceLostError, GpuValidationError } from './errors.js';
 
 /**
- * How the runtime's errors never pass silently. Everything done between two reads (or submits,
- * `errorScopes: 'submit'`) runs inside one validation and one out-of-memory error scope (two pushes and two pops
+ * How the runtime's errors never pass silently. Everything done between two submits (or reads,
+ * `errorScopes: 'read'`) runs inside one validation and one out-of-memory error scope (two pushes and two pops
  * per span, nothing per dispatch); their verdicts,
  * the pipelines' own scopes (`fail(e, true)`: a failed pipeline is the root cause of the batch errors that follow
  * it, so it takes precedence), the `uncapturederror` listener and `device.lost` all end in one sticky typed error

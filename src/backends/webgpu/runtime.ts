@@ -16,7 +16,7 @@ import { UniformStore } from './uniforms.js';
 /**
  * The command runtime: one long-lived command encoder and compute pass (`batch.ts`) collect dispatches,
  * submitted every `dispatchesPerSubmit` dispatches or when a read needs the results. Everything done between two
- * reads (or submits: `errorScopes`) runs inside one validation and one out-of-memory error scope
+ * submits (or reads: `errorScopes`) runs inside one validation and one out-of-memory error scope
  * (`error-scopes.ts`), whose verdicts, with every other
  * failure, end in one sticky typed error that names the kernel and is thrown by the next `read()` and every
  * later call. Nothing fails silently.
@@ -30,13 +30,15 @@ export interface RuntimeOptions extends TunerOptions {
   /** Dispatches encoded before a submit (default 32). */
   readonly dispatchesPerSubmit?: number;
   /**
-   * How long one pair of error scopes stays open: `read` (default) around everything between two read-backs,
-   * `submit` around each submit (a failure then names only that submit's kernels where Dawn's message names
-   * none). On an H200 (2026-11-28) a pair per submit cost the host about 28 ms a submit: the d512 step took
-   * 344 ms against 63 ms with a pair per read (bench/RESULTS.md).
+   * How long one pair of error scopes stays open: `submit` (default) pushes and pops them around each submit,
+   * `read` around everything between two read-backs (fewer pops; a failure then names every kernel of that span
+   * unless Dawn's message names one). No difference measured in the step's time (an H100, 2026-11-28).
    */
   readonly errorScopes?: 'submit' | 'read';
-  /** Idle bytes above which the buffer pool destroys buffers unused for a few reads (default 512 MiB). */
+  /**
+   * Idle bytes above which the buffer pool, at a read after it created buffers, destroys those unused for a few
+   * reads (default 512 MiB).
+   */
   readonly maxIdleBytes?: number;
   /**
    * Whether the adapter is a CPU rasterizer (llvmpipe, lavapipe, SwiftShader), which picks kernels that do
@@ -67,7 +69,7 @@ export interface GpuBackend extends Backend {
 }
 
 /** How the runtime batches work unless told otherwise (`RuntimeOptions`). */
-export const DEFAULT_BATCHING = { dispatchesPerSubmit: 32, errorScopes: 'read' } as const satisfies RuntimeOptions;
+export const DEFAULT_BATCHING = { dispatchesPerSubmit: 32, errorScopes: 'submit' } as const satisfies RuntimeOptions;
 
 const envProfile = (): boolean => typeof process !== 'undefined' && process.env?.RLVR_PROFILE === '1';
 

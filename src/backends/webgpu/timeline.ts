@@ -25,6 +25,8 @@ export interface TimelineReport {
   readonly encodeMs: number;
   /** Inside submits (`flush`). */
   readonly submitMs: number;
+  /** The longest single submit: one slow submit (Dawn freeing memory, say) from many slower ones. */
+  readonly longestSubmitMs: number;
   /** From each read's submit until its bytes were on the host, summed. */
   readonly readWaitMs: number;
   /** The device's side, or null with `gpuNote` saying why it was not measured. */
@@ -99,6 +101,7 @@ export class Timeline {
   private lastSubmitAt = 0;
   private encodeMs = 0;
   private submitMs = 0;
+  private longestSubmitMs = 0;
   private readWaitMs = 0;
   private dispatches = 0;
   private submits = 0;
@@ -121,7 +124,7 @@ export class Timeline {
 
   start(): void {
     this.startedAt = this.lastSubmitAt = performance.now();
-    this.encodeMs = this.submitMs = this.readWaitMs = 0;
+    this.encodeMs = this.submitMs = this.longestSubmitMs = this.readWaitMs = 0;
     this.dispatches = this.submits = this.reads = this.passes = 0;
     this.passSubmits = [];
   }
@@ -143,6 +146,7 @@ export class Timeline {
   submitted(t0: number): void {
     const now = performance.now();
     this.submitMs += now - t0;
+    this.longestSubmitMs = Math.max(this.longestSubmitMs, now - t0);
     this.nested += now - t0;
     this.lastSubmitAt = now;
     this.submits++;
@@ -190,6 +194,7 @@ export class Timeline {
       untilLastSubmitMs: this.lastSubmitAt - this.startedAt,
       encodeMs: this.encodeMs,
       submitMs: this.submitMs,
+      longestSubmitMs: this.longestSubmitMs,
       readWaitMs: this.readWaitMs,
     };
     const why = this.noStamps();
