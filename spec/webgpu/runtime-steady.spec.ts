@@ -10,7 +10,7 @@ import {
   smallConfig,
   type TransformerParams,
 } from '../../src/nn/index.js';
-import { sftBatch, sftExamples, sftLoss } from '../../src/rl/index.js';
+import { sampleRollouts, scoreLogProbs, sftBatch, sftExamples, sftLoss } from '../../src/rl/index.js';
 import { additionTask, sampleProblems, tokenizerFor } from '../../src/tasks/index.js';
 import { TRAIN_DEFAULTS } from '../../src/training/index.js';
 import { bufferOf } from '../../src/backends/webgpu/storage.js';
@@ -206,6 +206,47 @@ describeGpu('webgpu runtime: steady state', (gpu) => {
     expect(b.stats().destroyed - warm.destroyed).toBe(0);
     expect(b.stats().buffersCreated).toBe(warm.buffersCreated);
     token.dispose();
+    b.dispose();
+  });
+
+  it('an RL iteration (sampling, a read per token, then a training step) destroys and creates nothing after two', async () => {
+    const b = await fresh({ maxIdleBytes: 4096 });
+    const tok = tokenizerFor(additionTask());
+    const config = smallConfig(tok.vocabSize, {
+      dModel: 32,
+      nLayers: 2,
+      nHeads: 4,
+      nKvHeads: 2,
+      dFf: 64,
+      maxSeqLen: 24,
+    });
+    const params = initParams(config, new T.Rng(2), { backend: b, std: 0.3 });
+    const opt = adamwInit(params);
+    // The same rollouts every iteration (same weights, same seed), so every iteration has the same shapes.
+    const iteration = async (): Promise<void> => {
+      const rollouts = await sampleRollouts(params, config, tok, ['12+34=', '7+58='], new T.Rng(4), {
+        groupSize: 4,
+        maxNewTokens: 6,
+        temperature: 1,
+      });
+      const out = T.tidy(() => {
+        const [loss, grads] = T.valueAndGrad((p: TransformerParams) =>
+          T.neg(T.sum(scoreLogProbs(p, config, rollouts))),
+        )(params);
+        return { loss, stepped: adamwStep(params, grads, opt, { lr: 1e-3 }) };
+      });
+      await out.loss.data();
+      T.dispose(out);
+    };
+    // Two to warm up: the first step, growing the pool, destroys the sampler's prefill buffers (unused for the
+    // decode's reads), which the second iteration's sampling creates again.
+    await iteration();
+    await iteration();
+    const warm = b.stats();
+    for (let i = 0; i < 3; i++) await iteration();
+    expect(b.stats().destroyed - warm.destroyed, 'buffers destroyed after warm-up').toBe(0);
+    expect(b.stats().buffersCreated - warm.buffersCreated, 'buffers created after warm-up').toBe(0);
+    T.dispose([params, opt]);
     b.dispose();
   });
 
