@@ -99,6 +99,9 @@ describeGpu('webgpu step timeline', (gpu) => {
     expect(r.passes).toBe(r.submits);
     expect(r.encodeMs).toBeGreaterThan(0);
     expect(r.encodeMs + r.submitMs).toBeLessThanOrEqual(r.untilLastSubmitMs + 1e-6);
+    // The longest submit is one of them: at least their mean, at most their sum.
+    expect(r.longestSubmitMs).toBeGreaterThanOrEqual(r.submitMs / r.submits - 1e-9);
+    expect(r.longestSubmitMs).toBeLessThanOrEqual(r.submitMs + 1e-9);
     expect(r.untilLastSubmitMs).toBeLessThanOrEqual(r.wallMs);
     expect(r.readWaitMs).toBeLessThanOrEqual(r.wallMs);
     if (gpu.runtime.device.features.has('timestamp-query')) {
