@@ -6,12 +6,15 @@
  * queue before the unsubmitted commands that read the old contents), so uploads take only `idle` buffers.
  *
  * Nothing is destroyed on release. At a sync point (`endEpoch`, called on every read), if the pool created a buffer
- * since the last one, when the idle bytes exceed `maxIdleBytes`, idle buffers nobody acquired during the last few
- * epochs are destroyed: a working set that repeats every training step is never destroyed and created again,
- * however large it is, and neither are two that alternate (an RL loop's sampling, a read per token, and its
- * training step): while no buffer is created the pool holds no more than it did at its last creation. Destroying
- * is not free either: Dawn frees the memory inside a later submit (on an H200, one submit of 280-350 ms after
- * the pool destroyed a 0.6B-parameter model's idle buffers).
+ * since the last one and the idle bytes exceed the cap, idle buffers nobody acquired during the last few epochs are
+ * destroyed: a working set that repeats every training step is never destroyed and created again, however large it
+ * is, and while no buffer is created the pool holds no more than it did at its last creation. The cap is
+ * `maxIdleBytes`, or with `followPeak` (the runtime's default) at least the largest live bytes the pool has served:
+ * an RL loop whose training step outgrows a fixed cap destroys that step's buffers while it samples (a read per
+ * token) and creates them again (the trainer on webgpu under a fixed 64 KiB cap: about 240 buffers a step), so idle
+ * memory may hold one working set's worth, as a caching allocator's does. Destroying is not free on a GPU: Dawn
+ * frees the memory inside a later submit (an H200: one submit of 280-350 ms after the pool destroyed a
+ * 0.6B-parameter model's idle buffers).
  */
 export interface PoolStats {
   /** Buffers handed out and not yet released (what tensors hold). */
@@ -71,6 +74,11 @@ class SizeClasses {
     return buffer;
   }
 
+  /** Every buffer for which `keep` holds, left in place. */
+  list(keep: (b: GPUBuffer) => boolean): GPUBuffer[] {
+    return [...this.lists.values()].flatMap((list) => list.filter(keep));
+  }
+
   /** Remove and return every buffer for which `drop` holds. */
   removeWhere(drop: (b: GPUBuffer) => boolean): GPUBuffer[] {
     const out: GPUBuffer[] = [];
@@ -102,12 +110,15 @@ export class BufferPool {
   private createdBefore = 0;
   private live = 0;
   private liveBytes = 0;
+  private peakLiveBytes = 0;
   private created = 0;
   private destroyed = 0;
 
   constructor(
     private readonly create: (size: number) => GPUBuffer,
     private readonly maxIdleBytes: number,
+    /** Whether the cap rises to the largest live bytes served (the runtime's default; a fixed cap when false). */
+    private readonly followPeak = false,
   ) {}
 
   /** The allocation size for `bytes`: at least 16, a multiple of 16, within 25% of the request. */
@@ -134,6 +145,7 @@ export class BufferPool {
     this.lastUse.set(buffer, this.epoch);
     this.live++;
     this.liveBytes += size;
+    this.peakLiveBytes = Math.max(this.peakLiveBytes, this.liveBytes);
     return buffer;
   }
 
@@ -161,10 +173,27 @@ export class BufferPool {
     this.epoch++;
     const grew = this.created > this.createdBefore;
     this.createdBefore = this.created;
-    if (!grew || this.idle.bytes <= this.maxIdleBytes) return;
-    const stale = this.idle.removeWhere((b) => (this.lastUse.get(b) ?? 0) < this.epoch - KEEP_EPOCHS);
-    for (const b of stale) b.destroy();
-    this.destroyed += stale.length;
+    const cap = this.cap();
+    if (!grew || this.idle.bytes <= cap) return;
+    // The least recently used first, and only down to the cap: a working set used since (a training step before
+    // sampling) outlives one-off sizes of earlier iterations.
+    const stale = this.idle
+      .list((b) => (this.lastUse.get(b) ?? 0) < this.epoch - KEEP_EPOCHS)
+      .sort((x, y) => this.lastUse.get(x)! - this.lastUse.get(y)! || this.serial.get(x)! - this.serial.get(y)!);
+    let excess = this.idle.bytes - cap;
+    const drop = new Set<GPUBuffer>();
+    for (const b of stale) {
+      if (excess <= 0) break;
+      drop.add(b);
+      excess -= b.size;
+    }
+    for (const b of this.idle.removeWhere((b) => drop.has(b))) b.destroy();
+    this.destroyed += drop.size;
+  }
+
+  /** The idle bytes kept: `maxIdleBytes`, or with `followPeak` the largest live bytes served if more. */
+  cap(): number {
+    return this.followPeak ? Math.max(this.maxIdleBytes, this.peakLiveBytes) : this.maxIdleBytes;
   }
 
   stats(): PoolStats {

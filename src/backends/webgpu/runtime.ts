@@ -37,7 +37,9 @@ export interface RuntimeOptions extends TunerOptions {
   readonly errorScopes?: 'submit' | 'read';
   /**
    * Idle bytes above which the buffer pool, at a read after it created buffers, destroys those unused for a few
-   * reads (default 512 MiB).
+   * reads. Default: 512 MiB or the largest live bytes the pool has served, whichever is more (so an RL loop's
+   * sampling does not destroy its training step's buffers); a number here is a fixed cap, for a device whose
+   * memory is tight.
    */
   readonly maxIdleBytes?: number;
   /**
@@ -128,6 +130,7 @@ export class GpuRuntime {
     this.pool = new BufferPool(
       (size) => this.createBuffer(size, tensorUsage, 'rlvr:tensor'),
       opts.maxIdleBytes ?? 512 * 2 ** 20,
+      opts.maxIdleBytes === undefined,
     );
     this.staging = new BufferPool(
       (size) => this.createBuffer(size, u.MAP_READ | u.COPY_DST, 'rlvr:staging'),
