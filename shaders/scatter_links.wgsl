@@ -1,7 +1,8 @@
 // The row lists scatter_add.wgsl walks, for n indices into len rows; links[0 .. len) is already -1. Thread j
 // writes links[len + j], the next j' > j with idx[j'] == idx[j] (or -1), and, if no earlier index equals its
 // own, links[idx[j]] = j (one writer per row). Indices outside [0, len) hit no row. O(n) per thread: for the
-// few thousand tokens of a batch, a fraction of the sum it saves (every output scanning all n indices).
+// few thousand tokens of a batch, a fraction of the sum it saves (every output scanning all n indices). Past
+// LINKS_WINDOW indices, scatter_links_windowed.wgsl does the same a window of q at a time.
 
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {

@@ -5,6 +5,7 @@ import gatherHalfSrc from '../../../../shaders/gather_half.wgsl';
 import putSrc from '../../../../shaders/put_along_axis_add.wgsl';
 import scatterSrc from '../../../../shaders/scatter_add.wgsl';
 import linksSrc from '../../../../shaders/scatter_links.wgsl';
+import linksWindowedSrc from '../../../../shaders/scatter_links_windowed.wgsl';
 import { launch } from '../launch.js';
 import { cachedProgram, defineProgram, type Program } from '../program.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
@@ -79,6 +80,21 @@ const LINKS = defineProgram({
   body: linksSrc,
 });
 
+/** The same lists for more indices than one invocation may loop over on llvmpipe, a window of them a dispatch. */
+const LINKS_WINDOWED = defineProgram({
+  name: 'scatterLinks',
+  key: 'scatterLinksWindowed',
+  inputs: { idx: 'i32' },
+  outputs: { links: 'i32' },
+  uniforms: { len: 'u32', n: 'u32', q0: 'u32', q1: 'u32', grid_x: 'u32' },
+  workgroupSize: 64,
+  body: linksWindowedSrc,
+  entryPoints: ['window', 'heads'],
+});
+
+/** Indices a links pass scans in one invocation: well under llvmpipe's silent cut of about 65,535 loop iterations. */
+export const LINKS_WINDOW = 16_384;
+
 function run(
   rt: GpuRuntime,
   kernel: string,
@@ -128,8 +144,30 @@ export function scatterAdd(
   const [outer, len, inner] = split(outShape, axis);
   const n = sizeOf(indices.shape);
   // The row lists: every row's first index, then each index's next one with the same row.
-  const links = fillInto(rt, (len + n) * 4, len, 'i32', -1);
-  launch(rt, LINKS, { inputs: [indices], outputs: [links], grid: { threads: n }, uniforms: { len, n } });
+  let links: GPUBuffer;
+  if (n <= LINKS_WINDOW) {
+    links = fillInto(rt, (len + n) * 4, len, 'i32', -1);
+    launch(rt, LINKS, { inputs: [indices], outputs: [links], grid: { threads: n }, uniforms: { len, n } });
+  } else {
+    links = fillInto(rt, (len + 2 * n) * 4, len + 2 * n, 'i32', -1);
+    for (let q0 = 0; q0 < n; q0 += LINKS_WINDOW) {
+      const q1 = Math.min(n, q0 + LINKS_WINDOW);
+      launch(rt, LINKS_WINDOWED, {
+        entryPoint: 'window',
+        inputs: [indices],
+        outputs: [links],
+        grid: { threads: n },
+        uniforms: { len, n, q0, q1 },
+      });
+    }
+    launch(rt, LINKS_WINDOWED, {
+      entryPoint: 'heads',
+      inputs: [indices],
+      outputs: [links],
+      grid: { threads: n },
+      uniforms: { len, n, q0: 0, q1: 0 },
+    });
+  }
   const out = run(rt, 'scatterAdd', program, 'main', updates, links, [outer, len, inner], n, sizeOf(outShape));
   rt.release(links);
   return out;
