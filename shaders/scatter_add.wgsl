@@ -4,6 +4,7 @@
 // index hits its row: duplicates sum deterministically, in the reference kernel's order. It finds them through
 // `links` (scatter_links.wgsl): links[r] is the first j with idx[j] == r (or -1), links[len + j] the next j'
 // after j with the same index (or -1), so each output costs the updates of its own row, not all n of them.
+// Past LINKS_WINDOW indices scatter_add_windowed.wgsl walks the same lists in bounded parts.
 // T is f32 or i32.
 
 alias T = {{T}};

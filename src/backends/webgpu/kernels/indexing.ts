@@ -4,6 +4,7 @@ import gatherSrc from '../../../../shaders/gather.wgsl';
 import gatherHalfSrc from '../../../../shaders/gather_half.wgsl';
 import putSrc from '../../../../shaders/put_along_axis_add.wgsl';
 import scatterSrc from '../../../../shaders/scatter_add.wgsl';
+import scatterWindowedSrc from '../../../../shaders/scatter_add_windowed.wgsl';
 import linksSrc from '../../../../shaders/scatter_links.wgsl';
 import linksWindowedSrc from '../../../../shaders/scatter_links_windowed.wgsl';
 import { launch } from '../launch.js';
@@ -69,6 +70,18 @@ const scatterProgram = (t: 'f32' | 'i32'): Program =>
     uniforms: UNIFORMS,
     workgroupSize: 256,
     body: fillTemplate('scatter_add.wgsl', scatterSrc, { T: t }),
+  }));
+
+/** The same sums a bounded walk a dispatch, for lists that may be longer than llvmpipe lets a loop run. */
+const scatterWindowedProgram = (t: 'f32' | 'i32'): Program =>
+  cachedProgram(`scatter-windowed:${t}`, () => ({
+    name: 'scatterAdd',
+    inputs: { upd: t, links: 'i32' },
+    outputs: { out: t, cursor: 'i32' },
+    uniforms: { ...UNIFORMS, steps: 'u32' },
+    workgroupSize: 256,
+    body: fillTemplate('scatter_add_windowed.wgsl', scatterWindowedSrc, { T: t }),
+    entryPoints: ['start', 'resume'],
   }));
 
 const LINKS = defineProgram({
@@ -168,9 +181,35 @@ export function scatterAdd(
       uniforms: { len, n, q0: 0, q1: 0 },
     });
   }
-  const out = run(rt, 'scatterAdd', program, 'main', updates, links, [outer, len, inner], n, sizeOf(outShape));
+  const total = sizeOf(outShape);
+  if (n <= LINKS_WINDOW) {
+    const out = run(rt, 'scatterAdd', program, 'main', updates, links, [outer, len, inner], n, total);
+    rt.release(links);
+    return out;
+  }
+  // A row's list may hold all n indices: walk LINKS_WINDOW links a dispatch, as many dispatches as n needs.
+  const windowed = scatterWindowedProgram(wgslType('scatterAdd', updates.dtype));
+  const uniforms = { outer, len, inner, n, total, steps: LINKS_WINDOW };
+  const [out, cursor] = launch(rt, windowed, {
+    kernel: 'scatterAdd',
+    entryPoint: 'start',
+    inputs: [updates, links],
+    outputs: [total * 4, total * 4],
+    grid: { threads: total },
+    uniforms,
+  });
+  for (let walked = LINKS_WINDOW; walked < n; walked += LINKS_WINDOW)
+    launch(rt, windowed, {
+      kernel: 'scatterAdd',
+      entryPoint: 'resume',
+      inputs: [updates, links],
+      outputs: [out!, cursor!],
+      grid: { threads: total },
+      uniforms,
+    });
   rt.release(links);
-  return out;
+  rt.release(cursor!);
+  return out!;
 }
 
 export function putAlongAxisAdd(
