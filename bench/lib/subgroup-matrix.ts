@@ -308,6 +308,39 @@ export async function subgroupMatrixTasks(n: number, robustness: readonly boolea
     return { lines: [...lines, 'subgroup matrix: no f16->f32 or f32->f32 configuration'], tasks: [] };
   const features: GPUFeatureName[] = ['subgroups' as GPUFeatureName, feature];
   if (f16) features.push('shader-f16');
+  // Operands in [-1, 1), rounded to the component type (f16 words, or f32), made once and uploaded to each device;
+  // the check widens the same words.
+  const values = (seed: number): Float32Array => {
+    const out = new Float32Array(n * n);
+    let s = seed >>> 0;
+    for (let i = 0; i < out.length; i++) {
+      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+      out[i] = s / 2 ** 31 - 1;
+    }
+    return out;
+  };
+  type HostOperand = { readonly data: Float32Array | Uint16Array; readonly widened: Float32Array };
+  const hostOperands = new Map<string, [HostOperand, HostOperand]>();
+  const hostOperandsOf = (type: string): [HostOperand, HostOperand] => {
+    let o = hostOperands.get(type);
+    if (o) return o;
+    const one = (seed: number): HostOperand => {
+      const v = values(seed);
+      const data = type === 'f16' ? roundToHalf('f16', v) : v;
+      // The values the device multiplies, for the check: the f16 words widened back.
+      return { data, widened: data instanceof Uint16Array ? Float32Array.from(data, halfReader('f16')) : v };
+    };
+    o = [one(1), one(2)];
+    hostOperands.set(type, o);
+    return o;
+  };
+  const samples: [number, number][] = Array.from({ length: 256 }, (_, i) => [
+    (i * 2654435761) % n,
+    (i * 40503 + 7) % n,
+  ]);
+  const flops = 2 * n ** 3;
+  // Every buffer padded by 64 rows: a bounds check of a load may count whole rows of its stride past the last.
+  const padded = (elements: number): number => elements + 64 * n;
   const tasks: Task[] = [];
   let peerAsked = false;
   for (const robust of robustness) {
@@ -326,39 +359,20 @@ export async function subgroupMatrixTasks(n: number, robustness: readonly boolea
       lines.push(`subgroup matrix${robust ? '' : ' (no robustness)'}: requestDevice failed (${String(e)})`);
       continue;
     }
-    // Operands in [-1, 1), rounded to the component type (f16 words, or f32); the check widens the same words.
-    const values = (seed: number): Float32Array => {
-      const out = new Float32Array(n * n);
-      let s = seed >>> 0;
-      for (let i = 0; i < out.length; i++) {
-        s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-        out[i] = s / 2 ** 31 - 1;
-      }
-      return out;
-    };
-    const samples: [number, number][] = Array.from({ length: 256 }, (_, i) => [
-      (i * 2654435761) % n,
-      (i * 40503 + 7) % n,
-    ]);
-    const flops = 2 * n ** 3;
-    // Every buffer padded by 64 rows: a bounds check of a load may count whole rows of its stride past the last.
-    const padded = (elements: number): number => elements + 64 * n;
     const operands = new Map<string, { a: GPUBuffer; b: GPUBuffer; av: Float32Array; bv: Float32Array }>();
     const operandsOf = (type: string) => {
       let o = operands.get(type);
       if (o) return o;
-      const upload = (v: Float32Array): [GPUBuffer, Float32Array] => {
-        const data = type === 'f16' ? roundToHalf('f16', v) : v;
+      const upload = ({ data }: HostOperand): GPUBuffer => {
         const buf = device.createBuffer({
           size: data.BYTES_PER_ELEMENT * padded(data.length),
           usage: USAGE.STORAGE | USAGE.COPY_DST,
         });
         device.queue.writeBuffer(buf, 0, data);
-        // The values the device multiplies, for the check: the f16 words widened back.
-        return [buf, data instanceof Uint16Array ? Float32Array.from(data, halfReader('f16')) : v];
+        return buf;
       };
-      const [a, av] = upload(values(1));
-      const [b, bv] = upload(values(2));
+      const [ha, hb] = hostOperandsOf(type);
+      const [a, b, av, bv] = [upload(ha), upload(hb), ha.widened, hb.widened];
       o = { a, b, av, bv };
       operands.set(type, o);
       return o;
