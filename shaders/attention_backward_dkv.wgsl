@@ -1,8 +1,9 @@
-// Causal attention backward, part 2 (FlashAttention-2, Dao 2023, Algorithm 2, the dK/dV half): one thread
-// per key row of one key/value head, summing over the query heads of its group_size and over the queries that see
+// Causal attention backward, part 2 (FlashAttention-2, Dao 2023, Algorithm 2, the dK/dV half): SPLIT threads
+// per key row of one key/value head (each taking every SPLIT-th query of a tile, merged at the end through
+// attention_split.wgsl), summing over the query heads of its group_size and over the queries that see
 // the key (i >= j - (Tk - Tq)), with tiles of TK queries (q, dO, and their m, l and delta from `stats`) through
 // workgroup memory: dV = P^T dO, dK = scale dS^T Q with P = exp(S - m) / l, dS = P (dO V^T - delta). The
-// constants D and TK are prepended; bindings, params and workgroup size: the program records of
+// constants D and TK and attention_split.wgsl are prepended; bindings, params and workgroup size: the program records of
 // src/backends/webgpu/kernels/attention.ts.
 
 var<workgroup> q_tile: array<f32, TK * D>;
@@ -15,7 +16,9 @@ var<workgroup> delta_tile: array<f32, TK>;
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let b = wg.z;
   let kh = wg.y;
-  let j = wg.x * WG + lid;
+  let r = lid % ROWS;
+  let part = lid / ROWS;
+  let j = wg.x * ROWS + r;
   let group_size = params.hq / params.hkv;
   let offset = params.tk - params.tq;
   let live = j < params.tk;
@@ -35,7 +38,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     kb = bias[b * params.ks + j];
   }
   // The first query that sees the tile's first key (uniform across the workgroup).
-  let first_key = wg.x * WG;
+  let first_key = wg.x * ROWS;
   var i_start = 0u;
   if (first_key > offset) {
     i_start = first_key - offset;
@@ -74,7 +77,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       }
       workgroupBarrier();
       if (live) {
-        for (var ii = 0u; ii < TK; ii++) {
+        for (var ii = part; ii < TK; ii += SPLIT) {
           let i = i0 + ii;
           if (i >= params.tq || i + offset < j) {
             continue;
@@ -96,7 +99,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       }
     }
   }
-  if (live) {
+  merge_sum(r, part, &dkv);
+  merge_sum(r, part, &dvv);
+  if (live && part == 0u) {
     for (var e = 0u; e < D; e++) {
       dk[ko + e] = dkv[e] * params.scale;
       dv[ko + e] = dvv[e];

@@ -1,17 +1,20 @@
-// Causal attention backward, part 1 (FlashAttention-2, Dao 2023, Algorithm 2, the dQ half): one thread per
-// query row, tiles of TK keys/values through workgroup memory as in attention.wgsl. Pass 1 recomputes the
+// Causal attention backward, part 1 (FlashAttention-2, Dao 2023, Algorithm 2, the dQ half): SPLIT threads per
+// query row, each taking every SPLIT-th key, tiles of TK keys/values through workgroup memory as in
+// attention.wgsl; the parts' (m, l) are merged between the passes and their dQ at the end. Pass 1 recomputes the
 // row's max m and sum l; delta = rowsum(dO * O); pass 2: P = exp(S - m) / l, dP = dO V^T, dS = P (dP - delta),
 // dQ = scale dS K. m, l and delta go to `stats` ([3, B, Hq, Tq]) for the dK/dV kernel. (Not a single
 // log-sum-exp m + log l: for a padding query m is about -1e9, where f32 would drop log l entirely.) A query
 // whose own key is masked has output 0: dQ = 0, and m = 3e38 makes its P = 0 in the dK/dV kernel. Needs
-// attention_tiles.wgsl (prepended, with the constants D, TK and MASKED); bindings, params and workgroup size:
+// attention_tiles.wgsl and attention_split.wgsl (prepended, with their constants, D, TK and MASKED); bindings, params and workgroup size:
 // the program records of src/backends/webgpu/kernels/attention.ts.
 
 @compute @workgroup_size(WG_X, WG_Y, WG_Z)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let b = wg.z;
   let h = wg.y;
-  let i = wg.x * WG + lid;
+  let r = lid % ROWS;
+  let part = lid / ROWS;
+  let i = wg.x * ROWS + r;
   let kh = h / (params.hq / params.hkv);
   let offset = params.tk - params.tq;
   let live = i < params.tq;
@@ -26,7 +29,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     delta += dov[e] * o[qo + e];
     acc[e] = 0.0;
   }
-  let key_end = min(wg.x * WG + WG, params.tq) + offset;
+  let key_end = min(wg.x * ROWS + ROWS, params.tq) + offset;
   let visible = i + offset + 1u;
   var m = -3.0e38;
   var l = 0.0;
@@ -34,7 +37,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     load_kv_tiles(b, kh, j0, lid);
     if (live && j0 < visible) {
       let n = min(TK, visible - j0);
-      for (var jj = 0u; jj < n; jj++) {
+      for (var jj = part; jj < n; jj += SPLIT) {
         var s = 0.0;
         for (var e = 0u; e < D; e++) {
           s += qv[e] * k_tile[jj * D + e];
@@ -49,11 +52,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       }
     }
   }
+  let row_ml = merge_max_sum(r, part, m, l);
+  m = row_ml.x;
+  l = row_ml.y;
   for (var j0 = 0u; j0 < key_end; j0 += TK) {
     load_kv_tiles(b, kh, j0, lid);
     if (live && j0 < visible) {
       let n = min(TK, visible - j0);
-      for (var jj = 0u; jj < n; jj++) {
+      for (var jj = part; jj < n; jj += SPLIT) {
         var s = 0.0;
         var dp = 0.0;
         for (var e = 0u; e < D; e++) {
@@ -71,7 +77,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       }
     }
   }
-  if (live) {
+  merge_sum(r, part, &acc);
+  if (live && part == 0u) {
     let masked = params.has_bias != 0u && bias[b * params.ks + i + offset] <= MASKED;
     for (var e = 0u; e < D; e++) {
       dq[qo + e] = select(acc[e] * params.scale, 0.0, masked);

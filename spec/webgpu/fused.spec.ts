@@ -1,5 +1,9 @@
 import { afterEach, expect, it } from 'vitest';
-import { ATTENTION_ROWS, setAttentionRows } from '../../src/backends/webgpu/kernels/attention.js';
+import {
+  ATTENTION_SPLITS,
+  attentionSplitRuns,
+  setAttentionSplit,
+} from '../../src/backends/webgpu/kernels/attention.js';
 import { ROW_WORKGROUPS, setRowWorkgroupSize } from '../../src/backends/webgpu/kernels/rows.js';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
@@ -35,8 +39,8 @@ const summed = (args: readonly Arg[], scale = 1): Tol => ({
 
 describeGpu('webgpu fused attention', (gpu) => {
   const attend = ([q, k, v, bias]: T.Tensor[]): T.Tensor => T.causalAttention(q!, k!, v!, { keyBias: bias! });
-  afterEach(() => setAttentionRows(null));
-  // The tiled kernels at each number of rows per workgroup the tuner may pick (kernels/attention.ts).
+  afterEach(() => setAttentionSplit(null));
+  // The tiled kernels at each shape of work the tuner may pick (kernels/attention.ts): rows a workgroup, threads a row.
   /** Forward and backward of the attention kernels against the reference, over `arb`'s cases. */
   async function attentionAgrees(arb: ReturnType<typeof attentionArb>, runs: typeof RUNS): Promise<void> {
     await fc.assert(
@@ -57,13 +61,16 @@ describeGpu('webgpu fused attention', (gpu) => {
       runs,
     );
   }
-  for (const rows of ATTENTION_ROWS) {
-    it(`forward and backward, short sequences, head sizes 1..8, ${rows} rows a workgroup (atol ${ATTN.atol}, rtol ${ATTN.rtol})`, async () => {
-      setAttentionRows(rows);
+  for (const c of ATTENTION_SPLITS) {
+    const work = `${c.rows} rows a workgroup, ${c.split} threads a row`;
+    it(`forward and backward, short sequences, head sizes 1..8, ${work} (atol ${ATTN.atol}, rtol ${ATTN.rtol})`, async () => {
+      setAttentionSplit(c);
       await attentionAgrees(attentionArb(6, [1, 2, 3, 8]), RUNS);
     });
-    it(`forward and backward over up to 80 rows, head size 64 (key/value tiles of 32), ${rows} rows a workgroup`, async () => {
-      setAttentionRows(rows);
+    it(`forward and backward over up to 80 rows, head sizes 16 and 64 (tiles of fewer rows than that), ${work}`, async () => {
+      // A candidate the device cannot run would be replaced by the default: this case must run what it names.
+      expect(attentionSplitRuns(gpu.runtime, 64, c)).toBe(true);
+      setAttentionSplit(c);
       await attentionAgrees(attentionArb(80, [16, 64]), FEW);
     });
   }

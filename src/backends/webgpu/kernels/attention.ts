@@ -6,63 +6,120 @@ import attentionSrc from '../../../../shaders/attention.wgsl';
 import decodeSrc from '../../../../shaders/attention_decode.wgsl';
 import dqSrc from '../../../../shaders/attention_backward_dq.wgsl';
 import dkvSrc from '../../../../shaders/attention_backward_dkv.wgsl';
+import splitSrc from '../../../../shaders/attention_split.wgsl';
 import tilesSrc from '../../../../shaders/attention_tiles.wgsl';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
 import { launch, type LaunchCall } from '../launch.js';
-import { cachedProgram, checkInputs, type Program } from '../program.js';
+import { cachedProgram, checkInputs, type Program, type ProgramRecord } from '../program.js';
 import { fillInto } from './movement.js';
-import { pickWorkgroup, scratchValues } from './tune.js';
+import { agreeWithin, pickLaunch, scratchValues } from './tune.js';
 
 /**
  * Fused causal attention (shaders/attention*.wgsl): one forward dispatch, and a backward in two (dQ with the
- * row statistics, then dK/dV). Rows of ROWS queries (or keys) per workgroup; key/query tiles of TK rows of D
- * floats, TK (at most 64) chosen so that two tiles and the dK/dV kernel's 3 TK row statistics fit the device's
- * workgroup memory (16 KiB at WebGPU's default limit). The four kernels share one uniform record, one prefix of
- * constants and (forward and dQ) one tile loader, attention_tiles.wgsl.
+ * row statistics, then dK/dV). Rows of queries (or keys) per workgroup, SPLIT threads a row (attention_split.wgsl);
+ * key/query tiles of TK rows of D floats, TK (at most 64) chosen so that two tiles, the dK/dV kernel's 3 TK row
+ * statistics and the parts' merge fit the device's workgroup memory (16 KiB at WebGPU's default limit). The
+ * kernels share one uniform record, one prefix of constants and (forward and dQ) one tile loader,
+ * attention_tiles.wgsl.
  */
-const ROWS = 64;
+export interface AttentionSplit {
+  /** Query (or key) rows per workgroup. */
+  readonly rows: number;
+  /** Threads per row, each taking every SPLIT-th key (or query). */
+  readonly split: number;
+}
 
 /**
- * Query (or key) rows per workgroup of the three tiled kernels, tuned per class (kernels/tune.ts): 64 (the
- * default), 32 (more workgroups for short sequences) or 128 (a key/value tile shared by more rows). A thread's
- * arithmetic does not depend on it (each owns a row; the tiles are the same TK rows), so the candidates agree
- * exactly; each is a correctness case of fused.spec.ts.
+ * The shapes of work of the three tiled kernels, tuned per class (kernels/tune.ts), the default first. One thread
+ * a row: 64 rows, 32 (more workgroups for short sequences) or 128 (a tile shared by more rows); those agree
+ * exactly (a thread's arithmetic does not depend on the rows). On an H200 the time fell with the threads a
+ * workgroup (1.73, 0.77 and 0.50 ms for 32, 64 and 128 rows at d64, 8 heads, 16 x 256 tokens: loading tiles and
+ * one long serial chain a thread, not arithmetic), hence the split candidates: 2 to 8 threads a row, whose sums
+ * merge in another order (within the tuner's tolerance). Each is a correctness case of fused.spec.ts.
  */
-export const ATTENTION_ROWS = [ROWS, 32, 128] as const;
+export const ATTENTION_SPLITS: readonly AttentionSplit[] = [
+  { rows: 64, split: 1 },
+  { rows: 32, split: 1 },
+  { rows: 128, split: 1 },
+  { rows: 64, split: 2 },
+  { rows: 64, split: 4 },
+  { rows: 32, split: 4 },
+  { rows: 32, split: 8 },
+  { rows: 128, split: 2 },
+];
+const DEFAULT_SPLIT = ATTENTION_SPLITS[0]!;
 
-let forcedRows: number | null = null;
-/** Force the rows per workgroup of the tiled attention kernels (the specs of each candidate); null: the tuner's. */
-export function setAttentionRows(rows: number | null): void {
-  forcedRows = rows;
+/** A candidate's name in the tuner's report: its rows, and `x` its threads a row when more than one. */
+export const attentionSplitName = (c: AttentionSplit): string =>
+  c.split === 1 ? String(c.rows) : `${c.rows}x${c.split}`;
+
+let forcedSplit: AttentionSplit | null = null;
+/** Force the shape of work of the tiled attention kernels (the specs of each candidate) where the device can run
+ * it (workgroup limits and memory), else the default; null: the tuner's. */
+export function setAttentionSplit(split: AttentionSplit | null): void {
+  forcedSplit = split;
 }
 
 /** Multiply-adds of Q K^T below which a class is not tuned. */
 const TUNE_MIN_MACS = 2 ** 20;
 
+/** Split candidates may merge partial sums in another order: f32 sums of up to a few hundred terms. */
+const SPLIT_AGREE = agreeWithin(1e-5, 1e-4);
+
 const log2Class = (x: number): number => Math.ceil(Math.log2(Math.max(1, x)));
 
-/** Rows per workgroup for one of the tiled kernels' launches. */
-function rowsFor<O extends readonly (number | GPUBuffer)[]>(
+/** Rows whose sums are merged at a time (attention_split.wgsl's MERGE_CHUNK): a small buffer, so tiles stay large. */
+const mergeChunk = (c: AttentionSplit): number => Math.min(c.rows, 16);
+
+/** Workgroup memory the parts' merge takes (attention_split.wgsl: MERGE_ROWS twice, MERGE_SUM). */
+const mergeFloats = (c: AttentionSplit, d: number): number =>
+  c.split === 1 ? 3 : 2 * c.rows * c.split + mergeChunk(c) * d;
+
+/** Key (or query) rows a tile of one of the tiled kernels holds: two tiles of D and 3 row statistics a row. */
+const tileOf = (rt: GpuRuntime, d: number, c: AttentionSplit): number =>
+  Math.min(64, Math.floor((workgroupFloats(rt) - mergeFloats(c, d)) / (2 * d + 3)));
+
+/** Whether a device can run a candidate at head size d: its workgroup limits and memory. */
+export function attentionSplitRuns(rt: GpuRuntime, d: number, c: AttentionSplit): boolean {
+  const limits = rt.device.limits;
+  const threads = c.rows * c.split;
+  return (
+    threads <= limits.maxComputeInvocationsPerWorkgroup &&
+    threads <= limits.maxComputeWorkgroupSizeX &&
+    tileOf(rt, d, c) >= 1
+  );
+}
+
+/** The candidates a device runs for a launch: within its limits and grid. */
+const splitsFor = (rt: GpuRuntime, x: Dims): AttentionSplit[] =>
+  ATTENTION_SPLITS.filter(
+    (c) => attentionSplitRuns(rt, x.d, c) && Math.ceil(Math.max(x.tq, x.tk) / c.rows) <= rt.maxWorkgroupsPerDim,
+  );
+
+/** The shape of work for one of the tiled kernels' launches. */
+function splitFor<O extends readonly (number | GPUBuffer)[]>(
   rt: GpuRuntime,
   pass: 'forward' | 'dq' | 'dkv',
   x: Dims,
-  programOf: (rows: number) => Program,
-  call: LaunchCall<O>,
+  launchOf: (c: AttentionSplit) => { program: Program; call: LaunchCall<O> },
   scratch?: (input: number, n: number) => Float32Array | null,
-): number {
-  if (forcedRows !== null) return forcedRows;
-  if (x.b * x.hq * x.tq * x.tk * x.d < TUNE_MIN_MACS) return ROWS;
-  // Sizes whose grid would pass the per-dimension limit are not offered.
-  const sizes = ATTENTION_ROWS.filter((r) => Math.ceil(Math.max(x.tq, x.tk) / r) <= rt.maxWorkgroupsPerDim);
-  return pickWorkgroup(rt, {
-    sizes,
-    programOf,
-    call,
-    shapeClass: `${pass}:d${x.d}:t${x.tile}:q${log2Class(x.tq)}:k${log2Class(x.tk)}:h${log2Class(x.hq)}:g${x.hq / x.hkv}:b${log2Class(x.b)}`,
+): AttentionSplit {
+  const candidates = splitsFor(rt, x);
+  if (forcedSplit !== null) return candidates.includes(forcedSplit) ? forcedSplit : DEFAULT_SPLIT;
+  if (x.b * x.hq * x.tq * x.tk * x.d < TUNE_MIN_MACS) return DEFAULT_SPLIT;
+  const byName = new Map(candidates.map((c) => [attentionSplitName(c), c]));
+  const name = pickLaunch(rt, {
+    candidates: [...byName.keys()],
+    launchOf: (n) => launchOf(byName.get(n)!),
+    // `s`: the classes of the split candidates (an older cache's choice among one thread a row is not reused).
+    shapeClass: `${pass}:s:d${x.d}:t${x.tile}:q${log2Class(x.tq)}:k${log2Class(x.tk)}:h${log2Class(x.hq)}:g${x.hq / x.hkv}:b${log2Class(x.b)}`,
+    agree: SPLIT_AGREE,
     ...(scratch ? { scratch } : {}),
   });
+  return byName.get(name) ?? DEFAULT_SPLIT;
 }
+
 /** At most this many queries per head use the split-over-keys kernel (attention_decode.wgsl): decoding. */
 const DECODE_MAX_QUERIES = 4;
 
@@ -85,10 +142,10 @@ const workgroupFloats = (rt: GpuRuntime): number => Math.floor(rt.device.limits.
 function dimsOf(rt: GpuRuntime, kernel: string, q: KernelTensor, k: KernelTensor, keyLength = k.shape[1]!): Dims {
   const [b, tq, hq, d] = q.shape as [number, number, number, number];
   const limit = rt.maxWorkgroupsPerDim;
-  if (b > limit || hq > limit || Math.ceil(Math.max(tq, k.shape[1]!) / ROWS) > limit) {
+  if (b > limit || hq > limit || Math.ceil(Math.max(tq, k.shape[1]!) / DEFAULT_SPLIT.rows) > limit) {
     throw new BackendError('webgpu', `${kernel}: ${b} rows x ${hq} heads x ${tq} queries exceed the workgroup grid`);
   }
-  const tile = Math.max(1, Math.min(64, Math.floor(workgroupFloats(rt) / (2 * d + 3))));
+  const tile = Math.max(1, tileOf(rt, d, DEFAULT_SPLIT));
   return { b, tq, tk: keyLength, ks: k.shape[1]!, hq, hkv: k.shape[2]!, d, tile };
 }
 
@@ -117,23 +174,49 @@ const uniforms = (x: Dims, scale: number, hasBias: boolean) => ({
 
 const QKV = { q: 'f32', k: 'f32', v: 'f32', bias: 'f32' } as const;
 
-/** The constants every attention body starts with: head size, key tile rows (tiled kernels), mask threshold. */
-const constants = (d: number, tile?: number): string =>
+/** The constants every attention body starts with: head size, mask threshold, and (tiled kernels) the tile's
+ * rows and the split's constants, with attention_split.wgsl after them. */
+const constants = (d: number, tiled?: { tile: number; c: AttentionSplit }): string =>
   [
     `const D: u32 = ${d}u;`,
-    ...(tile === undefined ? [] : [`const TK: u32 = ${tile}u;`]),
     `const MASKED: f32 = ${MASKED_KEY_BIAS.toExponential()};`,
+    ...(tiled === undefined
+      ? []
+      : [
+          `const TK: u32 = ${tiled.tile}u;`,
+          `const ROWS: u32 = ${tiled.c.rows}u;`,
+          `const SPLIT: u32 = ${tiled.c.split}u;`,
+          `const MERGE_ROWS: u32 = ${tiled.c.split === 1 ? 1 : tiled.c.rows * tiled.c.split}u;`,
+          `const MERGE_CHUNK: u32 = ${mergeChunk(tiled.c)}u;`,
+          `const MERGE_SUM: u32 = ${tiled.c.split === 1 ? 1 : mergeChunk(tiled.c) * d}u;`,
+          splitSrc,
+        ]),
   ].join('\n');
 
-const forwardProgram = (x: Dims, rows: number): Program =>
-  cachedProgram(`attention:${x.d}:${x.tile}:${rows}`, () => ({
+/** A tiled program's record: its kernel name, constants, workgroup size and cache key from the split. */
+function tiledProgram(
+  rt: GpuRuntime,
+  file: string,
+  d: number,
+  c: AttentionSplit,
+  record: Omit<ProgramRecord, 'workgroupSize'>,
+): Program {
+  const tile = tileOf(rt, d, c);
+  return cachedProgram(`${file}:${d}:${tile}:${c.rows}x${c.split}`, () => ({
+    ...record,
+    workgroupSize: c.rows * c.split,
+    body: `${constants(d, { tile, c })}\n${record.body}`,
+  }));
+}
+
+const forwardProgram = (rt: GpuRuntime, d: number, c: AttentionSplit): Program =>
+  tiledProgram(rt, 'attention', d, c, {
     name: 'attention',
     inputs: QKV,
     outputs: { out: 'f32' },
     uniforms: UNIFORMS,
-    workgroupSize: rows,
-    body: `${constants(x.d, x.tile)}\n${tilesSrc}\n${attentionSrc}`,
-  }));
+    body: `${tilesSrc}\n${attentionSrc}`,
+  });
 
 /** S threads keep S accumulators of D floats (and S for a tree) in workgroup memory. */
 const decodeProgram = (d: number, split: number): Program =>
@@ -146,25 +229,27 @@ const decodeProgram = (d: number, split: number): Program =>
     body: `${constants(d)}\n${decodeSrc}`,
   }));
 
-const dqProgram = (x: Dims, rows: number): Program =>
-  cachedProgram(`attention_backward_dq:${x.d}:${x.tile}:${rows}`, () => ({
+const dqProgram = (rt: GpuRuntime, d: number, c: AttentionSplit): Program =>
+  tiledProgram(rt, 'attention_backward_dq', d, c, {
     name: 'attentionBackward',
     inputs: { ...QKV, o: 'f32', d_o: 'f32' },
     outputs: { dq: 'f32', stats: 'f32' },
     uniforms: UNIFORMS,
-    workgroupSize: rows,
-    body: `${constants(x.d, x.tile)}\n${tilesSrc}\n${dqSrc}`,
-  }));
+    body: `${tilesSrc}\n${dqSrc}`,
+  });
 
-const dkvProgram = (x: Dims, rows: number): Program =>
-  cachedProgram(`attention_backward_dkv:${x.d}:${x.tile}:${rows}`, () => ({
+const dkvProgram = (rt: GpuRuntime, d: number, c: AttentionSplit): Program =>
+  tiledProgram(rt, 'attention_backward_dkv', d, c, {
     name: 'attentionBackward',
     inputs: { ...QKV, d_o: 'f32', stats: 'f32' },
     outputs: { dk: 'f32', dv: 'f32' },
     uniforms: UNIFORMS,
-    workgroupSize: rows,
-    body: `${constants(x.d, x.tile)}\n${dkvSrc}`,
-  }));
+    body: dkvSrc,
+  });
+
+/** A tiled launch's grid: ROWS rows of `rows` per workgroup, per head and batch row. */
+const rowGrid = (rows: number, heads: number, x: Dims, c: AttentionSplit) =>
+  ({ workgroups: [Math.ceil(rows / c.rows), heads, x.b] }) as const;
 
 export function attention(
   rt: GpuRuntime,
@@ -187,9 +272,12 @@ export function attention(
     const [out] = launch(rt, decodeProgram(x.d, split), { ...common, grid: { workgroups: [x.tq, x.hq, x.b] } });
     return out;
   }
-  const call = { ...common, grid: { threads: [x.tq, x.hq, x.b] } } as const;
-  const programOf = (rows: number): Program => forwardProgram(x, rows);
-  const [out] = launch(rt, programOf(rowsFor(rt, 'forward', x, programOf, call)), call);
+  const launchOf = (c: AttentionSplit) => ({
+    program: forwardProgram(rt, x.d, c),
+    call: { ...common, grid: rowGrid(x.tq, x.hq, x, c) },
+  });
+  const { program, call } = launchOf(splitFor(rt, 'forward', x, launchOf));
+  const [out] = launch(rt, program, call);
   return out;
 }
 
@@ -204,8 +292,8 @@ export function attentionBackward(
   scale: number,
 ): [GPUBuffer, GPUBuffer, GPUBuffer] {
   const x = dimsOf(rt, 'attentionBackward', q, k);
-  const qkv = [q, k, v, bias ?? q];
-  checkInputs(dqProgram(x, ROWS), 'attentionBackward', [...qkv, out, dOut]);
+  const qkv = [q, k, v, bias ?? q] as const;
+  checkInputs(dqProgram(rt, x.d, DEFAULT_SPLIT), 'attentionBackward', [...qkv, out, dOut]);
   const [nq, nk] = [sizeOf(q.shape), sizeOf(k.shape)];
   if (nq === 0) {
     // No queries: nothing reaches the keys (and no keys means no queries, Tq <= Tk).
@@ -213,26 +301,32 @@ export function attentionBackward(
   }
   const params = uniforms(x, scale, bias !== null);
   // dQ, and each query row's statistics (m, l, delta) for the dK/dV kernel.
-  const dqCall = {
-    inputs: [...qkv, out, dOut],
-    outputs: [nq * 4, 3 * x.b * x.hq * x.tq * 4],
-    grid: { threads: [x.tq, x.hq, x.b] },
-    uniforms: params,
-  } as const;
-  const dqOf = (rows: number): Program => dqProgram(x, rows);
-  const [dQ, stats] = launch(rt, dqOf(rowsFor(rt, 'dq', x, dqOf, dqCall)), dqCall);
-  const dkvCall = {
-    inputs: [...qkv, dOut, stats],
-    outputs: [nk * 4, nk * 4],
-    grid: { threads: [x.tk, x.hkv, x.b] },
-    uniforms: params,
-  } as const;
+  const dqOf = (c: AttentionSplit) => ({
+    program: dqProgram(rt, x.d, c),
+    call: {
+      inputs: [...qkv, out, dOut],
+      outputs: [nq * 4, 3 * x.b * x.hq * x.tq * 4] as const,
+      grid: rowGrid(x.tq, x.hq, x, c),
+      uniforms: params,
+    },
+  });
+  const dq = dqOf(splitFor(rt, 'dq', x, dqOf));
+  const [dQ, stats] = launch(rt, dq.program, dq.call);
+  const dkvOf = (c: AttentionSplit) => ({
+    program: dkvProgram(rt, x.d, c),
+    call: {
+      inputs: [...qkv, dOut, stats],
+      outputs: [nk * 4, nk * 4] as const,
+      grid: rowGrid(x.tk, x.hkv, x, c),
+      uniforms: params,
+    },
+  });
   // Its tuning trial's scratch statistics (m, l, delta per query row) are in [0.5, 1.5): l, a sum of
   // exponentials, is never near 0 there.
-  const dkvOf = (rows: number): Program => dkvProgram(x, rows);
   const positive = (i: number, n: number): Float32Array | null =>
     i === 5 ? scratchValues(n, 6).map((v) => v + 1) : null;
-  const [dK, dV] = launch(rt, dkvOf(rowsFor(rt, 'dkv', x, dkvOf, dkvCall, positive)), dkvCall);
+  const dkv = dkvOf(splitFor(rt, 'dkv', x, dkvOf, positive));
+  const [dK, dV] = launch(rt, dkv.program, dkv.call);
   rt.release(stats);
   return [dQ, dK, dV];
 }

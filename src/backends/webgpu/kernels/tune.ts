@@ -81,27 +81,68 @@ export const agreeWithin =
     return true;
   };
 
-/** What `pickWorkgroup` tunes: one launch whose record varies only in its workgroup size. */
-export interface WorkgroupChoice<O extends readonly (number | GPUBuffer)[]> {
-  /** Sizes to choose from, the default first (those past the device's limits are dropped). */
-  readonly sizes: readonly number[];
-  readonly programOf: (wg: number) => Program;
-  readonly call: LaunchCall<O>;
+/** What `pickLaunch` tunes: one launch whose record (and grid) varies with a named candidate. */
+export interface LaunchChoice<O extends readonly (number | GPUBuffer)[]> {
+  /** Candidates to choose from, the default first (the caller drops those past the device's limits). */
+  readonly candidates: readonly string[];
+  /** A candidate's program and call (the call's inputs and outputs as the ordinary launch's). */
+  readonly launchOf: (candidate: string) => { readonly program: Program; readonly call: LaunchCall<O> };
   /** The class the choice holds for (the kernel's name is the program's). */
   readonly shapeClass: string;
-  /** The outputs the launch writes (default all), compared between sizes. */
+  /** The outputs the launch writes (default all), compared between candidates. */
   readonly written?: readonly number[];
-  /** Tolerance between sizes (default: exact, for kernels whose arithmetic per thread does not depend on it). */
+  /** Tolerance between candidates (default: exact, for kernels whose arithmetic per thread does not depend on it). */
   readonly agree?: TuneTrial['agree'];
   /** Scratch values of f32 input i where the default's (in [-0.5, 0.5)) would not do (a positive sum). */
   readonly scratch?: (input: number, n: number) => Float32Array | null;
 }
 
 /**
- * The tuner's pick of a workgroup size for one launch: candidates compared and timed on scratch inputs of the
- * call's sizes (f32 inputs deterministic values, i32 inputs zeros, a valid index everywhere; in-place outputs
- * fresh buffers of their size).
+ * The tuner's pick among a launch's candidates: compared and timed on scratch inputs of the call's sizes (f32
+ * inputs deterministic values, i32 inputs zeros, a valid index everywhere; in-place outputs fresh buffers of
+ * their size).
  */
+export function pickLaunch<O extends readonly (number | GPUBuffer)[]>(rt: GpuRuntime, c: LaunchChoice<O>): string {
+  const fallback = c.candidates[0]!;
+  if (!rt.tuner.enabled || c.candidates.length < 2) return fallback;
+  const base = c.launchOf(fallback);
+  return rt.tuner.pick({
+    kernel: base.program.name,
+    shapeClass: c.shapeClass,
+    candidates: c.candidates,
+    trial: () =>
+      launchTrial(
+        rt,
+        base.call.inputs.map((t, i) =>
+          !isTensor(t)
+            ? scratchValues(t.size / 4, i + 1)
+            : t.dtype === 'i32'
+              ? new Int32Array(sizeOf(t.shape))
+              : (c.scratch?.(i, sizeOf(t.shape)) ?? scratchValues(sizeOf(t.shape), i + 1)),
+        ),
+        (candidate, inputs) => {
+          const { program, call } = c.launchOf(candidate);
+          return {
+            program,
+            call: { ...call, inputs, outputs: call.outputs.map((o) => (typeof o === 'number' ? o : o.size)) },
+          };
+        },
+        c.agree ?? agreeWithin(0, 0),
+        c.written,
+      ),
+  });
+}
+
+/** What `pickWorkgroup` tunes: one launch whose record varies only in its workgroup size. */
+export interface WorkgroupChoice<O extends readonly (number | GPUBuffer)[]>
+  extends Omit<LaunchChoice<O>, 'candidates' | 'launchOf'> {
+  /** Sizes to choose from, the default first (those past the device's limits are dropped). */
+  readonly sizes: readonly number[];
+  readonly programOf: (wg: number) => Program;
+  readonly call: LaunchCall<O>;
+}
+
+/** `pickLaunch` over workgroup sizes within the device's limits. */
 export function pickWorkgroup<O extends readonly (number | GPUBuffer)[]>(
   rt: GpuRuntime,
   c: WorkgroupChoice<O>,
@@ -110,29 +151,13 @@ export function pickWorkgroup<O extends readonly (number | GPUBuffer)[]>(
   const sizes = c.sizes.filter(
     (wg) => wg <= limits.maxComputeInvocationsPerWorkgroup && wg <= limits.maxComputeWorkgroupSizeX,
   );
-  const fallback = c.sizes[0]!;
-  if (!rt.tuner.enabled || sizes.length < 2) return fallback;
-  const name = rt.tuner.pick({
-    kernel: c.programOf(fallback).name,
-    shapeClass: c.shapeClass,
-    candidates: sizes.map(String),
-    trial: () =>
-      launchTrial(
-        rt,
-        c.call.inputs.map((t, i) =>
-          !isTensor(t)
-            ? scratchValues(t.size / 4, i + 1)
-            : t.dtype === 'i32'
-              ? new Int32Array(sizeOf(t.shape))
-              : (c.scratch?.(i, sizeOf(t.shape)) ?? scratchValues(sizeOf(t.shape), i + 1)),
-        ),
-        (wg, inputs) => ({
-          program: c.programOf(Number(wg)),
-          call: { ...c.call, inputs, outputs: c.call.outputs.map((o) => (typeof o === 'number' ? o : o.size)) },
-        }),
-        c.agree ?? agreeWithin(0, 0),
-        c.written,
-      ),
-  });
-  return Number(name);
+  const { sizes: _, programOf, call, ...rest } = c;
+  if (sizes.length < 2) return c.sizes[0]!;
+  return Number(
+    pickLaunch(rt, {
+      ...rest,
+      candidates: sizes.map(String),
+      launchOf: (wg) => ({ program: programOf(Number(wg)), call }),
+    }),
+  );
 }
