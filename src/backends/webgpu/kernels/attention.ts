@@ -56,7 +56,7 @@ export const attentionSplitName = (c: AttentionSplit): string =>
 
 let forcedSplit: AttentionSplit | null = null;
 /** Force the shape of work of the tiled attention kernels (the specs of each candidate) where the device can run
- * it (workgroup limits and memory), else the default; null: the tuner's. */
+ * it (workgroup limits, memory, loop budget), else the first it can; null: the tuner's. */
 export function setAttentionSplit(split: AttentionSplit | null): void {
   forcedSplit = split;
 }
@@ -91,10 +91,31 @@ export function attentionSplitRuns(rt: GpuRuntime, d: number, c: AttentionSplit)
   );
 }
 
-/** The candidates a device runs for a launch: within its limits and grid. */
+/**
+ * Rows (keys or queries) a thread may walk times the head size on a CPU rasterizer: Mesa's llvmpipe ends an
+ * invocation's loops after 65,535 iterations in all, without an error. Measured there with one thread a row: the
+ * dQ pass came out NaN from 25,600 (400 keys at d64, 200 at d128) and was right at 20,480.
+ */
+const LOOP_LIMITED_ROWS_BY_D = 16_384;
+
+const pastLoopBudget = (rows: number, d: number): BackendError =>
+  new BackendError(
+    'webgpu',
+    `attention over ${rows} rows at head size ${d} is past what one invocation may loop on a CPU rasterizer ` +
+      `(llvmpipe ends loops after 65,535 iterations without an error; head size x rows / threads a row must stay ` +
+      `within ${LOOP_LIMITED_ROWS_BY_D}): use the cpu backend, or shorter sequences`,
+  );
+
+/** The most rows one thread of a launch walks: every key (forward, dQ) or every query of its group (dK/dV). */
+const rowsWalked = (x: Dims): number => Math.max(x.tk, x.tq * (x.hq / x.hkv));
+
+/** The candidates a device runs for a launch: within its limits, grid and (a CPU rasterizer) its loop budget. */
 const splitsFor = (rt: GpuRuntime, x: Dims): AttentionSplit[] =>
   ATTENTION_SPLITS.filter(
-    (c) => attentionSplitRuns(rt, x.d, c) && Math.ceil(Math.max(x.tq, x.tk) / c.rows) <= rt.maxWorkgroupsPerDim,
+    (c) =>
+      attentionSplitRuns(rt, x.d, c) &&
+      Math.ceil(Math.max(x.tq, x.tk) / c.rows) <= rt.maxWorkgroupsPerDim &&
+      (!rt.cpuLike || Math.ceil(rowsWalked(x) / c.split) * x.d <= LOOP_LIMITED_ROWS_BY_D),
   );
 
 /** The shape of work for one of the tiled kernels' launches. */
@@ -106,8 +127,10 @@ function splitFor<O extends readonly (number | GPUBuffer)[]>(
   scratch?: (input: number, n: number) => Float32Array | null,
 ): AttentionSplit {
   const candidates = splitsFor(rt, x);
-  if (forcedSplit !== null) return candidates.includes(forcedSplit) ? forcedSplit : DEFAULT_SPLIT;
-  if (x.b * x.hq * x.tq * x.tk * x.d < TUNE_MIN_MACS) return DEFAULT_SPLIT;
+  const fallback = candidates[0];
+  if (fallback === undefined) throw pastLoopBudget(rowsWalked(x), x.d);
+  if (forcedSplit !== null) return candidates.includes(forcedSplit) ? forcedSplit : fallback;
+  if (x.b * x.hq * x.tq * x.tk * x.d < TUNE_MIN_MACS) return fallback;
   const byName = new Map(candidates.map((c) => [attentionSplitName(c), c]));
   const name = pickLaunch(rt, {
     candidates: [...byName.keys()],
@@ -117,7 +140,7 @@ function splitFor<O extends readonly (number | GPUBuffer)[]>(
     agree: SPLIT_AGREE,
     ...(scratch ? { scratch } : {}),
   });
-  return byName.get(name) ?? DEFAULT_SPLIT;
+  return byName.get(name) ?? fallback;
 }
 
 /** At most this many queries per head use the split-over-keys kernel (attention_decode.wgsl): decoding. */
@@ -269,6 +292,7 @@ export function attention(
   if (x.tq <= DECODE_MAX_QUERIES && x.tk > x.tq) {
     // A thread per query row would leave 60+ of 64 threads idle: split the keys over the workgroup instead.
     const split = Math.max(1, Math.min(64, 2 ** Math.floor(Math.log2(workgroupFloats(rt) / (x.d + 1)))));
+    if (rt.cpuLike && Math.ceil(x.tk / split) * x.d > LOOP_LIMITED_ROWS_BY_D) throw pastLoopBudget(x.tk, x.d);
     const [out] = launch(rt, decodeProgram(x.d, split), { ...common, grid: { workgroups: [x.tq, x.hq, x.b] } });
     return out;
   }
