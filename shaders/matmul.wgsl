@@ -13,7 +13,9 @@
 //   LOAD_A, LOAD_B: the statements staging one tile (with or without bounds checks, transposed or not);
 //   PREFETCH: whether the next tile is read into registers while this one is multiplied: REGS declares them,
 //     FETCH_A, FETCH_B read a tile into them, PUT_A, PUT_B store them into the tile (empty when PREFETCH is off);
-//   STORE: writing the block back (with or without bounds checks).
+//   STORE: writing the block back (with or without bounds checks);
+//   SPLIT_K: the K range of this workgroup: all of K, or (split-K, a partial product per chunk of K) the chunk
+//     wg.z selects beside its batch entry; C is then [batch, splits, M, N], summed by matmul_split_sum.wgsl.
 // Bounds checks are compiled out (a separate pipeline) when M, N and K divide the tile.
 // Shapes and batch strides are uniforms, so one pipeline serves every size.
 
@@ -37,6 +39,10 @@ fn col4(x: u32, j: u32) -> u32 {
   }
   return x * RN4 + j;
 }
+
+// The end of this workgroup's K range, k_hi, for the loaders' bounds checks (the row strides stay params.K); a
+// private variable is not uniform to WGSL's analysis, so the tile loop counts from k_hi itself.
+var<private> k_end: u32;
 
 var<workgroup> As: array<vec4<f32>, TK * TM4>; // As[k * TM4 + m / 4][m % 4] = op(A)[m0 + m, k0 + k]
 var<workgroup> Bs: array<vec4<f32>, TK * TN4>; // Bs[k * TN4 + n / 4][n % 4] = op(B)[k0 + k, n0 + n]
@@ -71,6 +77,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   let m0 = wg.y * TM;
   let n0 = wg.x * TN;
   var rem = wg.z;
+{{SPLIT_K}}
   var a_off = 0u;
   var b_off = 0u;
   for (var d = 4u; d > 0u; d--) {
@@ -82,13 +89,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
   }
   // acc[r * RN4 + j]: row lid.y * RM + r, columns 4 col4(lid.x, j) .. +3
   var acc: array<vec4<f32>, RM * RN4>;
-  let tiles = (params.K + TK - 1u) / TK;
+  let tiles = (k_hi - k_lo + TK - 1u) / TK;
   if (PREFETCH) {
-    fetch_a(a_off, m0, 0u, tid);
-    fetch_b(b_off, n0, 0u, tid);
+    fetch_a(a_off, m0, k_lo, tid);
+    fetch_b(b_off, n0, k_lo, tid);
   }
   for (var t = 0u; t < tiles; t++) {
-    let k0 = t * TK;
+    let k0 = k_lo + t * TK;
     if (PREFETCH) {
       put_a(m0, k0, tid);
       put_b(n0, k0, tid);

@@ -1,4 +1,5 @@
 import { ATTENTION_SPLITS, attentionSplitName } from '../../src/backends/webgpu/kernels/attention.js';
+import { setMatmulKernel } from '../../src/backends/webgpu/kernels/matmul.js';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -100,6 +101,38 @@ describe.skipIf(tuned === null)('webgpu tuning on the device', () => {
     const again = T.matmul(x, y);
     expectClose('tall again', await again.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
     T.dispose([x, y, c, again]);
+  });
+
+  it('split-K is offered for a small output over a long K (tiled family): each candidate agrees, none rejected', async () => {
+    // 64 x 16 outputs (one tile) over K = 2,048: chunks of at least 256 allow 4 and 8 splits, not 32.
+    const [m, k, n] = [64, 2048, 16];
+    const av = weights(m * k, 6);
+    const bv = weights(k * n, 7);
+    const want = await T.matmul(
+      T.tensor(av, [m, k], { backend: reference }),
+      T.tensor(bv, [k, n], { backend: reference }),
+    ).data();
+    setMatmulKernel('tiled');
+    try {
+      const x = T.tensor(av, [m, k], { backend: b });
+      const y = T.tensor(bv, [k, n], { backend: b });
+      const before = b.runtime.tuner.tuned;
+      const c = T.matmul(x, y);
+      expectClose('split-K class', await c.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
+      expect(b.runtime.tuner.tuned).toBe(before + 1);
+      const choice = b.runtime.tuner
+        .report()
+        .find((r) => r.shapeClass.startsWith('tiled:') && r.shapeClass.includes(':k11:'))!;
+      expect(choice.rejected).toEqual([]);
+      expect(choice.shapeClass, 'a class of its own beside an older cache').toMatch(/:sk$/);
+      const split = Object.keys(choice.ms).filter((name) => name.includes('/k'));
+      expect(split.sort()).toEqual(['Lsp/k4', 'Lsp/k8', 'XLk16sp/k4']);
+      const again = T.matmul(x, y);
+      expectClose('split-K class again', await again.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
+      T.dispose([x, y, c, again]);
+    } finally {
+      setMatmulKernel(null);
+    }
   });
 
   it('a row kernel (softmax over 64 rows of 4096) is tuned over its workgroup sizes at the read', async () => {

@@ -20,6 +20,11 @@ export interface TileConfig {
   readonly spread?: boolean;
   /** Tiled only: the next K tile is read into registers while the current one is multiplied. */
   readonly prefetch?: boolean;
+  /**
+   * Tiled only: split-K, at most this many chunks of K, each a partial product of its own workgroups, then summed
+   * in chunk order (matmul_split_sum.wgsl): more workgroups for a small output over a long K.
+   */
+  readonly splitK?: number;
 }
 
 /** GPU: 64x64 tiles, 16x16 threads with 4x4 outputs each, K tiles of 16. */
@@ -57,6 +62,23 @@ export const MATMUL_CANDIDATES: Readonly<Record<TileConfig['kind'], readonly Til
     { name: 'XLk16sp', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 16, spread: true, prefetch: true },
     { name: 'XLk32sp', kind: 'tiled', wx: 16, wy: 16, rm: 8, rn: 8, tk: 32, spread: true, prefetch: true },
     { name: 'Lsp', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16, spread: true, prefetch: true },
+    // Split-K for small outputs over a long K (weight gradients, LoRA's rank-r products: on an H200 a 512 x 512
+    // gradient over 4,096 tokens ran 64 workgroups, 0.16 ms; a 1024 x 16 one 16, 0.16 ms).
+    { name: 'Lsp/k4', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16, spread: true, prefetch: true, splitK: 4 },
+    { name: 'Lsp/k8', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16, spread: true, prefetch: true, splitK: 8 },
+    { name: 'Lsp/k32', kind: 'tiled', wx: 16, wy: 16, rm: 4, rn: 4, tk: 16, spread: true, prefetch: true, splitK: 32 },
+    {
+      name: 'XLk16sp/k4',
+      kind: 'tiled',
+      wx: 16,
+      wy: 16,
+      rm: 8,
+      rn: 8,
+      tk: 16,
+      spread: true,
+      prefetch: true,
+      splitK: 4,
+    },
   ],
   direct: [
     DIRECT_LARGE,
@@ -75,6 +97,21 @@ export function defaultConfig(cpuLike: boolean, m: number, n: number, batch: num
   // Prefer the large tile unless it would leave too few workgroups to fill the device.
   const large = Math.ceil(m / 64) * Math.ceil(n / 64) * batch;
   return large >= 16 ? LARGE : SMALL;
+}
+
+/** K per chunk below which split-K is not offered (the partial products' extra pass would cost more). */
+const MIN_K_CHUNK = 256;
+/** Output tiles (times the batch) past which the device is already full without split-K. */
+const MAX_SPLIT_TILES = 512;
+
+/**
+ * Whether the tuner offers a configuration for a case: every unsplit one; a split-K one only for a small output
+ * (few tiles) over a K long enough for each of its chunks.
+ */
+export function offered(cfg: TileConfig, m: number, n: number, k: number, batch: number): boolean {
+  if (!cfg.splitK) return true;
+  const tiles = Math.ceil(m / (cfg.wy * cfg.rm)) * Math.ceil(n / (cfg.wx * cfg.rn)) * batch;
+  return tiles <= MAX_SPLIT_TILES && k >= cfg.splitK * MIN_K_CHUNK;
 }
 
 /** Whether a configuration fits the device's workgroup limits (a candidate that does not is never offered). */

@@ -61,7 +61,7 @@ function loaderA(v: Variant): Loader {
     let kq = v % (TK / 4u);
     let gm = m0 + m;
     let gk = k0 + 4u * kq;`,
-      load: guard(v.full, 'gm < params.M && gk < params.K', 'val = A[(a_off + gm * params.K + gk) / 4u];'),
+      load: guard(v.full, 'gm < params.M && gk < k_end', 'val = A[(a_off + gm * params.K + gk) / 4u];'),
       store: `    let s = 4u * kq * TM4 + m / 4u;
     let c = m % 4u;
     As[s][c] = val.x;
@@ -78,7 +78,7 @@ function loaderA(v: Variant): Loader {
     let k = v % TK;
     let gm = m0 + m;
     let gk = k0 + k;`,
-      load: guard(v.full, 'gm < params.M && gk < params.K', 'val = A[a_off + gm * params.K + gk];'),
+      load: guard(v.full, 'gm < params.M && gk < k_end', 'val = A[a_off + gm * params.K + gk];'),
       store: '    As[k * TM4 + m / 4u][m % 4u] = val;',
     };
   }
@@ -90,7 +90,7 @@ function loaderA(v: Variant): Loader {
     let mq = v % TM4;
     let gm = m0 + 4u * mq;
     let gk = k0 + k;`,
-      load: guard(v.full, 'gm < params.M && gk < params.K', 'val = A[(a_off + gk * params.M + gm) / 4u];'),
+      load: guard(v.full, 'gm < params.M && gk < k_end', 'val = A[(a_off + gk * params.M + gm) / 4u];'),
       store: '    As[k * TM4 + mq] = val;',
     };
   }
@@ -101,7 +101,7 @@ function loaderA(v: Variant): Loader {
     let m = v % TM;
     let gm = m0 + m;
     let gk = k0 + k;`,
-    load: guard(v.full, 'gm < params.M && gk < params.K', 'val = A[a_off + gk * params.M + gm];'),
+    load: guard(v.full, 'gm < params.M && gk < k_end', 'val = A[a_off + gk * params.M + gm];'),
     store: '    As[k * TM4 + m / 4u][m % 4u] = val;',
   };
 }
@@ -115,7 +115,7 @@ function loaderB(v: Variant): Loader {
     let nq = v % TN4;
     let gn = n0 + 4u * nq;
     let gk = k0 + k;`,
-      load: guard(v.full, 'gk < params.K && gn < params.N', `val = ${bVec4(v, 'b_off + gk * params.N + gn')};`),
+      load: guard(v.full, 'gk < k_end && gn < params.N', `val = ${bVec4(v, 'b_off + gk * params.N + gn')};`),
       store: '    Bs[k * TN4 + nq] = val;',
     };
   }
@@ -127,7 +127,7 @@ function loaderB(v: Variant): Loader {
     let n = v % TN;
     let gn = n0 + n;
     let gk = k0 + k;`,
-      load: guard(v.full, 'gk < params.K && gn < params.N', `val = ${bAt(v, 'b_off + gk * params.N + gn')};`),
+      load: guard(v.full, 'gk < k_end && gn < params.N', `val = ${bAt(v, 'b_off + gk * params.N + gn')};`),
       store: '    Bs[k * TN4 + n / 4u][n % 4u] = val;',
     };
   }
@@ -139,7 +139,7 @@ function loaderB(v: Variant): Loader {
     let kq = v % (TK / 4u);
     let gn = n0 + n;
     let gk = k0 + 4u * kq;`,
-      load: guard(v.full, 'gk < params.K && gn < params.N', `val = ${bVec4(v, 'b_off + gn * params.K + gk')};`),
+      load: guard(v.full, 'gk < k_end && gn < params.N', `val = ${bVec4(v, 'b_off + gn * params.K + gk')};`),
       store: `    let s = 4u * kq * TN4 + n / 4u;
     let c = n % 4u;
     Bs[s][c] = val.x;
@@ -155,7 +155,7 @@ function loaderB(v: Variant): Loader {
     let k = v % TK;
     let gn = n0 + n;
     let gk = k0 + k;`,
-    load: guard(v.full, 'gk < params.K && gn < params.N', `val = ${bAt(v, 'b_off + gn * params.K + gk')};`),
+    load: guard(v.full, 'gk < k_end && gn < params.N', `val = ${bAt(v, 'b_off + gn * params.K + gk')};`),
     store: '    Bs[k * TN4 + n / 4u][n % 4u] = val;',
   };
 }
@@ -274,6 +274,21 @@ const UNIFORMS = {
   b_stride: 'vec4<u32>',
 } as const;
 
+/** Split-K's extra uniforms: the number of K chunks and their length (a multiple of the K tile). */
+const SPLIT_UNIFORMS = { ...UNIFORMS, splits: 'u32', k_chunk: 'u32' } as const;
+
+/** The K range of a workgroup: all of K, or the chunk wg.z selects beside its batch entry (split-K). */
+const splitK = (cfg: TileConfig): string =>
+  cfg.splitK
+    ? `  let split = rem % params.splits;
+  rem = rem / params.splits;
+  let k_lo = split * params.k_chunk;
+  let k_hi = min(params.K, k_lo + params.k_chunk);
+  k_end = k_hi;`
+    : `  let k_lo = 0u;
+  let k_hi = params.K;
+  k_end = k_hi;`;
+
 /** The tiled kernel's body for a configuration and variant: plain loaders, or prefetching ones. */
 function tiledBody(cfg: TileConfig, v: Variant): string {
   const [a, b] = [loaderA(v), loaderB(v)];
@@ -292,18 +307,21 @@ function tiledBody(cfg: TileConfig, v: Variant): string {
     PUT_A: cfg.prefetch ? pa.put : '',
     PUT_B: cfg.prefetch ? pb.put : '',
     STORE: store(v),
+    SPLIT_K: splitK(cfg),
   });
 }
 
 /** The program of one configuration and variant (transposes, vec4 operands, bounds checks). */
 export function matmulProgram(cfg: TileConfig, v: Variant): Program {
   const flags = `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}${v.halfB ? `:${v.halfB}` : ''}`;
-  const shape = `${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}${cfg.spread ? 's' : ''}${cfg.prefetch ? 'p' : ''}`;
+  const shape =
+    `${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}${cfg.spread ? 's' : ''}${cfg.prefetch ? 'p' : ''}` +
+    (cfg.splitK ? 'k' : '');
   return cachedProgram(`matmul:${cfg.kind}:${shape}:${flags}`, () => ({
     name: 'matmul',
     inputs: { A: v.vecA ? 'vec4<f32>' : 'f32', B: v.halfB ? halfBinding(v.halfB) : v.vecB ? 'vec4<f32>' : 'f32' },
     outputs: { C: v.vecC ? 'vec4<f32>' : 'f32' },
-    uniforms: UNIFORMS,
+    uniforms: cfg.splitK ? SPLIT_UNIFORMS : UNIFORMS,
     workgroupSize: [cfg.wx, cfg.wy, 1],
     body:
       (v.halfB ? halfReaders(v.halfB, 'B') : '') +

@@ -1,17 +1,19 @@
 import type { KernelTensor } from '../../../core/backend.js';
 import { BackendError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
-import { launch, type LaunchCall } from '../launch.js';
-import { checkInputs, type Program } from '../program.js';
+import { launch, prepareLaunch, type LaunchCall } from '../launch.js';
+import { cachedProgram, checkInputs, type Program } from '../program.js';
+import splitSumSrc from '../../../../shaders/matmul_split_sum.wgsl';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
 import { fillInto } from './movement.js';
 import { collapse } from './layout.js';
 import { registerKernels } from '../../../core/kernels.js';
 import { isHalf, type HalfDType } from '../../../core/dtype.js';
-import { defaultConfig, fits, MATMUL_CANDIDATES, type TileConfig } from './matmul-configs.js';
+import { defaultConfig, fits, MATMUL_CANDIDATES, offered, type TileConfig } from './matmul-configs.js';
 import { matmulProgram, type Variant } from './matmul-program.js';
-import { agreeWithin, launchTrial, scratchValues } from './tune.js';
+import { agreeWithin, scratchValues } from './tune.js';
+import type { TuneTrial } from '../tuner.js';
 
 /**
  * The matmul kernel for 'webgpu': a case's configuration (a forced one, else the tuner's pick among the
@@ -63,13 +65,23 @@ function variantOf(cfg: TileConfig, c: MatmulCase): Variant {
   };
 }
 
-/** The launch of one configuration on a case: its program and call (one output, C). */
+/** The K chunks of a split-K configuration on a case: whole K tiles each, at most `splitK` of them. */
+function chunksOf(cfg: TileConfig, k: number): { splits: number; chunk: number } {
+  if (!cfg.splitK) return { splits: 1, chunk: k };
+  const chunk = Math.ceil(Math.ceil(k / cfg.splitK) / cfg.tk) * cfg.tk;
+  return { splits: Math.ceil(k / chunk), chunk };
+}
+
+/**
+ * The launch of one configuration on a case: its program and call (one output: C, or with split-K the partial
+ * products [batch, splits, M, N] that `splitSumLaunch` sums).
+ */
 function matmulLaunch(
   cfg: TileConfig,
   c: MatmulCase,
   a: KernelTensor | GPUBuffer,
   b: KernelTensor | GPUBuffer,
-): { program: Program; call: LaunchCall<readonly [number]> } {
+): { program: Program; call: LaunchCall<readonly [number]>; splits: number } {
   const { m, n, k } = c;
   const batch = sizeOf(c.batchShape);
   const bc = collapse(c.batchShape, [
@@ -80,13 +92,14 @@ function matmulLaunch(
     throw new BackendError('webgpu', `matmul: ${bc.shape.length} batch dims after merging exceed 4`);
   // Batch dims right-aligned in the vec4s, padded with size 1 (stride 0) in front.
   const pad = 4 - bc.shape.length;
+  const { splits, chunk } = chunksOf(cfg, k);
   return {
     program: matmulProgram(cfg, variantOf(cfg, c)),
     call: {
       inputs: [a, b],
-      outputs: [m * n * batch * 4],
-      // A thread per RM x RN block: ceil(n / (WG_X RN)) x ceil(m / (WG_Y RM)) workgroups per batch entry.
-      grid: { threads: [Math.ceil(n / cfg.rn), Math.ceil(m / cfg.rm), batch] },
+      outputs: [m * n * batch * splits * 4],
+      // A thread per RM x RN block: ceil(n / (WG_X RN)) x ceil(m / (WG_Y RM)) workgroups per batch entry and chunk.
+      grid: { threads: [Math.ceil(n / cfg.rn), Math.ceil(m / cfg.rm), batch * splits] },
       uniforms: {
         M: m,
         N: n,
@@ -94,7 +107,113 @@ function matmulLaunch(
         batch: [...Array<number>(pad).fill(1), ...bc.shape],
         a_stride: [...Array<number>(pad).fill(0), ...bc.strides[0]!],
         b_stride: [...Array<number>(pad).fill(0), ...bc.strides[1]!],
+        ...(cfg.splitK ? { splits, k_chunk: chunk } : {}),
       },
+    },
+    splits,
+  };
+}
+
+/** The sum of split-K's partial products, in chunk order (vec4s where M N allows). */
+const splitSumProgram = (vec4: boolean): Program =>
+  cachedProgram(`matmul_split_sum:${vec4 ? 'v4' : 's'}`, () => {
+    const t = vec4 ? 'vec4<f32>' : 'f32';
+    return {
+      name: 'matmul',
+      inputs: { P: t },
+      outputs: { C: t },
+      uniforms: { count: 'u32', mn: 'u32', splits: 'u32', grid_x: 'u32' },
+      workgroupSize: 256,
+      body: splitSumSrc,
+    };
+  });
+
+function splitSumLaunch(
+  c: MatmulCase,
+  partial: GPUBuffer,
+  splits: number,
+): { program: Program; call: LaunchCall<readonly [number]> } {
+  const batch = sizeOf(c.batchShape);
+  const vec4 = (c.m * c.n) % 4 === 0;
+  const mn = vec4 ? (c.m * c.n) / 4 : c.m * c.n;
+  return {
+    program: splitSumProgram(vec4),
+    call: {
+      inputs: [partial],
+      outputs: [c.m * c.n * batch * 4],
+      grid: { threads: mn * batch },
+      uniforms: { count: mn * batch, mn, splits },
+    },
+  };
+}
+
+/** A configuration's whole product C: one dispatch, or (split-K) the partial products and their sum. */
+function runMatmul(
+  rt: GpuRuntime,
+  cfg: TileConfig,
+  c: MatmulCase,
+  a: KernelTensor | GPUBuffer,
+  b: KernelTensor | GPUBuffer,
+): GPUBuffer {
+  const { program, call, splits } = matmulLaunch(cfg, c, a, b);
+  const [out] = launch(rt, program, call);
+  if (!cfg.splitK || splits === 1) return out;
+  const sum = splitSumLaunch(c, out, splits);
+  const [summed] = launch(rt, sum.program, sum.call);
+  rt.release(out);
+  return summed;
+}
+
+/**
+ * The tuning trial of a case (as tune.ts's `launchTrial`, with a split-K candidate's two dispatches): scratch
+ * operands uploaded once, each candidate's C read back to be compared with the default's, its time the sum of
+ * its dispatches' (`GpuRuntime.timeDispatch`).
+ */
+function matmulTrial(
+  rt: GpuRuntime,
+  t: MatmulCase,
+  byName: (name: string) => TileConfig,
+  operands: readonly ArrayBufferView[],
+): TuneTrial {
+  const [a, b] = operands.map((d) => rt.upload(d)) as [GPUBuffer, GPUBuffer];
+  const timed = async (program: Program, call: LaunchCall<readonly [number]>, reps: number) => {
+    const { outputs, dispatch } = prepareLaunch(rt, program, call);
+    try {
+      return { ms: dispatch ? await rt.timeDispatch(dispatch, reps) : 0, out: outputs[0] };
+    } catch (e) {
+      for (const o of outputs) rt.release(o);
+      throw e;
+    }
+  };
+  return {
+    result: async (name) => {
+      const out = runMatmul(rt, byName(name), t, a, b);
+      try {
+        return new Float32Array(await rt.read(out, t.m * t.n * sizeOf(t.batchShape) * 4));
+      } finally {
+        rt.release(out);
+      }
+    },
+    time: async (name, reps) => {
+      const cfg = byName(name);
+      const first = matmulLaunch(cfg, t, a, b);
+      const product = await timed(first.program, first.call, reps);
+      if (!cfg.splitK || first.splits === 1) {
+        rt.release(product.out);
+        return product.ms;
+      }
+      const sum = splitSumLaunch(t, product.out, first.splits);
+      const summed = await timed(sum.program, sum.call, reps);
+      rt.release(product.out);
+      rt.release(summed.out);
+      return product.ms + summed.ms;
+    },
+    // Every configuration sums the K products in the same order with FMAs but split-K, which adds its chunks'
+    // sums; allow an f32 rounding a term.
+    agree: agreeWithin(1e-6 * t.k, 1e-6),
+    dispose: () => {
+      rt.release(a);
+      rt.release(b);
     },
   };
 }
@@ -113,12 +232,18 @@ function configFor(rt: GpuRuntime, c: MatmulCase): TileConfig {
   if (m * n * k * batch < TUNE_MIN_MACS || !rt.tuner.enabled) return fallback;
   const family = MATMUL_CANDIDATES[cpuLike ? 'direct' : 'tiled'];
   const limits = rt.device.limits;
-  const candidates = [fallback, ...family.filter((cfg) => cfg !== fallback && fits(cfg, limits))];
+  const candidates = [
+    fallback,
+    ...family.filter((cfg) => cfg !== fallback && fits(cfg, limits) && offered(cfg, m, n, k, batch)),
+  ];
   const v = variantOf(fallback, c);
   const flags = `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${v.halfB ?? ''}`;
   const name = rt.tuner.pick({
     kernel: 'matmul',
-    shapeClass: `${fallback.kind}:${flags}:m${log2Class(m)}:n${log2Class(n)}:k${log2Class(k)}:b${log2Class(batch)}`,
+    // `:sk`: split-K candidates offered (an older cache's choice without them is not reused).
+    shapeClass:
+      `${fallback.kind}:${flags}:m${log2Class(m)}:n${log2Class(n)}:k${log2Class(k)}:b${log2Class(batch)}` +
+      (candidates.some((cfg) => cfg.splitK) ? ':sk' : ''),
     candidates: candidates.map((cfg) => cfg.name),
     trial: () => {
       const byName = (chosen: string): TileConfig => candidates.find((cfg) => cfg.name === chosen)!;
@@ -126,13 +251,7 @@ function configFor(rt: GpuRuntime, c: MatmulCase): TileConfig {
         const av = scratchValues(sizeOf(t.aBatch) * t.m * t.k, 1);
         const bv = scratchValues(sizeOf(t.bBatch) * t.k * t.n, 2);
         // A half B: the top halves of the f32 words (bf16 by truncation; read as f16, |x| < 1 stays finite).
-        return launchTrial(
-          rt,
-          [av, t.halfB ? packWords(bv) : bv],
-          (chosen, [a, b]) => matmulLaunch(byName(chosen), t, a!, b!),
-          // Every configuration sums the K products in the same order with FMAs; allow an f32 rounding a term.
-          agreeWithin(1e-6 * k, 1e-6),
-        );
+        return matmulTrial(rt, t, byName, [av, t.halfB ? packWords(bv) : bv]);
       };
       // Timed on the case met; compared on one whose M and N are capped near 2048 with the same residues
       // modulo 128 (every tile divides 128: the same bounds-check variant), so a 151,936-wide product is not
@@ -193,9 +312,7 @@ export function matmul(
   if (k === 0) return fillInto(rt, m * n * batch * 4, m * n * batch, 'f32', 0);
   if (batch > rt.maxWorkgroupsPerDim)
     throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
-  const { program, call } = matmulLaunch(configFor(rt, c), c, a, b);
-  const [out] = launch(rt, program, call);
-  return out;
+  return runMatmul(rt, configFor(rt, c), c, a, b);
 }
 
 registerKernels<GpuBackend>('webgpu', {
