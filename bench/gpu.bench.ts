@@ -20,7 +20,8 @@
  * (lora-gpu.ts says which, and why B starts nonzero there).
  *
  * `--quick` runs the same tasks at tiny sizes (two rounds, well under a minute on llvmpipe): spec/webgpu/
- * bench-gpu.spec.ts runs it in CI so the script never rots. `--rounds N` (default 3); `--tasks matmul,lora`
+ * bench-gpu.spec.ts runs it in CI so the script never rots. `--rounds N` (default 3), no round started that would end
+ * past `--seconds S` of rounds (default DEFAULT_ROUND_SECONDS, so one plain run fits 8 minutes); `--tasks matmul,lora`
  * for a subset (of matmul, step, sample, lora, f16: a matmul on subgroup matrices, bench/lib/subgroup-matrix.ts); a bad argument is one line naming it, exit 2 (`parseBenchGpuArgs`).
  * Run on any machine with a GPU and its Vulkan driver (Linux; Metal or D3D12 elsewhere), Node and `npm ci`:
  * `npm run bench:gpu`; python3 with a CUDA torch (and transformers, for sampling; peft, for LoRA) adds the
@@ -76,7 +77,8 @@ export interface BenchGpuOptions {
   readonly variants?: readonly GpuVariant[];
   /** Look for the PyTorch peer (default true). */
   readonly peer?: boolean;
-  /** Start no round after this many seconds of rounds (a GPU slot's length); the table has the rounds run. */
+  /** Start no round that would end past this many seconds of rounds (default DEFAULT_ROUND_SECONDS, none with
+   * --quick); the table has the rounds run. */
   readonly seconds?: number;
   readonly log?: (line: string) => void;
 }
@@ -492,6 +494,10 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
       tasks.push(...probe.tasks);
     }
     const started = performance.now();
+    // Seconds of rounds: the given ones, or by default DEFAULT_ROUND_SECONDS (so that one plain run, setup
+    // included, fits a GPU slot of 8 minutes); --quick runs its rounds.
+    const budget = o.seconds ?? (quick ? undefined : DEFAULT_ROUND_SECONDS);
+    let roundStart = 0;
     const ours = new Map<Task, number[]>(tasks.map((k) => [k, []]));
     const theirs = new Map<Task, number[]>(tasks.map((k) => [k, []]));
     const absent = new Map<Task, string>();
@@ -556,8 +562,14 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
       }
       const seconds = (performance.now() - started) / 1000;
       log(`round ${round + 1}/${rounds} done (${seconds.toFixed(0)} s in all)`);
-      if (round + 1 < rounds && o.seconds !== undefined && seconds >= o.seconds) {
-        log(`no more rounds: --seconds ${o.seconds} reached after round ${round + 1}`);
+      // A round that would end past the budget is not started (rounds take about the same time each).
+      const lastRound = seconds - roundStart;
+      roundStart = seconds;
+      if (round + 1 < rounds && budget !== undefined && seconds + lastRound > budget) {
+        log(
+          `no more rounds: another (${lastRound.toFixed(0)} s) would end past --seconds ${budget} ` +
+            `after round ${round + 1}`,
+        );
         break;
       }
       // The table so far after each round but the last: a run its machine stops early keeps its rounds.
@@ -597,6 +609,9 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
     for (const d of devices.values()) d.dispose();
   }
 }
+
+/** The default budget of rounds (`--seconds`): an H200's three parts took 100 + 92 + 60 s for three rounds. */
+export const DEFAULT_ROUND_SECONDS = 360;
 
 /** The kinds of task `--tasks` chooses from. */
 export const BENCH_GPU_TASKS = ['matmul', 'step', 'sample', 'lora', 'f16'] as const;
