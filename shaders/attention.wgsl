@@ -19,11 +19,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   let offset = params.tk - params.tq;
   let live = i < params.tq;
   let qo = ((b * params.tq + min(i, params.tq - 1u)) * params.hq + h) * D;
-  var qv: array<f32, D>;
-  var acc: array<f32, D>;
-  for (var e = 0u; e < D; e++) {
-    qv[e] = q[qo + e];
-    acc[e] = 0.0;
+  var qv: array<DV, DN>;
+  var acc: array<DV, DN>;
+  for (var e = 0u; e < DN; e++) {
+    qv[e] = ld_q(qo + e * VW);
+    acc[e] = DV(0.0);
   }
   var m = -3.0e38;
   var l = 0.0;
@@ -36,8 +36,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       let n = min(TK, visible - j0);
       for (var jj = part; jj < n; jj += SPLIT) {
         var s = 0.0;
-        for (var e = 0u; e < D; e++) {
-          s += qv[e] * k_tile[jj * D + e];
+        for (var e = 0u; e < DN; e++) {
+          s += dotv(qv[e], k_tile[jj * DN + e]);
         }
         s = s * params.scale;
         if (params.has_bias != 0u) {
@@ -47,8 +47,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
         let corr = exp(m - m_new);
         let p = exp(s - m_new);
         l = l * corr + p;
-        for (var e = 0u; e < D; e++) {
-          acc[e] = acc[e] * corr + p * v_tile[jj * D + e];
+        for (var e = 0u; e < DN; e++) {
+          acc[e] = acc[e] * corr + p * v_tile[jj * DN + e];
         }
         m = m_new;
       }
@@ -57,14 +57,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   // Each part's accumulator rescaled to the row's max, then summed into part 0's.
   let row = merge_max_sum(r, part, m, l);
   let own = exp(m - row.x);
-  for (var e = 0u; e < D; e++) {
+  for (var e = 0u; e < DN; e++) {
     acc[e] *= own;
   }
   merge_sum(r, part, &acc);
   if (live && part == 0u) {
     let masked = params.has_bias != 0u && bias[b * params.ks + i + offset] <= MASKED;
-    for (var e = 0u; e < D; e++) {
-      out[qo + e] = select(acc[e] / row.y, 0.0, masked);
+    for (var e = 0u; e < DN; e++) {
+      st_out(qo + e * VW, select(acc[e] / row.y, DV(0.0), masked));
     }
   }
 }

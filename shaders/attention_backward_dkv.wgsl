@@ -6,8 +6,8 @@
 // constants D and TK and attention_split.wgsl are prepended; bindings, params and workgroup size: the program records of
 // src/backends/webgpu/kernels/attention.ts.
 
-var<workgroup> q_tile: array<f32, TK * D>;
-var<workgroup> do_tile: array<f32, TK * D>;
+var<workgroup> q_tile: array<DV, TK * DN>;
+var<workgroup> do_tile: array<DV, TK * DN>;
 var<workgroup> m_tile: array<f32, TK>;
 var<workgroup> l_tile: array<f32, TK>;
 var<workgroup> delta_tile: array<f32, TK>;
@@ -23,15 +23,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   let offset = params.tk - params.tq;
   let live = j < params.tk;
   let ko = ((b * params.ks + min(j, params.tk - 1u)) * params.hkv + kh) * D;
-  var kv: array<f32, D>;
-  var vv: array<f32, D>;
-  var dkv: array<f32, D>;
-  var dvv: array<f32, D>;
-  for (var e = 0u; e < D; e++) {
-    kv[e] = k[ko + e];
-    vv[e] = v[ko + e];
-    dkv[e] = 0.0;
-    dvv[e] = 0.0;
+  var kv: array<DV, DN>;
+  var vv: array<DV, DN>;
+  var dkv: array<DV, DN>;
+  var dvv: array<DV, DN>;
+  for (var e = 0u; e < DN; e++) {
+    kv[e] = ld_k(ko + e * VW);
+    vv[e] = ld_v(ko + e * VW);
+    dkv[e] = DV(0.0);
+    dvv[e] = DV(0.0);
   }
   var kb = 0.0;
   if (params.has_bias != 0u && live) {
@@ -48,14 +48,14 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
     let h = kh * group_size + g;
     for (var i0 = i_start; i0 < params.tq; i0 += TK) {
       workgroupBarrier();
-      for (var e = lid; e < TK * D; e += WG) {
-        let i = i0 + e / D;
-        var qq = 0.0;
-        var dd = 0.0;
+      for (var e = lid; e < TK * DN; e += WG) {
+        let i = i0 + e / DN;
+        var qq = DV(0.0);
+        var dd = DV(0.0);
         if (i < params.tq) {
-          let off = ((b * params.tq + i) * params.hq + h) * D + e % D;
-          qq = q[off];
-          dd = d_o[off];
+          let off = ((b * params.tq + i) * params.hq + h) * D + (e % DN) * VW;
+          qq = ld_q(off);
+          dd = ld_d_o(off);
         }
         q_tile[e] = qq;
         do_tile[e] = dd;
@@ -84,16 +84,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
           }
           var s = 0.0;
           var dp = 0.0;
-          for (var e = 0u; e < D; e++) {
-            s += q_tile[ii * D + e] * kv[e];
-            dp += do_tile[ii * D + e] * vv[e];
+          for (var e = 0u; e < DN; e++) {
+            s += dotv(q_tile[ii * DN + e], kv[e]);
+            dp += dotv(do_tile[ii * DN + e], vv[e]);
           }
           s = s * params.scale + kb;
           let p = exp(s - m_tile[ii]) / l_tile[ii];
           let ds = p * (dp - delta_tile[ii]);
-          for (var e = 0u; e < D; e++) {
-            dvv[e] += p * do_tile[ii * D + e];
-            dkv[e] += ds * q_tile[ii * D + e];
+          for (var e = 0u; e < DN; e++) {
+            dvv[e] += p * do_tile[ii * DN + e];
+            dkv[e] += ds * q_tile[ii * DN + e];
           }
         }
       }
@@ -102,9 +102,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   merge_sum(r, part, &dkv);
   merge_sum(r, part, &dvv);
   if (live && part == 0u) {
-    for (var e = 0u; e < D; e++) {
-      dk[ko + e] = dkv[e] * params.scale;
-      dv[ko + e] = dvv[e];
+    for (var e = 0u; e < DN; e++) {
+      st_dk(ko + e * VW, dkv[e] * params.scale);
+      st_dv(ko + e * VW, dvv[e]);
     }
   }
 }

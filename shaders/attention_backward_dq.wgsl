@@ -19,15 +19,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   let offset = params.tk - params.tq;
   let live = i < params.tq;
   let qo = ((b * params.tq + min(i, params.tq - 1u)) * params.hq + h) * D;
-  var qv: array<f32, D>;
-  var dov: array<f32, D>;
-  var acc: array<f32, D>;
+  var qv: array<DV, DN>;
+  var dov: array<DV, DN>;
+  var acc: array<DV, DN>;
   var delta = 0.0;
-  for (var e = 0u; e < D; e++) {
-    qv[e] = q[qo + e];
-    dov[e] = d_o[qo + e];
-    delta += dov[e] * o[qo + e];
-    acc[e] = 0.0;
+  for (var e = 0u; e < DN; e++) {
+    qv[e] = ld_q(qo + e * VW);
+    dov[e] = ld_d_o(qo + e * VW);
+    delta += dotv(dov[e], ld_o(qo + e * VW));
+    acc[e] = DV(0.0);
   }
   let key_end = min(wg.x * ROWS + ROWS, params.tq) + offset;
   let visible = i + offset + 1u;
@@ -39,8 +39,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       let n = min(TK, visible - j0);
       for (var jj = part; jj < n; jj += SPLIT) {
         var s = 0.0;
-        for (var e = 0u; e < D; e++) {
-          s += qv[e] * k_tile[jj * D + e];
+        for (var e = 0u; e < DN; e++) {
+          s += dotv(qv[e], k_tile[jj * DN + e]);
         }
         s = s * params.scale;
         if (params.has_bias != 0u) {
@@ -62,17 +62,17 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
       for (var jj = part; jj < n; jj += SPLIT) {
         var s = 0.0;
         var dp = 0.0;
-        for (var e = 0u; e < D; e++) {
-          s += qv[e] * k_tile[jj * D + e];
-          dp += dov[e] * v_tile[jj * D + e];
+        for (var e = 0u; e < DN; e++) {
+          s += dotv(qv[e], k_tile[jj * DN + e]);
+          dp += dotv(dov[e], v_tile[jj * DN + e]);
         }
         s = s * params.scale;
         if (params.has_bias != 0u) {
           s += bias[b * params.ks + j0 + jj];
         }
         let ds = exp(s - m) / l * (dp - delta);
-        for (var e = 0u; e < D; e++) {
-          acc[e] += ds * k_tile[jj * D + e];
+        for (var e = 0u; e < DN; e++) {
+          acc[e] += ds * k_tile[jj * DN + e];
         }
       }
     }
@@ -80,8 +80,8 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
   merge_sum(r, part, &acc);
   if (live && part == 0u) {
     let masked = params.has_bias != 0u && bias[b * params.ks + i + offset] <= MASKED;
-    for (var e = 0u; e < D; e++) {
-      dq[qo + e] = select(acc[e] * params.scale, 0.0, masked);
+    for (var e = 0u; e < DN; e++) {
+      st_dq(qo + e * VW, select(acc[e] * params.scale, DV(0.0), masked));
     }
     let row = (b * params.hq + h) * params.tq + i;
     let rows = params.b * params.hq * params.tq;

@@ -8,7 +8,7 @@
 
 var<workgroup> part_m: array<f32, MERGE_ROWS>;
 var<workgroup> part_l: array<f32, MERGE_ROWS>;
-var<workgroup> part_sum: array<f32, MERGE_SUM>;
+var<workgroup> part_sum: array<DV, MERGE_SUM>;
 
 // The row's softmax max and sum over every part, from each part's own (m, l) (FlashAttention-2's rescaling,
 // Dao 2023, Algorithm 1): every part gets the same (max, sum).
@@ -34,19 +34,19 @@ fn merge_max_sum(r: u32, part: u32, m: f32, l: f32) -> vec2<f32> {
 // Part 0's acc becomes the sum of every part's, added in part order (the others' are left as they were),
 // MERGE_CHUNK rows at a time (acc is only ever indexed by the unrolled e, so it stays in registers). Laid out
 // [D, MERGE_CHUNK]: the threads of a warp touch consecutive words.
-fn merge_sum(r: u32, part: u32, acc: ptr<function, array<f32, D>>) {
+fn merge_sum(r: u32, part: u32, acc: ptr<function, array<DV, DN>>) {
   for (var r0 = 0u; r0 < ROWS; r0 += MERGE_CHUNK) {
     let mine = r >= r0 && r < r0 + MERGE_CHUNK;
     for (var p = 1u; p < SPLIT; p++) {
       workgroupBarrier();
       if (part == p && mine) {
-        for (var e = 0u; e < D; e++) {
+        for (var e = 0u; e < DN; e++) {
           part_sum[e * MERGE_CHUNK + r - r0] = (*acc)[e];
         }
       }
       workgroupBarrier();
       if (part == 0u && mine) {
-        for (var e = 0u; e < D; e++) {
+        for (var e = 0u; e < DN; e++) {
           (*acc)[e] += part_sum[e * MERGE_CHUNK + r - r0];
         }
       }

@@ -75,24 +75,26 @@ describeGpu('webgpu fused attention', (gpu) => {
     });
   }
   it('long rows on a CPU rasterizer: more threads a row within its loop budget, past it a typed error', async () => {
-    // One thread a row came out NaN in dK/dV on llvmpipe at d64 x 400 keys and d128 x 200 (its loops end after
-    // 65,535 iterations an invocation); a split row stays within the budget. On a GPU these are ordinary cases.
+    // One thread a row came out NaN in dK/dV on llvmpipe at d66 (f32 steps) x 400 keys (its loops end after 65,535
+    // iterations an invocation); a split row stays within the budget. d64 x 1,100 (vec4 steps) needs a split by
+    // the budget too. On a GPU these are ordinary cases.
     const rows = (t: number, d: number, seed: number): Arg => ({
       shape: [1, t, 1, d],
       values: Array.from({ length: t * d }, (_, i) => Math.fround(0.5 * Math.sin((i + 1) * seed))),
     });
     for (const [t, d] of [
-      [512, 64],
-      [256, 128],
+      [400, 66],
+      [1100, 64],
     ] as const) {
       const args = [rows(t, d, 1.1), rows(t, d, 2.3), rows(t, d, 3.7)];
       await compareGrad('attention, long rows', args, ([q, k, v]) => T.causalAttention(q!, k!, v!), ATTN, gpu);
     }
     if (!gpu.runtime.cpuLike) return;
-    const q = T.zeros([1, 4096, 1, 128], { backend: gpu });
-    expect(() => T.causalAttention(q, q, q)).toThrow(/4096 rows at head size 128 .* use the cpu backend/);
+    const q = T.zeros([1, 8192, 1, 128], { backend: gpu });
+    expect(() => T.causalAttention(q, q, q)).toThrow(/8192 rows at head size 128 .* use the cpu backend/);
     q.dispose();
   });
+
   it('few queries over many keys (the split-over-keys decoding kernel), head sizes 3..128', async () => {
     const arb = attentionArb(4, [3, 64, 128], 100);
     await fc.assert(

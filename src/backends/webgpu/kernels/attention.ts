@@ -64,8 +64,11 @@ export function setAttentionSplit(split: AttentionSplit | null): void {
 /** Multiply-adds of Q K^T below which a class is not tuned. */
 const TUNE_MIN_MACS = 2 ** 20;
 
-/** Split candidates may merge partial sums in another order: f32 sums of up to a few hundred terms. */
-const SPLIT_AGREE = agreeWithin(1e-5, 1e-4);
+/**
+ * Split candidates add a row's terms in another order: allow an f32 rounding of a term (each at most about 2 on
+ * the trial's scratch values) per row walked, as the matmul's tuner does per K.
+ */
+const splitAgree = (x: Dims) => agreeWithin(Math.max(1e-5, 2e-6 * rowsWalked(x)), 1e-4);
 
 const log2Class = (x: number): number => Math.ceil(Math.log2(Math.max(1, x)));
 
@@ -92,18 +95,22 @@ export function attentionSplitRuns(rt: GpuRuntime, d: number, c: AttentionSplit)
 }
 
 /**
- * Rows (keys or queries) a thread may walk times the head size on a CPU rasterizer: Mesa's llvmpipe ends an
- * invocation's loops after 65,535 iterations in all, without an error. Measured there with one thread a row: the
- * dQ pass came out NaN from 25,600 (400 keys at d64, 200 at d128) and was right at 20,480.
+ * Rows (keys or queries) a thread may walk times its vector steps a row (DN: D / 4 in vec4s, else D) on a CPU
+ * rasterizer: Mesa's llvmpipe ends an invocation's loops after 65,535 iterations in all, without an error.
+ * Measured there with one thread a row: in f32 steps the dQ pass came out NaN from 25,600 (400 keys at d64 or
+ * d66, 200 at d128) and was right at 20,480; in vec4 steps still right at 51,200 (3,200 keys at d64).
  */
-const LOOP_LIMITED_ROWS_BY_D = 16_384;
+const LOOP_LIMITED_STEPS = 16_384;
+
+/** The vector steps of a row: D / 4 where D is a multiple of 4, else D. */
+const stepsOf = (d: number): number => (vec4Of(d) ? d / 4 : d);
 
 const pastLoopBudget = (rows: number, d: number): BackendError =>
   new BackendError(
     'webgpu',
     `attention over ${rows} rows at head size ${d} is past what one invocation may loop on a CPU rasterizer ` +
-      `(llvmpipe ends loops after 65,535 iterations without an error; head size x rows / threads a row must stay ` +
-      `within ${LOOP_LIMITED_ROWS_BY_D}): use the cpu backend, or shorter sequences`,
+      `(llvmpipe ends loops after 65,535 iterations without an error; rows / threads a row x vector steps a row ` +
+      `must stay within ${LOOP_LIMITED_STEPS}): use the cpu backend, or shorter sequences`,
   );
 
 /** The most rows one thread of a launch walks: every key (forward, dQ) or every query of its group (dK/dV). */
@@ -115,7 +122,7 @@ const splitsFor = (rt: GpuRuntime, x: Dims): AttentionSplit[] =>
     (c) =>
       attentionSplitRuns(rt, x.d, c) &&
       Math.ceil(Math.max(x.tq, x.tk) / c.rows) <= rt.maxWorkgroupsPerDim &&
-      (!rt.cpuLike || Math.ceil(rowsWalked(x) / c.split) * x.d <= LOOP_LIMITED_ROWS_BY_D),
+      (!rt.cpuLike || Math.ceil(rowsWalked(x) / c.split) * stepsOf(x.d) <= LOOP_LIMITED_STEPS),
   );
 
 /** The shape of work for one of the tiled kernels' launches. */
@@ -137,7 +144,7 @@ function splitFor<O extends readonly (number | GPUBuffer)[]>(
     launchOf: (n) => launchOf(byName.get(n)!),
     // `s`: the classes of the split candidates (an older cache's choice among one thread a row is not reused).
     shapeClass: `${pass}:s:d${x.d}:t${x.tile}:q${log2Class(x.tq)}:k${log2Class(x.tk)}:h${log2Class(x.hq)}:g${x.hq / x.hkv}:b${log2Class(x.b)}`,
-    agree: SPLIT_AGREE,
+    agree: splitAgree(x),
     ...(scratch ? { scratch } : {}),
   });
   return byName.get(name) ?? fallback;
@@ -197,9 +204,39 @@ const uniforms = (x: Dims, scale: number, hasBias: boolean) => ({
 
 const QKV = { q: 'f32', k: 'f32', v: 'f32', bias: 'f32' } as const;
 
+/** Whether a head size is read and computed on in vec4s (every D that is a multiple of 4). */
+const vec4Of = (d: number): boolean => d % 4 === 0;
+
+/**
+ * What the tiled kernels' arithmetic is typed by: `DV` (vec4<f32>, or f32 for a head size not a multiple of 4),
+ * `DN` of them a row (`VW` floats each), `dotv`, and per binding a load `ld_<name>(float offset) -> DV` and a
+ * store `st_<name>(float offset, DV)` (the bindings stay f32 arrays).
+ */
+function vectorHelpers(d: number, loads: readonly string[], stores: readonly string[]): string {
+  const v = vec4Of(d);
+  const lanes = ['x', 'y', 'z', 'w'];
+  return [
+    `alias DV = ${v ? 'vec4<f32>' : 'f32'};`,
+    `const VW: u32 = ${v ? 4 : 1}u;`,
+    `const DN: u32 = ${v ? d / 4 : d}u;`,
+    `fn dotv(a: DV, b: DV) -> f32 {\n  return ${v ? 'dot(a, b)' : 'a * b'};\n}`,
+    ...loads.map(
+      (n) =>
+        `fn ld_${n}(at: u32) -> DV {\n  return ${v ? `DV(${n}[at], ${n}[at + 1u], ${n}[at + 2u], ${n}[at + 3u])` : `${n}[at]`};\n}`,
+    ),
+    ...stores.map(
+      (n) =>
+        `fn st_${n}(at: u32, x: DV) {\n${v ? lanes.map((c, i) => `  ${n}[at + ${i}u] = x.${c};`).join('\n') : `  ${n}[at] = x;`}\n}`,
+    ),
+  ].join('\n');
+}
+
 /** The constants every attention body starts with: head size, mask threshold, and (tiled kernels) the tile's
- * rows and the split's constants, with attention_split.wgsl after them. */
-const constants = (d: number, tiled?: { tile: number; c: AttentionSplit }): string =>
+ * rows, the split's constants and the vector helpers, with attention_split.wgsl after them. */
+const constants = (
+  d: number,
+  tiled?: { tile: number; c: AttentionSplit; loads: readonly string[]; stores: readonly string[] },
+): string =>
   [
     `const D: u32 = ${d}u;`,
     `const MASKED: f32 = ${MASKED_KEY_BIAS.toExponential()};`,
@@ -211,7 +248,8 @@ const constants = (d: number, tiled?: { tile: number; c: AttentionSplit }): stri
           `const SPLIT: u32 = ${tiled.c.split}u;`,
           `const MERGE_ROWS: u32 = ${tiled.c.split === 1 ? 1 : tiled.c.rows * tiled.c.split}u;`,
           `const MERGE_CHUNK: u32 = ${mergeChunk(tiled.c)}u;`,
-          `const MERGE_SUM: u32 = ${tiled.c.split === 1 ? 1 : mergeChunk(tiled.c) * d}u;`,
+          `const MERGE_SUM: u32 = ${tiled.c.split === 1 ? 1 : (mergeChunk(tiled.c) * d) / (vec4Of(d) ? 4 : 1)}u;`,
+          vectorHelpers(d, tiled.loads, tiled.stores),
           splitSrc,
         ]),
   ].join('\n');
@@ -225,10 +263,13 @@ function tiledProgram(
   record: Omit<ProgramRecord, 'workgroupSize'>,
 ): Program {
   const tile = tileOf(rt, d, c);
+  // The vector helpers load every f32 input but the bias (and stats, read as rows) and store every output.
+  const loads = Object.keys(record.inputs).filter((n) => n !== 'bias' && n !== 'stats');
+  const stores = Object.keys(record.outputs).filter((n) => n !== 'stats');
   return cachedProgram(`${file}:${d}:${tile}:${c.rows}x${c.split}`, () => ({
     ...record,
     workgroupSize: c.rows * c.split,
-    body: `${constants(d, { tile, c })}\n${record.body}`,
+    body: `${constants(d, { tile, c, loads, stores })}\n${record.body}`,
   }));
 }
 
@@ -292,7 +333,8 @@ export function attention(
   if (x.tq <= DECODE_MAX_QUERIES && x.tk > x.tq) {
     // A thread per query row would leave 60+ of 64 threads idle: split the keys over the workgroup instead.
     const split = Math.max(1, Math.min(64, 2 ** Math.floor(Math.log2(workgroupFloats(rt) / (x.d + 1)))));
-    if (rt.cpuLike && Math.ceil(x.tk / split) * x.d > LOOP_LIMITED_ROWS_BY_D) throw pastLoopBudget(x.tk, x.d);
+    // The decoding kernel reads in f32 steps.
+    if (rt.cpuLike && Math.ceil(x.tk / split) * x.d > LOOP_LIMITED_STEPS) throw pastLoopBudget(x.tk, x.d);
     const [out] = launch(rt, decodeProgram(x.d, split), { ...common, grid: { workgroups: [x.tq, x.hq, x.b] } });
     return out;
   }
