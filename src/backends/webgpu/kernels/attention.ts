@@ -290,7 +290,7 @@ const decodeProgram = (d: number, split: number): Program =>
     outputs: { out: 'f32' },
     uniforms: UNIFORMS,
     workgroupSize: split,
-    body: `${constants(d)}\n${decodeSrc}`,
+    body: `${constants(d)}\n${vectorHelpers(d, ['q', 'k', 'v'], ['out'])}\n${decodeSrc}`,
   }));
 
 const dqProgram = (rt: GpuRuntime, d: number, c: AttentionSplit): Program =>
@@ -333,8 +333,7 @@ export function attention(
   if (x.tq <= DECODE_MAX_QUERIES && x.tk > x.tq) {
     // A thread per query row would leave 60+ of 64 threads idle: split the keys over the workgroup instead.
     const split = Math.max(1, Math.min(64, 2 ** Math.floor(Math.log2(workgroupFloats(rt) / (x.d + 1)))));
-    // The decoding kernel reads in f32 steps.
-    if (rt.cpuLike && Math.ceil(x.tk / split) * x.d > LOOP_LIMITED_STEPS) throw pastLoopBudget(x.tk, x.d);
+    if (rt.cpuLike && Math.ceil(x.tk / split) * stepsOf(x.d) > LOOP_LIMITED_STEPS) throw pastLoopBudget(x.tk, x.d);
     const [out] = launch(rt, decodeProgram(x.d, split), { ...common, grid: { workgroups: [x.tq, x.hq, x.b] } });
     return out;
   }
