@@ -80,6 +80,10 @@ export const MATMUL_CANDIDATES: Readonly<Record<TileConfig['kind'], readonly Til
       prefetch: true,
       splitK: 4,
     },
+    // Narrow tiles for rank-r outputs (LoRA's 16 columns, or 16 rows): a 64 x 64 tile leaves 3/4 of its threads'
+    // outputs outside N = 16.
+    { name: 'N16/k8', kind: 'tiled', wx: 4, wy: 32, rm: 4, rn: 4, tk: 16, prefetch: true, splitK: 8 },
+    { name: 'M16/k8', kind: 'tiled', wx: 32, wy: 4, rm: 4, rn: 4, tk: 16, spread: true, prefetch: true, splitK: 8 },
   ],
   direct: [
     DIRECT_LARGE,
