@@ -74,6 +74,15 @@ describeGpu('webgpu fused attention', (gpu) => {
       await attentionAgrees(attentionArb(80, [16, 64]), FEW);
     });
   }
+  it('workgroup arrays fit the limit with each rounded to 16 bytes (d82, one and four threads a row)', async () => {
+    // Counted in floats, d82's 49-row tiles came to 32,800 bytes on llvmpipe's 32 KiB: the dK/dV pipeline failed.
+    for (const c of [ATTENTION_SPLITS[0]!, ATTENTION_SPLITS.find((s) => s.rows === 64 && s.split === 4)!]) {
+      expect(attentionSplitRuns(gpu.runtime, 82, c)).toBe(true);
+      setAttentionSplit(c);
+      await attentionAgrees(attentionArb(8, [82]), { numRuns: 2 });
+    }
+  });
+
   it('long rows on a CPU rasterizer: more threads a row within its loop budget, past it a typed error', async () => {
     // One thread a row came out NaN in dK/dV on llvmpipe at d66 (f32 steps) x 400 keys (its loops end after 65,535
     // iterations an invocation); a split row stays within the budget. d64 x 1,100 (vec4 steps) needs a split by

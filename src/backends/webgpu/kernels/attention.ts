@@ -75,13 +75,30 @@ const log2Class = (x: number): number => Math.ceil(Math.log2(Math.max(1, x)));
 /** Rows whose sums are merged at a time (attention_split.wgsl's MERGE_CHUNK): a small buffer, so tiles stay large. */
 const mergeChunk = (c: AttentionSplit): number => Math.min(c.rows, 16);
 
-/** Workgroup memory the parts' merge takes (attention_split.wgsl: MERGE_ROWS twice, MERGE_SUM). */
-const mergeFloats = (c: AttentionSplit, d: number): number =>
-  c.split === 1 ? 3 : 2 * c.rows * c.split + mergeChunk(c) * d;
+/** Bytes of a workgroup array of `floats` f32s as WebGPU counts them: rounded up to 16 bytes. */
+const arrayBytes = (floats: number): number => Math.ceil((4 * floats) / 16) * 16;
 
-/** Key (or query) rows a tile of one of the tiled kernels holds: two tiles of D and 3 row statistics a row. */
-const tileOf = (rt: GpuRuntime, d: number, c: AttentionSplit): number =>
-  Math.min(64, Math.floor((workgroupFloats(rt) - mergeFloats(c, d)) / (2 * d + 3)));
+/**
+ * Workgroup bytes of the tiled kernels with tiles of `tk` rows, the larger of the forward / dQ kernels' (two tiles
+ * of D, the parts' merge: attention_split.wgsl's MERGE_ROWS twice and MERGE_SUM, one element each with one thread
+ * a row) and the dK/dV kernel's (two tiles, three row statistics, MERGE_SUM). WebGPU counts each array rounded up
+ * to 16 bytes: counted in floats, tiles overflowed the limit by up to 48 bytes at some head sizes (d82 on
+ * llvmpipe's 32 KiB: the dK/dV pipeline, 32,800 bytes, failed validation; d32 at the default 16 KiB, d96 at 48 KiB).
+ */
+function workgroupBytes(tk: number, d: number, c: AttentionSplit): number {
+  const mergeRows = c.split === 1 ? 1 : c.rows * c.split;
+  const mergeSum = arrayBytes(c.split === 1 ? (vec4Of(d) ? 4 : 1) : mergeChunk(c) * d);
+  const tiles = 2 * arrayBytes(tk * d);
+  return Math.max(tiles + 2 * arrayBytes(mergeRows) + mergeSum, tiles + 3 * arrayBytes(tk) + mergeSum);
+}
+
+/** Key (or query) rows a tile of one of the tiled kernels holds: the most, up to 64, that fit (0: none does). */
+function tileOf(rt: GpuRuntime, d: number, c: AttentionSplit): number {
+  const limit = rt.device.limits.maxComputeWorkgroupStorageSize;
+  let tk = 64;
+  while (tk > 0 && workgroupBytes(tk, d, c) > limit) tk--;
+  return tk;
+}
 
 /** Whether a device can run a candidate at head size d: its workgroup limits and memory. */
 export function attentionSplitRuns(rt: GpuRuntime, d: number, c: AttentionSplit): boolean {
