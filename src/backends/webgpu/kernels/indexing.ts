@@ -153,42 +153,39 @@ export function scatterAdd(
   axis: number,
   outShape: Shape,
 ): GPUBuffer {
-  const program = scatterProgram(wgslType('scatterAdd', updates.dtype));
+  const t = wgslType('scatterAdd', updates.dtype);
   const [outer, len, inner] = split(outShape, axis);
   const n = sizeOf(indices.shape);
-  // The row lists: every row's first index, then each index's next one with the same row.
-  let links: GPUBuffer;
-  if (n <= LINKS_WINDOW) {
-    links = fillInto(rt, (len + n) * 4, len, 'i32', -1);
-    launch(rt, LINKS, { inputs: [indices], outputs: [links], grid: { threads: n }, uniforms: { len, n } });
-  } else {
-    links = fillInto(rt, (len + 2 * n) * 4, len + 2 * n, 'i32', -1);
-    for (let q0 = 0; q0 < n; q0 += LINKS_WINDOW) {
-      const q1 = Math.min(n, q0 + LINKS_WINDOW);
-      launch(rt, LINKS_WINDOWED, {
-        entryPoint: 'window',
-        inputs: [indices],
-        outputs: [links],
-        grid: { threads: n },
-        uniforms: { len, n, q0, q1 },
-      });
-    }
-    launch(rt, LINKS_WINDOWED, {
-      entryPoint: 'heads',
-      inputs: [indices],
-      outputs: [links],
-      grid: { threads: n },
-      uniforms: { len, n, q0: 0, q1: 0 },
-    });
-  }
   const total = sizeOf(outShape);
+  // The row lists: every row's first index, then each index's next one with the same row.
   if (n <= LINKS_WINDOW) {
-    const out = run(rt, 'scatterAdd', program, 'main', updates, links, [outer, len, inner], n, total);
+    const links = fillInto(rt, (len + n) * 4, len, 'i32', -1);
+    launch(rt, LINKS, { inputs: [indices], outputs: [links], grid: { threads: n }, uniforms: { len, n } });
+    const out = run(rt, 'scatterAdd', scatterProgram(t), 'main', updates, links, [outer, len, inner], n, total);
     rt.release(links);
     return out;
   }
+  // More indices than one invocation may scan: the lists a window of indices a dispatch, then each row's head.
+  const links = fillInto(rt, (len + 2 * n) * 4, len + 2 * n, 'i32', -1);
+  for (let q0 = 0; q0 < n; q0 += LINKS_WINDOW) {
+    const q1 = Math.min(n, q0 + LINKS_WINDOW);
+    launch(rt, LINKS_WINDOWED, {
+      entryPoint: 'window',
+      inputs: [indices],
+      outputs: [links],
+      grid: { threads: n },
+      uniforms: { len, n, q0, q1 },
+    });
+  }
+  launch(rt, LINKS_WINDOWED, {
+    entryPoint: 'heads',
+    inputs: [indices],
+    outputs: [links],
+    grid: { threads: n },
+    uniforms: { len, n, q0: 0, q1: 0 },
+  });
   // A row's list may hold all n indices: walk LINKS_WINDOW links a dispatch, as many dispatches as n needs.
-  const windowed = scatterWindowedProgram(wgslType('scatterAdd', updates.dtype));
+  const windowed = scatterWindowedProgram(t);
   const uniforms = { outer, len, inner, n, total, steps: LINKS_WINDOW };
   const [out, cursor] = launch(rt, windowed, {
     kernel: 'scatterAdd',
