@@ -72,16 +72,18 @@ function chunksOf(cfg: TileConfig, k: number): { splits: number; chunk: number }
   return { splits: Math.ceil(k / chunk), chunk };
 }
 
+type MatmulLaunch = { readonly program: Program; readonly call: LaunchCall<readonly [number]> };
+
 /**
- * The launch of one configuration on a case: its program and call (one output: C, or with split-K the partial
- * products [batch, splits, M, N] that `splitSumLaunch` sums).
+ * The launch of one configuration on a case: its program and call (one output: C, or with split-K over more than
+ * one chunk the partial products [batch, splits, M, N]), and `sum`, the launch that adds those up (null without).
  */
 function matmulLaunch(
   cfg: TileConfig,
   c: MatmulCase,
   a: KernelTensor | GPUBuffer,
   b: KernelTensor | GPUBuffer,
-): { program: Program; call: LaunchCall<readonly [number]>; splits: number } {
+): MatmulLaunch & { readonly sum: ((partial: GPUBuffer) => MatmulLaunch) | null } {
   const { m, n, k } = c;
   const batch = sizeOf(c.batchShape);
   const bc = collapse(c.batchShape, [
@@ -110,7 +112,7 @@ function matmulLaunch(
         ...(cfg.splitK ? { splits, k_chunk: chunk } : {}),
       },
     },
-    splits,
+    sum: splits > 1 ? (partial) => splitSumLaunch(c, partial, splits) : null,
   };
 }
 
@@ -128,11 +130,7 @@ const splitSumProgram = (vec4: boolean): Program =>
     };
   });
 
-function splitSumLaunch(
-  c: MatmulCase,
-  partial: GPUBuffer,
-  splits: number,
-): { program: Program; call: LaunchCall<readonly [number]> } {
+function splitSumLaunch(c: MatmulCase, partial: GPUBuffer, splits: number): MatmulLaunch {
   const batch = sizeOf(c.batchShape);
   const vec4 = (c.m * c.n) % 4 === 0;
   const mn = vec4 ? (c.m * c.n) / 4 : c.m * c.n;
@@ -155,11 +153,11 @@ function runMatmul(
   a: KernelTensor | GPUBuffer,
   b: KernelTensor | GPUBuffer,
 ): GPUBuffer {
-  const { program, call, splits } = matmulLaunch(cfg, c, a, b);
+  const { program, call, sum } = matmulLaunch(cfg, c, a, b);
   const [out] = launch(rt, program, call);
-  if (!cfg.splitK || splits === 1) return out;
-  const sum = splitSumLaunch(c, out, splits);
-  const [summed] = launch(rt, sum.program, sum.call);
+  if (!sum) return out;
+  const second = sum(out);
+  const [summed] = launch(rt, second.program, second.call);
   rt.release(out);
   return summed;
 }
@@ -176,7 +174,8 @@ function matmulTrial(
   operands: readonly ArrayBufferView[],
 ): TuneTrial {
   const [a, b] = operands.map((d) => rt.upload(d)) as [GPUBuffer, GPUBuffer];
-  const timed = async (program: Program, call: LaunchCall<readonly [number]>, reps: number) => {
+  /** One launch's time and its output (the caller's to release; released here if the timing fails). */
+  const timed = async ({ program, call }: MatmulLaunch, reps: number) => {
     const { outputs, dispatch } = prepareLaunch(rt, program, call);
     try {
       return { ms: dispatch ? await rt.timeDispatch(dispatch, reps) : 0, out: outputs[0] };
@@ -195,18 +194,16 @@ function matmulTrial(
       }
     },
     time: async (name, reps) => {
-      const cfg = byName(name);
-      const first = matmulLaunch(cfg, t, a, b);
-      const product = await timed(first.program, first.call, reps);
-      if (!cfg.splitK || first.splits === 1) {
+      const first = matmulLaunch(byName(name), t, a, b);
+      const product = await timed(first, reps);
+      try {
+        if (!first.sum) return product.ms;
+        const summed = await timed(first.sum(product.out), reps);
+        rt.release(summed.out);
+        return product.ms + summed.ms;
+      } finally {
         rt.release(product.out);
-        return product.ms;
       }
-      const sum = splitSumLaunch(t, product.out, first.splits);
-      const summed = await timed(sum.program, sum.call, reps);
-      rt.release(product.out);
-      rt.release(summed.out);
-      return product.ms + summed.ms;
     },
     // Every configuration sums the K products in the same order with FMAs but split-K, which adds its chunks'
     // sums; allow an f32 rounding a term.
