@@ -75,6 +75,13 @@ const log2Class = (x: number): number => Math.ceil(Math.log2(Math.max(1, x)));
 /** Rows whose sums are merged at a time (attention_split.wgsl's MERGE_CHUNK): a small buffer, so tiles stay large. */
 const mergeChunk = (c: AttentionSplit): number => Math.min(c.rows, 16);
 
+/**
+ * The parts' merge arrays of attention_split.wgsl: MERGE_ROWS (part_m and part_l) and MERGE_SUM (part_sum, in DV
+ * elements); one element each with one thread a row.
+ */
+const mergeOf = (c: AttentionSplit, d: number): { rows: number; sum: number } =>
+  c.split === 1 ? { rows: 1, sum: 1 } : { rows: c.rows * c.split, sum: (mergeChunk(c) * d) / (vec4Of(d) ? 4 : 1) };
+
 /** Bytes of a workgroup array of `floats` f32s as WebGPU counts them: rounded up to 16 bytes. */
 const arrayBytes = (floats: number): number => Math.ceil((4 * floats) / 16) * 16;
 
@@ -86,17 +93,25 @@ const arrayBytes = (floats: number): number => Math.ceil((4 * floats) / 16) * 16
  * llvmpipe's 32 KiB: the dK/dV pipeline, 32,800 bytes, failed validation; d32 at the default 16 KiB, d96 at 48 KiB).
  */
 function workgroupBytes(tk: number, d: number, c: AttentionSplit): number {
-  const mergeRows = c.split === 1 ? 1 : c.rows * c.split;
-  const mergeSum = arrayBytes(c.split === 1 ? (vec4Of(d) ? 4 : 1) : mergeChunk(c) * d);
+  const merge = mergeOf(c, d);
+  const mergeSum = arrayBytes(merge.sum * (vec4Of(d) ? 4 : 1));
   const tiles = 2 * arrayBytes(tk * d);
-  return Math.max(tiles + 2 * arrayBytes(mergeRows) + mergeSum, tiles + 3 * arrayBytes(tk) + mergeSum);
+  return Math.max(tiles + 2 * arrayBytes(merge.rows) + mergeSum, tiles + 3 * arrayBytes(tk) + mergeSum);
 }
+
+/** tileOf's answers by workgroup memory limit, head size and candidate (every launch asks). */
+const tiles = new Map<string, number>();
 
 /** Key (or query) rows a tile of one of the tiled kernels holds: the most, up to 64, that fit (0: none does). */
 function tileOf(rt: GpuRuntime, d: number, c: AttentionSplit): number {
   const limit = rt.device.limits.maxComputeWorkgroupStorageSize;
-  let tk = 64;
-  while (tk > 0 && workgroupBytes(tk, d, c) > limit) tk--;
+  const key = `${limit}:${d}:${c.rows}x${c.split}`;
+  let tk = tiles.get(key);
+  if (tk === undefined) {
+    tk = 64;
+    while (tk > 0 && workgroupBytes(tk, d, c) > limit) tk--;
+    tiles.set(key, tk);
+  }
   return tk;
 }
 
@@ -263,9 +278,9 @@ const constants = (
           `const TK: u32 = ${tiled.tile}u;`,
           `const ROWS: u32 = ${tiled.c.rows}u;`,
           `const SPLIT: u32 = ${tiled.c.split}u;`,
-          `const MERGE_ROWS: u32 = ${tiled.c.split === 1 ? 1 : tiled.c.rows * tiled.c.split}u;`,
+          `const MERGE_ROWS: u32 = ${mergeOf(tiled.c, d).rows}u;`,
           `const MERGE_CHUNK: u32 = ${mergeChunk(tiled.c)}u;`,
-          `const MERGE_SUM: u32 = ${tiled.c.split === 1 ? 1 : (mergeChunk(tiled.c) * d) / (vec4Of(d) ? 4 : 1)}u;`,
+          `const MERGE_SUM: u32 = ${mergeOf(tiled.c, d).sum}u;`,
           vectorHelpers(d, tiled.loads, tiled.stores),
           splitSrc,
         ]),
@@ -280,14 +295,16 @@ function tiledProgram(
   record: Omit<ProgramRecord, 'workgroupSize'>,
 ): Program {
   const tile = tileOf(rt, d, c);
-  // The vector helpers load every f32 input but the bias (and stats, read as rows) and store every output.
-  const loads = Object.keys(record.inputs).filter((n) => n !== 'bias' && n !== 'stats');
-  const stores = Object.keys(record.outputs).filter((n) => n !== 'stats');
-  return cachedProgram(`${file}:${d}:${tile}:${c.rows}x${c.split}`, () => ({
-    ...record,
-    workgroupSize: c.rows * c.split,
-    body: `${constants(d, { tile, c, loads, stores })}\n${record.body}`,
-  }));
+  return cachedProgram(`${file}:${d}:${tile}:${c.rows}x${c.split}`, () => {
+    // The vector helpers load every f32 input but the bias (and stats, read as rows) and store every output.
+    const loads = Object.keys(record.inputs).filter((n) => n !== 'bias' && n !== 'stats');
+    const stores = Object.keys(record.outputs).filter((n) => n !== 'stats');
+    return {
+      ...record,
+      workgroupSize: c.rows * c.split,
+      body: `${constants(d, { tile, c, loads, stores })}\n${record.body}`,
+    };
+  });
 }
 
 const forwardProgram = (rt: GpuRuntime, d: number, c: AttentionSplit): Program =>
