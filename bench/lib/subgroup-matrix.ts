@@ -1,6 +1,7 @@
 import { halfReader, roundToHalf } from '../../src/core/half.js';
 import type { DawnGlobals } from '../../src/backends/webgpu/device.js';
 import { CheckError, type Task } from './gpu-task.js';
+import { scratchValues } from '../../src/backends/webgpu/kernels/tune.js';
 
 /**
  * Half precision on the matrix units (issue 36): a matmul on Dawn's experimental subgroup matrices
@@ -310,15 +311,8 @@ export async function subgroupMatrixTasks(n: number, robustness: readonly boolea
   if (f16) features.push('shader-f16');
   // Operands in [-1, 1), rounded to the component type (f16 words, or f32), made once and uploaded to each device;
   // the check widens the same words.
-  const values = (seed: number): Float32Array => {
-    const out = new Float32Array(n * n);
-    let s = seed >>> 0;
-    for (let i = 0; i < out.length; i++) {
-      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-      out[i] = s / 2 ** 31 - 1;
-    }
-    return out;
-  };
+  // (The tuner's scratch sequence, in [-0.5, 0.5), doubled: exact in f32.)
+  const values = (seed: number): Float32Array => scratchValues(n * n, seed).map((x) => 2 * x);
   type HostOperand = { readonly data: Float32Array | Uint16Array; readonly widened: Float32Array };
   const hostOperands = new Map<string, [HostOperand, HostOperand]>();
   const hostOperandsOf = (type: string): [HostOperand, HostOperand] => {
