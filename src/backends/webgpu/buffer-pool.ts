@@ -39,53 +39,61 @@ const KEEP_EPOCHS = 4;
  * free buffer. Which buffer a kernel gets then depends only on which ones are free, not on the order they were
  * released in: the same step run again gets the same buffers, and its bind groups come from the cache.
  */
+/** What the pool knows of a buffer it made: kept beside it, so no native getter or lookup runs per call. */
+interface PoolEntry {
+  readonly buffer: GPUBuffer;
+  readonly size: number;
+  /** Creation order: the free lists' sort key. */
+  readonly serial: number;
+  /** The epoch it was last handed out in. */
+  lastUse: number;
+}
+
 class SizeClasses {
-  private readonly lists = new Map<number, GPUBuffer[]>();
+  private readonly lists = new Map<number, PoolEntry[]>();
   count = 0;
   bytes = 0;
 
-  constructor(private readonly order: (b: GPUBuffer) => number) {}
-
-  push(buffer: GPUBuffer): void {
-    let list = this.lists.get(buffer.size);
+  push(entry: PoolEntry): void {
+    let list = this.lists.get(entry.size);
     if (!list) {
       list = [];
-      this.lists.set(buffer.size, list);
+      this.lists.set(entry.size, list);
     }
-    const key = this.order(buffer);
     let lo = 0;
     let hi = list.length;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
-      if (this.order(list[mid]!) > key) lo = mid + 1;
+      if (list[mid]!.serial > entry.serial) lo = mid + 1;
       else hi = mid;
     }
-    list.splice(lo, 0, buffer);
+    if (lo === list.length) list.push(entry);
+    else list.splice(lo, 0, entry);
     this.count++;
-    this.bytes += buffer.size;
+    this.bytes += entry.size;
   }
 
-  pop(size: number): GPUBuffer | undefined {
-    const buffer = this.lists.get(size)?.pop();
-    if (buffer) {
+  pop(size: number): PoolEntry | undefined {
+    const entry = this.lists.get(size)?.pop();
+    if (entry) {
       this.count--;
       this.bytes -= size;
     }
-    return buffer;
+    return entry;
   }
 
-  /** Every buffer for which `keep` holds, left in place. */
-  list(keep: (b: GPUBuffer) => boolean): GPUBuffer[] {
+  /** Every entry for which `keep` holds, left in place. */
+  list(keep: (e: PoolEntry) => boolean): PoolEntry[] {
     return [...this.lists.values()].flatMap((list) => list.filter(keep));
   }
 
-  /** Remove and return every buffer for which `drop` holds. */
-  removeWhere(drop: (b: GPUBuffer) => boolean): GPUBuffer[] {
-    const out: GPUBuffer[] = [];
+  /** Remove and return every entry for which `drop` holds. */
+  removeWhere(drop: (e: PoolEntry) => boolean): PoolEntry[] {
+    const out: PoolEntry[] = [];
     for (const [size, list] of this.lists) {
-      const keep = list.filter((b) => !drop(b));
+      const keep = list.filter((e) => !drop(e));
       if (keep.length === list.length) continue;
-      for (const b of list) if (drop(b)) out.push(b);
+      for (const e of list) if (drop(e)) out.push(e);
       this.lists.set(size, keep);
       this.count -= list.length - keep.length;
       this.bytes -= (list.length - keep.length) * size;
@@ -93,18 +101,25 @@ class SizeClasses {
     return out;
   }
 
-  drain(): GPUBuffer[] {
-    return this.removeWhere(() => true);
+  /** Remove and return every entry. */
+  drain(): PoolEntry[] {
+    if (this.count === 0) return [];
+    const out: PoolEntry[] = [];
+    for (const list of this.lists.values()) {
+      for (const e of list) out.push(e);
+      list.length = 0;
+    }
+    this.count = this.bytes = 0;
+    return out;
   }
 }
 
 export class BufferPool {
-  private readonly serial = new WeakMap<GPUBuffer, number>();
-  private readonly idle = new SizeClasses((b) => this.serial.get(b) ?? 0);
-  private readonly pending = new SizeClasses((b) => this.serial.get(b) ?? 0);
+  private readonly entries = new WeakMap<GPUBuffer, PoolEntry>();
+  private readonly idle = new SizeClasses();
+  private readonly pending = new SizeClasses();
   /** Kernel outputs handed out from `pending` since the last submit: not safe to upload into yet. */
   private readonly reusedInBatch = new Set<GPUBuffer>();
-  private readonly lastUse = new WeakMap<GPUBuffer, number>();
   private epoch = 0;
   /** `created` when the last epoch ended: whether the pool grew in this one. */
   private createdBefore = 0;
@@ -135,18 +150,18 @@ export class BufferPool {
    */
   acquire(bytes: number, forUpload = false): GPUBuffer {
     const size = BufferPool.sizeClass(bytes);
-    let buffer = forUpload ? undefined : this.pending.pop(size);
-    if (buffer) this.reusedInBatch.add(buffer);
-    else buffer = this.idle.pop(size);
-    if (!buffer) {
-      buffer = this.create(size);
-      this.serial.set(buffer, this.created++);
+    let entry = forUpload ? undefined : this.pending.pop(size);
+    if (entry) this.reusedInBatch.add(entry.buffer);
+    else entry = this.idle.pop(size);
+    if (!entry) {
+      entry = { buffer: this.create(size), size, serial: this.created++, lastUse: 0 };
+      this.entries.set(entry.buffer, entry);
     }
-    this.lastUse.set(buffer, this.epoch);
+    entry.lastUse = this.epoch;
     this.live++;
     this.liveBytes += size;
     this.peakLiveBytes = Math.max(this.peakLiveBytes, this.liveBytes);
-    return buffer;
+    return entry.buffer;
   }
 
   /** Whether a host upload into `buffer` must wait for a submit (it was reused by a kernel of this batch). */
@@ -156,14 +171,16 @@ export class BufferPool {
 
   /** Give a buffer back; kernels may reuse it at once, uploads after the next submit (`afterSubmit`). */
   release(buffer: GPUBuffer): void {
+    const entry = this.entries.get(buffer);
+    if (!entry) throw new Error('internal: a buffer released to a pool that did not make it');
     this.live--;
-    this.liveBytes -= buffer.size;
-    this.pending.push(buffer);
+    this.liveBytes -= entry.size;
+    this.pending.push(entry);
   }
 
   /** Called by the runtime once everything encoded so far has been submitted. */
   afterSubmit(): void {
-    for (const b of this.pending.drain()) this.idle.push(b);
+    for (const e of this.pending.drain()) this.idle.push(e);
     this.reusedInBatch.clear();
   }
 
@@ -178,16 +195,19 @@ export class BufferPool {
     // The least recently used first, and only down to the cap: a working set used since (a training step before
     // sampling) outlives one-off sizes of earlier iterations.
     const stale = this.idle
-      .list((b) => (this.lastUse.get(b) ?? 0) < this.epoch - KEEP_EPOCHS)
-      .sort((x, y) => this.lastUse.get(x)! - this.lastUse.get(y)! || this.serial.get(x)! - this.serial.get(y)!);
+      .list((e) => e.lastUse < this.epoch - KEEP_EPOCHS)
+      .sort((x, y) => x.lastUse - y.lastUse || x.serial - y.serial);
     let excess = this.idle.bytes - cap;
-    const drop = new Set<GPUBuffer>();
-    for (const b of stale) {
+    const drop = new Set<PoolEntry>();
+    for (const e of stale) {
       if (excess <= 0) break;
-      drop.add(b);
-      excess -= b.size;
+      drop.add(e);
+      excess -= e.size;
     }
-    for (const b of this.idle.removeWhere((b) => drop.has(b))) b.destroy();
+    for (const e of this.idle.removeWhere((e) => drop.has(e))) {
+      this.entries.delete(e.buffer);
+      e.buffer.destroy();
+    }
     this.destroyed += drop.size;
   }
 
@@ -210,6 +230,9 @@ export class BufferPool {
 
   /** Destroy the idle buffers (live and pending ones die with the device). */
   trim(): void {
-    for (const b of this.idle.drain()) b.destroy();
+    for (const e of this.idle.drain()) {
+      this.entries.delete(e.buffer);
+      e.buffer.destroy();
+    }
   }
 }
