@@ -99,6 +99,12 @@ export class UniformStore {
 
 /** The words as a string of UTF-16 code units (two per word): a cheap exact map key. */
 function contentKey(words: Uint32Array): string {
-  const halves = new Uint16Array(words.buffer, words.byteOffset, words.byteLength / 2);
-  return String.fromCharCode.apply(null, halves as unknown as number[]);
+  // From the words' values, not a view of their buffer (asking an on-heap array for its buffer moves it).
+  KEY_CODES.length = 0;
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!;
+    KEY_CODES.push(w & 0xffff, w >>> 16);
+  }
+  return String.fromCharCode.apply(null, KEY_CODES);
 }
+const KEY_CODES: number[] = [];
