@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import * as T from '../../src/index.js';
+import { absorbed } from '../../src/core/tape.js';
+import { kt, runOp } from '../../src/ops/op.js';
 
 const f64 = (values: number[], shape: number[]): T.Tensor => T.tensor(values, shape, { dtype: 'f64' });
 const close = (a: ArrayLike<number>, b: ArrayLike<number>, tol = 1e-12): void => {
@@ -240,5 +242,62 @@ describe('edge values', () => {
     const gv = Array.from(g.dataSync());
     expect(gv.slice(0, 2)).toEqual([0, 0]);
     close(gv.slice(2), [1 / (1 + Math.E), Math.E / (1 + Math.E)]);
+  });
+});
+
+describe('a rule that folds the gathered cotangent into its own result (absorbed)', () => {
+  /**
+   * y = c * x as a one-off op whose rule, offered the cotangent x gathered so far, returns `absorbed(prior +
+   * c g)`, as the fused norm and matmul backward kernels do. `seen` counts the priors it was offered.
+   */
+  const scaled = (x: T.Tensor, c: number, seen: { n: number }): T.Tensor =>
+    runOp(
+      'scaled',
+      [x],
+      x.shape,
+      x.dtype,
+      (k) => k.binary('mul', kt('scaled', x), kt('scaled', T.scalar(c, { dtype: x.dtype })), x.shape),
+      () => (g, _needs, prior) => {
+        const own = T.mul(g, c);
+        if (!prior[0]) return [own];
+        seen.n++;
+        return [absorbed(T.add(prior[0], own))];
+      },
+    );
+
+  it('the total is counted once: d/dx [sum(3x) + sum(scaled(x, 2))] = 5, whichever path the tape visits first', () => {
+    const x = f64([1, -2, 0.5], [3]);
+    const seen = { n: 0 };
+    const g1 = T.grad((v: T.Tensor) => T.add(T.sum(T.mul(v, 3)), T.sum(scaled(v, 2, seen))))(x).dataSync();
+    const g2 = T.grad((v: T.Tensor) => T.add(T.sum(scaled(v, 2, seen)), T.sum(T.mul(v, 3))))(x).dataSync();
+    close(g1, [5, 5, 5]);
+    close(g2, [5, 5, 5]);
+    // At least one of the two orders offered the rule a prior (else the test would not exercise the fold).
+    expect(seen.n).toBeGreaterThan(0);
+  });
+
+  it('an input in two places of one op is offered its prior once: d/dx sum(x * x + 4x) with a folding product', () => {
+    const seen = { n: 0 };
+    // p = x * x whose rule folds the prior into the first place's result and marks the second too.
+    const square = (v: T.Tensor): T.Tensor =>
+      runOp(
+        'square2',
+        [v, v],
+        v.shape,
+        v.dtype,
+        (k) => k.binary('mul', kt('s', v), kt('s', v), v.shape),
+        () => (g, _n, prior) => {
+          if (prior[0]) seen.n++;
+          const half = T.mul(g, v);
+          return [prior[0] ? absorbed(T.add(prior[0], half)) : half, absorbed(half)];
+        },
+      );
+    const xs = [1.5, -1, 0.25];
+    const g = T.grad((v: T.Tensor) => T.sum(T.add(square(v), T.mul(v, 4))))(f64(xs, [3])).dataSync();
+    close(
+      g,
+      xs.map((x) => 2 * x + 4),
+    );
+    expect(seen.n).toBe(1);
   });
 });

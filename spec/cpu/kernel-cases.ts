@@ -277,21 +277,25 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
         ),
         RUNS,
       );
-      await fc.assert(
-        fc.asyncProperty(rows, ([x, delta, w]) =>
-          compareGrad(
-            'addRmsNorm',
-            [x, delta, w],
-            ([a, b, g]) => {
-              const { sum, normed } = T.addRmsNorm(a!, b!, g!, 1e-5);
-              return T.add(T.mul(sum, 0.5), normed);
-            },
-            summed([x]),
-            cpu,
+      // Both orders: the tape visits the norm before the sum's own use (two kernels and an add), or after it (the
+      // norm's backward is offered the sum's cotangent and folds it into dx).
+      for (const normFirst of [false, true]) {
+        await fc.assert(
+          fc.asyncProperty(rows, ([x, delta, w]) =>
+            compareGrad(
+              'addRmsNorm',
+              [x, delta, w],
+              ([a, b, g]) => {
+                const { sum, normed } = T.addRmsNorm(a!, b!, g!, 1e-5);
+                return normFirst ? T.add(normed, T.mul(sum, 0.5)) : T.add(T.mul(sum, 0.5), normed);
+              },
+              summed([x]),
+              cpu,
+            ),
           ),
-        ),
-        RUNS,
-      );
+          RUNS,
+        );
+      }
       const pair = fc.integer({ min: 1, max: 60 }).chain((n) => fc.tuple(valuesFor([n], -6, 6), valuesFor([n])));
       await fc.assert(
         fc.asyncProperty(pair, ([g, u]) =>

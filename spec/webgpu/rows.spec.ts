@@ -87,9 +87,11 @@ describeGpu('webgpu norms', (gpu) => {
   });
   const backward = ([xt, wt, gt]: T.Tensor[]): T.Tensor[] => {
     const be = T.kernelsFor(xt!.backend);
-    const rms = be.rmsNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5);
+    const rms = be.rmsNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5, null);
+    // With a prior (here the cotangent itself, x's shape): dx + prior, the tape's add folded in.
+    const [rmsPrior] = be.rmsNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5, kt('t', gt!));
     const ln = be.layerNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5);
-    return [...wrap([xt!, wt!], rms), ...wrap([xt!, wt!, wt!], ln)];
+    return [...wrap([xt!, wt!], rms), ...wrap([xt!], [rmsPrior!]), ...wrap([xt!, wt!, wt!], ln)];
   };
   it('rmsNormBackward and layerNormBackward kernels (atol, rtol 1e-5: sums over rows of products)', async () => {
     await fc.assert(
@@ -108,7 +110,10 @@ describeGpu('webgpu norms', (gpu) => {
         { shape: [rows, d], values: weights(rows * d, 3) },
       ],
       ([xt, wt, gt]) =>
-        wrap([xt!, wt!], T.kernelsFor(xt!.backend).rmsNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5)),
+        wrap(
+          [xt!, wt!],
+          T.kernelsFor(xt!.backend).rmsNormBackward(kt('t', xt!), kt('t', wt!), kt('t', gt!), 1e-5, null),
+        ),
       NORM_GRAD,
       gpu,
     );

@@ -135,8 +135,17 @@ export interface Kernels {
   softmax(x: KernelTensor, axis: number, log: boolean): Storage;
   /** y = x / sqrt(mean(x^2, last axis) + eps) * weight. */
   rmsNorm(x: KernelTensor, weight: KernelTensor, eps: number): Storage;
-  /** [dx, dweight] of rmsNorm for cotangent dy. */
-  rmsNormBackward(x: KernelTensor, weight: KernelTensor, dy: KernelTensor, eps: number): [Storage, Storage];
+  /**
+   * [dx, dweight] of rmsNorm for cotangent dy; with `prior` (x's shape) dx is prior + the norm's dx, one kernel
+   * doing the add the tape would have made (`absorbed`, core/tape.ts).
+   */
+  rmsNormBackward(
+    x: KernelTensor,
+    weight: KernelTensor,
+    dy: KernelTensor,
+    eps: number,
+    prior: KernelTensor | null,
+  ): [Storage, Storage];
   /** y = (x - mean) / sqrt(var + eps) * weight + bias over the last axis (population variance). */
   layerNorm(x: KernelTensor, weight: KernelTensor, bias: KernelTensor, eps: number): Storage;
   /** [dx, dweight, dbias] of layerNorm for cotangent dy. */

@@ -10,7 +10,28 @@ import { ShapeError } from './errors.js';
  * Tapes nest: ops run while backpropagating one tape are recorded on the tapes outside it, which is what makes
  * `grad(grad(f))` work.
  */
-export type VjpRule = (cotangent: Tensor, needs: readonly boolean[]) => readonly (Tensor | null)[];
+export type VjpRule = (
+  cotangent: Tensor,
+  needs: readonly boolean[],
+  /**
+   * The cotangent each input has gathered so far from the ops already visited (null: none yet, or not needed, or
+   * the input's second place in this op's inputs). A rule may fold it into its own kernel, saving the tape's add:
+   * it then returns `absorbed(t)` with t = prior[i] + its own cotangent for input i. Rules that ignore it lose
+   * nothing; the tape adds their result to what was gathered.
+   */
+  prior: readonly (Tensor | null)[],
+) => readonly (Tensor | null)[];
+
+const absorbing = new WeakSet<Tensor>();
+
+/**
+ * Mark a rule's result for input i as already holding `prior[i]` (the cotangent gathered before), so the tape
+ * takes it as the input's new total instead of adding it (a fused accumulation: one kernel, not two).
+ */
+export function absorbed(t: Tensor): Tensor {
+  absorbing.add(t);
+  return t;
+}
 
 interface Node {
   readonly op: string;
@@ -70,15 +91,22 @@ export class Tape {
       const g = grads.get(node.output.id);
       if (!g) continue;
       const needs = node.inputs.map((x) => this.tracked.has(x.id));
-      const inGrads = node.vjp(g, needs);
+      // An input that appears twice is offered its gathered cotangent once, at its first place.
+      const prior = node.inputs.map((x, i) =>
+        needs[i] && node.inputs.indexOf(x) === i ? (grads.get(x.id) ?? null) : null,
+      );
+      const inGrads = node.vjp(g, needs, prior);
+      // Every mark is taken off here, used or not, so none outlives the rule that made it.
+      const marked = inGrads.map((t) => (t ? absorbing.delete(t) : false));
       node.inputs.forEach((x, i) => {
         const gi = inGrads[i];
         if (!needs[i] || !gi) return;
         if (gi.shape.length !== x.shape.length || gi.shape.some((d, k) => d !== x.shape[k])) {
           throw new ShapeError(`${node.op} (vjp)`, [gi.shape, x.shape], 'cotangent shape differs from its input');
         }
+        const folded = marked[i]! && prior[i] !== null;
         const prev = grads.get(x.id);
-        grads.set(x.id, prev ? accumulate(prev, gi) : gi);
+        grads.set(x.id, prev && !folded ? accumulate(prev, gi) : gi);
       });
     }
     return leaves.map((l) => grads.get(l.id) ?? null);

@@ -4,6 +4,7 @@ import { DTypeError, ShapeError } from '../core/errors.js';
 import { shapesEqual } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
 import { kt, runBackward, runOp } from './op.js';
+import { absorbed } from '../core/tape.js';
 
 /**
  * RMSNorm and LayerNorm over the last axis, each a fused forward kernel and a fused backward kernel.
@@ -21,18 +22,31 @@ function checkParam(op: string, x: Tensor, p: Tensor): void {
     throw new ShapeError(op, [x.shape, p.shape], 'parameter must be 1-D with the size of the last axis');
 }
 
-/** [dx, dweight] of rmsNorm(x, weight) for the cotangent g: one fused kernel. */
-function rmsNormGrads(x: Tensor, weight: Tensor, g: Tensor, eps: number): Tensor[] {
+/**
+ * [dx, dweight] of rmsNorm(x, weight) for the cotangent g: one fused kernel. Given the cotangent x has gathered
+ * so far (`prior`, of x's dtype), dx comes out as prior + the norm's dx, `absorbed`: the tape's add is folded in.
+ */
+function rmsNormGrads(x: Tensor, weight: Tensor, g: Tensor, eps: number, prior: Tensor | null): Tensor[] {
   const op = 'rmsNormBackward';
-  const kernel = (k: Kernels): Storage[] => k.rmsNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps);
-  return runBackward(op, [x, weight, g], [x, weight], kernel);
+  const p = prior?.dtype === x.dtype ? prior : null;
+  const kernel = (k: Kernels): Storage[] =>
+    k.rmsNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps, p && kt(op, p));
+  const [dx, dw] = runBackward(op, p ? [x, weight, g, p] : [x, weight, g], [x, weight], kernel);
+  return [p ? absorbed(dx!) : dx!, dw!];
 }
 
 /** y = x / sqrt(mean(x^2) + eps) * weight, over the last axis (the Llama/Qwen layout). */
 export function rmsNorm(x: Tensor, weight: Tensor, eps = 1e-6): Tensor {
   checkParam('rmsNorm', x, weight);
   const kernel = (k: Kernels): Storage => k.rmsNorm(kt('rmsNorm', x), kt('rmsNorm', weight), eps);
-  return runOp('rmsNorm', [x, weight], x.shape, x.dtype, kernel, () => (g) => rmsNormGrads(x, weight, g, eps));
+  return runOp(
+    'rmsNorm',
+    [x, weight],
+    x.shape,
+    x.dtype,
+    kernel,
+    () => (g, _needs, prior) => rmsNormGrads(x, weight, g, eps, prior[0]!),
+  );
 }
 
 /**
@@ -59,7 +73,7 @@ export function addRmsNorm(x: Tensor, delta: Tensor, weight: Tensor, eps = 1e-6)
     x.shape,
     x.dtype,
     () => normed!,
-    () => (g) => rmsNormGrads(sum, weight, g, eps),
+    () => (g, _needs, prior) => rmsNormGrads(sum, weight, g, eps, prior[0]!),
   );
   return { sum, normed: y };
 }

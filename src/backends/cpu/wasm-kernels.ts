@@ -219,9 +219,10 @@ export function rmsNormBackward(
   weight: KernelTensor,
   dy: KernelTensor,
   eps: number,
+  prior: KernelTensor | null,
 ): [Storage, Storage] | null {
   const d = last(x.shape);
-  if (!f32(x, weight, dy) || d % 4 !== 0) return null;
+  if (!f32(x, weight, dy, prior) || d % 4 !== 0) return null;
   const n = sizeOf(x.shape);
   const rows = n / d;
   const dx = h.allocRaw('f32', n);
@@ -230,6 +231,7 @@ export function rmsNormBackward(
   h.launch('rmsNormBackward', [ptr(x), ptr(weight), ptr(dy), dx.byteOffset, rinv.byteOffset, rows, d, eps], n * 8);
   h.launch('rmsNormWeightGrad', [ptr(x), ptr(dy), rinv.byteOffset, dw.byteOffset, rows, d], n * 8);
   h.release(rinv);
+  if (prior) addInPlace(h, dx, prior);
   return [store(dx), store(dw)];
 }
 
@@ -310,6 +312,15 @@ export function softmax(h: WasmHost, x: KernelTensor, axis: number, log: boolean
 }
 
 const BINARY_CODES: Partial<Record<BinaryOp, number>> = { add: 0, sub: 1, mul: 2, div: 3, maximum: 4, minimum: 5 };
+
+/**
+ * out += prior (both f32, one size): the accumulation a GPU kernel folds into its store (`absorbed`,
+ * core/tape.ts), done here as the binary kernel in place; each entry is read before it is written.
+ */
+function addInPlace(h: WasmHost, out: TypedArray, prior: KernelTensor): void {
+  const n = out.length;
+  if (n > 0) h.launch('binary', [BINARY_CODES.add!, out.byteOffset, ptr(prior), out.byteOffset, n, n], n * 8);
+}
 
 /** Same shapes, a scalar b, or b a trailing row of a (b.shape a suffix of a's, with leading 1s). */
 export function binary(h: WasmHost, op: BinaryOp, a: KernelTensor, b: KernelTensor, outShape: Shape): Storage | null {

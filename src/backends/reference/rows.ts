@@ -62,14 +62,16 @@ export function rmsNormBackward(
   weight: KernelTensor,
   dy: KernelTensor,
   eps: number,
+  prior: KernelTensor | null,
 ): [Storage, Storage] {
   const dx = b.alloc(x.dtype, sizeOf(x.shape));
   const dw = b.alloc(x.dtype, sizeOf(weight.shape));
-  rmsNormBackwardRows(data(x), data(weight), data(dy), x.shape[x.shape.length - 1]!, eps, dx, dw);
+  const p = prior ? data(prior) : null;
+  rmsNormBackwardRows(data(x), data(weight), data(dy), x.shape[x.shape.length - 1]!, eps, dx, dw, p);
   return [store(dx), store(dw)];
 }
 
-/** dx = r (gw - xhat mean(gw xhat)) with gw = dy w, xhat = x r; dw = sum over rows of dy xhat. */
+/** dx = r (gw - xhat mean(gw xhat)) (+ prior) with gw = dy w, xhat = x r; dw = sum over rows of dy xhat. */
 function rmsNormBackwardRows(
   x: TypedArray,
   w: TypedArray,
@@ -78,6 +80,7 @@ function rmsNormBackwardRows(
   eps: number,
   dx: TypedArray,
   dw: TypedArray,
+  prior: TypedArray | null,
 ): void {
   const dwAcc = new Float64Array(d);
   for (let row = 0; row < x.length / d; row++) {
@@ -90,7 +93,7 @@ function rmsNormBackwardRows(
     const meanDot = dot / d;
     for (let j = 0; j < d; j++) {
       const xhat = x[o + j]! * r;
-      dx[o + j] = r * (dy[o + j]! * w[j]! - xhat * meanDot);
+      dx[o + j] = r * (dy[o + j]! * w[j]! - xhat * meanDot) + (prior ? prior[o + j]! : 0);
       dwAcc[j] = dwAcc[j]! + dy[o + j]! * xhat;
     }
   }

@@ -9,6 +9,7 @@ import columnSumsSrc from '../../../../shaders/column_sums.wgsl';
 import normRows from '../../../../shaders/norm_rows.wgsl';
 import { launch } from '../launch.js';
 import { cachedProgram, checkInputs, defineProgram, type Program } from '../program.js';
+import { fillTemplate } from '../wgsl.js';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
 import { fillInto } from './movement.js';
@@ -35,15 +36,20 @@ const RMS_NORM = (wg: number): Program =>
     entryPoints: ['rms_norm'],
   }));
 
-/** Rows first (dx, and each row's statistic saved in `stats`); `COLUMN_SUMS` then sums dw reading them. */
-const RMS_NORM_BACKWARD = (wg: number): Program =>
-  cachedProgram(`rmsNormBackward:${wg}`, () => ({
+/**
+ * Rows first (dx, and each row's statistic saved in `stats`); `COLUMN_SUMS` then sums dw reading them. With
+ * `prior` the program also binds the cotangent x gathered before and adds it to dx.
+ */
+const RMS_NORM_BACKWARD = (wg: number, prior = false): Program =>
+  cachedProgram(`rmsNormBackward:${wg}${prior ? ':prior' : ''}`, () => ({
     name: 'rmsNormBackward',
-    inputs: { x: 'f32', w: 'f32', dy: 'f32' },
+    inputs: { x: 'f32', w: 'f32', dy: 'f32', ...(prior ? { prior: 'f32' as const } : {}) },
     outputs: { dx: 'f32', dw: 'f32', stats: 'f32' },
     uniforms: NORM_UNIFORMS,
     workgroupSize: wg,
-    body: withRows(rmsNormBackwardSrc),
+    body: withRows(
+      fillTemplate('rms_norm_backward.wgsl', rmsNormBackwardSrc, { PRIOR: prior ? ' + prior[base + j]' : '' }),
+    ),
     entryPoints: ['rms_norm_backward_rows'],
   }));
 
@@ -107,10 +113,12 @@ export function rmsNormBackward(
   w: KernelTensor,
   dy: KernelTensor,
   eps: number,
+  prior: KernelTensor | null = null,
 ): [GPUBuffer, GPUBuffer] {
   const [rows, d] = rowsOf(x);
-  const inputs = [x, w, dy];
-  checkInputs(RMS_NORM_BACKWARD(ROW_WORKGROUPS[0]), 'rmsNormBackward', inputs);
+  const inputs = prior ? [x, w, dy, prior] : [x, w, dy];
+  const withPrior = (wg: number): Program => RMS_NORM_BACKWARD(wg, prior !== null);
+  checkInputs(withPrior(ROW_WORKGROUPS[0]), 'rmsNormBackward', inputs);
   if (rows * d === 0) return [rt.alloc(rows * d * 4), fillInto(rt, d * 4, d, 'f32', 0)];
   const uniforms = { rows, d, eps };
   const byRow = {
@@ -120,7 +128,7 @@ export function rmsNormBackward(
     grid: { workgroups: rows },
     uniforms,
   };
-  const program = RMS_NORM_BACKWARD(rowWorkgroup(rt, RMS_NORM_BACKWARD, byRow, rows, d, [0, 2]));
+  const program = withPrior(rowWorkgroup(rt, withPrior, byRow, rows, d, [0, 2]));
   const [dx, dw, stats] = launch(rt, program, byRow);
   const chunks = Math.ceil(rows / COLUMN_CHUNK);
   const sums = { inputs: [dy, x, stats], uniforms: { rows, d, chunk: COLUMN_CHUNK, chunks } };
@@ -189,8 +197,8 @@ export function layerNormBackward(
 
 registerKernels<GpuBackend>('webgpu', {
   rmsNorm: (b, x, weight, eps) => asStorage(rmsNorm(b.runtime, x, weight, eps)),
-  rmsNormBackward: (b, x, weight, dy, eps) => {
-    const [dx, dw] = rmsNormBackward(b.runtime, x, weight, dy, eps);
+  rmsNormBackward: (b, x, weight, dy, eps, prior) => {
+    const [dx, dw] = rmsNormBackward(b.runtime, x, weight, dy, eps, prior);
     return [asStorage(dx), asStorage(dw)];
   },
   layerNorm: (b, x, weight, bias, eps) => asStorage(layerNorm(b.runtime, x, weight, bias, eps)),
