@@ -107,6 +107,19 @@ export function cpuKernelSpecs(fma: boolean, memory64 = false): void {
         ),
         { numRuns: 10 },
       );
+      // One input in two products (a layer's gate and up): the second product's rule folds the first's dA in.
+      await fc.assert(
+        fc.asyncProperty(matmulArb, ([a, b, o]) =>
+          compareGrad(
+            'two products of one input',
+            [a, b, b],
+            ([x, y, z]) => T.add(T.matmul(x!, y!, o), T.mul(T.matmul(x!, z!, o), 0.5)),
+            summed([a], 80),
+            cpu,
+          ),
+        ),
+        { numRuns: 10 },
+      );
     });
 
     it('matmul gives each entry the f32 sum of its products in order of k, K in blocks of 256 added in order', () => {

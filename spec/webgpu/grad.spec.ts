@@ -159,6 +159,22 @@ describeGpu('webgpu vjp: reductions, movement, matmul, indexing, rows', (gpu) =>
       ),
       RUNS_G,
     );
+    // One input in three products (q, k and v of one layer): the later products' rules fold dA in.
+    await fc.assert(
+      fc.asyncProperty(arb, ([c, a, b]) =>
+        compareGrad(
+          'matmul x3',
+          [a, b, b, b],
+          ([x, p, q, r]) => {
+            const o = { transA: c.tA, transB: c.tB };
+            return T.add(T.add(T.matmul(x!, p!, o), T.mul(T.matmul(x!, q!, o), 0.5)), T.mul(T.matmul(x!, r!, o), -2));
+          },
+          tolFor(c.m * c.n * 16, c.k),
+          gpu,
+        ),
+      ),
+      RUNS_G,
+    );
   });
 
   it('gather, scatterAdd, takeAlongAxis, putAlongAxisAdd (gradient with respect to the values)', async () => {

@@ -4,6 +4,8 @@ import * as T from '../../src/index.js';
 import { setMatmulTileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
 import { fits, MATMUL_CANDIDATES, type TileConfig } from '../../src/backends/webgpu/kernels/matmul-configs.js';
 import { broadcastPairArb, compareForward, describeGpu, RUNS, valuesFor, type Tol } from './helpers.js';
+import { Tensor } from '../../src/core/tensor.js';
+import { kt } from '../../src/ops/op.js';
 
 /**
  * The tiled matmul against the CPU backend: M, N, K odd, not dividing the tiles, dividing them (the pipeline
@@ -23,6 +25,21 @@ const caseArb = fc
     const bShape = [...c.batch[1], ...(c.transB ? [c.n, c.k] : [c.k, c.n])];
     return fc.tuple(fc.constant(c), valuesFor(aShape), valuesFor(bShape));
   });
+
+/** A case with an addend of the product's shape (the batch dims broadcast). */
+const addendArb = caseArb.chain(([c, a, b]) => {
+  const [p, q] = c.batch;
+  const batch = Array.from({ length: Math.max(p.length, q.length) }, (_, i) =>
+    Math.max(p[p.length - 1 - i] ?? 1, q[q.length - 1 - i] ?? 1),
+  ).reverse();
+  return valuesFor([...batch, c.m, c.n]).map((d) => [c, a, b, d] as const);
+});
+
+/** addend + op(A) op(B) through the kernel table's matmul (what the matmul rule calls when it folds a prior in). */
+const plus = (c: { transA: boolean; transB: boolean }, [x, y, d]: T.Tensor[]): T.Tensor => {
+  const s = T.kernelsFor(x!.backend).matmul(kt('t', x!), kt('t', y!), c.transA, c.transB, d!.shape, kt('t', d!));
+  return Tensor.fromStorage(x!.backend, s, d!.shape, 'f32');
+};
 
 describeGpu('webgpu matmul', (gpu) => {
   afterEach(() => setMatmulTileConfig(null));
@@ -57,6 +74,19 @@ describeGpu('webgpu matmul', (gpu) => {
               tolFor(c.k),
               gpu,
             ),
+          ),
+          RUNS,
+        );
+      },
+    );
+
+    it.skipIf(!fits(cfg, gpu.runtime.device.limits))(
+      `${cfg.kind} configuration ${cfg.name} with an addend (added by the store, or by split-K's sum)`,
+      async () => {
+        setMatmulTileConfig(cfg);
+        await fc.assert(
+          fc.asyncProperty(addendArb, ([c, a, b, d]) =>
+            compareForward('matmul + addend', [a, b, d], (xs) => plus(c, xs), tolFor(c.k + 2), gpu),
           ),
           RUNS,
         );
@@ -110,11 +140,18 @@ describeGpu('webgpu matmul', (gpu) => {
     );
   });
 
-  it('an empty inner dimension gives zeros', async () => {
+  it('an empty inner dimension gives zeros, or the addend', async () => {
     const x = T.zeros([3, 0], { backend: gpu });
     const y = T.zeros([0, 5], { backend: gpu });
     const z = T.matmul(x, y);
     expect([...(await z.data())]).toEqual(new Array(15).fill(0));
-    T.dispose([x, y, z]);
+    const d = T.tensor(
+      Array.from({ length: 15 }, (_, i) => i - 7),
+      [3, 5],
+      { backend: gpu },
+    );
+    const zd = plus({ transA: false, transB: false }, [x, y, d]);
+    expect([...(await zd.data())]).toEqual(Array.from({ length: 15 }, (_, i) => i - 7));
+    T.dispose([x, y, z, d, zd]);
   });
 });

@@ -108,9 +108,17 @@ export interface Kernels {
   reduce(op: ReduceOp, x: KernelTensor, axes: readonly number[]): Storage;
   /**
    * Batched matmul: a is [...batchA, M, K] (or [..., K, M] if transA), b is [...batchB, K, N] (or [..., N, K] if transB);
-   * batch dims broadcast to outShape[:-2].
+   * batch dims broadcast to outShape[:-2]. With `addend` (outShape, a's dtype) the result is addend + A B: the
+   * tape's add of a gathered cotangent folded into the product's store (`absorbed`, core/tape.ts).
    */
-  matmul(a: KernelTensor, b: KernelTensor, transA: boolean, transB: boolean, outShape: Shape): Storage;
+  matmul(
+    a: KernelTensor,
+    b: KernelTensor,
+    transA: boolean,
+    transB: boolean,
+    outShape: Shape,
+    addend: KernelTensor | null,
+  ): Storage;
   permute(x: KernelTensor, perm: readonly number[]): Storage;
   /** out[i] = x[begin + i] for i < outShape. */
   slice(x: KernelTensor, begin: readonly number[], outShape: Shape): Storage;

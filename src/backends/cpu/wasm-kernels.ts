@@ -45,9 +45,10 @@ export function matmul(
   transA: boolean,
   transB: boolean,
   outShape: Shape,
+  addend: KernelTensor | null,
 ): Storage | null {
   const halfKind = a.dtype === 'f32' ? HALF_KIND[b.dtype] : undefined;
-  if (!f32(a, b) && halfKind === undefined) return null;
+  if ((!f32(a, b) && halfKind === undefined) || !f32(addend)) return null;
   const bBytes = halfKind === undefined ? 4 : 2;
   const r = outShape.length;
   const m = outShape[r - 2]!;
@@ -94,6 +95,7 @@ export function matmul(
       idx[d] = 0;
     }
   }
+  if (addend) addInPlace(h, out, addend);
   return store(out);
 }
 

@@ -16,10 +16,17 @@ export function matmul(
   transA: boolean,
   transB: boolean,
   outShape: Shape,
+  addend: KernelTensor | null,
 ): Storage {
   const out = b.alloc(x.dtype, sizeOf(outShape));
   const widen = isHalf(y.dtype) ? halfReader(y.dtype as HalfDType) : null;
-  matmulLoop(data(x), x.shape, widen ? halfData(y) : data(y), y.shape, transA, transB, outShape, out, widen);
+  // With an addend the products stay in f64 until it is added: one rounding, as without.
+  const sums = addend ? new Float64Array(out.length) : out;
+  matmulLoop(data(x), x.shape, widen ? halfData(y) : data(y), y.shape, transA, transB, outShape, sums, widen);
+  if (addend) {
+    const d = data(addend);
+    for (let i = 0; i < out.length; i++) out[i] = sums[i]! + d[i]!;
+  }
   return store(out);
 }
 

@@ -22,6 +22,8 @@ export interface Variant {
   readonly full: boolean;
   /** B is a frozen bf16/f16 weight, two elements per u32 word, widened as each load reads it (null: f32). */
   readonly halfB: HalfDType | null;
+  /** C = D + A B: the store adds an addend D of C's layout (a gathered cotangent, folded in). */
+  readonly addend: boolean;
 }
 
 /**
@@ -181,12 +183,14 @@ function prefetch(l: Loader, regs: string): { decl: string; fetch: string; put: 
 function store(v: Variant): string {
   const ind = '      ';
   if (v.vecC) {
-    const body = 'C[(c_off + m * params.N + n) / 4u] = v;';
+    const at = '(c_off + m * params.N + n) / 4u';
+    const body = `C[${at}] = v${v.addend ? ` + D[${at}]` : ''};`;
     return v.full ? `${ind}${body}` : `${ind}if (m < params.M && n < params.N) {\n${ind}  ${body}\n${ind}}`;
   }
+  const at = 'c_off + m * params.N + n + c';
   return `${ind}for (var c = 0u; c < 4u; c++) {
 ${ind}  if (m < params.M && n + c < params.N) {
-${ind}    C[c_off + m * params.N + n + c] = v[c];
+${ind}    C[${at}] = v[c]${v.addend ? ` + D[${at}]` : ''};
 ${ind}  }
 ${ind}}`;
 }
@@ -313,13 +317,19 @@ function tiledBody(cfg: TileConfig, v: Variant): string {
 
 /** The program of one configuration and variant (transposes, vec4 operands, bounds checks). */
 export function matmulProgram(cfg: TileConfig, v: Variant): Program {
-  const flags = `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}${v.halfB ? `:${v.halfB}` : ''}`;
+  const flags =
+    `${+v.transA}${+v.transB}${+v.vecA}${+v.vecB}${+v.vecC}${+v.full}${v.halfB ? `:${v.halfB}` : ''}` +
+    (v.addend ? ':d' : '');
   const shape =
     `${cfg.wx}x${cfg.wy}x${cfg.rm}x${cfg.rn}x${cfg.tk}${cfg.spread ? 's' : ''}${cfg.prefetch ? 'p' : ''}` +
     (cfg.splitK ? 'k' : '');
   return cachedProgram(`matmul:${cfg.kind}:${shape}:${flags}`, () => ({
     name: 'matmul',
-    inputs: { A: v.vecA ? 'vec4<f32>' : 'f32', B: v.halfB ? halfBinding(v.halfB) : v.vecB ? 'vec4<f32>' : 'f32' },
+    inputs: {
+      A: v.vecA ? 'vec4<f32>' : 'f32',
+      B: v.halfB ? halfBinding(v.halfB) : v.vecB ? 'vec4<f32>' : 'f32',
+      ...(v.addend ? { D: v.vecC ? ('vec4<f32>' as const) : ('f32' as const) } : {}),
+    },
     outputs: { C: v.vecC ? 'vec4<f32>' : 'f32' },
     uniforms: cfg.splitK ? SPLIT_UNIFORMS : UNIFORMS,
     workgroupSize: [cfg.wx, cfg.wy, 1],

@@ -3,6 +3,7 @@ import { BackendError } from '../../../core/errors.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../../core/shape.js';
 import { launch, prepareLaunch, type LaunchCall } from '../launch.js';
 import { cachedProgram, checkInputs, type Program } from '../program.js';
+import { fillTemplate } from '../wgsl.js';
 import splitSumSrc from '../../../../shaders/matmul_split_sum.wgsl';
 import type { GpuBackend, GpuRuntime } from '../runtime.js';
 import { asStorage } from '../storage.js';
@@ -49,9 +50,10 @@ interface MatmulCase {
   readonly bBatch: Shape;
 }
 
-function variantOf(cfg: TileConfig, c: MatmulCase): Variant {
+function variantOf(cfg: TileConfig, c: MatmulCase, addend = false): Variant {
   const { m, n, k } = c;
   return {
+    addend,
     transA: c.transA,
     transB: c.transB,
     vecA: (c.transA ? m : k) % 4 === 0,
@@ -73,16 +75,19 @@ function chunksOf(cfg: TileConfig, k: number): { splits: number; chunk: number }
 }
 
 type MatmulLaunch = { readonly program: Program; readonly call: LaunchCall<readonly [number]> };
+type Operand = KernelTensor | GPUBuffer;
 
 /**
  * The launch of one configuration on a case: its program and call (one output: C, or with split-K over more than
  * one chunk the partial products [batch, splits, M, N]), and `sum`, the launch that adds those up (null without).
+ * An addend `d` (C's layout) is added by whichever of the two writes C.
  */
 function matmulLaunch(
   cfg: TileConfig,
   c: MatmulCase,
-  a: KernelTensor | GPUBuffer,
-  b: KernelTensor | GPUBuffer,
+  a: Operand,
+  b: Operand,
+  d: Operand | null = null,
 ): MatmulLaunch & { readonly sum: ((partial: GPUBuffer) => MatmulLaunch) | null } {
   const { m, n, k } = c;
   const batch = sizeOf(c.batchShape);
@@ -95,10 +100,11 @@ function matmulLaunch(
   // Batch dims right-aligned in the vec4s, padded with size 1 (stride 0) in front.
   const pad = 4 - bc.shape.length;
   const { splits, chunk } = chunksOf(cfg, k);
+  const storesC = splits === 1;
   return {
-    program: matmulProgram(cfg, variantOf(cfg, c)),
+    program: matmulProgram(cfg, variantOf(cfg, c, storesC && d !== null)),
     call: {
-      inputs: [a, b],
+      inputs: storesC && d ? [a, b, d] : [a, b],
       outputs: [m * n * batch * splits * 4],
       // A thread per RM x RN block: ceil(n / (WG_X RN)) x ceil(m / (WG_Y RM)) workgroups per batch entry and chunk.
       grid: { threads: [Math.ceil(n / cfg.rn), Math.ceil(m / cfg.rm), batch * splits] },
@@ -112,32 +118,32 @@ function matmulLaunch(
         ...(cfg.splitK ? { splits, k_chunk: chunk } : {}),
       },
     },
-    sum: splits > 1 ? (partial) => splitSumLaunch(c, partial, splits) : null,
+    sum: splits > 1 ? (partial) => splitSumLaunch(c, partial, splits, d) : null,
   };
 }
 
-/** The sum of split-K's partial products, in chunk order (vec4s where M N allows). */
-const splitSumProgram = (vec4: boolean): Program =>
-  cachedProgram(`matmul_split_sum:${vec4 ? 'v4' : 's'}`, () => {
+/** The sum of split-K's partial products, in chunk order (vec4s where M N allows), plus D if bound. */
+const splitSumProgram = (vec4: boolean, addend: boolean): Program =>
+  cachedProgram(`matmul_split_sum:${vec4 ? 'v4' : 's'}${addend ? ':d' : ''}`, () => {
     const t = vec4 ? 'vec4<f32>' : 'f32';
     return {
       name: 'matmul',
-      inputs: { P: t },
+      inputs: { P: t, ...(addend ? { D: t } : {}) },
       outputs: { C: t },
       uniforms: { count: 'u32', mn: 'u32', splits: 'u32', grid_x: 'u32' },
       workgroupSize: 256,
-      body: splitSumSrc,
+      body: fillTemplate('matmul_split_sum.wgsl', splitSumSrc, { ADDEND: addend ? ' + D[t]' : '' }),
     };
   });
 
-function splitSumLaunch(c: MatmulCase, partial: GPUBuffer, splits: number): MatmulLaunch {
+function splitSumLaunch(c: MatmulCase, partial: GPUBuffer, splits: number, d: Operand | null): MatmulLaunch {
   const batch = sizeOf(c.batchShape);
   const vec4 = (c.m * c.n) % 4 === 0;
   const mn = vec4 ? (c.m * c.n) / 4 : c.m * c.n;
   return {
-    program: splitSumProgram(vec4),
+    program: splitSumProgram(vec4, d !== null),
     call: {
-      inputs: [partial],
+      inputs: d ? [partial, d] : [partial],
       outputs: [c.m * c.n * batch * 4],
       grid: { threads: mn * batch },
       uniforms: { count: mn * batch, mn, splits },
@@ -145,15 +151,16 @@ function splitSumLaunch(c: MatmulCase, partial: GPUBuffer, splits: number): Matm
   };
 }
 
-/** A configuration's whole product C: one dispatch, or (split-K) the partial products and their sum. */
+/** A configuration's whole product C (+ D): one dispatch, or (split-K) the partial products and their sum. */
 function runMatmul(
   rt: GpuRuntime,
   cfg: TileConfig,
   c: MatmulCase,
-  a: KernelTensor | GPUBuffer,
-  b: KernelTensor | GPUBuffer,
+  a: Operand,
+  b: Operand,
+  d: Operand | null = null,
 ): GPUBuffer {
-  const { program, call, sum } = matmulLaunch(cfg, c, a, b);
+  const { program, call, sum } = matmulLaunch(cfg, c, a, b, d);
   const [out] = launch(rt, program, call);
   if (!sum) return out;
   const second = sum(out);
@@ -285,6 +292,7 @@ export function matmul(
   transA: boolean,
   transB: boolean,
   outShape: Shape,
+  addend: KernelTensor | null = null,
 ): GPUBuffer {
   const r = outShape.length;
   const m = outShape[r - 2]!;
@@ -304,14 +312,22 @@ export function matmul(
     bBatch: b.shape.slice(0, -2),
   };
   const fallback = defaultConfig(kindOverride ? kindOverride === 'direct' : rt.cpuLike, m, n, batch);
-  checkInputs(matmulProgram(override ?? fallback, variantOf(override ?? fallback, c)), 'matmul', [a, b]);
+  const checked = override ?? fallback;
+  const inputs = addend ? [a, b, addend] : [a, b];
+  checkInputs(matmulProgram(checked, variantOf(checked, c, addend !== null)), 'matmul', inputs);
   if (m * n * batch === 0) return rt.alloc(0);
-  if (k === 0) return fillInto(rt, m * n * batch * 4, m * n * batch, 'f32', 0);
   if (batch > rt.maxWorkgroupsPerDim)
     throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
-  return runMatmul(rt, configFor(rt, c), c, a, b);
+  if (k === 0) {
+    // An empty K: zeros, or with an addend the default's kernel, whose K loop takes no step and whose store adds D.
+    if (!addend) return fillInto(rt, m * n * batch * 4, m * n * batch, 'f32', 0);
+    return runMatmul(rt, fallback, c, a, b, addend);
+  }
+  // The configuration tuned for the product alone: an addend adds one read a stored element.
+  return runMatmul(rt, configFor(rt, c), c, a, b, addend);
 }
 
 registerKernels<GpuBackend>('webgpu', {
-  matmul: (b, x, y, transA, transB, outShape) => asStorage(matmul(b.runtime, x, y, transA, transB, outShape)),
+  matmul: (b, x, y, transA, transB, outShape, addend) =>
+    asStorage(matmul(b.runtime, x, y, transA, transB, outShape, addend)),
 });
