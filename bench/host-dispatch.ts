@@ -1,0 +1,160 @@
+/**
+ * The host's cost of a dispatch in a training step, against the floor Dawn sets: the same device encoding
+ * bare dispatches (setPipeline, setBindGroup, dispatchWorkgroups, alternating two pipelines and four bind
+ * groups, so none is skipped as unchanged), with nothing of ours around them. Issue 36's target is 10 us a
+ * dispatch; no JavaScript can go below the floor.
+ *
+ * The step is an SFT step (forward, backward, AdamW with clipping) with the d512 L8 model's structure at a width
+ * the CPU rasterizer gets through quickly (--d 64 by default; dispatch counts do not depend on the width, the
+ * batch or the length), timed by the runtime's timeline: the host's part is everything until the last submit
+ * returns, less the time inside submits (where Dawn's OpenGL path hands the work to the rasterizer). Rounds
+ * interleave the step and the floor. The step's first loss is checked against the reference backend's, and the
+ * floor's kernel output is read back and checked.
+ *
+ * Run: node esbuild.config.mjs && node dist/bench/host-dispatch.js [--d 64] [--rounds 6] [--steps 20]
+ * On llvmpipe, LP_NUM_THREADS=0 keeps the rasterizer's threads off the cores the host's time is measured on.
+ */
+import {
+  createWebGpuBackend,
+  dispose,
+  ReferenceBackend,
+  Rng,
+  tidy,
+  valueAndGrad,
+  type WebGpuBackend,
+} from '../src/index.js';
+import { adamwInit, adamwStep, initParams, smallConfig, type TransformerConfig } from '../src/nn/index.js';
+import { packSequences, sftLoss } from '../src/rl/index.js';
+import type { DawnGlobals } from '../src/backends/webgpu/device.js';
+
+const arg = (name: string, fallback: number): number => {
+  const i = process.argv.indexOf(`--${name}`);
+  const v = i >= 0 ? Number(process.argv[i + 1]) : fallback;
+  if (!Number.isInteger(v) || v <= 0) {
+    console.error(`--${name}: a positive integer, got ${process.argv[i + 1]}`);
+    process.exit(2);
+  }
+  return v;
+};
+const d = arg('d', 64);
+const rounds = arg('rounds', 6);
+const steps = arg('steps', 20);
+
+const config: TransformerConfig = { ...smallConfig(1024), dModel: d, nLayers: 8, nHeads: 8, nKvHeads: 8, dFf: 3 * d };
+const ids = (n: number, k: number): number[] => Array.from({ length: n }, (_, i) => 1 + ((i * k) % 1023));
+const batch = packSequences([ids(6, 7)], [ids(10, 11)], 0);
+
+/** Host microseconds a dispatch over `steps` SFT steps, and the dispatches a step. */
+async function stepRound(gpu: WebGpuBackend, state: { params: unknown; opt: unknown }): Promise<[number, number]> {
+  const rt = gpu.runtime;
+  let hostMs = 0;
+  let dispatches = 0;
+  for (let s = 0; s < steps; s++) {
+    rt.startTimeline();
+    const params = state.params as ReturnType<typeof initParams>;
+    const out = tidy(() => {
+      const [loss, grads] = valueAndGrad((p: typeof params) => sftLoss(p, config, batch))(params);
+      return {
+        loss,
+        ...adamwStep(params, grads, state.opt as ReturnType<typeof adamwInit>, { lr: 1e-4, maxGradNorm: 1 }),
+      };
+    });
+    await out.loss.data();
+    const report = await rt.stopTimeline();
+    hostMs += report.untilLastSubmitMs - report.submitMs;
+    dispatches += report.dispatches;
+    dispose([params, state.opt as never, out.loss, out.gradNorm]);
+    state.params = out.params;
+    state.opt = out.state;
+  }
+  return [(1000 * hostMs) / dispatches, dispatches / steps];
+}
+
+const FLOOR_WGSL = `@group(0) @binding(0) var<storage, read_write> a: array<f32>;
+@group(0) @binding(1) var<storage, read_write> b: array<f32>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3u) { if (g.x < 64u) { a[g.x] = b[g.x] + 1.0; } }`;
+
+/** npm `webgpu`'s constants (Node has no GPUBufferUsage or GPUMapMode global). */
+const { GPUBufferUsage: USAGE, GPUMapMode: MAP } = ((await import('webgpu')) as unknown as { globals: DawnGlobals })
+  .globals;
+
+/** Dawn's calls alone: microseconds a dispatch of `n` encoded bare; the last kernel's output checked. */
+async function floorRound(device: GPUDevice, n: number): Promise<number> {
+  const module = device.createShaderModule({ code: FLOOR_WGSL, label: 'bench:floor' });
+  const pipelines = [0, 1].map(() =>
+    device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } }),
+  );
+  const usage = USAGE.STORAGE | USAGE.COPY_SRC | USAGE.COPY_DST;
+  const buffers = Array.from({ length: 8 }, () => device.createBuffer({ size: 256, usage }));
+  const input = new Float32Array(64).map((_, i) => i * 0.5);
+  for (const buf of buffers) device.queue.writeBuffer(buf, 0, input);
+  const groups = pipelines.map((p) =>
+    Array.from({ length: 4 }, (_, i) =>
+      device.createBindGroup({
+        layout: p.getBindGroupLayout(0),
+        entries: [
+          { binding: 0, resource: { buffer: buffers[2 * i]! } },
+          { binding: 1, resource: { buffer: buffers[2 * i + 1]! } },
+        ],
+      }),
+    ),
+  );
+  const encoder = device.createCommandEncoder();
+  const pass = encoder.beginComputePass();
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    pass.setPipeline(pipelines[i & 1]!);
+    pass.setBindGroup(0, groups[i & 1]![i & 3]!);
+    pass.dispatchWorkgroups(1);
+  }
+  const us = (1000 * (performance.now() - t0)) / n;
+  pass.end();
+  const staging = device.createBuffer({ size: 256, usage: USAGE.MAP_READ | USAGE.COPY_DST });
+  encoder.copyBufferToBuffer(buffers[6]!, 0, staging, 0, 256);
+  device.queue.submit([encoder.finish()]);
+  await staging.mapAsync(MAP.READ);
+  const got = new Float32Array(staging.getMappedRange().slice(0));
+  staging.unmap();
+  for (const buf of [...buffers, staging]) buf.destroy();
+  got.forEach((v, i) => {
+    if (v !== input[i]! + 1) throw new Error(`floor kernel: a[${i}] = ${v}, want ${input[i]! + 1}`);
+  });
+  return us;
+}
+
+const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+
+const gpu = await createWebGpuBackend();
+const rng = () => new Rng(0);
+const state = { params: initParams(config, rng(), { backend: gpu }) as unknown, opt: null as unknown };
+state.opt = adamwInit(state.params as ReturnType<typeof initParams>);
+// The first loss against the reference backend's (same seed, same batch).
+{
+  const ref = new ReferenceBackend();
+  const refParams = initParams(config, rng(), { backend: ref });
+  const want = sftLoss(refParams, config, batch).dataSync()[0]!;
+  const got = (await tidy(() => sftLoss(state.params as typeof refParams, config, batch)).data())[0]!;
+  if (!(Math.abs(got - want) <= 1e-4 * Math.abs(want))) throw new Error(`step loss ${got}, reference ${want}`);
+  console.log(`check: first loss ${got.toFixed(6)} (reference backend ${want.toFixed(6)})`);
+}
+await stepRound(gpu, state); // warm: pipelines, pool sizes, bind groups, tuned classes
+console.log(`adapter: ${gpu.adapter.summary}; node ${process.version}; d${d} L8 structure, 1 x 16 tokens`);
+const ours: number[] = [];
+const floor: number[] = [];
+let perStep = 0;
+for (let r = 0; r < rounds; r++) {
+  const [us, n] = await stepRound(gpu, state);
+  ours.push(us);
+  perStep = n;
+  floor.push(await floorRound(gpu.runtime.device, 4000));
+  console.log(
+    `round ${r + 1}: step ${us.toFixed(1)} us a dispatch (${n} a step), Dawn's bare calls ${floor[r]!.toFixed(1)} us`,
+  );
+}
+console.log(
+  `host a dispatch: ours min ${Math.min(...ours).toFixed(1)} / median ${median(ours).toFixed(1)} us (${perStep} dispatches a step); ` +
+    `Dawn's floor min ${Math.min(...floor).toFixed(1)} / median ${median(floor).toFixed(1)} us; ` +
+    `ours / floor ${(median(ours) / median(floor)).toFixed(2)}x (median); issue 36's target: 10 us`,
+);
+dispose([state.params as never, state.opt as never]);
+gpu.dispose();
