@@ -2,6 +2,8 @@ import { afterEach, expect, it } from 'vitest';
 import * as T from '../../src/index.js';
 import { BufferPool } from '../../src/backends/webgpu/buffer-pool.js';
 import { setMatmulTileConfig } from '../../src/backends/webgpu/kernels/matmul.js';
+import { Tensor } from '../../src/core/tensor.js';
+import { kt } from '../../src/ops/op.js';
 import { fits, MATMUL_CANDIDATES, type TileConfig } from '../../src/backends/webgpu/kernels/matmul-configs.js';
 import { frozenPair } from '../helpers/frozen.js';
 import { describeGpu, reference } from './helpers.js';
@@ -126,7 +128,26 @@ describeGpu('webgpu bf16/f16 storage', (gpu) => {
                   bitsOf((await got.data()) as Float32Array),
                   `${dtype} [${aShape}] n${n} k${k} ${transA} ${transB}`,
                 ).toEqual(bitsOf((await want.data()) as Float32Array));
-                T.dispose([x, half, wide, got, want]);
+                // With an addend (the matmul rule's folded cotangent), here the product itself: exactly twice the
+                // product (x + x is exact in f32), through the half B and the widened one alike.
+                const plus = (b: T.Tensor): T.Tensor =>
+                  Tensor.fromStorage(
+                    gpu,
+                    T.kernelsFor(gpu).matmul(kt('t', x), kt('t', b), transA, transB, want.shape, kt('t', want)),
+                    want.shape,
+                    'f32',
+                  );
+                const [gotD, wantD] = [plus(half), plus(wide)];
+                const twice = bitsOf(Float32Array.from((await want.data()) as Float32Array, (v) => 2 * v));
+                for (const [what, t] of [
+                  ['half', gotD],
+                  ['widened', wantD],
+                ] as const)
+                  expect(
+                    bitsOf((await t.data()) as Float32Array),
+                    `${dtype} [${aShape}] n${n} k${k} ${transA} ${transB} + addend (${what} B)`,
+                  ).toEqual(twice);
+                T.dispose([x, half, wide, got, want, gotD, wantD]);
               }
             }
           }
