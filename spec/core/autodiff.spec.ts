@@ -301,3 +301,41 @@ describe('a rule that folds the gathered cotangent into its own result (absorbed
     expect(seen.n).toBe(1);
   });
 });
+
+describe('second order through a folded matmul', () => {
+  it('d/dx sum((grad_x f) V * C) = C V^T W W^T for f(x) = 0.5 |x W|^2 + sum(x V), x feeding both products', () =>
+    fc.assert(
+      fc.property(fc.array(finite, { minLength: 6 + 12 + 6 + 4, maxLength: 6 + 12 + 6 + 4 }), (vs) => {
+        const [x, w, v, c] = [
+          f64(vs.slice(0, 6), [2, 3]),
+          f64(vs.slice(6, 18), [3, 4]),
+          f64(vs.slice(18, 24), [3, 2]),
+          f64(vs.slice(24), [2, 2]),
+        ];
+        // grad_x f = (x W) W^T + 1 V^T: the tape visits x W's product first, and x V's rule folds its dA, which
+        // depends on x, in as the addend: the outer derivative reaches x through the addend's rule.
+        const f = (t: T.Tensor): T.Tensor => T.add(T.sum(T.matmul(t, v)), T.mul(T.sum(T.square(T.matmul(t, w))), 0.5));
+        const h = (t: T.Tensor): T.Tensor => T.sum(T.mul(T.matmul(T.grad(f)(t), v), c));
+        // h(x) = sum(((x W W^T + 1 V^T) V) * C): dh/dx = C V^T W W^T.
+        const got = T.grad(h)(x).dataSync();
+        const W = w.dataSync();
+        const V = v.dataSync();
+        const C = c.dataSync();
+        const want: number[] = [];
+        for (let i = 0; i < 2; i++)
+          for (let j = 0; j < 3; j++) {
+            let s = 0;
+            for (let k = 0; k < 3; k++) {
+              let cv = 0; // (C V^T)[i, k]
+              for (let q = 0; q < 2; q++) cv += C[i * 2 + q]! * V[k * 2 + q]!;
+              let ww = 0; // (W W^T)[k, j]
+              for (let q = 0; q < 4; q++) ww += W[k * 4 + q]! * W[j * 4 + q]!;
+              s += cv * ww;
+            }
+            want.push(s);
+          }
+        close(got, want, 1e-10);
+      }),
+      { numRuns: 30 },
+    ));
+});
