@@ -339,3 +339,17 @@ describe('second order through a folded matmul', () => {
       { numRuns: 30 },
     ));
 });
+
+describe('a fused backward kernel does not fold a prior an outer tape tracks', () => {
+  it("d/da of grad_x [sum(rmsNorm(x)) + a sum(x)] . C = sum(C): the prior a reaches the norm's rule", () => {
+    const x = f64([0.5, -1, 2, 0.25, 1.5, -0.75], [2, 3]);
+    const w = f64([1, 0.5, -2], [3]);
+    const c = f64([1, 2, -1, 0.5, 0.25, 3], [2, 3]);
+    // The tape visits x * a before the norm, so the norm's rule is offered a prior (g a) the outer tape tracks:
+    // folding it into the norm's backward kernel (which refuses a second derivative) would throw here.
+    const h = (a: T.Tensor): T.Tensor =>
+      T.sum(T.mul(T.grad((v: T.Tensor) => T.add(T.sum(T.rmsNorm(v, w)), T.sum(T.mul(v, a))))(x), c));
+    const got = T.grad(h)(f64([0.3], [1])).dataSync();
+    close(got, [Array.from(c.dataSync()).reduce((s, v) => s + v, 0)]);
+  });
+});

@@ -4,7 +4,7 @@ import { DTypeError, ShapeError } from '../core/errors.js';
 import { shapesEqual } from '../core/shape.js';
 import type { Tensor } from '../core/tensor.js';
 import { kt, runBackward, runOp } from './op.js';
-import { absorbed } from '../core/tape.js';
+import { absorbed, trackedByActiveTape } from '../core/tape.js';
 
 /**
  * RMSNorm and LayerNorm over the last axis, each a fused forward kernel and a fused backward kernel.
@@ -25,10 +25,11 @@ function checkParam(op: string, x: Tensor, p: Tensor): void {
 /**
  * [dx, dweight] of rmsNorm(x, weight) for the cotangent g: one fused kernel. Given the cotangent x has gathered
  * so far (`prior`, of x's dtype), dx comes out as prior + the norm's dx, `absorbed`: the tape's add is folded in.
+ * Not when an outer tape tracks the prior: this kernel has no rule of its own, and the add it replaces has one.
  */
 function rmsNormGrads(x: Tensor, weight: Tensor, g: Tensor, eps: number, prior: Tensor | null): Tensor[] {
   const op = 'rmsNormBackward';
-  const p = prior?.dtype === x.dtype ? prior : null;
+  const p = prior?.dtype === x.dtype && !trackedByActiveTape(prior) ? prior : null;
   const kernel = (k: Kernels): Storage[] =>
     k.rmsNormBackward(kt(op, x), kt(op, weight), kt(op, g), eps, p && kt(op, p));
   const [dx, dw] = runBackward(op, p ? [x, weight, g, p] : [x, weight, g], [x, weight], kernel);
