@@ -23,7 +23,15 @@ import {
   valueAndGrad,
   type WebGpuBackend,
 } from '../src/index.js';
-import { adamwInit, adamwStep, initParams, smallConfig, type TransformerConfig } from '../src/nn/index.js';
+import {
+  adamwInit,
+  adamwStep,
+  initParams,
+  type OptimizerState,
+  smallConfig,
+  type TransformerConfig,
+  type TransformerParams,
+} from '../src/nn/index.js';
 import { packSequences, sftLoss } from '../src/rl/index.js';
 import type { DawnGlobals } from '../src/backends/webgpu/device.js';
 
@@ -44,26 +52,29 @@ const config: TransformerConfig = { ...smallConfig(1024), dModel: d, nLayers: 8,
 const ids = (n: number, k: number): number[] => Array.from({ length: n }, (_, i) => 1 + ((i * k) % 1023));
 const batch = packSequences([ids(6, 7)], [ids(10, 11)], 0);
 
+/** The model and optimizer state a round steps on (each step replaces both). */
+interface Training {
+  params: TransformerParams;
+  opt: OptimizerState<TransformerParams>;
+}
+
 /** Host microseconds a dispatch over `steps` SFT steps, and the dispatches a step. */
-async function stepRound(gpu: WebGpuBackend, state: { params: unknown; opt: unknown }): Promise<[number, number]> {
+async function stepRound(gpu: WebGpuBackend, state: Training): Promise<[number, number]> {
   const rt = gpu.runtime;
   let hostMs = 0;
   let dispatches = 0;
   for (let s = 0; s < steps; s++) {
     rt.startTimeline();
-    const params = state.params as ReturnType<typeof initParams>;
+    const { params, opt } = state;
     const out = tidy(() => {
-      const [loss, grads] = valueAndGrad((p: typeof params) => sftLoss(p, config, batch))(params);
-      return {
-        loss,
-        ...adamwStep(params, grads, state.opt as ReturnType<typeof adamwInit>, { lr: 1e-4, maxGradNorm: 1 }),
-      };
+      const [loss, grads] = valueAndGrad((p: TransformerParams) => sftLoss(p, config, batch))(params);
+      return { loss, ...adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 }) };
     });
     await out.loss.data();
     const report = await rt.stopTimeline();
     hostMs += report.untilLastSubmitMs - report.submitMs;
     dispatches += report.dispatches;
-    dispose([params, state.opt as never, out.loss, out.gradNorm]);
+    dispose([params, opt, out.loss, out.gradNorm]);
     state.params = out.params;
     state.opt = out.state;
   }
@@ -126,14 +137,14 @@ const median = (xs: readonly number[]): number => [...xs].sort((a, b) => a - b)[
 
 const gpu = await createWebGpuBackend();
 const rng = () => new Rng(0);
-const state = { params: initParams(config, rng(), { backend: gpu }) as unknown, opt: null as unknown };
-state.opt = adamwInit(state.params as ReturnType<typeof initParams>);
+const initial = initParams(config, rng(), { backend: gpu });
+const state: Training = { params: initial, opt: adamwInit(initial) };
 // The first loss against the reference backend's (same seed, same batch).
 {
   const ref = new ReferenceBackend();
   const refParams = initParams(config, rng(), { backend: ref });
   const want = sftLoss(refParams, config, batch).dataSync()[0]!;
-  const got = (await tidy(() => sftLoss(state.params as typeof refParams, config, batch)).data())[0]!;
+  const got = (await tidy(() => sftLoss(state.params, config, batch)).data())[0]!;
   if (!(Math.abs(got - want) <= 1e-4 * Math.abs(want))) throw new Error(`step loss ${got}, reference ${want}`);
   console.log(`check: first loss ${got.toFixed(6)} (reference backend ${want.toFixed(6)})`);
 }
@@ -156,5 +167,5 @@ console.log(
     `Dawn's floor min ${Math.min(...floor).toFixed(1)} / median ${median(floor).toFixed(1)} us; ` +
     `ours / floor ${(median(ours) / median(floor)).toFixed(2)}x (median); issue 36's target: 10 us`,
 );
-dispose([state.params as never, state.opt as never]);
+dispose([state.params, state.opt]);
 gpu.dispose();
