@@ -74,12 +74,7 @@ function matmulPlus(a: Tensor, b: Tensor, opts: MatmulOptions, addend: Tensor | 
       // added by the same kernel (the tape's add folded in; the gate and up, or q, k and v, projections of one
       // input each add into the cotangent of the one before).
       const pa = prior[0] ?? null;
-      const fold =
-        pa !== null &&
-        !transA &&
-        pa.dtype === a.dtype &&
-        (b.dtype === a.dtype || isHalf(b.dtype)) &&
-        shapesEqual(shape.slice(0, -2), a.shape.slice(0, -2));
+      const fold = pa !== null && !transA && pa.dtype === a.dtype && shapesEqual(batch, a.shape.slice(0, -2));
       const ga = needs[0]
         ? transA
           ? isHalf(b.dtype)

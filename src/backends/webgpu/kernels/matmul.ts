@@ -316,15 +316,12 @@ export function matmul(
   const inputs = addend ? [a, b, addend] : [a, b];
   checkInputs(matmulProgram(checked, variantOf(checked, c, addend !== null)), 'matmul', inputs);
   if (m * n * batch === 0) return rt.alloc(0);
+  if (k === 0 && !addend) return fillInto(rt, m * n * batch * 4, m * n * batch, 'f32', 0);
   if (batch > rt.maxWorkgroupsPerDim)
     throw new BackendError('webgpu', `matmul: batch ${batch} exceeds ${rt.maxWorkgroupsPerDim} workgroups`);
-  if (k === 0) {
-    // An empty K: zeros, or with an addend the default's kernel, whose K loop takes no step and whose store adds D.
-    if (!addend) return fillInto(rt, m * n * batch * 4, m * n * batch, 'f32', 0);
-    return runMatmul(rt, fallback, c, a, b, addend);
-  }
-  // The configuration tuned for the product alone: an addend adds one read a stored element.
-  return runMatmul(rt, configFor(rt, c), c, a, b, addend);
+  // An empty K with an addend: the default's kernel, whose K loop takes no step and whose store adds D. Else the
+  // configuration tuned for the product alone (an addend adds one read a stored element).
+  return runMatmul(rt, k === 0 ? fallback : configFor(rt, c), c, a, b, addend);
 }
 
 registerKernels<GpuBackend>('webgpu', {
