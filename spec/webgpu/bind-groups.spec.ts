@@ -23,7 +23,7 @@ function cacheOf() {
 
 const buffer = (n: number) => ({ n }) as unknown as GPUBuffer;
 const pipeline = (key: string) => ({ cacheKey: key, label: `rlvr:${key}`, layout: {} }) as unknown as CachedPipeline;
-const slot = (id: number) => ({ id, binding: { buffer: buffer(100 + id), offset: 256 * id, size: 16 } }) as UniformSlot;
+const slot = (n: number): UniformSlot => ({ binding: { buffer: buffer(100 + n), offset: 256 * n, size: 16 } });
 
 describe('BindGroupCache', () => {
   it('returns the group it made for the same kernel, buffers and uniform slot, and makes one otherwise', () => {

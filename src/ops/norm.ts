@@ -46,7 +46,7 @@ export function rmsNorm(x: Tensor, weight: Tensor, eps = 1e-6): Tensor {
     x.shape,
     x.dtype,
     kernel,
-    () => (g, _needs, prior) => rmsNormGrads(x, weight, g, eps, prior[0]!),
+    () => (g, _needs, prior) => rmsNormGrads(x, weight, g, eps, prior[0] ?? null),
   );
 }
 
@@ -74,7 +74,7 @@ export function addRmsNorm(x: Tensor, delta: Tensor, weight: Tensor, eps = 1e-6)
     x.shape,
     x.dtype,
     () => normed!,
-    () => (g, _needs, prior) => rmsNormGrads(sum, weight, g, eps, prior[0]!),
+    () => (g, _needs, prior) => rmsNormGrads(sum, weight, g, eps, prior[0] ?? null),
   );
   return { sum, normed: y };
 }

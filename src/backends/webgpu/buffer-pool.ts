@@ -34,11 +34,6 @@ export interface PoolStats {
 /** Epochs (reads) an idle buffer may go unused before it can be destroyed to bring idle bytes under the cap. */
 const KEEP_EPOCHS = 4;
 
-/**
- * Free buffers by size; each size's list is kept in decreasing creation order, so `pop` hands out the oldest
- * free buffer. Which buffer a kernel gets then depends only on which ones are free, not on the order they were
- * released in: the same step run again gets the same buffers, and its bind groups come from the cache.
- */
 /** What the pool knows of a buffer it made: kept beside it, so no native getter or lookup runs per call. */
 interface PoolEntry {
   readonly buffer: GPUBuffer;
@@ -49,6 +44,11 @@ interface PoolEntry {
   lastUse: number;
 }
 
+/**
+ * Free buffers by size; each size's list is kept in decreasing creation order, so `pop` hands out the oldest
+ * free buffer. Which buffer a kernel gets then depends only on which ones are free, not on the order they were
+ * released in: the same step run again gets the same buffers, and its bind groups come from the cache.
+ */
 class SizeClasses {
   private readonly lists = new Map<number, PoolEntry[]>();
   count = 0;

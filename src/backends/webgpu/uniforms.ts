@@ -19,17 +19,16 @@ interface Arena {
   dirtyTo: number;
 }
 
+/** One block's place in an arena; the same object for the same contents while the store is not recycled (the
+ * bind-group cache keys on it). */
 export interface UniformSlot {
   readonly binding: GPUBufferBinding;
-  /** Stable while the store is not recycled: part of a bind-group cache key. */
-  readonly id: number;
 }
 
 export class UniformStore {
   private arenas: Arena[] = [];
   private current = 0;
   private readonly slots = new Map<string, UniformSlot>();
-  private nextId = 0;
   private full = false;
   /** Bumped on every recycle: bind groups cached under an older generation name stale slots. */
   generation = 0;
@@ -62,7 +61,7 @@ export class UniformStore {
     if (arena.dirtyTo === arena.dirtyFrom) arena.dirtyFrom = offset;
     arena.dirtyTo = offset + size;
     arena.used = offset + size;
-    const slot = { binding: { buffer: arena.gpu, offset, size }, id: this.nextId++ };
+    const slot = { binding: { buffer: arena.gpu, offset, size } };
     this.slots.set(key, slot);
     return slot;
   }
