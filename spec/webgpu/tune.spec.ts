@@ -20,6 +20,32 @@ import { expectClose, gpu as untuned, reference, weights } from './helpers.js';
 const cacheDir = mkdtempSync(join(tmpdir(), 'rlvr-tune-'));
 const tuned = untuned ? await T.createWebGpuBackend({ tune: true, tuneCacheDir: cacheDir }) : null;
 
+/** Operands of an m x k by k x n product (weights from seeds `seed` and `seed + 1`) and the reference's result. */
+async function referenceProduct(m: number, k: number, n: number, seed: number) {
+  const av = weights(m * k, seed);
+  const bv = weights(k * n, seed + 1);
+  const want = await T.matmul(
+    T.tensor(av, [m, k], { backend: reference }),
+    T.tensor(bv, [k, n], { backend: reference }),
+  ).data();
+  return { av, bv, want };
+}
+
+/**
+ * That product on a tuning backend whose class it is the first of: it must agree with the reference's and tune
+ * exactly one class. Returns the operands, the product and the reference's values.
+ */
+async function firstTunedProduct(what: string, on: T.WebGpuBackend, m: number, k: number, n: number, seed: number) {
+  const { av, bv, want } = await referenceProduct(m, k, n, seed);
+  const x = T.tensor(av, [m, k], { backend: on });
+  const y = T.tensor(bv, [k, n], { backend: on });
+  const before = on.runtime.tuner.tuned;
+  const c = T.matmul(x, y);
+  expectClose(what, await c.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
+  expect(on.runtime.tuner.tuned).toBe(before + 1);
+  return { x, y, c, want };
+}
+
 afterAll(async () => {
   if (tuned) {
     await tuned.sync();
@@ -34,12 +60,7 @@ describe.skipIf(tuned === null)('webgpu tuning on the device', () => {
 
   it('a matmul class is tuned at the next read, not inside the work; later launches run the choice', async () => {
     const [m, k, n] = [128, 96, 160]; // 2M multiply-adds: over the size worth tuning
-    const av = weights(m * k, 1);
-    const bv = weights(k * n, 2);
-    const want = await T.matmul(
-      T.tensor(av, [m, k], { backend: reference }),
-      T.tensor(bv, [k, n], { backend: reference }),
-    ).data();
+    const { av, bv, want } = await referenceProduct(m, k, n, 1);
     const x = T.tensor(av, [m, k], { backend: b });
     const y = T.tensor(bv, [k, n], { backend: b });
     const d0 = b.stats().dispatches;
@@ -82,19 +103,8 @@ describe.skipIf(tuned === null)('webgpu tuning on the device', () => {
   });
 
   it('a tall matmul is compared on a capped copy of its class (M 4100 -> 2052) and timed on itself', async () => {
-    const [m, k, n] = [4100, 8, 64];
-    const av = weights(m * k, 4);
-    const bv = weights(k * n, 5);
-    const want = await T.matmul(
-      T.tensor(av, [m, k], { backend: reference }),
-      T.tensor(bv, [k, n], { backend: reference }),
-    ).data();
-    const x = T.tensor(av, [m, k], { backend: b });
-    const y = T.tensor(bv, [k, n], { backend: b });
-    const before = b.runtime.tuner.tuned;
-    const c = T.matmul(x, y);
-    expectClose('tall', await c.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
-    expect(b.runtime.tuner.tuned).toBe(before + 1);
+    const k = 8;
+    const { x, y, c, want } = await firstTunedProduct('tall', b, 4100, k, 64, 4);
     const choice = b.runtime.tuner.report().find((r) => r.shapeClass.includes(':m13:'))!;
     expect(choice.rejected).toEqual([]);
     expect(Object.keys(choice.ms).length).toBeGreaterThan(1);
@@ -105,21 +115,10 @@ describe.skipIf(tuned === null)('webgpu tuning on the device', () => {
 
   it('split-K is offered for a small output over a long K (tiled family): each candidate agrees, none rejected', async () => {
     // 64 x 16 outputs (one tile) over K = 2,048: chunks of at least 128 allow 4, 8 and 16 splits, not 32.
-    const [m, k, n] = [64, 2048, 16];
-    const av = weights(m * k, 6);
-    const bv = weights(k * n, 7);
-    const want = await T.matmul(
-      T.tensor(av, [m, k], { backend: reference }),
-      T.tensor(bv, [k, n], { backend: reference }),
-    ).data();
+    const k = 2048;
     setMatmulKernel('tiled');
     try {
-      const x = T.tensor(av, [m, k], { backend: b });
-      const y = T.tensor(bv, [k, n], { backend: b });
-      const before = b.runtime.tuner.tuned;
-      const c = T.matmul(x, y);
-      expectClose('split-K class', await c.data(), want, { atol: 1e-6 * k, rtol: 1e-6 });
-      expect(b.runtime.tuner.tuned).toBe(before + 1);
+      const { x, y, c, want } = await firstTunedProduct('split-K class', b, 64, k, 16, 6);
       const choice = b.runtime.tuner
         .report()
         .find((r) => r.shapeClass.startsWith('tiled:') && r.shapeClass.includes(':k11:'))!;
