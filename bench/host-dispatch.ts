@@ -17,9 +17,12 @@
 import {
   createWebGpuBackend,
   dispose,
+  recordStep,
+  type Tensor,
   ReferenceBackend,
   Rng,
   tidy,
+  treeLeaves,
   valueAndGrad,
   type WebGpuBackend,
 } from '../src/index.js';
@@ -58,8 +61,15 @@ interface Training {
   opt: OptimizerState<TransformerParams>;
 }
 
+/** The loss and its gradients, the part of a step `recordStep` records (AdamW's step count changes each step). */
+const lossAndGrads = (p: TransformerParams) => {
+  const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, config, batch))(p);
+  return { loss, grads };
+};
+type LossAndGrads = (p: TransformerParams) => { loss: Tensor; grads: TransformerParams };
+
 /** Host microseconds a dispatch over `steps` SFT steps, and the dispatches a step. */
-async function stepRound(gpu: WebGpuBackend, state: Training): Promise<[number, number]> {
+async function stepRound(gpu: WebGpuBackend, state: Training, forward: LossAndGrads): Promise<[number, number]> {
   const rt = gpu.runtime;
   let hostMs = 0;
   let dispatches = 0;
@@ -67,7 +77,7 @@ async function stepRound(gpu: WebGpuBackend, state: Training): Promise<[number, 
     rt.startTimeline();
     const { params, opt } = state;
     const out = tidy(() => {
-      const [loss, grads] = valueAndGrad((p: TransformerParams) => sftLoss(p, config, batch))(params);
+      const { loss, grads } = forward(params);
       return { loss, ...adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 }) };
     });
     await out.loss.data();
@@ -148,24 +158,51 @@ const state: Training = { params: initial, opt: adamwInit(initial) };
   if (!(Math.abs(got - want) <= 1e-4 * Math.abs(want))) throw new Error(`step loss ${got}, reference ${want}`);
   console.log(`check: first loss ${got.toFixed(6)} (reference backend ${want.toFixed(6)})`);
 }
-await stepRound(gpu, state); // warm: pipelines, pool sizes, bind groups, tuned classes
+await stepRound(gpu, state, lossAndGrads); // warm: pipelines, pool sizes, bind groups, tuned classes
+await gpu.sync();
+const recorded = recordStep(gpu, lossAndGrads, state.params);
+// The replayed loss and gradients against the op-by-op ones on the same parameters: the same kernels, bit for bit.
+{
+  const eager = tidy(() => lossAndGrads(state.params));
+  const replayed = tidy(() => recorded.run(state.params));
+  const [a, b] = [
+    [eager.loss, ...treeLeaves(eager.grads)],
+    [replayed.loss, ...treeLeaves(replayed.grads)],
+  ];
+  for (let i = 0; i < a.length; i++) {
+    const [x, y] = [await a[i]!.data(), await b[i]!.data()];
+    const at = x.findIndex((v, k) => !Object.is(v, y[k]));
+    if (at >= 0) throw new Error(`replayed step: output ${i} differs at ${at}: ${y[at]} against ${x[at]} op by op`);
+  }
+  console.log(`check: the replayed loss and ${a.length - 1} gradients equal the op-by-op ones bit for bit`);
+  dispose([eager, replayed]);
+}
+await stepRound(gpu, state, (p) => recorded.run(p)); // warm the replay's output sizes
 console.log(`adapter: ${gpu.adapter.summary}; node ${process.version}; d${d} L8 structure, 1 x 16 tokens`);
 const ours: number[] = [];
+const replays: number[] = [];
 const floor: number[] = [];
 let perStep = 0;
+let perReplay = 0;
 for (let r = 0; r < rounds; r++) {
-  const [us, n] = await stepRound(gpu, state);
+  const [us, n] = await stepRound(gpu, state, lossAndGrads);
   ours.push(us);
   perStep = n;
+  const [rus, rn] = await stepRound(gpu, state, (p) => recorded.run(p));
+  replays.push(rus);
+  perReplay = rn;
   floor.push(await floorRound(gpu.runtime.device, 4000));
   console.log(
-    `round ${r + 1}: step ${us.toFixed(1)} us a dispatch (${n} a step), Dawn's bare calls ${floor[r]!.toFixed(1)} us`,
+    `round ${r + 1}: step ${us.toFixed(1)} us a dispatch (${n} a step), replayed ${rus.toFixed(1)} (${rn}), Dawn's bare calls ${floor[r]!.toFixed(1)} us`,
   );
 }
+const summary = (xs: readonly number[]) => `min ${Math.min(...xs).toFixed(1)} / median ${median(xs).toFixed(1)} us`;
 console.log(
-  `host a dispatch: ours min ${Math.min(...ours).toFixed(1)} / median ${median(ours).toFixed(1)} us (${perStep} dispatches a step); ` +
-    `Dawn's floor min ${Math.min(...floor).toFixed(1)} / median ${median(floor).toFixed(1)} us; ` +
-    `ours / floor ${(median(ours) / median(floor)).toFixed(2)}x (median); issue 36's target: 10 us`,
+  `host a dispatch: op by op ${summary(ours)} (${perStep} dispatches a step); ` +
+    `loss and gradients replayed (recordStep), AdamW op by op ${summary(replays)} (${perReplay}); ` +
+    `Dawn's floor ${summary(floor)}; op by op / floor ${(median(ours) / median(floor)).toFixed(2)}x, ` +
+    `replayed / floor ${(median(replays) / median(floor)).toFixed(2)}x (medians); issue 36's target: 10 us`,
 );
+recorded.dispose();
 dispose([state.params, state.opt]);
 gpu.dispose();

@@ -83,3 +83,38 @@ describe('the buffer pool: what it destroys', () => {
     expect(pool.stats().destroyed).toBe(0);
   });
 });
+
+describe('BufferPool.hold (a recorded step keeps the buffers its commands name)', () => {
+  it('a held buffer is never handed out, free or released while held, and returns when let go', () => {
+    const { pool } = poolOf(0, false);
+    const [free, live] = [pool.acquire(64), pool.acquire(64)];
+    pool.release(free);
+    pool.afterSubmit();
+    pool.hold(free); // free now: it leaves the free lists
+    pool.hold(live); // live now: kept when its tensor lets go
+    pool.release(live);
+    pool.afterSubmit();
+    expect(pool.stats()).toMatchObject({ heldBuffers: 2, heldBytes: 128, idleBuffers: 0, pendingBuffers: 0 });
+    const others = [pool.acquire(64), pool.acquire(64), pool.acquire(64)];
+    expect(others).not.toContain(free);
+    expect(others).not.toContain(live);
+    // Two holds on one buffer: it stays held until both let go.
+    pool.hold(free);
+    pool.unhold(free);
+    expect(pool.acquire(64)).not.toBe(free);
+    pool.unhold(free);
+    pool.unhold(live);
+    expect(pool.stats()).toMatchObject({ heldBuffers: 0, heldBytes: 0, pendingBuffers: 2 });
+    expect(new Set([pool.acquire(64), pool.acquire(64)])).toEqual(new Set([free, live]));
+  });
+
+  it('letting go of a buffer a tensor still holds leaves it with the tensor', () => {
+    const { pool } = poolOf(0, false);
+    const live = pool.acquire(64);
+    pool.hold(live);
+    pool.unhold(live);
+    expect(pool.stats()).toMatchObject({ heldBuffers: 0, pendingBuffers: 0, idleBuffers: 0 });
+    expect(pool.acquire(64)).not.toBe(live);
+    expect(() => pool.unhold(live)).toThrow(/did not hold/);
+  });
+});

@@ -29,6 +29,9 @@ export interface PoolStats {
   readonly created: number;
   /** Buffers this pool destroyed because they sat idle past the cap. */
   readonly destroyed: number;
+  /** Buffers kept for recorded steps (`hold`), live or not, and their bytes. */
+  readonly heldBuffers: number;
+  readonly heldBytes: number;
 }
 
 /** Epochs (reads) an idle buffer may go unused before it can be destroyed to bring idle bytes under the cap. */
@@ -42,6 +45,10 @@ interface PoolEntry {
   readonly serial: number;
   /** The epoch it was last handed out in. */
   lastUse: number;
+  /** Recorded steps holding it (`hold`): while any does, a release keeps it out of the free lists. */
+  holds: number;
+  /** Released while held: free as far as tensors go, but a recorded step still uses it. */
+  heldFree: boolean;
 }
 
 /**
@@ -87,6 +94,24 @@ class SizeClasses {
     return [...this.lists.values()].flatMap((list) => list.filter(keep));
   }
 
+  /** Remove `entry` if it is here (the lists are sorted by serial, descending); whether it was. */
+  take(entry: PoolEntry): boolean {
+    const list = this.lists.get(entry.size);
+    if (!list) return false;
+    let lo = 0;
+    let hi = list.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (list[mid]!.serial > entry.serial) lo = mid + 1;
+      else hi = mid;
+    }
+    if (list[lo] !== entry) return false;
+    list.splice(lo, 1);
+    this.count--;
+    this.bytes -= entry.size;
+    return true;
+  }
+
   /** Remove and return every entry for which `drop` holds. */
   removeWhere(drop: (e: PoolEntry) => boolean): PoolEntry[] {
     const out: PoolEntry[] = [];
@@ -128,6 +153,8 @@ export class BufferPool {
   private peakLiveBytes = 0;
   private created = 0;
   private destroyed = 0;
+  private held = 0;
+  private heldBytes = 0;
 
   constructor(
     private readonly create: (size: number) => GPUBuffer,
@@ -154,7 +181,7 @@ export class BufferPool {
     if (entry) this.reusedInBatch.add(entry.buffer);
     else entry = this.idle.pop(size);
     if (!entry) {
-      entry = { buffer: this.create(size), size, serial: this.created++, lastUse: 0 };
+      entry = { buffer: this.create(size), size, serial: this.created++, lastUse: 0, holds: 0, heldFree: false };
       this.entries.set(entry.buffer, entry);
     }
     entry.lastUse = this.epoch;
@@ -175,6 +202,35 @@ export class BufferPool {
     if (!entry) throw new Error('internal: a buffer released to a pool that did not make it');
     this.live--;
     this.liveBytes -= entry.size;
+    if (entry.holds > 0) entry.heldFree = true;
+    else this.pending.push(entry);
+  }
+
+  /**
+   * Keep `buffer` for a recorded step (`recording.ts`), which encodes commands naming it again and again: while
+   * held it is never handed out, whether a tensor holds it now (it is kept when released) or it is free now (it
+   * leaves the free lists). A buffer this pool did not make is refused (the caller's error: none should reach
+   * a recording).
+   */
+  hold(buffer: GPUBuffer): void {
+    const entry = this.entries.get(buffer);
+    if (!entry) throw new Error('internal: a recorded step holds a buffer the pool did not make');
+    if (entry.holds++ > 0) return;
+    this.held++;
+    this.heldBytes += entry.size;
+    if (this.pending.take(entry) || this.idle.take(entry)) entry.heldFree = true;
+  }
+
+  /** The recorded step lets go (`hold`): a buffer no tensor holds goes back to the free lists (pending: the
+   * step's last replay may be unsubmitted). */
+  unhold(buffer: GPUBuffer): void {
+    const entry = this.entries.get(buffer);
+    if (!entry || entry.holds === 0) throw new Error('internal: a recorded step let go of a buffer it did not hold');
+    if (--entry.holds > 0) return;
+    this.held--;
+    this.heldBytes -= entry.size;
+    if (!entry.heldFree) return;
+    entry.heldFree = false;
     this.pending.push(entry);
   }
 
@@ -225,6 +281,8 @@ export class BufferPool {
       idleBytes: this.idle.bytes,
       created: this.created,
       destroyed: this.destroyed,
+      heldBuffers: this.held,
+      heldBytes: this.heldBytes,
     };
   }
 

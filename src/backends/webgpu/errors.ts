@@ -44,3 +44,10 @@ export class DeviceLostError extends RlvrError {
     super(`webgpu device lost (${reason}) after kernel ${kernel}: ${gpuMessage}`);
   }
 }
+
+/** A recorded step (`recordStep`) was asked for something a replay cannot do, or used after its end. */
+export class RecordingError extends RlvrError {
+  constructor(readonly what: string) {
+    super(`recorded step: ${what}`);
+  }
+}

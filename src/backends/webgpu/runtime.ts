@@ -6,9 +6,10 @@ import { BufferPool } from './buffer-pool.js';
 import { Counters, type RuntimeStats } from './counters.js';
 import type { AcquiredDevice, AdapterDescription } from './device.js';
 import { ErrorScopes } from './error-scopes.js';
-import { GpuValidationError } from './errors.js';
+import { GpuValidationError, RecordingError } from './errors.js';
 import { PipelineCache, type KernelSpec } from './pipelines.js';
 import { KernelProfiler, type KernelTime, type QueryUsage } from './profiler.js';
+import { Recorder, type RecordedCommand, type Recording } from './recording.js';
 import { PassStamps, Timeline, type TimelineReport } from './timeline.js';
 import { Tuner, type TunerOptions } from './tuner.js';
 import { UniformStore } from './uniforms.js';
@@ -87,7 +88,9 @@ export class GpuRuntime {
   readonly pool: BufferPool;
   readonly pipelines: PipelineCache;
   private readonly staging: BufferPool;
-  private readonly uniforms: UniformStore;
+  /** Swapped for the recording's own while a step is recorded (`beginRecording`). */
+  private uniforms: UniformStore;
+  private readonly makeUniforms: (maxArenas?: number) => UniformStore;
   private profiler: KernelProfiler | null = null;
   private readonly timeline: Timeline;
   private timing = false;
@@ -102,7 +105,11 @@ export class GpuRuntime {
   readonly tuner: Tuner;
 
   private readonly batch: CommandBatch;
-  private readonly bindGroups: BindGroupCache;
+  private bindGroups: BindGroupCache;
+  /** What a step being recorded has encoded so far (null: not recording). */
+  private recorder: Recorder | null = null;
+  /** The runtime's own uniform store and bind groups while a recording's are in use. */
+  private saved: { uniforms: UniformStore; bindGroups: BindGroupCache } | null = null;
   private readonly errors: ErrorScopes;
   private destroyed = false;
   private readonly counters = new Counters();
@@ -137,7 +144,9 @@ export class GpuRuntime {
       64 * 2 ** 20,
     );
     const align = Math.max(16, this.device.limits.minUniformBufferOffsetAlignment);
-    this.uniforms = new UniformStore((size) => this.createBuffer(size, u.UNIFORM | u.COPY_DST, 'rlvr:uniforms'), align);
+    this.makeUniforms = (maxArenas?: number) =>
+      new UniformStore((size) => this.createBuffer(size, u.UNIFORM | u.COPY_DST, 'rlvr:uniforms'), align, maxArenas);
+    this.uniforms = this.makeUniforms();
     this.bindGroups = new BindGroupCache(this.device, this.uniforms, () => this.counts.bindGroupsCreated++);
     this.scopePerRead = (opts.errorScopes ?? DEFAULT_BATCHING.errorScopes) === 'read';
     this.timeline = new Timeline(this.device, this.make, this.queryUsage, () =>
@@ -253,6 +262,16 @@ export class GpuRuntime {
     this.errors.open();
     this.device.queue.writeBuffer(buffer, 0, data.buffer, data.byteOffset, data.byteLength);
     this.counts.uploadedBytes += data.byteLength;
+    this.recorder?.upload(buffer, data);
+  }
+
+  /** Encode a copy of `bytes` (a multiple of 4) from one buffer to another, after everything encoded so far. */
+  copy(from: GPUBuffer, to: GPUBuffer, bytes: number): void {
+    this.check();
+    this.refuseWhileRecording('a buffer copy');
+    this.errors.open();
+    this.errors.note('copy');
+    this.batch.forCopy().copyBufferToBuffer(from, 0, to, 0, bytes);
   }
 
   /** Encode one dispatch (the lower-level call under `launch()`; kernels should use `launch()`). */
@@ -273,6 +292,7 @@ export class GpuRuntime {
     const bindGroup = this.bindGroups.get(cached, d.buffers, d.uniforms ? this.uniforms.slot(d.uniforms) : null);
     if (this.profiler?.full) this.flush();
     this.batch.dispatch(d.kernel, cached.pipeline, bindGroup, d.workgroups);
+    this.recorder?.dispatch(d.kernel, cached.pipeline, bindGroup, d.workgroups, d.buffers, d.bindings);
     this.counters.dispatched(d.kernel);
     if (this.batch.dispatches >= this.perSubmit) this.flush();
     if (this.timing) this.timeline.endDispatch(t0);
@@ -307,6 +327,7 @@ export class GpuRuntime {
    */
   async read(buffer: GPUBuffer, byteLength: number): Promise<ArrayBuffer> {
     this.check();
+    this.refuseWhileRecording('a read back to the host');
     if (byteLength === 0) {
       this.flush('read');
       await this.settle();
@@ -381,6 +402,121 @@ export class GpuRuntime {
 
   private stamps: PassStamps | null = null;
 
+  private refuseWhileRecording(what: string): void {
+    if (this.recorder) throw new RecordingError(`${what} inside a recorded step: it replays without the host`);
+  }
+
+  /**
+   * Start recording the dispatches encoded from now on (`recording.ts`); they still run as usual. Uniform
+   * blocks and bind groups go to stores of the recording's own until `endRecording` or `abortRecording`.
+   */
+  beginRecording(): void {
+    this.check();
+    if (this.recorder) throw new RecordingError('a step is already being recorded on this backend');
+    this.flush();
+    const uniforms = this.makeUniforms(Number.POSITIVE_INFINITY);
+    const bindGroups = new BindGroupCache(this.device, uniforms, () => this.counts.bindGroupsCreated++);
+    this.saved = { uniforms: this.uniforms, bindGroups: this.bindGroups };
+    this.recorder = new Recorder(uniforms, bindGroups);
+    this.uniforms = uniforms;
+    this.bindGroups = bindGroups;
+  }
+
+  /** Whether a step is being recorded. */
+  get recording(): boolean {
+    return this.recorder !== null;
+  }
+
+  /** Stop recording; the recorder, with the runtime's own stores back in place. */
+  private stopRecording(): Recorder {
+    const recorder = this.recorder;
+    if (!recorder || !this.saved) throw new RecordingError('no step is being recorded');
+    this.flush();
+    this.recorder = null;
+    this.uniforms = this.saved.uniforms;
+    this.bindGroups = this.saved.bindGroups;
+    this.saved = null;
+    return recorder;
+  }
+
+  /**
+   * Stop recording and keep what a replay needs: every buffer the commands name and the `extra` ones (the input
+   * slots and the outputs) held from the pool, and a held copy of each upload a replay must repeat, put back by a
+   * copy command where the recording run uploaded it.
+   */
+  endRecording(extra: readonly GPUBuffer[]): Recording {
+    const recorder = this.stopRecording();
+    const repeat = recorder.uploadsToRepeat();
+    const held = new Set([...recorder.buffers, ...extra]);
+    for (const b of held) this.pool.hold(b);
+    const commands: RecordedCommand[] = [];
+    let next = 0;
+    for (let i = 0; i <= recorder.commands.length; i++) {
+      for (; next < repeat.length && repeat[next]!.at === i; next++) {
+        const u = repeat[next]!;
+        const constant = this.upload(u.data);
+        this.pool.hold(constant);
+        held.add(constant);
+        commands.push({ kind: 'copy', from: constant, to: u.buffer, bytes: Math.ceil(u.data.byteLength / 4) * 4 });
+      }
+      if (i < recorder.commands.length) commands.push(recorder.commands[i]!);
+    }
+    const dispatches = recorder.commands.length;
+    return { commands, held: [...held], uniforms: recorder.uniforms, dispatches, dropped: false };
+  }
+
+  /** Stop recording and keep nothing (the recorded function threw). */
+  abortRecording(): void {
+    this.stopRecording().uniforms.destroy();
+  }
+
+  /**
+   * Encode a recording again: first `inputs` (each [from, to, bytes]: a caller's tensor into the input slot the
+   * recording read), then its commands, then a copy of each of `outputs` ([buffer, bytes]) into a buffer of the
+   * pool, which is returned (the recording's own are written again by the next replay).
+   */
+  replay(
+    rec: Recording,
+    inputs: readonly (readonly [GPUBuffer, GPUBuffer, number])[],
+    outputs: readonly (readonly [GPUBuffer, number])[],
+  ): GPUBuffer[] {
+    this.check();
+    this.refuseWhileRecording('a replay');
+    if (rec.dropped) throw new RecordingError('the recorded step was disposed');
+    const t0 = this.timing ? this.timeline.beginDispatch() : 0;
+    this.errors.open();
+    this.errors.note('replay');
+    for (const [from, to, bytes] of inputs) this.batch.forCopy().copyBufferToBuffer(from, 0, to, 0, bytes);
+    for (const c of rec.commands) {
+      if (c.kind === 'copy') {
+        this.batch.forCopy().copyBufferToBuffer(c.from, 0, c.to, 0, c.bytes);
+        continue;
+      }
+      this.errors.note(c.kernel);
+      this.batch.dispatch(c.kernel, c.pipeline, c.group, c.workgroups);
+      this.counters.dispatched(c.kernel);
+      if (this.batch.dispatches >= this.perSubmit) {
+        this.flush();
+        this.errors.open();
+      }
+    }
+    const out = outputs.map(([from, bytes]) => {
+      const to = this.pool.acquire(bytes);
+      this.batch.forCopy().copyBufferToBuffer(from, 0, to, 0, Math.ceil(bytes / 4) * 4);
+      return to;
+    });
+    if (this.timing) this.timeline.endDispatch(t0, rec.dispatches);
+    return out;
+  }
+
+  /** Let go of a recording's buffers (back to the pool) and uniform store; a later replay throws. */
+  dropRecording(rec: Recording): void {
+    if (rec.dropped) return;
+    rec.dropped = true;
+    for (const b of rec.held) this.pool.unhold(b);
+    rec.uniforms.destroy();
+  }
+
   private tuneStamps(): PassStamps {
     this.stamps ??= new PassStamps(this.device, this.make, this.queryUsage, 1, 'rlvr:tune');
     return this.stamps;
@@ -389,6 +525,7 @@ export class GpuRuntime {
   /** Submit pending work and wait until it has run and every error check has come back; throws a recorded error. */
   async sync(): Promise<void> {
     this.check();
+    this.refuseWhileRecording('a wait for the device');
     this.flush('read');
     await this.device.queue.onSubmittedWorkDone();
     this.pool.endEpoch();

@@ -135,11 +135,11 @@ export class Timeline {
     return performance.now();
   }
 
-  /** At its end: its time, less the submits it made (counted by `submitted`). */
-  endDispatch(t0: number): void {
+  /** At its end: its time, less the submits it made (counted by `submitted`); `n` for a replayed recording's. */
+  endDispatch(t0: number, n = 1): void {
     this.encodeMs += performance.now() - t0 - this.nested;
     this.nested = 0;
-    this.dispatches++;
+    this.dispatches += n;
   }
 
   /** Around one submit. */

@@ -1,0 +1,121 @@
+import { ArgumentError, BackendMismatchError, DTypeError, ShapeError } from '../../core/errors.js';
+import { treeLeaves, treeMap, type PyTree } from '../../core/pytree.js';
+import { dispose, tidy } from '../../core/scope.js';
+import { Tensor } from '../../core/tensor.js';
+import type { WebGpuBackend } from './backend.js';
+import { RecordingError } from './errors.js';
+import type { Recording } from './recording.js';
+import { asStorage, bufferOf } from './storage.js';
+
+/**
+ * A function of tensors recorded once on the WebGPU backend and replayed (`recordStep`), as a CUDA graph is:
+ * each `run` copies its inputs into the recording's input slots, encodes the recorded dispatches with their
+ * pipelines and bind groups, and copies the outputs into new tensors. No op, tape or kernel selection runs again,
+ * so the host's cost is Dawn's encoding calls alone.
+ */
+export interface RecordedStep<I extends PyTree, O extends PyTree> {
+  /** The recorded function's outputs for `inputs` (same structure, shapes and dtypes as at recording). */
+  run(inputs: I): O;
+  /** Dispatches one run encodes. */
+  readonly dispatches: number;
+  /** Let go of its buffers and uniforms; a later `run` throws `RecordingError`. */
+  dispose(): void;
+}
+
+const bytesOf = (t: Tensor): number => Math.ceil(t.bytes / 4) * 4;
+
+/** An input leaf named by its place in `treeLeaves` order. */
+const leafName = (i: number, n: number): string => `inputs leaf ${i} (of ${n}, in treeLeaves order)`;
+
+/**
+ * Record `fn` on `backend` by running it once on `example` (its result is discarded), and return a step that
+ * replays it. `fn` must be a function of its inputs' values alone, with no read back to the host inside
+ * (`RecordingError`); what it computes from host values (a batch's masks, a schedule's learning rate, the
+ * shapes) is frozen at recording: pass whatever changes between runs as an input tensor. A tensor it reads
+ * without being given it (a table cached across calls) is read as it is at each run, and kept from the pool
+ * until the step is disposed. Run it warmed: the kernels' tuned configurations are the ones in use at recording.
+ *
+ * Memory: the step keeps every buffer the run used (inputs' slots, intermediates as the pool reused them, outputs)
+ * until `dispose`, about one run's working set.
+ */
+export function recordStep<I extends PyTree, O extends PyTree>(
+  backend: WebGpuBackend,
+  fn: (inputs: I) => O,
+  example: I,
+): RecordedStep<I, O> {
+  const rt = backend.runtime;
+  if (rt.recording) throw new RecordingError('a step is already being recorded on this backend');
+  const given = treeLeaves(example);
+  const check = (leaves: readonly Tensor[], what: string): void => {
+    leaves.forEach((t, i) => {
+      if (t.backend !== backend)
+        throw new BackendMismatchError(`recordStep: ${what} ${i}`, [t.backend.name, backend.name]);
+      t.storageFor(`recordStep (${what} ${i})`);
+    });
+  };
+  check(given, 'input');
+  const slots = given.map((t) => {
+    const slot = rt.alloc(bytesOf(t));
+    rt.copy(bufferOf(t.storageFor('recordStep')), slot, bytesOf(t));
+    return Tensor.fromStorage(backend, asStorage(slot), t.shape, t.dtype);
+  });
+  const slotBuffers = slots.map((t) => bufferOf(t.storageFor('recordStep')));
+  let recording: Recording;
+  let skeleton: O;
+  let outputs: (readonly [GPUBuffer, number])[];
+  rt.beginRecording();
+  try {
+    const out = tidy(() => fn(treeMap(example, (_, i) => slots[i]!)));
+    const leaves = treeLeaves(out);
+    check(leaves, 'output');
+    outputs = leaves.map((t) => [bufferOf(t.storageFor('recordStep')), bytesOf(t)] as const);
+    recording = rt.endRecording([...slotBuffers, ...outputs.map(([b]) => b)]);
+    skeleton = treeMap(out, (t) => t);
+    // Shapes and dtypes for the copies handed out; the run's own tensors go (their buffers stay held).
+    const shapes = leaves.map((t) => [t.shape, t.dtype] as const);
+    dispose(out);
+    dispose(slots);
+    return makeStep(backend, recording, given, slotBuffers, outputs, skeleton, shapes);
+  } catch (e) {
+    if (rt.recording) rt.abortRecording();
+    dispose(slots);
+    throw e;
+  }
+}
+
+function makeStep<I extends PyTree, O extends PyTree>(
+  backend: WebGpuBackend,
+  recording: Recording,
+  given: readonly Tensor[],
+  slots: readonly GPUBuffer[],
+  outputs: readonly (readonly [GPUBuffer, number])[],
+  skeleton: O,
+  shapes: readonly (readonly [Tensor['shape'], Tensor['dtype']])[],
+): RecordedStep<I, O> {
+  const rt = backend.runtime;
+  const want = given.map((t) => [t.shape, t.dtype] as const);
+  return {
+    dispatches: recording.dispatches,
+    run(inputs: I): O {
+      if (recording.dropped) throw new RecordingError('run after dispose');
+      const leaves = treeLeaves(inputs);
+      if (leaves.length !== want.length)
+        throw new ArgumentError('recordStep run', `${leaves.length} input tensors, the recording has ${want.length}`);
+      const copies = leaves.map((t, i) => {
+        const [shape, dtype] = want[i]!;
+        if (t.backend !== backend)
+          throw new BackendMismatchError(`recordStep run: ${leafName(i, want.length)}`, [t.backend.name, backend.name]);
+        const name = `recordStep run: ${leafName(i, want.length)}`;
+        if (t.shape.length !== shape.length || t.shape.some((d, k) => d !== shape[k]))
+          throw new ShapeError(name, [t.shape, shape], 'not the shape it was recorded with');
+        if (t.dtype !== dtype) throw new DTypeError(name, `${t.dtype}, recorded as ${dtype}`);
+        return [bufferOf(t.storageFor('recordStep run')), slots[i]!, Math.ceil(t.bytes / 4) * 4] as const;
+      });
+      const out = rt.replay(recording, copies, outputs);
+      return treeMap(skeleton, (_, i) => Tensor.fromStorage(backend, asStorage(out[i]!), shapes[i]![0], shapes[i]![1]));
+    },
+    dispose(): void {
+      rt.dropRecording(recording);
+    },
+  };
+}
