@@ -4,7 +4,12 @@ import { Rng } from '../../src/core/rng.js';
 import { tidy } from '../../src/core/scope.js';
 import { treeLeaves } from '../../src/core/pytree.js';
 import { randn } from '../../src/ops/creation.js';
-import { adamwInit, adamwStep, type AdamWConfig } from '../../src/nn/optim.js';
+import { adamwInit, adamwScheduleValues, adamwStep, type AdamWConfig } from '../../src/nn/optim.js';
+import { adamwUpdateMany } from '../../src/ops/optim.js';
+import { tensor } from '../../src/ops/creation.js';
+import type { Backend } from '../../src/core/backend.js';
+import { ReferenceBackend } from '../../src/backends/reference/index.js';
+import { CpuBackend } from '../../src/backends/cpu/index.js';
 import { lrAt, type LrSchedule } from '../../src/nn/schedule.js';
 import { liveTensors } from '../../src/core/tensor.js';
 import { initRun, trainStep } from './helpers/resume-run.js';
@@ -83,6 +88,61 @@ describe('AdamW over a pytree', () => {
     const out = tidy(() => adamwStep(params, grads, adamwInit(params), { lr: 123, maxGradNorm: 0.1, schedule }));
     expect(out.gradNorm.itemSync()).toBeCloseTo(norm, 12);
     expect(out.lr).toBe(lrAt(schedule, 0));
+  });
+});
+
+describe("AdamW's step values as a device tensor (adamwStep's schedule)", () => {
+  const cfg: AdamWConfig = {
+    lr: 0,
+    weightDecay: 0.1,
+    maxGradNorm: 1,
+    schedule: { peakLr: 0.03, warmupSteps: 3, totalSteps: 10 },
+  };
+  /** Four steps on `backend`, each step's values from the host (uniforms) or from a schedule tensor. */
+  const run = (backend: Backend, scheduled: boolean) => {
+    const rng = new Rng(8);
+    let p = { w: randn([5, 3], rng, { backend }), norm: randn([3], rng, { backend }) };
+    let state = adamwInit(p);
+    for (let s = 0; s < 4; s++) {
+      const g = { w: randn([5, 3], rng, { backend }), norm: randn([3], rng, { backend }) };
+      const out = tidy(() => {
+        const schedule = scheduled ? tensor(adamwScheduleValues(state.step, cfg), [4], { backend }) : undefined;
+        // With a schedule the host's lr is nonsense: the kernel must read the tensor's.
+        return schedule
+          ? adamwStep(p, g, state, { ...cfg, schedule: undefined, lr: 123 }, { schedule })
+          : adamwStep(p, g, state, cfg);
+      });
+      p = out.params;
+      state = out.state;
+    }
+    return treeLeaves(p).map((t) => Array.from(t.dataSync()));
+  };
+
+  it('the cpu kernel reads the same f32 values from the tensor as from its arguments: the same step bit for bit', () => {
+    const cpu = new CpuBackend();
+    expect(run(cpu, true)).toEqual(run(cpu, false));
+    cpu.dispose();
+  });
+
+  it('the reference kernel takes them rounded to f32: within that rounding of the f64 step', () => {
+    const ref = new ReferenceBackend();
+    const [got, want] = [run(ref, true), run(ref, false)];
+    got.forEach((leaf, l) => leaf.forEach((x, i) => expect(x).toBeCloseTo(want[l]![i]!, 6)));
+  });
+
+  it('refuses a schedule of another shape or dtype, and two different nonzero weight decays', () => {
+    const ref = new ReferenceBackend();
+    const rng = new Rng(9);
+    const [p, g] = [randn([4], rng, { backend: ref }), randn([4], rng, { backend: ref })];
+    const hyper = { lr: 0.1, beta1: 0.9, beta2: 0.99, eps: 1e-8, step: 1, weightDecays: [0.1, 0.2] };
+    const bad = tensor([1, 2, 3], [3], { backend: ref });
+    const good = tensor([1, 2, 3, 4], [4], { backend: ref });
+    expect(() => adamwUpdateMany([p], [g], [p], [p], null, { ...hyper, weightDecays: [0.1], schedule: bad })).toThrow(
+      /the schedule must be f32 \[4\], got f32 \[3\]/,
+    );
+    expect(() => adamwUpdateMany([p, p], [g, g], [p, p], [p, p], null, { ...hyper, schedule: good })).toThrow(
+      /one nonzero weight decay at most, got 0.1, 0.2/,
+    );
   });
 });
 

@@ -74,6 +74,34 @@ export interface AdamWManyHyper extends Omit<AdamWHyper, 'weightDecay'> {
   readonly weightDecays: readonly number[];
   /** Scale gradients by min(1, maxNorm / (sqrt(sumSquares) + 1e-6)) before the step (clip_grad_norm_). */
   readonly maxNorm?: number;
+  /**
+   * This step's values on the device, in place of `lr` and `step` (a recorded step reads them there, as optax
+   * keeps its step count on the device): f32 [4] = (lr, 1 - beta1^step, 1 - beta2^step, 1 - lr wd), where wd is
+   * the one nonzero weight decay of `weightDecays` (a leaf whose decay is 0 is not decayed). `adamwSchedule`
+   * (nn/optim.ts) computes it.
+   */
+  readonly schedule?: KernelTensor;
+}
+
+/** A multi-tensor AdamW step's values as a schedule tensor holds them (`AdamWManyHyper.schedule`), on the host. */
+export interface AdamWStepValues {
+  readonly lr: number;
+  /** 1 - beta1^step and 1 - beta2^step. */
+  readonly c1: number;
+  readonly c2: number;
+  /** 1 - lr wd, the decay factor of a decayed leaf. */
+  readonly decay: number;
+}
+
+/** The step's values: from the schedule tensor's host data if there is one, else from `lr` and `step` (in f64). */
+export function adamwStepValues(
+  h: AdamWManyHyper,
+  schedule: ArrayLike<number> | null,
+  weightDecay: number,
+): AdamWStepValues {
+  if (schedule)
+    return { lr: schedule[0]!, c1: schedule[1]!, c2: schedule[2]!, decay: weightDecay === 0 ? 1 : schedule[3]! };
+  return { lr: h.lr, c1: 1 - h.beta1 ** h.step, c2: 1 - h.beta2 ** h.step, decay: 1 - h.lr * weightDecay };
 }
 
 /**

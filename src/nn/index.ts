@@ -23,8 +23,10 @@ export {
   type AdamWConfig,
   type OptimizerState,
   type AdamWStepResult,
+  type AdamWStepOptions,
   adamwInit,
   adamwStep,
+  adamwScheduleValues,
   globalNorm,
 } from './optim.js';
 export { type LrSchedule, lrAt } from './schedule.js';

@@ -50,6 +50,39 @@ export function globalNorm(tree: PyTree): Tensor {
   return sqrt(sumSquares(leaves));
 }
 
+/** The settings of the step after `stepsTaken` steps, defaults filled in. */
+function stepSettings(stepsTaken: number, cfg: AdamWConfig) {
+  return {
+    beta1: cfg.beta1 ?? 0.9,
+    beta2: cfg.beta2 ?? 0.999,
+    eps: cfg.eps ?? 1e-8,
+    weightDecay: cfg.weightDecay ?? 0.01,
+    lr: cfg.schedule ? lrAt(cfg.schedule, stepsTaken) : cfg.lr,
+    step: stepsTaken + 1,
+  };
+}
+
+/**
+ * The values of the step after `stepsTaken` steps as `adamwStep`'s `schedule` tensor holds them: f32 (lr, 1 -
+ * beta1^step, 1 - beta2^step, 1 - lr wd), each computed in f64 and rounded once, as the kernels' uniforms are. A
+ * recorded step (`recordStep`) takes this as an input each step: its AdamW then reads the step's values from the
+ * device instead of freezing those of the step it was recorded at.
+ */
+export function adamwScheduleValues(stepsTaken: number, cfg: AdamWConfig): Float32Array {
+  const { beta1, beta2, weightDecay, lr, step } = stepSettings(stepsTaken, cfg);
+  return Float32Array.of(lr, 1 - beta1 ** step, 1 - beta2 ** step, 1 - lr * weightDecay);
+}
+
+/** `adamwStep`'s options: donation, and the step's values as a device tensor. */
+export interface AdamWStepOptions extends DonateOptions {
+  /**
+   * `adamwScheduleValues` as an f32 [4] tensor on the parameters' backend: the kernel reads lr and the bias
+   * corrections from it instead of computing them from `state.step` (which then only counts, and `lr` in the result
+   * is the host's figure for that count).
+   */
+  readonly schedule?: Tensor;
+}
+
 /** A type alias (not an interface) so that it is a pytree: `tidy(() => adamwStep(...))` keeps its tensors. */
 export type AdamWStepResult<P> = {
   readonly params: P;
@@ -71,15 +104,10 @@ export function adamwStep<P extends PyTree>(
   grads: P,
   state: OptimizerState<P>,
   cfg: AdamWConfig,
-  opts: DonateOptions = {},
+  opts: AdamWStepOptions = {},
 ): AdamWStepResult<P> {
-  const beta1 = cfg.beta1 ?? 0.9;
-  const beta2 = cfg.beta2 ?? 0.999;
-  const eps = cfg.eps ?? 1e-8;
-  const weightDecay = cfg.weightDecay ?? 0.01;
+  const { beta1, beta2, eps, weightDecay, lr, step } = stepSettings(state.step, cfg);
   const decay = cfg.decay ?? ((leaf: Tensor) => leaf.rank >= 2);
-  const lr = cfg.schedule ? lrAt(cfg.schedule, state.step) : cfg.lr;
-  const step = state.step + 1;
   const gs = treeLeaves(grads);
   if (gs.length === 0) throw new ArgumentError('adamwStep', 'the gradient tree has no tensors');
   const sumSq = sumSquares(gs);
@@ -87,7 +115,16 @@ export function adamwStep<P extends PyTree>(
   const leaves = treeLeaves(params);
   const weightDecays = leaves.map((p, i) => (decay(p, i) ? weightDecay : 0));
   const clip = cfg.maxGradNorm !== undefined;
-  const hyper = { lr, beta1, beta2, eps, step, weightDecays, ...(clip ? { maxNorm: cfg.maxGradNorm } : {}) };
+  const hyper = {
+    lr,
+    beta1,
+    beta2,
+    eps,
+    step,
+    weightDecays,
+    ...(clip ? { maxNorm: cfg.maxGradNorm } : {}),
+    ...(opts.schedule ? { schedule: opts.schedule } : {}),
+  };
   const [m, v] = [treeLeaves(state.m), treeLeaves(state.v)];
   const updated = adamwUpdateMany(leaves, gs, m, v, clip ? sumSq : null, hyper, opts);
   return {

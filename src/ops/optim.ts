@@ -1,11 +1,19 @@
 import type { KernelTensor, Storage } from '../core/backend.js';
-import type { AdamWHyper, AdamWInPlace, AdamWManyHyper, Kernels } from '../core/kernels.js';
+import type { AdamWHyper, AdamWInPlace, AdamWManyHyper as KernelAdamWManyHyper, Kernels } from '../core/kernels.js';
 import { ArgumentError, DTypeError, ShapeError } from '../core/errors.js';
 import type { Tensor } from '../core/tensor.js';
 import { mul } from './elementwise.js';
 import { kt, refuseGradient, runDonatingMulti, runOp, runOpMulti } from './op.js';
 
-export type { AdamWHyper, AdamWManyHyper };
+export type { AdamWHyper };
+
+/**
+ * A multi-tensor AdamW step's settings as the op takes them: the kernel's (`AdamWManyHyper`), with the schedule, if
+ * any, a tensor: f32 [4] = (lr, 1 - beta1^step, 1 - beta2^step, 1 - lr wd) on the same backend, read in place of
+ * `lr` and `step` (`adamwSchedule` in nn/optim.ts makes it), so that a recorded step reads each step's values from
+ * the device; the leaves' weight decays are then 0 or that one wd.
+ */
+export type AdamWManyHyper = Omit<KernelAdamWManyHyper, 'schedule'> & { readonly schedule?: Tensor };
 
 export interface AdamWState {
   readonly param: Tensor;
@@ -83,11 +91,21 @@ export function adamwUpdateMany(
   });
   if (!(hyper.step >= 1)) throw new ArgumentError(op, `step must be >= 1, got ${hyper.step}`);
   if ((hyper.maxNorm === undefined) !== (sumSq === null)) throw new ArgumentError(op, 'maxNorm and sumSq go together');
+  const { schedule, ...numbers } = hyper;
+  if (schedule) {
+    if (schedule.dtype !== 'f32' || schedule.shape.length !== 1 || schedule.shape[0] !== 4)
+      throw new ArgumentError(op, `the schedule must be f32 [4], got ${schedule.dtype} [${schedule.shape.join(', ')}]`);
+    const decays = new Set(hyper.weightDecays.filter((wd) => wd !== 0));
+    if (decays.size > 1)
+      throw new ArgumentError(op, `with a schedule, one nonzero weight decay at most, got ${[...decays].join(', ')}`);
+  }
   if (params.length === 0) return [];
-  const read = [...grads, ...(sumSq ? [sumSq] : [])];
+  const read = [...grads, ...(sumSq ? [sumSq] : []), ...(schedule ? [schedule] : [])];
   const views = (ts: readonly Tensor[]): KernelTensor[] => ts.map((t) => kt(op, t));
-  const kernel = (k: Kernels, inPlace?: readonly AdamWInPlace[]): Storage[] =>
-    k.adamwMany(views(params), views(grads), views(m), views(v), sumSq && kt(op, sumSq), hyper, inPlace).flat();
+  const kernel = (k: Kernels, inPlace?: readonly AdamWInPlace[]): Storage[] => {
+    const h: KernelAdamWManyHyper = schedule ? { ...numbers, schedule: kt(op, schedule) } : numbers;
+    return k.adamwMany(views(params), views(grads), views(m), views(v), sumSq && kt(op, sumSq), h, inPlace).flat();
+  };
   const outs = opts.donate
     ? runDonatingMulti(
         op,
@@ -98,7 +116,7 @@ export function adamwUpdateMany(
       )
     : runOpMulti(
         op,
-        [...params, ...grads, ...m, ...v, ...(sumSq ? [sumSq] : [])],
+        [...params, ...grads, ...m, ...v, ...(sumSq ? [sumSq] : []), ...(schedule ? [schedule] : [])],
         params.flatMap((p) => [p, p, p]),
         (k) => kernel(k),
         refuseGradient(),

@@ -1,5 +1,5 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
-import type { AdamWInPlace, AdamWManyHyper, BinaryOp } from '../../core/kernels.js';
+import { adamwStepValues, type AdamWInPlace, type AdamWManyHyper, type BinaryOp } from '../../core/kernels.js';
 import type { DType, TypedArray } from '../../core/dtype.js';
 import { broadcastStrides, sizeOf, type Shape } from '../../core/shape.js';
 import type { WasmRuntime } from './runtime.js';
@@ -380,9 +380,9 @@ export function adamwMany(
   if (!f32(...params, ...grads, ...m, ...v)) return null;
   const ss = sumSq ? view(sumSq.storage)[0]! : null;
   const gscale = hyper.maxNorm !== undefined && ss !== null ? Math.min(hyper.maxNorm / (Math.sqrt(ss) + 1e-6), 1) : 1;
-  const c1 = 1 - hyper.beta1 ** hyper.step;
-  const c2 = 1 - hyper.beta2 ** hyper.step;
+  const schedule = hyper.schedule ? view(hyper.schedule.storage) : null;
   return params.map((p, i) => {
+    const { lr, c1, c2, decay } = adamwStepValues(hyper, schedule, hyper.weightDecays[i]!);
     const n = sizeOf(p.shape);
     // In place, an output is its input: the kernel loads element i of each input before it stores element i.
     const into = (x: KernelTensor, over: boolean | undefined): TypedArray =>
@@ -400,11 +400,11 @@ export function adamwMany(
         outs[1].byteOffset,
         outs[2].byteOffset,
         n,
-        hyper.lr,
+        lr,
         hyper.beta1,
         hyper.beta2,
         hyper.eps,
-        hyper.weightDecays[i]!,
+        decay,
         c1,
         c2,
         gscale,

@@ -1,6 +1,12 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
 import type { TypedArray } from '../../core/dtype.js';
-import { MASKED_KEY_BIAS, registerKernels, type AdamWInPlace, type AdamWManyHyper } from '../../core/kernels.js';
+import {
+  adamwStepValues,
+  MASKED_KEY_BIAS,
+  registerKernels,
+  type AdamWInPlace,
+  type AdamWManyHyper,
+} from '../../core/kernels.js';
 import { sizeOf } from '../../core/shape.js';
 import { binary } from './elementwise.js';
 import { arr, data, store, type HostBackend } from './host.js';
@@ -328,7 +334,8 @@ export function sumSquares(b: HostBackend, xs: readonly KernelTensor[]): Storage
   return store(out);
 }
 
-// per leaf: param, grad, m, v [n_i] -> param, m, v [n_i]; with maxNorm, gradients scaled by
+// per leaf: param, grad, m, v [n_i] -> param, m, v [n_i] (lr and bias corrections from hyper.schedule [4] when
+// given, `adamwStepValues`); with maxNorm, gradients scaled by
 // min(maxNorm / (sqrt(sumSquares) + 1e-6), 1) first. An output marked in place is written over its input (adamwLoop
 // reads element i of every input before it writes element i).
 export function adamwMany(
@@ -343,13 +350,15 @@ export function adamwMany(
 ): [Storage, Storage, Storage][] {
   const ss = sumSquares ? data(sumSquares)[0]! : null;
   const scale = h.maxNorm !== undefined && ss !== null ? Math.min(h.maxNorm / (Math.sqrt(ss) + 1e-6), 1) : 1;
+  const schedule = h.schedule ? data(h.schedule) : null;
   return params.map((pt, i): [Storage, Storage, Storage] => {
     const into = (x: KernelTensor, over: boolean | undefined): TypedArray =>
       over ? data(x) : b.alloc(pt.dtype, sizeOf(pt.shape));
     const at = inPlace?.[i];
     const [p1, m1, v1] = [into(pt, at?.param), into(m[i]!, at?.m), into(v[i]!, at?.v)];
     const g = scale === 1 ? data(grads[i]!) : data(grads[i]!).map((x) => x * scale);
-    adamwLoop(data(pt), g, data(m[i]!), data(v[i]!), { ...h, weightDecay: h.weightDecays[i]! }, p1, m1, v1);
+    const values = adamwStepValues(h, schedule, h.weightDecays[i]!);
+    adamwLoop(data(pt), g, data(m[i]!), data(v[i]!), h, values, p1, m1, v1);
     return [store(p1), store(m1), store(v1)];
   });
 }

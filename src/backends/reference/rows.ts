@@ -1,6 +1,6 @@
 import type { KernelTensor, Storage } from '../../core/backend.js';
 import type { TypedArray } from '../../core/dtype.js';
-import { registerKernels, type AdamWHyper } from '../../core/kernels.js';
+import { adamwStepValues, registerKernels, type AdamWHyper, type AdamWStepValues } from '../../core/kernels.js';
 import { sizeOf } from '../../core/shape.js';
 import { data, splitAt, store, type HostBackend } from './host.js';
 
@@ -194,7 +194,8 @@ export function adamw(
   const p1 = b.alloc(param.dtype, n);
   const m1 = b.alloc(param.dtype, n);
   const v1 = b.alloc(param.dtype, n);
-  adamwLoop(data(param), data(grad), data(m), data(v), h, p1, m1, v1);
+  const values = adamwStepValues({ ...h, weightDecays: [] }, null, h.weightDecay);
+  adamwLoop(data(param), data(grad), data(m), data(v), h, values, p1, m1, v1);
   return [store(p1), store(m1), store(v1)];
 }
 
@@ -204,20 +205,19 @@ export function adamwLoop(
   g: TypedArray,
   m: TypedArray,
   v: TypedArray,
-  h: AdamWHyper,
+  h: Pick<AdamWHyper, 'beta1' | 'beta2' | 'eps'>,
+  { lr, c1, c2, decay }: AdamWStepValues,
   pOut: TypedArray,
   mOut: TypedArray,
   vOut: TypedArray,
 ): void {
-  const c1 = 1 - h.beta1 ** h.step;
-  const c2 = 1 - h.beta2 ** h.step;
   for (let i = 0; i < p.length; i++) {
     const gi = g[i]!;
     const mi = h.beta1 * m[i]! + (1 - h.beta1) * gi;
     const vi = h.beta2 * v[i]! + (1 - h.beta2) * gi * gi;
     mOut[i] = mi;
     vOut[i] = vi;
-    pOut[i] = p[i]! * (1 - h.lr * h.weightDecay) - (h.lr * (mi / c1)) / (Math.sqrt(vi / c2) + h.eps);
+    pOut[i] = p[i]! * decay - (lr * (mi / c1)) / (Math.sqrt(vi / c2) + h.eps);
   }
 }
 

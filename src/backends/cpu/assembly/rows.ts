@@ -266,13 +266,14 @@ export function sumSquaresBlocks(x: usize, n: i32, partial: usize, tid: i32, nth
 
 /**
  * One AdamW step of one leaf (PyTorch's AdamW), gradients scaled by `gscale` (the clip factor) first:
- * m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2, p' = p (1 - lr wd) - lr (m' / c1) / (sqrt(v' / c2) + eps).
+ * m' = b1 m + (1 - b1) g, v' = b2 v + (1 - b2) g^2, p' = p decay - lr (m' / c1) / (sqrt(v' / c2) + eps), where
+ * decay = 1 - lr wd (given, computed by the caller).
  */
 export function adamw(p: usize, g: usize, m: usize, v: usize, pOut: usize, mOut: usize, vOut: usize, n: i32,
-  lr: f32, b1: f32, b2: f32, eps: f32, wd: f32, c1: f32, c2: f32, gscale: f32, tid: i32, nthreads: i32): void {
+  lr: f32, b1: f32, b2: f32, eps: f32, decayFactor: f32, c1: f32, c2: f32, gscale: f32, tid: i32, nthreads: i32): void {
   const i0 = range0(n, tid, nthreads);
   const i1 = range0(n, tid + 1, nthreads);
-  const decay = f32x4.splat(1 - lr * wd);
+  const decay = f32x4.splat(decayFactor);
   const lrv = f32x4.splat(lr);
   const b1v = f32x4.splat(b1);
   const b2v = f32x4.splat(b2);

@@ -112,19 +112,23 @@ const slotInputs = <T>(flags: SlotInPlace, [p, g, m, v]: readonly [T, T, T, T]):
 ];
 
 /**
- * AdamW over `slots` leaves in one dispatch, with or without the clip factor. A tensor updated in place is bound
- * once, read_write, as its output (WebGPU refuses a buffer bound both read-only and writable in one dispatch), and
- * read from there: each thread reads element i before it writes element i, and no other thread touches it.
+ * AdamW over `slots` leaves in one dispatch, with or without the clip factor, with the step's values as uniforms or
+ * read from a schedule tensor (`scheduled`). A tensor updated in place is bound once, read_write, as its output
+ * (WebGPU refuses a buffer bound both read-only and writable in one dispatch), and read from there: each thread
+ * reads element i before it writes element i, and no other thread touches it.
  */
-const adamwManyProgram = (clip: boolean, inPlace: readonly SlotInPlace[]): Program =>
-  cachedProgram(`adamw_many:${clip}:${inPlace.map((s) => s.map(Number).join('')).join(',')}`, () => {
+const adamwManyProgram = (clip: boolean, scheduled: boolean, inPlace: readonly SlotInPlace[]): Program =>
+  cachedProgram(`adamw_many:${clip}:${scheduled}:${inPlace.map((s) => s.map(Number).join('')).join(',')}`, () => {
     const ks = inPlace.map((_, k) => k);
     const read = (k: number, t: number): string => `${TENSORS[t]}${k}${inPlace[k]![t] ? '_out' : ''}[i]`;
+    // A slot's decay factor: its own uniform, or with a schedule the schedule's where the slot is decayed.
+    const decay = (k: number): string =>
+      scheduled ? `select(1.0, sched[3], params.slot[${k}].y != 0u)` : `bitcast<f32>(params.slot[${k}].y)`;
     const body = ks
       .map((k) =>
         [
           `if (i < params.slot[${k}].x) {`,
-          `    let r = update(g${k}[i] * scale, ${read(k, 1)}, ${read(k, 2)}, ${read(k, 0)}, bitcast<f32>(params.slot[${k}].y));`,
+          `    let r = update(g${k}[i] * scale, ${read(k, 1)}, ${read(k, 2)}, ${read(k, 0)}, ${decay(k)}, lr, c1, c2);`,
           `    p${k}_out[i] = r.x;`,
           `    m${k}_out[i] = r.y;`,
           `    v${k}_out[i] = r.z;`,
@@ -132,10 +136,13 @@ const adamwManyProgram = (clip: boolean, inPlace: readonly SlotInPlace[]): Progr
         ].join('\n'),
       )
       .join('\n  ');
+    const stepValues = scheduled
+      ? 'let lr = sched[0];\n  let c1 = sched[1];\n  let c2 = sched[2];'
+      : 'let lr = params.lr;\n  let c1 = params.c1;\n  let c2 = params.c2;';
     const bound = (k: number): string[] => slotInputs(inPlace[k]!, [`p${k}`, `g${k}`, `m${k}`, `v${k}`]);
     return {
       name: 'adamwMany',
-      inputs: f32Bindings(['sum_sq', ...ks.flatMap(bound)]),
+      inputs: f32Bindings(['sum_sq', ...(scheduled ? ['sched'] : []), ...ks.flatMap(bound)]),
       outputs: f32Bindings(ks.flatMap((k) => [`p${k}_out`, `m${k}_out`, `v${k}_out`])),
       uniforms: {
         grid_x: 'u32',
@@ -148,10 +155,11 @@ const adamwManyProgram = (clip: boolean, inPlace: readonly SlotInPlace[]): Progr
         one_minus_beta1: 'f32',
         one_minus_beta2: 'f32',
         max_norm: 'f32',
-        slot: `array<vec4<u32>, ${inPlace.length}>`, // (n, bits of 1 - lr wd, 0, 0)
+        // (n, bits of 1 - lr wd or, with a schedule, whether the slot is decayed, 0, 0)
+        slot: `array<vec4<u32>, ${inPlace.length}>`,
       },
       workgroupSize: 256,
-      body: fillTemplate('adamw_many.wgsl', adamwManySrc, { CLIP: clip, BODY: body }),
+      body: fillTemplate('adamw_many.wgsl', adamwManySrc, { CLIP: clip, STEP_VALUES: stepValues, BODY: body }),
     };
   });
 
@@ -170,7 +178,8 @@ export function adamwMany(
   inPlace?: readonly AdamWInPlace[],
 ): [GPUBuffer, GPUBuffer, GPUBuffer][] {
   const outs: [GPUBuffer, GPUBuffer, GPUBuffer][] = [];
-  const perChunk = Math.max(1, Math.floor((storageLimit(rt) - 1) / 7));
+  const schedule = h.schedule ?? null;
+  const perChunk = Math.max(1, Math.floor((storageLimit(rt) - (schedule ? 2 : 1)) / 7));
   const clip = sumSq !== null && h.maxNorm !== undefined;
   const flags = (i: number): SlotInPlace => {
     const at = inPlace?.[i];
@@ -185,21 +194,27 @@ export function adamwMany(
     const slotIn = (i: number): KernelTensor[] => slotInputs(flags(i), [params[i]!, grads[i]!, m[i]!, v[i]!]);
     const slotOut = (i: number): (number | GPUBuffer)[] =>
       [params[i]!, m[i]!, v[i]!].map((x, t) => (flags(i)[t] ? bufferOf(x.storage) : sizeOf(x.shape) * 4));
-    const written = launch(rt, adamwManyProgram(clip, chunk.map(flags)), {
-      inputs: [sumBinding, ...chunk.flatMap(slotIn)],
+    const written = launch(rt, adamwManyProgram(clip, schedule !== null, chunk.map(flags)), {
+      inputs: [sumBinding, ...(schedule ? [schedule] : []), ...chunk.flatMap(slotIn)],
       outputs: chunk.flatMap(slotOut),
       grid: { threads: largest },
       uniforms: {
-        lr: h.lr,
+        // With a schedule these come from the device, and the block stays the same from step to step.
+        lr: schedule ? 0 : h.lr,
         beta1: h.beta1,
         beta2: h.beta2,
         eps: h.eps,
-        c1: 1 - h.beta1 ** h.step,
-        c2: 1 - h.beta2 ** h.step,
+        c1: schedule ? 0 : 1 - h.beta1 ** h.step,
+        c2: schedule ? 0 : 1 - h.beta2 ** h.step,
         one_minus_beta1: 1 - h.beta1,
         one_minus_beta2: 1 - h.beta2,
         max_norm: h.maxNorm ?? 0,
-        slot: chunk.flatMap((i) => [sizeOf(params[i]!.shape), bitsOf('f32', 1 - h.lr * h.weightDecays[i]!), 0, 0]),
+        slot: chunk.flatMap((i) => [
+          sizeOf(params[i]!.shape),
+          schedule ? Number(h.weightDecays[i] !== 0) : bitsOf('f32', 1 - h.lr * h.weightDecays[i]!),
+          0,
+          0,
+        ]),
       },
     });
     chunk.forEach((i, k) => {
