@@ -19,6 +19,7 @@ import {
   dispose,
   recordStep,
   type Tensor,
+  tensor,
   ReferenceBackend,
   Rng,
   tidy,
@@ -27,7 +28,9 @@ import {
   type WebGpuBackend,
 } from '../src/index.js';
 import {
+  type AdamWConfig,
   adamwInit,
+  adamwScheduleValues,
   adamwStep,
   initParams,
   type OptimizerState,
@@ -61,35 +64,53 @@ interface Training {
   opt: OptimizerState<TransformerParams>;
 }
 
-/** The loss and its gradients, the part of a step `recordStep` records (AdamW's step count changes each step). */
+const adamw: AdamWConfig = { lr: 1e-4, maxGradNorm: 1 };
+
+/** The loss and its gradients, the part of a step `recordStep` records without AdamW. */
 const lossAndGrads = (p: TransformerParams) => {
   const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, config, batch))(p);
   return { loss, grads };
 };
-type LossAndGrads = (p: TransformerParams) => { loss: Tensor; grads: TransformerParams };
+
+/** What a whole recorded step takes: the model, the moments and this step's AdamW values (`adamwScheduleValues`). */
+type StepInputs = { params: TransformerParams; m: TransformerParams; v: TransformerParams; schedule: Tensor };
+/** A whole step with AdamW's values read from `schedule` (the host's lr and count are placeholders). */
+const wholeStep = (s: StepInputs) => {
+  const { loss, grads } = lossAndGrads(s.params);
+  // Donated: the update lands in the inputs' own slots, which the recorded step lends out instead of copying.
+  const out = adamwStep(s.params, grads, { step: 0, m: s.m, v: s.v }, adamw, { schedule: s.schedule, donate: true });
+  return { loss, params: out.params, m: out.state.m, v: out.state.v };
+};
+
+/** One training step from `state`: its loss and the next state (tensors the round disposes). */
+type Step = (state: Training) => { loss: Tensor; params: TransformerParams; opt: OptimizerState<TransformerParams> };
 
 /** Host microseconds a dispatch over `steps` SFT steps, and the dispatches a step. */
-async function stepRound(gpu: WebGpuBackend, state: Training, forward: LossAndGrads): Promise<[number, number]> {
+async function stepRound(gpu: WebGpuBackend, state: Training, step: Step): Promise<[number, number]> {
   const rt = gpu.runtime;
   let hostMs = 0;
   let dispatches = 0;
   for (let s = 0; s < steps; s++) {
     rt.startTimeline();
-    const { params, opt } = state;
-    const out = tidy(() => {
-      const { loss, grads } = forward(params);
-      return { loss, ...adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 }) };
-    });
+    const out = tidy(() => step(state));
     await out.loss.data();
     const report = await rt.stopTimeline();
     hostMs += report.untilLastSubmitMs - report.submitMs;
     dispatches += report.dispatches;
-    dispose([params, opt, out.loss, out.gradNorm]);
+    dispose([state.params, state.opt, out.loss]);
     state.params = out.params;
-    state.opt = out.state;
+    state.opt = out.opt;
   }
   return [(1000 * hostMs) / dispatches, dispatches / steps];
 }
+
+/** Op by op: every op through the op layer, AdamW's values as uniforms. */
+const opByOp: Step = ({ params, opt }) => {
+  const { loss, grads } = lossAndGrads(params);
+  const out = adamwStep(params, grads, opt, adamw);
+  out.gradNorm.dispose();
+  return { loss, params: out.params, opt: out.state };
+};
 
 const FLOOR_WGSL = `@group(0) @binding(0) var<storage, read_write> a: array<f32>;
 @group(0) @binding(1) var<storage, read_write> b: array<f32>;
@@ -158,51 +179,78 @@ const state: Training = { params: initial, opt: adamwInit(initial) };
   if (!(Math.abs(got - want) <= 1e-4 * Math.abs(want))) throw new Error(`step loss ${got}, reference ${want}`);
   console.log(`check: first loss ${got.toFixed(6)} (reference backend ${want.toFixed(6)})`);
 }
-await stepRound(gpu, state, lossAndGrads); // warm: pipelines, pool sizes, bind groups, tuned classes
+await stepRound(gpu, state, opByOp); // warm: pipelines, pool sizes, bind groups, tuned classes
 await gpu.sync();
-const recorded = recordStep(gpu, lossAndGrads, state.params);
-// The replayed loss and gradients against the op-by-op ones on the same parameters: the same kernels, bit for bit.
-{
-  const eager = tidy(() => lossAndGrads(state.params));
-  const replayed = tidy(() => recorded.run(state.params));
-  const [a, b] = [
-    [eager.loss, ...treeLeaves(eager.grads)],
-    [replayed.loss, ...treeLeaves(replayed.grads)],
+const recordedGrads = recordStep(gpu, lossAndGrads, state.params);
+const scheduleOf = (opt: OptimizerState<TransformerParams>) =>
+  tensor(adamwScheduleValues(opt.step, adamw), [4], { backend: gpu });
+const firstSchedule = scheduleOf(state.opt);
+const recordedWhole = recordStep(gpu, wholeStep, {
+  params: state.params,
+  m: state.opt.m,
+  v: state.opt.v,
+  schedule: firstSchedule,
+});
+firstSchedule.dispose();
+const gradsReplayed: Step = ({ params, opt }) => {
+  const { loss, grads } = recordedGrads.run(params);
+  const out = adamwStep(params, grads, opt, adamw);
+  out.gradNorm.dispose();
+  return { loss, params: out.params, opt: out.state };
+};
+const wholeReplayed: Step = ({ params, opt }) => {
+  const out = recordedWhole.run({ params, m: opt.m, v: opt.v, schedule: scheduleOf(opt) });
+  return { loss: out.loss, params: out.params, opt: { step: opt.step + 1, m: out.m, v: out.v } };
+};
+// Each replayed step against the op-by-op one from the same state: the same kernels, so the same bits.
+for (const [name, replayed] of [
+  ['loss and gradients', gradsReplayed],
+  ['whole step', wholeReplayed],
+] as const) {
+  const [a, b] = [tidy(() => opByOp(state)), tidy(() => replayed(state))];
+  const [xs, ys] = [
+    [a.loss, ...treeLeaves(a.params)],
+    [b.loss, ...treeLeaves(b.params)],
   ];
-  for (let i = 0; i < a.length; i++) {
-    const [x, y] = [await a[i]!.data(), await b[i]!.data()];
+  for (let i = 0; i < xs.length; i++) {
+    const [x, y] = [await xs[i]!.data(), await ys[i]!.data()];
     const at = x.findIndex((v, k) => !Object.is(v, y[k]));
-    if (at >= 0) throw new Error(`replayed step: output ${i} differs at ${at}: ${y[at]} against ${x[at]} op by op`);
+    if (at >= 0) throw new Error(`${name} replayed: output ${i} differs at ${at}: ${y[at]} against ${x[at]} op by op`);
   }
-  console.log(`check: the replayed loss and ${a.length - 1} gradients equal the op-by-op ones bit for bit`);
-  dispose([eager, replayed]);
+  console.log(`check: ${name} replayed: the loss and ${xs.length - 1} updated parameters equal op by op's bit for bit`);
+  dispose([a, b]);
 }
-await stepRound(gpu, state, (p) => recorded.run(p)); // warm the replay's output sizes
+for (const warm of [gradsReplayed, wholeReplayed]) await stepRound(gpu, state, warm); // the replays' output sizes
 console.log(`adapter: ${gpu.adapter.summary}; node ${process.version}; d${d} L8 structure, 1 x 16 tokens`);
-const ours: number[] = [];
-const replays: number[] = [];
+const variants = [
+  ['op by op', opByOp],
+  ['loss and gradients replayed, AdamW op by op', gradsReplayed],
+  ['whole step replayed (recordStep, AdamW values from a schedule tensor)', wholeReplayed],
+] as const;
+const times: number[][] = variants.map(() => []);
+const perStep: number[] = variants.map(() => 0);
 const floor: number[] = [];
-let perStep = 0;
-let perReplay = 0;
 for (let r = 0; r < rounds; r++) {
-  const [us, n] = await stepRound(gpu, state, lossAndGrads);
-  ours.push(us);
-  perStep = n;
-  const [rus, rn] = await stepRound(gpu, state, (p) => recorded.run(p));
-  replays.push(rus);
-  perReplay = rn;
+  for (let k = 0; k < variants.length; k++) {
+    const [us, n] = await stepRound(gpu, state, variants[k]![1]);
+    times[k]!.push(us);
+    perStep[k] = n;
+  }
   floor.push(await floorRound(gpu.runtime.device, 4000));
   console.log(
-    `round ${r + 1}: step ${us.toFixed(1)} us a dispatch (${n} a step), replayed ${rus.toFixed(1)} (${rn}), Dawn's bare calls ${floor[r]!.toFixed(1)} us`,
+    `round ${r + 1}: ${variants.map(([name], k) => `${name} ${times[k]![r]!.toFixed(1)}`).join(', ')}; ` +
+      `Dawn's bare calls ${floor[r]!.toFixed(1)} us a dispatch`,
   );
 }
 const summary = (xs: readonly number[]) => `min ${Math.min(...xs).toFixed(1)} / median ${median(xs).toFixed(1)} us`;
-console.log(
-  `host a dispatch: op by op ${summary(ours)} (${perStep} dispatches a step); ` +
-    `loss and gradients replayed (recordStep), AdamW op by op ${summary(replays)} (${perReplay}); ` +
-    `Dawn's floor ${summary(floor)}; op by op / floor ${(median(ours) / median(floor)).toFixed(2)}x, ` +
-    `replayed / floor ${(median(replays) / median(floor)).toFixed(2)}x (medians); issue 36's target: 10 us`,
-);
-recorded.dispose();
+for (let k = 0; k < variants.length; k++)
+  console.log(
+    `host a dispatch, ${variants[k]![0]}: ${summary(times[k]!)} (${perStep[k]} dispatches a step; ` +
+      `${((median(times[k]!) * perStep[k]!) / 1000).toFixed(2)} ms a step; ${(median(times[k]!) / median(floor)).toFixed(2)}x the floor)`,
+  );
+console.log(`Dawn's floor: ${summary(floor)}; issue 36's target: 10 us a dispatch`);
+recordedGrads.dispose();
+recordedWhole.dispose();
+
 dispose([state.params, state.opt]);
 gpu.dispose();

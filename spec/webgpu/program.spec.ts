@@ -43,6 +43,33 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     expect(new Int32Array(words.buffer)[5]).toBe(-3);
   });
 
+  it('launches of one kernel on one buffer whose uniforms differ each read their own block', async () => {
+    const put = defineProgram({
+      name: 'uniformPut',
+      inputs: {},
+      outputs: { out: 'u32' },
+      uniforms: { grid_x: 'u32', at: 'u32', value: 'u32' },
+      workgroupSize: 1,
+      body: `@compute @workgroup_size(WG_X, WG_Y, WG_Z)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  out[params.at] = params.value;
+}`,
+    });
+    const n = 100;
+    const out = gpu.runtime.alloc(4 * n);
+    // The same kernel and buffer each time, a new uniform block each time (as AdamW's bias corrections are).
+    for (let k = 0; k < n; k++)
+      launch(gpu.runtime, put, {
+        inputs: [],
+        outputs: [out],
+        grid: { threads: 1 },
+        uniforms: { at: k, value: 7000 + k },
+      });
+    const words = new Uint32Array(await gpu.runtime.read(out, 4 * n));
+    gpu.runtime.release(out);
+    expect([...words]).toEqual(Array.from({ length: n }, (_, k) => 7000 + k));
+  });
+
   it("refuses an input of the wrong dtype by the record's rule, naming the kernel and the binding", () => {
     const i = T.tensor([1, 2, 3], [3], { dtype: 'i32', backend: gpu });
     const before = gpu.stats().dispatches;

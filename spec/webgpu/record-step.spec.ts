@@ -72,6 +72,104 @@ describeGpu('recordStep', (gpu) => {
     T.dispose([params, opt]);
   });
 
+  it('a whole step, AdamW included, replays the op-by-op steps bit for bit (its values from a schedule tensor)', async () => {
+    const cfg: T.AdamWConfig = { lr: 0, maxGradNorm: 1, schedule: { peakLr: 0.02, warmupSteps: 2, totalSteps: 8 } };
+    type State = { params: T.TransformerParams; m: T.TransformerParams; v: T.TransformerParams; schedule: T.Tensor };
+    const step = (s: State) => {
+      const { loss, grads } = lossAndGrads(s.params);
+      // The host's lr and count are placeholders: the kernel reads this step's from `schedule`.
+      const host = { step: 0, m: s.m, v: s.v };
+      const hostCfg = { ...cfg, schedule: undefined, lr: 123 };
+      // Donated: the update lands in the inputs' own slots, which the step lends out instead of copying.
+      const out = T.adamwStep(s.params, grads, host, hostCfg, { schedule: s.schedule, donate: true });
+      return { loss, params: out.params, m: out.state.m, v: out.state.v };
+    };
+    const init = () => T.initParams(config, new T.Rng(5), { backend: gpu });
+    const scheduleAt = (n: number) => T.tensor(T.adamwScheduleValues(n, cfg), [4], { backend: gpu });
+    // Op by op, AdamW's values as uniforms from the host's step count.
+    let params = init();
+    let opt = T.adamwInit(params);
+    const eagerLosses: number[] = [];
+    for (let s = 0; s < 3; s++) {
+      const out = T.tidy(() => {
+        const { loss, grads } = lossAndGrads(params);
+        return { loss, ...T.adamwStep(params, grads, opt, cfg) };
+      });
+      eagerLosses.push(...(await out.loss.data()));
+      T.dispose([params, opt, out.loss, out.gradNorm]);
+      params = out.params;
+      opt = out.state;
+    }
+    // Recorded at step 0, replayed for steps 0, 1, 2.
+    const p0 = init();
+    const zeros = () => T.treeMap(p0, (p) => T.zerosLike(p));
+    let state: State = { params: p0, m: zeros(), v: zeros(), schedule: scheduleAt(0) };
+    const recorded = T.recordStep(gpu, step, state);
+    const replayedLosses: number[] = [];
+    for (let s = 0; s < 3; s++) {
+      const given = state;
+      const out = recorded.run(given);
+      replayedLosses.push(...(await out.loss.data()));
+      // From the second run on, the parameters given were the last run's lent ones: taken back, not copied.
+      if (s > 0) expect(T.treeLeaves(given.params).every((t) => t.isDonated)).toBe(true);
+      T.dispose([given, out.loss]);
+      state = { params: out.params, m: out.m, v: out.v, schedule: scheduleAt(s + 1) };
+    }
+    expect(replayedLosses).toEqual(eagerLosses);
+    const [want, got] = [T.treeLeaves(params), T.treeLeaves(state.params)];
+    for (let i = 0; i < want.length; i++) expect(await bits(got[i]!), `parameter ${i}`).toEqual(await bits(want[i]!));
+    recorded.dispose();
+    T.dispose([params, opt, state]);
+  });
+
+  it('lends an output written into its input slot, takes it back, and refuses to overwrite one kept alive', async () => {
+    const n = 6;
+    const grad = T.tensor([1, -2, 3, -4, 5, -6], [n], { backend: gpu });
+    const cfg: T.AdamWConfig = { lr: 0.1 };
+    const f = (s: { p: T.Tensor; m: T.Tensor; v: T.Tensor; schedule: T.Tensor }) => {
+      const out = T.adamwStep(s.p, grad, { step: 0, m: s.m, v: s.v }, cfg, { schedule: s.schedule, donate: true });
+      return { p: out.params, m: out.state.m, v: out.state.v };
+    };
+    const sched = (k: number) => T.tensor(T.adamwScheduleValues(k, cfg), [4], { backend: gpu });
+    const start = () => ({
+      p: T.ones([n], { backend: gpu }),
+      m: T.zeros([n], { backend: gpu }),
+      v: T.zeros([n], { backend: gpu }),
+    });
+    const step = T.recordStep(gpu, f, { ...start(), schedule: sched(0) });
+    // Op by op, for the values each run must give.
+    let eager = start();
+    const want: number[][] = [];
+    for (let k = 0; k < 3; k++) {
+      const out = T.tidy(() => T.adamwStep(eager.p, grad, { step: k, m: eager.m, v: eager.v }, cfg));
+      T.dispose([eager, out.gradNorm]);
+      eager = { p: out.params, m: out.state.m, v: out.state.v };
+      want.push([...(await eager.p.data())]);
+    }
+    T.dispose(eager);
+    const first = step.run({ ...start(), schedule: sched(0) });
+    expect([...(await first.p.data())]).toEqual(want[0]);
+    // A run with other inputs while the lent ones are alive would overwrite them: refused, nothing consumed.
+    const other = start();
+    expect(() => step.run({ ...other, schedule: sched(1) })).toThrow(T.RecordingError);
+    expect(other.p.isDisposed).toBe(false);
+    expect([...(await first.p.data())]).toEqual(want[0]);
+    // A lent output shared by a view cannot be taken back.
+    const view = T.reshape(first.p, [2, 3]);
+    expect(() => step.run({ ...first, schedule: sched(1) })).toThrow(/lent by the last run and is shared/);
+    view.dispose();
+    // Given back in place: taken back (consumed), and the run goes on from its values.
+    const second = step.run({ ...first, schedule: sched(1) });
+    expect(first.p.isDonated).toBe(true);
+    expect([...(await second.p.data())]).toEqual(want[1]);
+    // Disposed instead of given back: the slot is free for a copy of other inputs.
+    T.dispose(second);
+    const third = step.run({ ...other, schedule: sched(0) });
+    expect([...(await third.p.data())]).toEqual(want[0]);
+    T.dispose([third, other, grad]);
+    step.dispose();
+  });
+
   it('an upload the step overwrites later is put back before each replay reads it', async () => {
     gpu.runtime.configure({ dispatchesPerSubmit: 1 });
     try {

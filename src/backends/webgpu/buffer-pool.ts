@@ -94,10 +94,25 @@ class SizeClasses {
     return [...this.lists.values()].flatMap((list) => list.filter(keep));
   }
 
-  /** Remove `entry` if it is here (the lists are sorted by serial, descending); whether it was. */
+  /** Whether `entry` is in these lists. */
+  has(entry: PoolEntry): boolean {
+    return this.indexOf(entry) >= 0;
+  }
+
+  /** Remove `entry` if it is here; whether it was. */
   take(entry: PoolEntry): boolean {
+    const at = this.indexOf(entry);
+    if (at < 0) return false;
+    this.lists.get(entry.size)!.splice(at, 1);
+    this.count--;
+    this.bytes -= entry.size;
+    return true;
+  }
+
+  /** Where `entry` is in its size's list (sorted by serial, descending), or -1. */
+  private indexOf(entry: PoolEntry): number {
     const list = this.lists.get(entry.size);
-    if (!list) return false;
+    if (!list) return -1;
     let lo = 0;
     let hi = list.length;
     while (lo < hi) {
@@ -105,11 +120,7 @@ class SizeClasses {
       if (list[mid]!.serial > entry.serial) lo = mid + 1;
       else hi = mid;
     }
-    if (list[lo] !== entry) return false;
-    list.splice(lo, 1);
-    this.count--;
-    this.bytes -= entry.size;
-    return true;
+    return list[lo] === entry ? lo : -1;
   }
 
   /** Remove and return every entry for which `drop` holds. */
@@ -219,6 +230,26 @@ export class BufferPool {
     this.held++;
     this.heldBytes += entry.size;
     if (this.pending.take(entry) || this.idle.take(entry)) entry.heldFree = true;
+  }
+
+  /** Whether a tensor holds `buffer` now (for a held buffer: not released since it was last handed out). */
+  isLive(buffer: GPUBuffer): boolean {
+    const entry = this.entries.get(buffer);
+    return entry !== undefined && !(entry.holds > 0 ? entry.heldFree : this.pending.has(entry) || this.idle.has(entry));
+  }
+
+  /**
+   * Hand a held buffer that no tensor holds to a new tensor (a recorded step's output that lives in its input slot,
+   * `record-step.ts`); its release keeps it held again.
+   */
+  lend(buffer: GPUBuffer): void {
+    const entry = this.entries.get(buffer);
+    if (!entry || entry.holds === 0 || !entry.heldFree)
+      throw new Error('internal: lending a buffer that is not held and free');
+    entry.heldFree = false;
+    entry.lastUse = this.epoch;
+    this.live++;
+    this.liveBytes += entry.size;
   }
 
   /** The recorded step lets go (`hold`): a buffer no tensor holds goes back to the free lists (pending: the

@@ -62,13 +62,19 @@ export function recordStep<I extends PyTree, O extends PyTree>(
   const slotBuffers = slots.map((t) => bufferOf(t.storageFor('recordStep')));
   let recording: Recording;
   let skeleton: O;
-  let outputs: (readonly [GPUBuffer, number])[];
+  let outputs: (readonly [GPUBuffer, number, boolean])[];
   rt.beginRecording();
   try {
     const out = tidy(() => fn(treeMap(example, (_, i) => slots[i]!)));
     const leaves = treeLeaves(out);
     check(leaves, 'output');
-    outputs = leaves.map((t) => [bufferOf(t.storageFor('recordStep')), bytesOf(t)] as const);
+    // An output the function wrote into an input's own storage (AdamW with `donate`) lives in that input's slot:
+    // it is lent, not copied (the first such output of each slot).
+    const lendable = new Set(slotBuffers);
+    outputs = leaves.map((t) => {
+      const buffer = bufferOf(t.storageFor('recordStep'));
+      return [buffer, bytesOf(t), lendable.delete(buffer)] as const;
+    });
     recording = rt.endRecording([...slotBuffers, ...outputs.map(([b]) => b)]);
     skeleton = treeMap(out, (t) => t);
     // Shapes and dtypes for the copies handed out; the run's own tensors go (their buffers stay held).
@@ -88,7 +94,7 @@ function makeStep<I extends PyTree, O extends PyTree>(
   recording: Recording,
   given: readonly Tensor[],
   slots: readonly GPUBuffer[],
-  outputs: readonly (readonly [GPUBuffer, number])[],
+  outputs: readonly (readonly [GPUBuffer, number, boolean])[],
   skeleton: O,
   shapes: readonly (readonly [Tensor['shape'], Tensor['dtype']])[],
 ): RecordedStep<I, O> {
@@ -101,16 +107,30 @@ function makeStep<I extends PyTree, O extends PyTree>(
       const leaves = treeLeaves(inputs);
       if (leaves.length !== want.length)
         throw new ArgumentError('recordStep run', `${leaves.length} input tensors, the recording has ${want.length}`);
-      const copies = leaves.map((t, i) => {
+      const copies: (readonly [GPUBuffer, GPUBuffer, number])[] = [];
+      const takenBack = new Set<Tensor>();
+      leaves.forEach((t, i) => {
         const [shape, dtype] = want[i]!;
-        if (t.backend !== backend)
-          throw new BackendMismatchError(`recordStep run: ${leafName(i, want.length)}`, [t.backend.name, backend.name]);
         const name = `recordStep run: ${leafName(i, want.length)}`;
+        if (t.backend !== backend) throw new BackendMismatchError(name, [t.backend.name, backend.name]);
         if (t.shape.length !== shape.length || t.shape.some((d, k) => d !== shape[k]))
           throw new ShapeError(name, [t.shape, shape], 'not the shape it was recorded with');
         if (t.dtype !== dtype) throw new DTypeError(name, `${t.dtype}, recorded as ${dtype}`);
-        return [bufferOf(t.storageFor('recordStep run')), slots[i]!, Math.ceil(t.bytes / 4) * 4] as const;
+        const buffer = bufferOf(t.storageFor('recordStep run'));
+        if (buffer === slots[i]) {
+          // A lent output given back in its own place: already in the slot, and this run overwrites it.
+          if (!t.uniquelyOwned)
+            throw new RecordingError(`${name} was lent by the last run and is shared (a view or a tape holds it)`);
+          takenBack.add(t);
+        } else {
+          if (rt.pool.isLive(slots[i]!))
+            throw new RecordingError(
+              `${name}: the tensor the last run lent in its place is still alive; pass it back here or dispose it`,
+            );
+          copies.push([buffer, slots[i]!, Math.ceil(t.bytes / 4) * 4]);
+        }
       });
+      for (const t of takenBack) t.consume('recordStep run');
       const out = rt.replay(recording, copies, outputs);
       return treeMap(skeleton, (_, i) => Tensor.fromStorage(backend, asStorage(out[i]!), shapes[i]![0], shapes[i]![1]));
     },

@@ -472,13 +472,14 @@ export class GpuRuntime {
 
   /**
    * Encode a recording again: first `inputs` (each [from, to, bytes]: a caller's tensor into the input slot the
-   * recording read), then its commands, then a copy of each of `outputs` ([buffer, bytes]) into a buffer of the
-   * pool, which is returned (the recording's own are written again by the next replay).
+   * recording read), then its commands, then each of `outputs` ([buffer, bytes, lent]): copied into a buffer of
+   * the pool (the recording's own are written again by the next replay), or, lent, the buffer itself (an input
+   * slot the function updated in place, handed out until the next replay takes it back). Returns them.
    */
   replay(
     rec: Recording,
     inputs: readonly (readonly [GPUBuffer, GPUBuffer, number])[],
-    outputs: readonly (readonly [GPUBuffer, number])[],
+    outputs: readonly (readonly [GPUBuffer, number, boolean])[],
   ): GPUBuffer[] {
     this.check();
     this.refuseWhileRecording('a replay');
@@ -500,7 +501,11 @@ export class GpuRuntime {
         this.errors.open();
       }
     }
-    const out = outputs.map(([from, bytes]) => {
+    const out = outputs.map(([from, bytes, lent]) => {
+      if (lent) {
+        this.pool.lend(from);
+        return from;
+      }
       const to = this.pool.acquire(bytes);
       this.batch.forCopy().copyBufferToBuffer(from, 0, to, 0, Math.ceil(bytes / 4) * 4);
       return to;
