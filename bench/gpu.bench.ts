@@ -33,6 +33,7 @@ import {
   createWebGpuBackend,
   dispose,
   matmul,
+  recordStep,
   Rng,
   tensor,
   tidy,
@@ -46,7 +47,15 @@ import {
   type WebGpuBackendOptions,
 } from '../src/index.js';
 import { scratchValues } from '../src/backends/webgpu/kernels/tune.js';
-import { adamwInit, adamwStep, smallConfig, type TransformerConfig, type TransformerParams } from '../src/nn/index.js';
+import {
+  type AdamWConfig,
+  adamwInit,
+  adamwScheduleValues,
+  adamwStep,
+  smallConfig,
+  type TransformerConfig,
+  type TransformerParams,
+} from '../src/nn/index.js';
 import { sampleRollouts, scoreLogProbs, sftLoss, type SequenceBatch } from '../src/rl/index.js';
 import { additionTask, sampleProblems, tokenizerFor } from '../src/tasks/index.js';
 import * as E from 'fp-ts/lib/Either.js';
@@ -198,6 +207,57 @@ const batchingOf = (variant: GpuVariant): Batching => {
   };
 };
 
+/** The optimizer settings of every step task. */
+const ADAMW: AdamWConfig = { lr: 1e-4, maxGradNorm: 1 };
+
+/**
+ * Whole SFT steps recorded once and replayed (`recordStep`): loss, gradients and AdamW, its values from a schedule
+ * tensor each step, the weights and moments updated in place in the recording's slots.
+ */
+function replayedSteps(gpu: WebGpuBackend, c: TransformerConfig, batch: SequenceBatch) {
+  type Inputs = { params: TransformerParams; m: TransformerParams; v: TransformerParams; schedule: Tensor };
+  const whole = (s: Inputs) => {
+    const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(s.params);
+    // The host's count is a placeholder: the kernel reads the step's values from `schedule`.
+    const out = adamwStep(s.params, grads, { step: 0, m: s.m, v: s.v }, ADAMW, { schedule: s.schedule, donate: true });
+    return { loss, gradNorm: out.gradNorm, params: out.params, m: out.state.m, v: out.state.v };
+  };
+  let recorded: ReturnType<typeof recordStep<Inputs, ReturnType<typeof whole>>> | null = null;
+  let state: { params: TransformerParams; m: TransformerParams; v: TransformerParams; steps: number } | null = null;
+  const step = async () => {
+    if (!recorded || !state) throw new Error('replayed steps: not started');
+    const schedule = tensor(adamwScheduleValues(state.steps, ADAMW), [4], { backend: gpu });
+    const out = recorded.run({ params: state.params, m: state.m, v: state.v, schedule });
+    const encoded = gpu.stats();
+    schedule.dispose();
+    state = { params: out.params, m: out.m, v: out.v, steps: state.steps + 1 };
+    const [loss, norm] = await Promise.all([out.loss.data(), out.gradNorm.data()]);
+    dispose([out.loss, out.gradNorm]);
+    return { loss: loss[0]!, norm: norm[0]!, encoded };
+  };
+  return {
+    get ready() {
+      return recorded !== null;
+    },
+    /** Record from `params` (taken over), and run the first step. */
+    start: async (params: TransformerParams) => {
+      const zeros = adamwInit(params);
+      state = { params, m: zeros.m, v: zeros.v, steps: 0 };
+      const schedule = tensor(adamwScheduleValues(0, ADAMW), [4], { backend: gpu });
+      recorded = recordStep(gpu, whole, { params, m: state.m, v: state.v, schedule });
+      schedule.dispose();
+      await gpu.sync();
+      return step();
+    },
+    step,
+    dispose: () => {
+      recorded?.dispose();
+      if (state) dispose([state.params, state.m, state.v]);
+      recorded = state = null;
+    },
+  };
+}
+
 function stepTask(
   on: OnDevice,
   cpu: Backend,
@@ -242,10 +302,10 @@ function stepTask(
       return out;
     });
   /** One step from the shared parameters (every step starts from them, so each one's loss and norm are checkable). */
-  const step = async (): Promise<{ loss: number; norm: number; encoded: ReturnType<WebGpuBackend['stats']> }> => {
+  const eagerStep = async (): Promise<{ loss: number; norm: number; encoded: ReturnType<WebGpuBackend['stats']> }> => {
     const out = tidy(() => {
       const [loss, grads] = valueAndGrad((q: TransformerParams) => sftLoss(q, c, batch))(params);
-      const stepped = adamwStep(params, grads, opt, { lr: 1e-4, maxGradNorm: 1 });
+      const stepped = adamwStep(params, grads, opt, ADAMW);
       return { loss, gradNorm: stepped.gradNorm, params: stepped.params, state: stepped.state };
     });
     const encoded = gpu.stats();
@@ -253,6 +313,10 @@ function stepTask(
     dispose(out);
     return { loss: loss[0]!, norm: norm[0]!, encoded };
   };
+  // The `replayed` variant: the whole step recorded once (recordStep) and replayed, on parameters of its own that
+  // it trains in place (AdamW donated into the recording's slots, lent back and taken back each step).
+  const replayed = variant === 'replayed' ? replayedSteps(gpu, c, batch) : null;
+  const step = replayed ? () => replayed.step() : eagerStep;
   const task: Task = {
     name,
     unit: 'ms/step',
@@ -271,6 +335,16 @@ function stepTask(
       }
       ({ params, opt } = await mine);
       gpu.runtime.configure(batchingOf(variant));
+      if (replayed && !replayed.ready) {
+        // Recorded from a copy of the shared parameters, after a warm op-by-op step (tuned kernels), and checked:
+        // the replayed step's loss and gradient norm equal the op-by-op step's bit for bit.
+        await eagerStep();
+        await gpu.sync();
+        const eager = await eagerStep();
+        const first = await replayed.start(await uploaded(hostParams(), gpu));
+        check(name, 'replayed loss (against op by op)', [first.loss], [eager.loss], 0, 0);
+        check(name, 'replayed gradient norm (against op by op)', [first.norm], [eager.norm], 0, 0);
+      }
       if (want.gradNorm === null && firstNorm === null) {
         const small = tidy(() => sftLoss(params, c, checkBatch));
         check(name, `loss (1 x ${checkLen} tokens)`, [(await small.data())[0]!], [want.loss], 0, 1e-4);
@@ -278,6 +352,12 @@ function stepTask(
       }
       const { ms, results, counters } = await timedSteps(gpu, step);
       for (const { loss, norm } of results) {
+        // A replayed step trains its own parameters: its first step was checked against op by op's.
+        if (replayed) {
+          if (!Number.isFinite(loss) || !Number.isFinite(norm))
+            throw new CheckError(`${name}: loss ${loss}, norm ${norm}`);
+          continue;
+        }
         // The loss tolerance of runtime-steady.spec.ts (GPU vs CPU over a whole step), for the norm too.
         if (want.gradNorm !== null) {
           check(name, 'loss', [loss], [want.loss], 0, 1e-4);
@@ -318,6 +398,7 @@ function stepTask(
         }
       : null,
     dispose: () => {
+      replayed?.dispose();
       const mine = shared.params.get(gpu);
       if (mine && shared.params.delete(gpu)) void mine.then((m) => dispose([m.params, m.opt]));
       if (shared.host && shared.params.size === 0) {
@@ -394,7 +475,7 @@ export async function runBenchGpu(o: BenchGpuOptions = {}): Promise<BenchRow[]> 
   const log = o.log ?? ((line: string) => console.log(line));
   const quick = o.quick ?? false;
   const rounds = o.rounds ?? (quick ? 2 : 3);
-  const variants: readonly GpuVariant[] = o.variants ?? ['default'];
+  const variants: readonly GpuVariant[] = o.variants ?? ['default', 'replayed'];
   // One device per set of Dawn toggles the configurations need (the batching is switched on a live runtime).
   const fastOf = (v: GpuVariant): boolean | undefined =>
     (GPU_VARIANTS[v] as WebGpuBackendOptions).fast ?? o.backend?.fast;

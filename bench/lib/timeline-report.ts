@@ -19,6 +19,8 @@ export const GPU_VARIANTS = {
   fast: { dispatchesPerSubmit: 32, errorScopes: 'submit', fast: true },
   'every-cut': { dispatchesPerSubmit: 32, errorScopes: 'read', fast: true },
   default: {},
+  // The library's defaults, the step recorded once and replayed (recordStep): step tasks only.
+  replayed: {},
 } as const satisfies Record<string, WebGpuBackendOptions>;
 
 export type GpuVariant = keyof typeof GPU_VARIANTS;

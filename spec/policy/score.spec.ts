@@ -5,7 +5,9 @@ import { logSoftmax } from '../../src/ops/softmax.js';
 import { mul } from '../../src/ops/elementwise.js';
 import { forward } from '../../src/nn/transformer.js';
 import { encodeCompletion, encodePrompt, packSequences, selectRowValues, selectRows } from '../../src/rl/batch.js';
-import { scoreLogProbs } from '../../src/rl/score.js';
+import { batchTensors, scoreLogProbs } from '../../src/rl/score.js';
+import { valueAndGrad } from '../../src/core/transforms.js';
+import { treeLeaves } from '../../src/core/pytree.js';
 import { sftBatch, sftLoss } from '../../src/rl/sft.js';
 import { peakedParams, tinyConfig, tokenizer } from './helpers/fixtures.js';
 
@@ -50,6 +52,22 @@ describe('scoreLogProbs and the SFT loss', () => {
     const all = examples.flatMap((e) => reference(e.prompt, e.completion, 1));
     const want = -all.reduce((a, b) => a + b, 0) / all.length;
     expect(tidy(() => sftLoss(params, config, sftBatch(tokenizer, examples))).itemSync()).toBeCloseTo(want, 10);
+  });
+
+  it('a batch given as tensors (batchTensors) scores and trains exactly as the host batch does', () => {
+    const batch = sftBatch(tokenizer, examples);
+    const backend = params.embed.weight.backend;
+    const [lossHost, gradsHost] = tidy(() => valueAndGrad((p: typeof params) => sftLoss(p, config, batch))(params));
+    const [lossTensors, gradsTensors] = tidy(() => {
+      const bt = batchTensors(batch, backend, 'f64');
+      return valueAndGrad((p: typeof params) => sftLoss(p, config, bt))(params);
+    });
+    // The same ops on the same values: the count of targets is an exact integer on the host and on the device.
+    expect(lossTensors.itemSync()).toBe(lossHost.itemSync());
+    const [a, b] = [treeLeaves(gradsHost), treeLeaves(gradsTensors)];
+    a.forEach((g, i) => expect(Array.from(b[i]!.dataSync()), `gradient ${i}`).toEqual(Array.from(g.dataSync())));
+    const scores = tidy(() => scoreLogProbs(params, config, batchTensors(batch, backend, 'f64'))).dataSync();
+    expect(Array.from(scores)).toEqual(Array.from(tidy(() => scoreLogProbs(params, config, batch)).dataSync()));
   });
 
   it('scores a minibatch of rows exactly as the full batch scores them', () => {

@@ -33,7 +33,7 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
     const lines: string[] = [];
     const rows: BenchRow[] = await runBenchGpu({
       quick: true,
-      variants: ['default', 'submit-at-read'],
+      variants: ['default', 'submit-at-read', 'replayed'],
       backend: { tune: true, tuneCacheDir: cacheDir },
       log: (line) => lines.push(line),
     });
@@ -45,20 +45,35 @@ describe.skipIf(!present)('bench:gpu --quick', () => {
       'SFT',
       'SFT',
       'SFT',
+      'SFT',
+      'SFT',
       'KV-cache',
       'LoRA',
       'LoRA',
     ]);
     // Each step under each configuration; `submit-at-read` submits once, at the step's read.
     const steps = rows.filter((r) => r.task.startsWith('SFT step'));
-    expect(steps.map((r) => r.task.endsWith(' [submit-at-read]'))).toEqual([false, true, false, true]);
+    expect(steps.map((r) => r.task.match(/ \[(.*)\]$/)?.[1] ?? 'default')).toEqual([
+      'default',
+      'submit-at-read',
+      'replayed',
+      'default',
+      'submit-at-read',
+      'replayed',
+    ]);
     for (const r of steps.filter((row) => row.task.endsWith(' [submit-at-read]')))
       expect(r.counters).toMatch(/, 1 submits,/);
+    // The replayed step (recordStep) encodes the op-by-op step's dispatches, no more and no fewer.
+    const dispatches = (r: BenchRow) => Number(r.counters.match(/^(\d+) dispatches/)?.[1]);
+    for (const i of [0, 3]) expect(dispatches(steps[i + 2]!), steps[i + 2]!.task).toBe(dispatches(steps[i]!));
     // Where the time goes: a timeline per step and configuration, one compute pass per submit, host times.
     for (const r of steps) {
       const at = lines.findIndex((l) => l.startsWith(`timeline ${r.task}: wall `));
       expect(at, r.task).toBeGreaterThan(0);
-      expect(lines[at]).toMatch(/ compute passes \(1\.00 per submit\), 1 read-back$/);
+      // One pass per submit; a replayed step's put-back uploads (copies) end a pass where they fall.
+      if (r.task.endsWith(' [replayed]'))
+        expect(lines[at]).toMatch(/ compute passes \(1\.\d\d per submit\), 1 read-back$/);
+      else expect(lines[at]).toMatch(/ compute passes \(1\.00 per submit\), 1 read-back$/);
       expect(lines[at + 1]).toMatch(
         /^ {2}host: [\d.]+ ms until the last submit = JS [\d.]+ .* \(the longest [\d.]+\); per dispatch [\d.]+ us/,
       );

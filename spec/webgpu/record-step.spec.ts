@@ -122,6 +122,53 @@ describeGpu('recordStep', (gpu) => {
     T.dispose([params, opt, state]);
   });
 
+  it("reads each run's batch when the batch is an input (batchTensors), as the ops would", async () => {
+    const params = T.initParams(config, new T.Rng(7), { backend: gpu });
+    const shape = { promptLen: 3, completionLen: 4 };
+    const batchA = T.packSequences(
+      [
+        [1, 2, 3],
+        [4, 5],
+      ],
+      [
+        [6, 7, 8, 9],
+        [10, 11],
+      ],
+      0,
+      shape,
+    );
+    const batchB = T.packSequences(
+      [
+        [12, 13],
+        [14, 15, 16],
+      ],
+      [
+        [17, 18],
+        [19, 20, 21],
+      ],
+      0,
+      shape,
+    );
+    const f = (s: { params: T.TransformerParams; batch: T.BatchTensors }) => {
+      const [loss, grads] = T.valueAndGrad((q: T.TransformerParams) => T.sftLoss(q, config, s.batch))(s.params);
+      return { loss, grads };
+    };
+    const [a, b] = [T.batchTensors(batchA, gpu), T.batchTensors(batchB, gpu)];
+    const step = T.recordStep(gpu, f, { params, batch: a });
+    for (const batch of [b, a]) {
+      const eager = T.tidy(() => f({ params, batch }));
+      const replayed = step.run({ params, batch });
+      const [want, got] = [T.treeLeaves(eager), T.treeLeaves(replayed)];
+      for (let i = 0; i < want.length; i++) expect(await bits(got[i]!), `output ${i}`).toEqual(await bits(want[i]!));
+      T.dispose([eager, replayed]);
+    }
+    // The batch matters: the two runs' losses differ.
+    const [la, lb] = [step.run({ params, batch: a }), step.run({ params, batch: b })];
+    expect(await la.loss.item()).not.toBe(await lb.loss.item());
+    T.dispose([la, lb, a, b, params]);
+    step.dispose();
+  });
+
   it('lends an output written into its input slot, takes it back, and refuses to overwrite one kept alive', async () => {
     const n = 6;
     const grad = T.tensor([1, -2, 3, -4, 5, -6], [n], { backend: gpu });

@@ -9,7 +9,15 @@ export {
   selectRowValues,
   positionsAndBias,
 } from './batch.js';
-export { scoreLogProbs, completionLogits, scaleLogits, type ScoreOptions } from './score.js';
+export {
+  scoreLogProbs,
+  completionLogits,
+  scaleLogits,
+  batchTensors,
+  isBatchTensors,
+  type BatchTensors,
+  type ScoreOptions,
+} from './score.js';
 export { scoreRollouts, type RolloutScores, type ScoringPolicies } from './rollout-scores.js';
 export { sampleRollouts, type SamplerOptions, type Rollouts } from './sampler.js';
 export { sftLoss, sftBatch, sftExamples, type SftExample } from './sft.js';

@@ -1,3 +1,5 @@
+import type { Backend } from '../core/backend.js';
+import type { DType } from '../core/dtype.js';
 import type { Rng } from '../core/rng.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
@@ -40,7 +42,7 @@ export interface ScoreOptions {
 export function scoreLogProbs(
   params: TransformerParams,
   config: TransformerConfig,
-  batch: SequenceBatch,
+  batch: SequenceBatch | BatchTensors,
   opts: ScoreOptions = {},
 ): Tensor {
   const { logits, targets, mask } = completionLogits(params, config, batch, opts);
@@ -49,33 +51,54 @@ export function scoreLogProbs(
   return where(mask, tokenLogProbs(logits, targets, t === 1 || t === 0 ? 1 : 1 / t), 0);
 }
 
+/**
+ * A sequence batch as the tensors the training forward reads (`batchTensors` makes them from a `SequenceBatch`):
+ * token ids, RoPE positions and the padding key bias [B, P + C], and the completion's targets and mask [B, C]. The
+ * forward, the scores and the SFT loss take either form; this one is what a recorded step (`recordStep`) takes
+ * as an input, so that each run reads its own batch (of the recorded shapes) instead of the recording's.
+ */
+export type BatchTensors = {
+  readonly tokens: Tensor;
+  readonly positions: Tensor;
+  readonly keyBias: Tensor;
+  readonly targets: Tensor;
+  readonly mask: Tensor;
+};
+
+/** `batch` on `backend`, the key bias and mask in `dtype` (the model's activation dtype, `activationDType`). */
+export function batchTensors(batch: SequenceBatch, backend: Backend, dtype: DType = 'f32'): BatchTensors {
+  const [b, t, p, c] = [batch.batchSize, seqLen(batch), batch.promptLen, batch.completionLen];
+  const { positions, keyBias } = positionsAndBias(batch, PAD_BIAS);
+  const targets = new Int32Array(b * c);
+  for (let r = 0; r < b; r++) targets.set(batch.tokens.subarray(r * t + p, (r + 1) * t), r * c);
+  return {
+    tokens: tensor(batch.tokens, [b, t], { dtype: 'i32', backend }),
+    positions: tensor(positions, [b, t], { dtype: 'i32', backend }),
+    keyBias: tensor(keyBias, [b, t], { dtype, backend }),
+    targets: tensor(targets, [b, c], { dtype: 'i32', backend }),
+    mask: tensor(batch.completionMask, [b, c], { dtype, backend }),
+  };
+}
+
+export const isBatchTensors = (batch: SequenceBatch | BatchTensors): batch is BatchTensors => 'positions' in batch;
+
 /** Logits [B, C, V] at the positions that predict the completion tokens, their targets [B, C] and mask [B, C]. */
 export function completionLogits(
   params: TransformerParams,
   config: TransformerConfig,
-  batch: SequenceBatch,
+  batch: SequenceBatch | BatchTensors,
   opts: Pick<ScoreOptions, 'dropoutRng' | 'remat'> = {},
 ): { logits: Tensor; targets: Tensor; mask: Tensor } {
-  const b = batch.batchSize;
-  const t = seqLen(batch);
-  const p = batch.promptLen;
-  const c = batch.completionLen;
-  const dtype = activationDType(params);
-  const backend = params.embed.weight.backend;
-  const { positions, keyBias } = positionsAndBias(batch, PAD_BIAS);
-  const { hidden } = hiddenStates(params, config, tensor(batch.tokens, [b, t], { dtype: 'i32', backend }), {
-    positions: tensor(positions, [b, t], { dtype: 'i32', backend }),
-    keyBias: tensor(keyBias, [b, t], { dtype, backend }),
+  const bt = isBatchTensors(batch) ? batch : batchTensors(batch, params.embed.weight.backend, activationDType(params));
+  const [b, t] = bt.tokens.shape as [number, number];
+  const c = bt.targets.shape[1]!;
+  const { hidden } = hiddenStates(params, config, bt.tokens, {
+    positions: bt.positions,
+    keyBias: bt.keyBias,
     ...(opts.dropoutRng ? { dropoutRng: opts.dropoutRng } : {}),
     ...(opts.remat ? { remat: true } : {}),
   });
   // Position P - 1 + j predicts completion token j: only those C rows go through the LM head.
-  const h = slice(hidden, [0, p - 1, 0], [b, c, config.dModel]);
-  const targets = new Int32Array(b * c);
-  for (let r = 0; r < b; r++) targets.set(batch.tokens.subarray(r * t + p, (r + 1) * t), r * c);
-  return {
-    logits: lmHead(params, h),
-    targets: tensor(targets, [b, c], { dtype: 'i32', backend }),
-    mask: tensor(batch.completionMask, [b, c], { dtype, backend }),
-  };
+  const h = slice(hidden, [0, t - c - 1, 0], [b, c, config.dModel]);
+  return { logits: lmHead(params, h), targets: bt.targets, mask: bt.mask };
 }

@@ -1,12 +1,12 @@
 import type { Rng } from '../core/rng.js';
 import type { Tensor } from '../core/tensor.js';
-import { div, neg } from '../ops/elementwise.js';
+import { clamp, div, neg } from '../ops/elementwise.js';
 import { sum } from '../ops/reduce.js';
 import type { TransformerConfig, TransformerParams } from '../nn/transformer.js';
 import type { Problem, Task } from '../tasks/task.js';
 import type { Tokenizer } from '../tasks/tokenizer.js';
 import { encodeCompletion, encodePrompt, packSequences, type SequenceBatch } from './batch.js';
-import { scoreLogProbs } from './score.js';
+import { isBatchTensors, scoreLogProbs, type BatchTensors } from './score.js';
 
 /** Supervised warm-start: worked solutions as (prompt, completion) pairs and a masked next-token loss. */
 export interface SftExample {
@@ -36,10 +36,13 @@ export function sftBatch(
 export function sftLoss(
   params: TransformerParams,
   config: TransformerConfig,
-  batch: SequenceBatch,
+  batch: SequenceBatch | BatchTensors,
   opts: { readonly dropoutRng?: Rng | undefined; readonly remat?: boolean } = {},
 ): Tensor {
+  const total = neg(sum(scoreLogProbs(params, config, batch, opts)));
+  // A batch as tensors counts its targets on the device (a recorded step reads each run's own mask).
+  if (isBatchTensors(batch)) return div(total, clamp(sum(batch.mask), 1, null));
   let count = 0;
   for (const m of batch.completionMask) count += m;
-  return div(neg(sum(scoreLogProbs(params, config, batch, opts))), Math.max(1, count));
+  return div(total, Math.max(1, count));
 }

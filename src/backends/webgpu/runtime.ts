@@ -494,6 +494,10 @@ export class GpuRuntime {
         continue;
       }
       this.errors.note(c.kernel);
+      if (this.profiler?.full) {
+        this.flush();
+        this.errors.open();
+      }
       this.batch.dispatch(c.kernel, c.pipeline, c.group, c.workgroups);
       this.counters.dispatched(c.kernel);
       if (this.batch.dispatches >= this.perSubmit) {
