@@ -51,6 +51,18 @@ interface PoolEntry {
   heldFree: boolean;
 }
 
+/** Where an entry of creation order `serial` goes in a list sorted by serial, descending (binary search). */
+function placeOf(list: readonly PoolEntry[], serial: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list[mid]!.serial > serial) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /**
  * Free buffers by size; each size's list is kept in decreasing creation order, so `pop` hands out the oldest
  * free buffer. Which buffer a kernel gets then depends only on which ones are free, not on the order they were
@@ -67,13 +79,7 @@ class SizeClasses {
       list = [];
       this.lists.set(entry.size, list);
     }
-    let lo = 0;
-    let hi = list.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (list[mid]!.serial > entry.serial) lo = mid + 1;
-      else hi = mid;
-    }
+    const lo = placeOf(list, entry.serial);
     if (lo === list.length) list.push(entry);
     else list.splice(lo, 0, entry);
     this.count++;
@@ -113,14 +119,8 @@ class SizeClasses {
   private indexOf(entry: PoolEntry): number {
     const list = this.lists.get(entry.size);
     if (!list) return -1;
-    let lo = 0;
-    let hi = list.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (list[mid]!.serial > entry.serial) lo = mid + 1;
-      else hi = mid;
-    }
-    return list[lo] === entry ? lo : -1;
+    const at = placeOf(list, entry.serial);
+    return list[at] === entry ? at : -1;
   }
 
   /** Remove and return every entry for which `drop` holds. */
