@@ -217,31 +217,29 @@ describeGpu('recordStep', (gpu) => {
     step.dispose();
   });
 
-  it('an upload the step overwrites later is put back before each replay reads it', async () => {
-    gpu.runtime.configure({ dispatchesPerSubmit: 1 });
-    try {
-      const n = 1237; // a size class of its own, so the upload takes the one buffer the step freed
-      const constant = Float32Array.from({ length: n }, (_, i) => 100 + (i % 5));
-      const f = (x: T.Tensor) => {
-        const a = T.mul(x, 2);
-        const c = T.neg(T.add(a, 1));
-        a.dispose();
-        T.sum(c); // another submit, whose output is of another size: a's buffer is now free for an upload
-        const k = T.tensor(constant, [n], { backend: gpu });
-        return T.add(k, c);
-      };
-      const step = T.recordStep(gpu, f, T.zeros([n], { backend: gpu }));
-      for (const seed of [1, 2]) {
-        const xs = Float32Array.from({ length: n }, (_, i) => ((i * seed) % 7) - 3);
-        const x = T.tensor(xs, [n], { backend: gpu });
-        const got = step.run(x);
-        expect([...(await got.data())]).toEqual(Array.from(xs, (v, i) => constant[i]! - (2 * v + 1)));
-        T.dispose([x, got]);
-      }
-      step.dispose();
-    } finally {
-      gpu.runtime.configure({ dispatchesPerSubmit: 32 });
+  it('an upload the step later writes in place is put back before each replay reads it', async () => {
+    const n = 37;
+    const constant = Float32Array.from({ length: n }, (_, i) => 1 + (i % 5));
+    const hyper = { lr: 0.1, beta1: 0.9, beta2: 0.99, eps: 1e-8, step: 1, weightDecays: [0] };
+    // p is uploaded inside the step, and AdamW (donated) writes its update over p's own buffer.
+    const f = (x: T.Tensor) => {
+      const p = T.tensor(constant, [n], { backend: gpu });
+      const [m, v] = [T.zeros([n], { backend: gpu }), T.zeros([n], { backend: gpu })];
+      return T.adamwUpdateMany([p], [x], [m], [v], null, hyper, { donate: true })[0]!.param;
+    };
+    const step = T.recordStep(gpu, f, T.zeros([n], { backend: gpu }));
+    for (const seed of [1, 2, 2]) {
+      const x = T.tensor(
+        Float32Array.from({ length: n }, (_, i) => ((i * seed) % 7) - 3),
+        [n],
+        { backend: gpu },
+      );
+      const [want, got] = [T.tidy(() => f(x)), step.run(x)];
+      // Without the put-back, a second run would start from the first run's update instead of the constant.
+      expect(await bits(got), `seed ${seed}`).toEqual(await bits(want));
+      T.dispose([x, want, got]);
     }
+    step.dispose();
   });
 
   it('a tensor the step reads without being given it is kept from the pool until the step is disposed', async () => {

@@ -202,6 +202,24 @@ export class BufferPool {
     return entry.buffer;
   }
 
+  /** A new buffer of at least `bytes`, never one freed before (a recorded step's upload: no command names it yet). */
+  acquireNew(bytes: number): GPUBuffer {
+    const size = BufferPool.sizeClass(bytes);
+    const entry = {
+      buffer: this.create(size),
+      size,
+      serial: this.created++,
+      lastUse: this.epoch,
+      holds: 0,
+      heldFree: false,
+    };
+    this.entries.set(entry.buffer, entry);
+    this.live++;
+    this.liveBytes += size;
+    this.peakLiveBytes = Math.max(this.peakLiveBytes, this.liveBytes);
+    return entry.buffer;
+  }
+
   /** Whether a host upload into `buffer` must wait for a submit (it was reused by a kernel of this batch). */
   uploadMustWait(buffer: GPUBuffer): boolean {
     return this.reusedInBatch.has(buffer);

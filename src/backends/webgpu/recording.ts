@@ -39,6 +39,8 @@ export class Recorder {
   /** Buffers some dispatch writes. */
   readonly written = new Set<GPUBuffer>();
   readonly uploads: RecordedUpload[] = [];
+  /** Buffers made for uploads while recording, each held once from the start (`GpuRuntime.upload`). */
+  readonly uploadBuffers: GPUBuffer[] = [];
 
   constructor(
     /** The recording's own uniform blocks and bind groups (the runtime's own are swapped out meanwhile). */
@@ -81,7 +83,10 @@ export class Recorder {
 /** A finished recording: what `GpuRuntime.replay` encodes, and what it holds until `GpuRuntime.dropRecording`. */
 export interface Recording {
   readonly commands: readonly RecordedCommand[];
-  /** Buffers held from the pool (every buffer the commands name, the constants' copies, the extra ones kept). */
+  /**
+   * Buffers held from the pool, once per hold (every buffer the commands name, the constants' copies, the extra
+   * ones kept, and again each upload's buffer, held from its upload on).
+   */
   readonly held: readonly GPUBuffer[];
   readonly uniforms: UniformStore;
   readonly dispatches: number;

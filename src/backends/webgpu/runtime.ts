@@ -242,7 +242,13 @@ export class GpuRuntime {
   upload(data: ArrayBufferView): GPUBuffer {
     this.check();
     this.errors.open();
-    const buffer = this.pool.acquire(data.byteLength, true);
+    // While a step is recorded, an upload gets a buffer of its own, held at once: no dispatch of the step wrote it
+    // before or takes it after, so its contents stay from the recording run on and a replay need not put them back.
+    const buffer = this.recorder ? this.pool.acquireNew(data.byteLength) : this.pool.acquire(data.byteLength, true);
+    if (this.recorder) {
+      this.pool.hold(buffer);
+      this.recorder.uploadBuffers.push(buffer);
+    }
     if (data.byteLength > 0) this.write(buffer, data);
     return buffer;
   }
@@ -462,12 +468,16 @@ export class GpuRuntime {
       if (i < recorder.commands.length) commands.push(recorder.commands[i]!);
     }
     const dispatches = recorder.commands.length;
-    return { commands, held: [...held], uniforms: recorder.uniforms, dispatches, dropped: false };
+    // The uploads' buffers were held once already (`upload`): a buffer appears here once per hold.
+    const holds = [...held, ...recorder.uploadBuffers];
+    return { commands, held: holds, uniforms: recorder.uniforms, dispatches, dropped: false };
   }
 
   /** Stop recording and keep nothing (the recorded function threw). */
   abortRecording(): void {
-    this.stopRecording().uniforms.destroy();
+    const recorder = this.stopRecording();
+    for (const b of recorder.uploadBuffers) this.pool.unhold(b);
+    recorder.uniforms.destroy();
   }
 
   /**
