@@ -84,6 +84,44 @@ describeGpu('webgpu: the transformer policy agrees with the CPU backend', (gpu) 
     want.forEach((w, i) => expectClose(`logits step ${i}`, got[i]!, w, TOL));
   });
 
+  it("the warm-start's recorded steps give the op-by-op run's records bit for bit, and are let go at its end", async () => {
+    // Six warm-start steps: the first records its batch shape, the later ones replay (or record another shape).
+    const cfg = tinyRun({ steps: 1, warmStartSteps: 6 });
+    const opByOp = await T.createWebGpuBackend({ recordSteps: false });
+    expect(opByOp.record).toBeUndefined();
+    const held: number[] = [];
+    const recorded = await T.train(
+      { ...cfg, backend: 'webgpu' },
+      {
+        backend: gpu,
+        onProgress: (p) => {
+          if (p.phase === 'warmstart') held.push(gpu.stats().heldBuffers);
+        },
+      },
+    );
+    const plain = await T.train({ ...cfg, backend: 'webgpu' }, { backend: opByOp });
+    // The steps were recorded (their buffers held) while the warm-start ran, and nothing is held after it.
+    expect(held.length).toBe(6);
+    expect(
+      held.every((n) => n > 0),
+      `held buffers at each warm-start step: ${held.join(', ')}`,
+    ).toBe(true);
+    expect(gpu.stats().heldBuffers).toBe(0);
+    expect(recorded.records.length).toBe(plain.records.length);
+    plain.records.forEach((want, i) => {
+      const got = recorded.records[i]! as unknown as Record<string, unknown>;
+      for (const [k, v] of Object.entries(want as unknown as Record<string, unknown>)) {
+        if (/per_s|_ms|seconds|time/.test(k)) continue; // throughput, not results
+        expect(got[k], `record ${i} ${k}`).toEqual(v);
+      }
+    });
+    const [a, b] = [T.treeLeaves(recorded.params), T.treeLeaves(plain.params)];
+    for (let i = 0; i < a.length; i++)
+      expect([...(await a[i]!.data())], `parameter ${i}`).toEqual([...(await b[i]!.data())]);
+    T.dispose([recorded.params, plain.params]);
+    opByOp.dispose();
+  });
+
   it('a tiny trainer run (warm-start, RL steps, evaluation) gives the same metrics on both backends', async () => {
     const cfg = tinyRun({ steps: 2 });
     const onCpu = await T.train({ ...cfg, backend: 'reference' }, { backend: cpu });

@@ -68,6 +68,22 @@ export interface Backend {
   memory(): MemoryInfo;
   /** Release the device. The backend is unusable afterwards. */
   dispose(): void;
+  /**
+   * Record `fn` (a function of a pytree of tensors) by running it once on `example`, and return a step that replays
+   * it without the op layer (WebGPU's `recordStep`, as a CUDA graph). Absent where a backend records nothing: the
+   * host backends, and WebGPU with `recordSteps: false`. The trainer records its warm-start step where it can.
+   */
+  readonly record?: <I, O>(fn: (inputs: I) => O, example: I) => RecordedStep<I, O>;
+}
+
+/** A function of tensors recorded once and replayed (`Backend.record`; WebGPU's `recordStep` says what it keeps). */
+export interface RecordedStep<I, O> {
+  /** The recorded function's outputs for `inputs` (same structure, shapes and dtypes as at recording). */
+  run(inputs: I): O;
+  /** Dispatches one run encodes. */
+  readonly dispatches: number;
+  /** Let go of what it holds; a later `run` throws. */
+  dispose(): void;
 }
 
 const readBack = new WeakMap<Backend, number>();

@@ -4,6 +4,7 @@
  * refusing an update's result (`guardUpdate`, `adoptOrSkip`).
  */
 import * as E from 'fp-ts/lib/Either.js';
+import type { RecordedStep } from '../core/backend.js';
 import { join } from '../platform/files.js';
 import { Rng } from '../core/rng.js';
 import { dispose, tidy } from '../core/scope.js';
@@ -169,6 +170,8 @@ export interface Run {
   stale: TransformerParams | null;
   /** Whether the run has said that its policy does not read BICC's context as the same task (said once). */
   biccContextWarned?: boolean;
+  /** The warm-start's recorded steps by batch shape (`warm-start.ts`, where the backend records), until it ends. */
+  recorded?: Map<string, RecordedStep<never, unknown>> | undefined;
 }
 
 export function setup(

@@ -35,7 +35,7 @@ import {
 } from './pretrained.js';
 import { DEFAULT_KEEP_RECORDS, runEval, save, setup, type RlFaults, type Run, type TrainHooks, warn } from './run.js';
 import { loadRunCheckpoint, phaseMismatch, phaseShapes, readPlan, trainsAt } from './trains.js';
-import { warmStartReached, warmStartStep } from './warm-start.js';
+import { disposeRecordedSteps, warmStartReached, warmStartStep } from './warm-start.js';
 import { rlStep } from './rl-step.js';
 
 export type { RlFaults, RolloutView, TrainHooks, TrainWarning } from './run.js';
@@ -119,12 +119,17 @@ async function trainOn(
     throw new InterruptedError(abortReason(opts.signal), run.at.phase, run.at.step, checkpointDir);
   };
 
-  while (run.at.phase === 'warmstart' && run.at.step < cfg.warmStartSteps) {
-    // Checked before a step, so a run resumed at a check takes the same decision on the same parameters.
-    if (await warmStartReached(run, opts)) break;
-    await warmStartStep(run, opts);
-    await maybeSave();
-    await stopIfAsked();
+  try {
+    while (run.at.phase === 'warmstart' && run.at.step < cfg.warmStartSteps) {
+      // Checked before a step, so a run resumed at a check takes the same decision on the same parameters.
+      if (await warmStartReached(run, opts)) break;
+      await warmStartStep(run, opts);
+      await maybeSave();
+      await stopIfAsked();
+    }
+  } finally {
+    // Its recorded steps (on a backend that records) hold a working set each: RL runs op by op.
+    disposeRecordedSteps(run);
   }
   await beginRl(run, opts, backend);
   while (run.at.step < cfg.steps) {

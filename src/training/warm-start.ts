@@ -1,6 +1,13 @@
 /** The supervised warm-start: one step on worked solutions, and `warmStartUntil`'s validation check. */
+import type { RecordedStep } from '../core/backend.js';
 import { Rng } from '../core/rng.js';
-import { tidy } from '../core/scope.js';
+import { dispose, tidy } from '../core/scope.js';
+import type { Tensor } from '../core/tensor.js';
+import { tensor } from '../ops/creation.js';
+import { adamwScheduleValues, type AdamWConfig, type OptimizerState } from '../nn/optim.js';
+import { activationDType, type TransformerParams } from '../nn/transformer.js';
+import type { SequenceBatch } from '../rl/batch.js';
+import { batchTensors, type BatchTensors } from '../rl/score.js';
 import { valueAndGrad } from '../core/transforms.js';
 import { adamwStep } from '../nn/optim.js';
 import { lrAt } from '../nn/schedule.js';
@@ -68,16 +75,18 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
   );
   const dropoutRng = run.params.lora?.dropout ? run.rng : undefined;
   const remat = cfg.gradientCheckpointing;
-  const next = tidy(() => {
-    // Only the trainable part is differentiated (under LoRA the adapters: no gradient for the frozen base).
-    const trainable = trainableOf(run.params);
-    const lossOf = (t: PyTree) => sftLoss(withTrainable(run.params, t), run.config, batch, { dropoutRng, remat });
-    const [loss, grads] = valueAndGrad(lossOf)(trainable);
-    const hyper = { lr, maxGradNorm: cfg.maxGradNorm, weightDecay: cfg.weightDecay };
-    const stepped = adamwStep(trainable, grads, run.opt, hyper, { donate: donatesUpdates(cfg) });
-    const updated = { params: withTrainable(run.params, stepped.params), opt: stepped.state };
-    return { ...updated, loss, gradNorm: stepped.gradNorm, stateCheck: updatedStateCheck(updated) };
-  });
+  const hyper = { lr, maxGradNorm: cfg.maxGradNorm, weightDecay: cfg.weightDecay };
+  const next =
+    recordedStep(run, batch, hyper, dropoutRng) ??
+    tidy(() => {
+      // Only the trainable part is differentiated (under LoRA the adapters: no gradient for the frozen base).
+      const trainable = trainableOf(run.params);
+      const lossOf = (t: PyTree) => sftLoss(withTrainable(run.params, t), run.config, batch, { dropoutRng, remat });
+      const [loss, grads] = valueAndGrad(lossOf)(trainable);
+      const stepped = adamwStep(trainable, grads, run.opt, hyper, { donate: donatesUpdates(cfg) });
+      const updated = { params: withTrainable(run.params, stepped.params), opt: stepped.state };
+      return { ...updated, loss, gradNorm: stepped.gradNorm, stateCheck: updatedStateCheck(updated) };
+    });
   const read = await readMetrics({ loss: next.loss, grad_norm: next.gradNorm, [STATE_METRIC]: next.stateCheck });
   const [loss, grad_norm] = [read.loss!, read.grad_norm!];
   const skipped = await adoptOrSkip(run, 'warmstart', read, next);
@@ -95,4 +104,91 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
   };
   emit(run, record, hooks);
   hooks.onProgress?.({ phase: 'warmstart', step: run.at.step, total: cfg.warmStartSteps, record });
+}
+
+/** At most this many recorded warm-start steps (one per batch shape); a batch of another shape runs op by op. */
+const MAX_RECORDINGS = 8;
+
+/** What a recorded warm-start step takes: the trained part, its moments, AdamW's values and the batch. */
+type StepInputs = { trainable: PyTree; m: PyTree; v: PyTree; schedule: Tensor; batch: BatchTensors };
+type StepOutputs = { trainable: PyTree; m: PyTree; v: PyTree; loss: Tensor; gradNorm: Tensor; stateCheck: Tensor };
+
+/**
+ * The warm-start step through the backend's recording (`Backend.record`: WebGPU's `recordStep`), one per batch
+ * shape, kept in `run.recorded` until the warm-start ends: the same kernels as the op-by-op step on the same values
+ * (the same results bit for bit), with no op layer between them. Where it cannot be (a backend that records
+ * nothing, LoRA dropout, whose masks are drawn on the host, or a run that keeps the old state to skip a bad update,
+ * which a step that updates in place cannot), or past MAX_RECORDINGS shapes: null, and the step runs op by op.
+ */
+function recordedStep(
+  run: Run,
+  batch: SequenceBatch,
+  hyper: AdamWConfig,
+  dropoutRng: Rng | undefined,
+): {
+  params: TransformerParams;
+  opt: OptimizerState<PyTree>;
+  loss: Tensor;
+  gradNorm: Tensor;
+  stateCheck: Tensor;
+} | null {
+  const backend = run.params.embed.weight.backend;
+  if (!backend.record || dropoutRng || !donatesUpdates(run.cfg)) return null;
+  run.recorded ??= new Map();
+  const shape = `${batch.batchSize}x${batch.promptLen}x${batch.completionLen}`;
+  let recorded = run.recorded.get(shape) as RecordedStep<StepInputs, StepOutputs> | undefined;
+  if (!recorded && run.recorded.size >= MAX_RECORDINGS) return null;
+  // The frozen part (a LoRA base) is read as it is at each run: the step closes over it.
+  const params = run.params;
+  const remat = run.cfg.gradientCheckpointing;
+  const step = (s: StepInputs): StepOutputs => {
+    const lossOf = (t: PyTree) => sftLoss(withTrainable(params, t), run.config, s.batch, { remat });
+    const [loss, grads] = valueAndGrad(lossOf)(s.trainable);
+    // The host's count is a placeholder: AdamW reads this step's values from `schedule`.
+    const stepped = adamwStep(s.trainable, grads, { step: 0, m: s.m, v: s.v }, hyper, {
+      schedule: s.schedule,
+      donate: true,
+    });
+    const updated = { params: withTrainable(params, stepped.params), opt: stepped.state };
+    const stateCheck = updatedStateCheck(updated);
+    return {
+      trainable: stepped.params,
+      m: stepped.state.m,
+      v: stepped.state.v,
+      loss,
+      gradNorm: stepped.gradNorm,
+      stateCheck,
+    };
+  };
+  const dtype = activationDType(run.params);
+  const inputs = (): StepInputs => ({
+    trainable: trainableOf(run.params),
+    m: run.opt.m,
+    v: run.opt.v,
+    schedule: tensor(adamwScheduleValues(run.opt.step, hyper), [4], { backend }),
+    batch: batchTensors(batch, backend, dtype),
+  });
+  const given = inputs();
+  try {
+    if (!recorded) {
+      recorded = backend.record(step, given);
+      run.recorded.set(shape, recorded);
+    }
+    const out = recorded.run(given);
+    return {
+      params: withTrainable(run.params, out.trainable),
+      opt: { step: run.opt.step + 1, m: out.m, v: out.v },
+      loss: out.loss,
+      gradNorm: out.gradNorm,
+      stateCheck: out.stateCheck,
+    };
+  } finally {
+    dispose([given.schedule, given.batch]);
+  }
+}
+
+/** Let go of the warm-start's recorded steps (at its end: the RL phase runs op by op). */
+export function disposeRecordedSteps(run: Run): void {
+  for (const r of run.recorded?.values() ?? []) r.dispose();
+  run.recorded = undefined;
 }

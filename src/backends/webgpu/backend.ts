@@ -1,4 +1,11 @@
-import { countReadBack, type Backend, type KernelTensor, type MemoryInfo, type Storage } from '../../core/backend.js';
+import {
+  countReadBack,
+  type Backend,
+  type KernelTensor,
+  type MemoryInfo,
+  type RecordedStep,
+  type Storage,
+} from '../../core/backend.js';
 import { isHalf, type DType, type HalfDType, type HostArray, type TypedArray } from '../../core/dtype.js';
 import { widenHalf } from '../../core/half.js';
 import { BackendError } from '../../core/errors.js';
@@ -20,10 +27,15 @@ import './kernels/sampling.js';
 import './kernels/softmax.js';
 import { acquireDevice } from './platform.js';
 import { GpuRuntime, type RuntimeOptions } from './runtime.js';
+import { recordStep } from './record-step.js';
+import type { PyTree } from '../../core/pytree.js';
 import { asStorage, gpuStorage } from './storage.js';
 import { wgslType } from './wgsl.js';
 
-export interface WebGpuBackendOptions extends AcquireOptions, RuntimeOptions {}
+export interface WebGpuBackendOptions extends AcquireOptions, RuntimeOptions {
+  /** Whether the backend offers `record` (`recordStep`), which the trainer uses for its warm-start step (default true). */
+  readonly recordSteps?: boolean;
+}
 
 /**
  * The WebGPU backend: the device and its memory. Its kernels, WGSL compute shaders run through Dawn, are
@@ -44,7 +56,16 @@ export class WebGpuBackend implements Backend {
     return this.runtime.device.limits.maxStorageBufferBindingSize;
   }
 
-  constructor(readonly runtime: GpuRuntime) {}
+  readonly record?: <I, O>(fn: (inputs: I) => O, example: I) => RecordedStep<I, O>;
+
+  constructor(
+    readonly runtime: GpuRuntime,
+    opts: Pick<WebGpuBackendOptions, 'recordSteps'> = {},
+  ) {
+    if (opts.recordSteps ?? true)
+      this.record = <I, O>(fn: (inputs: I) => O, example: I): RecordedStep<I, O> =>
+        recordStep(this, fn as unknown as (inputs: PyTree) => PyTree, example as PyTree) as RecordedStep<I, O>;
+  }
 
   get adapter(): AdapterDescription {
     return this.runtime.adapter;
@@ -133,5 +154,5 @@ export async function createWebGpuBackend(opts: WebGpuBackendOptions = {}): Prom
   const acquired = await acquireDevice(opts);
   const runtime = new GpuRuntime(acquired, opts);
   await runtime.tuner.load();
-  return new WebGpuBackend(runtime);
+  return new WebGpuBackend(runtime, opts);
 }

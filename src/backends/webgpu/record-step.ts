@@ -2,7 +2,8 @@ import { ArgumentError, BackendMismatchError, DTypeError, ShapeError } from '../
 import { treeLeaves, treeMap, type PyTree } from '../../core/pytree.js';
 import { dispose, tidy } from '../../core/scope.js';
 import { Tensor } from '../../core/tensor.js';
-import type { WebGpuBackend } from './backend.js';
+import type { RecordedStep } from '../../core/backend.js';
+import type { GpuBackend } from './runtime.js';
 import { RecordingError } from './errors.js';
 import type { Recording } from './recording.js';
 import { asStorage, bufferOf } from './storage.js';
@@ -13,14 +14,7 @@ import { asStorage, bufferOf } from './storage.js';
  * pipelines and bind groups, and copies the outputs into new tensors. No op, tape or kernel selection runs again,
  * so the host's cost is Dawn's encoding calls alone.
  */
-export interface RecordedStep<I extends PyTree, O extends PyTree> {
-  /** The recorded function's outputs for `inputs` (same structure, shapes and dtypes as at recording). */
-  run(inputs: I): O;
-  /** Dispatches one run encodes. */
-  readonly dispatches: number;
-  /** Let go of its buffers and uniforms; a later `run` throws `RecordingError`. */
-  dispose(): void;
-}
+export type { RecordedStep };
 
 const bytesOf = (t: Tensor): number => Math.ceil(t.bytes / 4) * 4;
 
@@ -39,7 +33,7 @@ const leafName = (i: number, n: number): string => `inputs leaf ${i} (of ${n}, i
  * until `dispose`, about one run's working set.
  */
 export function recordStep<I extends PyTree, O extends PyTree>(
-  backend: WebGpuBackend,
+  backend: GpuBackend,
   fn: (inputs: I) => O,
   example: I,
 ): RecordedStep<I, O> {
@@ -90,7 +84,7 @@ export function recordStep<I extends PyTree, O extends PyTree>(
 }
 
 function makeStep<I extends PyTree, O extends PyTree>(
-  backend: WebGpuBackend,
+  backend: GpuBackend,
   recording: Recording,
   given: readonly Tensor[],
   slots: readonly GPUBuffer[],
