@@ -11,8 +11,9 @@ import { asStorage, bufferOf } from './storage.js';
 /**
  * A function of tensors recorded once on the WebGPU backend and replayed (`recordStep`), as a CUDA graph is:
  * each `run` copies its inputs into the recording's input slots, encodes the recorded dispatches with their
- * pipelines and bind groups, and copies the outputs into new tensors. No op, tape or kernel selection runs again,
- * so the host's cost is Dawn's encoding calls alone.
+ * pipelines and bind groups, and copies the outputs into new tensors, except an output the function wrote into
+ * its own input (lent: see `recordStep`). No op, tape or kernel selection runs again, so the host's cost is Dawn's
+ * encoding calls alone.
  */
 export type { RecordedStep };
 
@@ -25,9 +26,15 @@ const leafName = (i: number, n: number): string => `inputs leaf ${i} (of ${n}, i
  * Record `fn` on `backend` by running it once on `example` (its result is discarded), and return a step that
  * replays it. `fn` must be a function of its inputs' values alone, with no read back to the host inside
  * (`RecordingError`); what it computes from host values (a batch's masks, a schedule's learning rate, the
- * shapes) is frozen at recording: pass whatever changes between runs as an input tensor. A tensor it reads
- * without being given it (a table cached across calls) is read as it is at each run, and kept from the pool
- * until the step is disposed. Run it warmed: the kernels' tuned configurations are the ones in use at recording.
+ * shapes) is frozen at recording: pass whatever changes between runs as an input tensor (`batchTensors`,
+ * `adamwScheduleValues`). A tensor it reads without being given it (a table cached across calls) is read as it is
+ * at each run, and kept from the pool until the step is disposed. Run it warmed: the kernels' tuned configurations
+ * are the ones in use at recording.
+ *
+ * An output the function wrote into an input's own storage (AdamW with `donate`) is not copied: it is lent, the
+ * input's slot itself. Passed back as the next run's input in the same place, it is taken back (consumed: a later
+ * use throws `DonatedTensorError`), so a training loop's weights never move; a run that would overwrite a lent
+ * tensor still alive, or one shared by a view, throws `RecordingError` before it consumes anything.
  *
  * Memory: the step keeps every buffer the run used (inputs' slots, intermediates as the pool reused them, outputs)
  * until `dispose`, about one run's working set.
