@@ -170,8 +170,11 @@ export interface Run {
   stale: TransformerParams | null;
   /** Whether the run has said that its policy does not read BICC's context as the same task (said once). */
   biccContextWarned?: boolean;
-  /** The warm-start's recorded steps by batch shape (`warm-start.ts`, where the backend records), until it ends. */
-  recorded?: Map<string, RecordedStep<never, unknown>> | undefined;
+  /**
+   * The warm-start's recorded steps by batch shape (`warm-start.ts`, where the backend records), `warming` after a
+   * shape's first step (run op by op), until the warm-start ends.
+   */
+  recorded?: Map<string, RecordedStep<never, unknown> | 'warming'> | undefined;
 }
 
 export function setup(

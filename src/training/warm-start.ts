@@ -106,7 +106,7 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
   hooks.onProgress?.({ phase: 'warmstart', step: run.at.step, total: cfg.warmStartSteps, record });
 }
 
-/** At most this many recorded warm-start steps (one per batch shape); a batch of another shape runs op by op. */
+/** At most this many batch shapes recorded (one recording each); a batch of another shape runs op by op. */
 const MAX_RECORDINGS = 8;
 
 /** What a recorded warm-start step takes: the trained part, its moments, AdamW's values and the batch. */
@@ -115,7 +115,7 @@ type StepOutputs = { trainable: PyTree; m: PyTree; v: PyTree; loss: Tensor; grad
 
 /**
  * The warm-start step through the backend's recording (`Backend.record`: WebGPU's `recordStep`), one per batch
- * shape, kept in `run.recorded` until the warm-start ends: the same kernels as the op-by-op step on the same values
+ * shape, made at the shape's second step and kept in `run.recorded` until the warm-start ends: the same kernels as the op-by-op step on the same values
  * (the same results bit for bit), with no op layer between them. Where it cannot be (a backend that records
  * nothing, LoRA dropout, whose masks are drawn on the host, or a run that keeps the old state to skip a bad update,
  * which a step that updates in place cannot), or past MAX_RECORDINGS shapes: null, and the step runs op by op.
@@ -136,8 +136,14 @@ function recordedStep(
   if (!backend.record || dropoutRng || !donatesUpdates(run.cfg)) return null;
   run.recorded ??= new Map();
   const shape = `${batch.batchSize}x${batch.promptLen}x${batch.completionLen}`;
-  let recorded = run.recorded.get(shape) as RecordedStep<StepInputs, StepOutputs> | undefined;
-  if (!recorded && run.recorded.size >= MAX_RECORDINGS) return null;
+  const seen = run.recorded.get(shape);
+  // A shape's first step runs op by op: the kernels it meets are tuned at its end (tuner.ts), and the recording,
+  // made at its second step, keeps the tuned configurations.
+  if (seen === undefined) {
+    if (run.recorded.size < MAX_RECORDINGS) run.recorded.set(shape, 'warming');
+    return null;
+  }
+  let recorded = seen === 'warming' ? undefined : (seen as RecordedStep<StepInputs, StepOutputs>);
   // The frozen part (a LoRA base) is read as it is at each run: the step closes over it.
   const params = run.params;
   const remat = run.cfg.gradientCheckpointing;
@@ -189,6 +195,6 @@ function recordedStep(
 
 /** Let go of the warm-start's recorded steps (at its end: the RL phase runs op by op). */
 export function disposeRecordedSteps(run: Run): void {
-  for (const r of run.recorded?.values() ?? []) r.dispose();
+  for (const r of run.recorded?.values() ?? []) if (r !== 'warming') r.dispose();
   run.recorded = undefined;
 }
