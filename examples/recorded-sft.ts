@@ -2,11 +2,12 @@
  * A supervised warm-start of the addition task on WebGPU with its training step recorded once and replayed
  * (`recordStep`, as a CUDA graph): the loss, the gradients and AdamW run as one recorded list of dispatches, with
  * nothing of the op layer between them. A recording is for one set of shapes, so the steps keep one per batch
- * shape (as `jax.jit` caches one per shape); the addition task's batches take a handful.
+ * shape (as `jax.jit` caches one per shape), made at the shape's second step, after its kernels are tuned; the
+ * addition task's batches take one.
  *
  * Each step's inputs: the weights and AdamW's moments (the recording's own, lent to the loop and taken back each
  * step, never copied), AdamW's values of the step (`adamwScheduleValues`) and the batch (`batchTensors`). The first
- * steps run op by op beside the replayed ones from the same state, and must agree bit for bit.
+ * replayed steps also run op by op from the same state, and must agree bit for bit.
  *
  *   npm run example:recorded [-- --steps 300 --batch 32 --seed 0]
  */
@@ -86,7 +87,8 @@ console.log(`adapter: ${gpu.adapter.summary}`);
 const rng = new Rng(seed);
 const params = initParams(config, new Rng(seed), { backend: gpu });
 let state = { params, ...adamwInit(params) };
-const recordings = new Map<string, RecordedStep<Inputs, ReturnType<typeof step>>>();
+const recordings = new Map<string, RecordedStep<Inputs, ReturnType<typeof step>> | null>();
+let checked = 0;
 const losses: number[] = [];
 const t0 = performance.now();
 for (let n = 0; n < steps; n++) {
@@ -99,15 +101,16 @@ for (let n = 0; n < steps; n++) {
     batch: batchTensors(batch, gpu),
   };
   const shape = `${batch.promptLen}x${batch.completionLen}`;
+  // A shape's first step runs op by op (the kernels it meets are tuned at its end); its second records it.
   let recorded = recordings.get(shape);
-  if (!recorded) {
+  if (recorded === null) {
     recorded = recordStep(gpu, step, inputs);
     recordings.set(shape, recorded);
-  }
-  // The first steps: op by op from the same state too (not donated: the replay reads the same weights), which the
-  // replay must equal bit for bit.
-  const check = n < 3 ? tidy(() => stepOf(false)(inputs)) : null;
-  const out = recorded.run(inputs);
+  } else if (recorded === undefined) recordings.set(shape, null);
+  // The first replayed steps: op by op from the same state too (not donated: the replay reads the same weights),
+  // which the replay must equal bit for bit.
+  const check = recorded && checked < 3 ? tidy(() => stepOf(false)(inputs)) : null;
+  const out = recorded ? recorded.run(inputs) : tidy(() => step(inputs));
   dispose([inputs.schedule, inputs.batch]);
   state = { params: out.params, m: out.m, v: out.v, step: n + 1 };
   losses.push((await out.loss.data())[0]!);
@@ -121,20 +124,22 @@ for (let n = 0; n < steps; n++) {
     }
     if (!Object.is((await check.loss.data())[0], losses[n])) throw new Error(`step ${n}: replayed loss differs`);
     dispose(check);
+    checked++;
   }
   if ((n + 1) % 50 === 0 || n === 0) {
     const recent = losses.slice(-10);
     console.log(
       `step ${n + 1}: loss ${(recent.reduce((a, b) => a + b, 0) / recent.length).toFixed(4)} (mean of the last ` +
-        `${recent.length}); ${recordings.size} recording(s) by batch shape`,
+        `${recent.length}); ${[...recordings.values()].filter(Boolean).length} recording(s) by batch shape`,
     );
   }
 }
 const seconds = (performance.now() - t0) / 1000;
 console.log(
   `${steps} steps in ${seconds.toFixed(1)} s (${((1000 * seconds) / steps).toFixed(1)} ms a step); loss ` +
-    `${losses[0]!.toFixed(4)} -> ${losses.at(-1)!.toFixed(4)}; the first 3 replayed steps equal op by op bit for bit`,
+    `${losses[0]!.toFixed(4)} -> ${losses.at(-1)!.toFixed(4)}; the first ${checked} replayed steps equal op by op ` +
+    'bit for bit',
 );
-for (const r of recordings.values()) r.dispose();
+for (const r of recordings.values()) r?.dispose();
 dispose([state.params, state.m, state.v]);
 gpu.dispose();
