@@ -229,7 +229,8 @@ function replayedSteps(gpu: WebGpuBackend, c: TransformerConfig, batch: Sequence
     const schedule = tensor(adamwScheduleValues(state.steps, ADAMW), [4], { backend: gpu });
     const out = recorded.run({ params: state.params, m: state.m, v: state.v, schedule });
     const encoded = gpu.stats();
-    schedule.dispose();
+    // The state given: taken back by the run if it was the last run's (lent), else copied in and let go here.
+    dispose([schedule, state.params, state.m, state.v]);
     state = { params: out.params, m: out.m, v: out.v, steps: state.steps + 1 };
     const [loss, norm] = await Promise.all([out.loss.data(), out.gradNorm.data()]);
     dispose([out.loss, out.gradNorm]);

@@ -111,7 +111,8 @@ for (let n = 0; n < steps; n++) {
   // which the replay must equal bit for bit.
   const check = recorded && checked < 3 ? tidy(() => stepOf(false)(inputs)) : null;
   const out = recorded ? recorded.run(inputs) : tidy(() => step(inputs));
-  dispose([inputs.schedule, inputs.batch]);
+  // The weights given: taken back by the run if they were the last run's (lent), else copied in and let go here.
+  dispose([inputs.schedule, inputs.batch, inputs.params, inputs.m, inputs.v]);
   state = { params: out.params, m: out.m, v: out.v, step: n + 1 };
   losses.push((await out.loss.data())[0]!);
   out.loss.dispose();
