@@ -115,10 +115,11 @@ type StepOutputs = { trainable: PyTree; m: PyTree; v: PyTree; loss: Tensor; grad
 
 /**
  * The warm-start step through the backend's recording (`Backend.record`: WebGPU's `recordStep`), one per batch
- * shape, made at the shape's second step and kept in `run.recorded` until the warm-start ends: the same kernels as the op-by-op step on the same values
- * (the same results bit for bit), with no op layer between them. Where it cannot be (a backend that records
- * nothing, LoRA dropout, whose masks are drawn on the host, or a run that keeps the old state to skip a bad update,
- * which a step that updates in place cannot), or past MAX_RECORDINGS shapes: null, and the step runs op by op.
+ * shape, made at the shape's second step and kept in `run.recorded` until the warm-start ends: the same kernels as
+ * the op-by-op step on the same values (the same results bit for bit), with no op layer between them. Where it
+ * cannot be (a backend that records nothing, LoRA dropout, whose masks are drawn on the host, or a run that keeps
+ * the old state to skip a bad update, which a step that updates in place cannot), at a shape's first step, or past
+ * MAX_RECORDINGS shapes: null, and the step runs op by op.
  */
 function recordedStep(
   run: Run,
@@ -166,15 +167,13 @@ function recordedStep(
       stateCheck,
     };
   };
-  const dtype = activationDType(run.params);
-  const inputs = (): StepInputs => ({
+  const given: StepInputs = {
     trainable: trainableOf(run.params),
     m: run.opt.m,
     v: run.opt.v,
     schedule: tensor(adamwScheduleValues(run.opt.step, hyper), [4], { backend }),
-    batch: batchTensors(batch, backend, dtype),
-  });
-  const given = inputs();
+    batch: batchTensors(batch, backend, activationDType(run.params)),
+  };
   try {
     if (!recorded) {
       recorded = backend.record(step, given);
