@@ -30,5 +30,9 @@ export default defineConfig({
     env: { RLVR_TUNE: 'off' },
     testTimeout: 60_000,
     hookTimeout: 60_000,
+    // Two spec files at a time on a 2-core machine (vitest's default is cores - 1: one at a time there). Many files
+    // wait on a child process, a browser or the device more than they compute.
+    maxWorkers: 2,
+    minWorkers: 1,
   },
 });
