@@ -77,8 +77,8 @@ export interface AdamWManyHyper extends Omit<AdamWHyper, 'weightDecay'> {
   /**
    * This step's values on the device, in place of `lr` and `step` (a recorded step reads them there, as optax
    * keeps its step count on the device): f32 [4] = (lr, 1 - beta1^step, 1 - beta2^step, 1 - lr wd), where wd is
-   * the one nonzero weight decay of `weightDecays` (a leaf whose decay is 0 is not decayed). `adamwSchedule`
-   * (nn/optim.ts) computes it.
+   * the one nonzero weight decay of `weightDecays` (a leaf whose decay is 0 is not decayed).
+   * `adamwScheduleValues` (nn/optim.ts) computes it.
    */
   readonly schedule?: KernelTensor;
 }
@@ -93,9 +93,12 @@ export interface AdamWStepValues {
   readonly decay: number;
 }
 
-/** The step's values: from the schedule tensor's host data if there is one, else from `lr` and `step` (in f64). */
+/**
+ * The step's values: from the schedule tensor's host data if there is one, else from `lr` and `step` (in f64), the
+ * one statement of the bias corrections and the decay factor every AdamW kernel and the schedule tensor use.
+ */
 export function adamwStepValues(
-  h: AdamWManyHyper,
+  h: Pick<AdamWHyper, 'lr' | 'beta1' | 'beta2' | 'step'>,
   schedule: ArrayLike<number> | null,
   weightDecay: number,
 ): AdamWStepValues {

@@ -1,4 +1,5 @@
 import { ArgumentError } from '../core/errors.js';
+import { adamwStepValues } from '../core/kernels.js';
 import { treeLeaves, treeMap, type PyTree } from '../core/pytree.js';
 import type { Tensor } from '../core/tensor.js';
 import { zerosLike } from '../ops/creation.js';
@@ -69,8 +70,9 @@ function stepSettings(stepsTaken: number, cfg: AdamWConfig) {
  * device instead of freezing those of the step it was recorded at.
  */
 export function adamwScheduleValues(stepsTaken: number, cfg: AdamWConfig): Float32Array {
-  const { beta1, beta2, weightDecay, lr, step } = stepSettings(stepsTaken, cfg);
-  return Float32Array.of(lr, 1 - beta1 ** step, 1 - beta2 ** step, 1 - lr * weightDecay);
+  const settings = stepSettings(stepsTaken, cfg);
+  const { lr, c1, c2, decay } = adamwStepValues(settings, null, settings.weightDecay);
+  return Float32Array.of(lr, c1, c2, decay);
 }
 
 /** `adamwStep`'s options: donation, and the step's values as a device tensor. */

@@ -10,7 +10,7 @@ export type { AdamWHyper };
 /**
  * A multi-tensor AdamW step's settings as the op takes them: the kernel's (`AdamWManyHyper`), with the schedule, if
  * any, a tensor: f32 [4] = (lr, 1 - beta1^step, 1 - beta2^step, 1 - lr wd) on the same backend, read in place of
- * `lr` and `step` (`adamwSchedule` in nn/optim.ts makes it), so that a recorded step reads each step's values from
+ * `lr` and `step` (`adamwScheduleValues` in nn/optim.ts makes it), so that a recorded step reads each step's values from
  * the device; the leaves' weight decays are then 0 or that one wd.
  */
 export type AdamWManyHyper = Omit<KernelAdamWManyHyper, 'schedule'> & { readonly schedule?: Tensor };

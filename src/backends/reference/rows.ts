@@ -194,7 +194,7 @@ export function adamw(
   const p1 = b.alloc(param.dtype, n);
   const m1 = b.alloc(param.dtype, n);
   const v1 = b.alloc(param.dtype, n);
-  const values = adamwStepValues({ ...h, weightDecays: [] }, null, h.weightDecay);
+  const values = adamwStepValues(h, null, h.weightDecay);
   adamwLoop(data(param), data(grad), data(m), data(v), h, values, p1, m1, v1);
   return [store(p1), store(m1), store(v1)];
 }

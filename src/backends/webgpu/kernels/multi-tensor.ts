@@ -1,5 +1,5 @@
 import type { KernelTensor, Storage } from '../../../core/backend.js';
-import { registerKernels, type AdamWInPlace, type AdamWManyHyper } from '../../../core/kernels.js';
+import { adamwStepValues, registerKernels, type AdamWInPlace, type AdamWManyHyper } from '../../../core/kernels.js';
 import { ArgumentError } from '../../../core/errors.js';
 import { sizeOf } from '../../../core/shape.js';
 import adamwManySrc from '../../../../shaders/adamw_many.wgsl';
@@ -179,6 +179,7 @@ export function adamwMany(
 ): [GPUBuffer, GPUBuffer, GPUBuffer][] {
   const outs: [GPUBuffer, GPUBuffer, GPUBuffer][] = [];
   const schedule = h.schedule ?? null;
+  const step = adamwStepValues(h, null, 0);
   const perChunk = Math.max(1, Math.floor((storageLimit(rt) - (schedule ? 2 : 1)) / 7));
   const clip = sumSq !== null && h.maxNorm !== undefined;
   const flags = (i: number): SlotInPlace => {
@@ -200,18 +201,20 @@ export function adamwMany(
       grid: { threads: largest },
       uniforms: {
         // With a schedule these come from the device, and the block stays the same from step to step.
-        lr: schedule ? 0 : h.lr,
+        lr: schedule ? 0 : step.lr,
         beta1: h.beta1,
         beta2: h.beta2,
         eps: h.eps,
-        c1: schedule ? 0 : 1 - h.beta1 ** h.step,
-        c2: schedule ? 0 : 1 - h.beta2 ** h.step,
+        c1: schedule ? 0 : step.c1,
+        c2: schedule ? 0 : step.c2,
         one_minus_beta1: 1 - h.beta1,
         one_minus_beta2: 1 - h.beta2,
         max_norm: h.maxNorm ?? 0,
         slot: chunk.flatMap((i) => [
           sizeOf(params[i]!.shape),
-          schedule ? Number(h.weightDecays[i] !== 0) : bitsOf('f32', 1 - h.lr * h.weightDecays[i]!),
+          schedule
+            ? Number(h.weightDecays[i] !== 0)
+            : bitsOf('f32', adamwStepValues(h, null, h.weightDecays[i]!).decay),
           0,
           0,
         ]),
