@@ -4,8 +4,8 @@ import { Rng } from '../core/rng.js';
 import { dispose, tidy } from '../core/scope.js';
 import type { Tensor } from '../core/tensor.js';
 import { tensor } from '../ops/creation.js';
-import { adamwScheduleValues, type AdamWConfig, type OptimizerState } from '../nn/optim.js';
-import { activationDType, type TransformerParams } from '../nn/transformer.js';
+import { adamwScheduleValues, type AdamWConfig, type AdamWStepOptions, type OptimizerState } from '../nn/optim.js';
+import { activationDType, type TransformerConfig, type TransformerParams } from '../nn/transformer.js';
 import type { SequenceBatch } from '../rl/batch.js';
 import { batchTensors, type BatchTensors } from '../rl/score.js';
 import { valueAndGrad } from '../core/transforms.js';
@@ -78,15 +78,13 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
   const hyper = { lr, maxGradNorm: cfg.maxGradNorm, weightDecay: cfg.weightDecay };
   const next =
     recordedStep(run, batch, hyper, dropoutRng) ??
-    tidy(() => {
-      // Only the trainable part is differentiated (under LoRA the adapters: no gradient for the frozen base).
-      const trainable = trainableOf(run.params);
-      const lossOf = (t: PyTree) => sftLoss(withTrainable(run.params, t), run.config, batch, { dropoutRng, remat });
-      const [loss, grads] = valueAndGrad(lossOf)(trainable);
-      const stepped = adamwStep(trainable, grads, run.opt, hyper, { donate: donatesUpdates(cfg) });
-      const updated = { params: withTrainable(run.params, stepped.params), opt: stepped.state };
-      return { ...updated, loss, gradNorm: stepped.gradNorm, stateCheck: updatedStateCheck(updated) };
-    });
+    tidy(() =>
+      supervisedUpdate(run.params, run.config, trainableOf(run.params), run.opt, batch, hyper, {
+        dropoutRng,
+        remat,
+        donate: donatesUpdates(cfg),
+      }),
+    );
   const read = await readMetrics({ loss: next.loss, grad_norm: next.gradNorm, [STATE_METRIC]: next.stateCheck });
   const [loss, grad_norm] = [read.loss!, read.grad_norm!];
   const skipped = await adoptOrSkip(run, 'warmstart', read, next);
@@ -106,6 +104,36 @@ export async function warmStartStep(run: Run, hooks: TrainHooks): Promise<void> 
   hooks.onProgress?.({ phase: 'warmstart', step: run.at.step, total: cfg.warmStartSteps, record });
 }
 
+/** A warm-start update: the new policy and optimizer state, and what the step reads back. */
+type Update = {
+  params: TransformerParams;
+  opt: OptimizerState<PyTree>;
+  loss: Tensor;
+  gradNorm: Tensor;
+  stateCheck: Tensor;
+};
+
+/**
+ * One supervised update of `trainable`, the part of `params` the run trains (under LoRA the adapters: no gradient
+ * for the frozen base): the loss, its gradients, AdamW, and the check of the updated state (`updatedStateCheck`).
+ */
+function supervisedUpdate(
+  params: TransformerParams,
+  config: TransformerConfig,
+  trainable: PyTree,
+  opt: OptimizerState<PyTree>,
+  batch: SequenceBatch | BatchTensors,
+  hyper: AdamWConfig,
+  opts: AdamWStepOptions & { readonly dropoutRng?: Rng | undefined; readonly remat: boolean },
+): Update {
+  const { dropoutRng, remat, ...update } = opts;
+  const lossOf = (t: PyTree) => sftLoss(withTrainable(params, t), config, batch, { dropoutRng, remat });
+  const [loss, grads] = valueAndGrad(lossOf)(trainable);
+  const stepped = adamwStep(trainable, grads, opt, hyper, update);
+  const updated = { params: withTrainable(params, stepped.params), opt: stepped.state };
+  return { ...updated, loss, gradNorm: stepped.gradNorm, stateCheck: updatedStateCheck(updated) };
+}
+
 /** At most this many batch shapes recorded (one recording each); a batch of another shape runs op by op. */
 const MAX_RECORDINGS = 8;
 
@@ -121,18 +149,7 @@ type StepOutputs = { trainable: PyTree; m: PyTree; v: PyTree; loss: Tensor; grad
  * the old state to skip a bad update, which a step that updates in place cannot), at a shape's first step, or past
  * MAX_RECORDINGS shapes: null, and the step runs op by op.
  */
-function recordedStep(
-  run: Run,
-  batch: SequenceBatch,
-  hyper: AdamWConfig,
-  dropoutRng: Rng | undefined,
-): {
-  params: TransformerParams;
-  opt: OptimizerState<PyTree>;
-  loss: Tensor;
-  gradNorm: Tensor;
-  stateCheck: Tensor;
-} | null {
+function recordedStep(run: Run, batch: SequenceBatch, hyper: AdamWConfig, dropoutRng: Rng | undefined): Update | null {
   const backend = run.params.embed.weight.backend;
   if (!backend.record || dropoutRng || !donatesUpdates(run.cfg)) return null;
   run.recorded ??= new Map();
@@ -149,23 +166,15 @@ function recordedStep(
   const params = run.params;
   const remat = run.cfg.gradientCheckpointing;
   const step = (s: StepInputs): StepOutputs => {
-    const lossOf = (t: PyTree) => sftLoss(withTrainable(params, t), run.config, s.batch, { remat });
-    const [loss, grads] = valueAndGrad(lossOf)(s.trainable);
     // The host's count is a placeholder: AdamW reads this step's values from `schedule`.
-    const stepped = adamwStep(s.trainable, grads, { step: 0, m: s.m, v: s.v }, hyper, {
+    const opt = { step: 0, m: s.m, v: s.v };
+    const u = supervisedUpdate(params, run.config, s.trainable, opt, s.batch, hyper, {
+      remat,
       schedule: s.schedule,
       donate: true,
     });
-    const updated = { params: withTrainable(params, stepped.params), opt: stepped.state };
-    const stateCheck = updatedStateCheck(updated);
-    return {
-      trainable: stepped.params,
-      m: stepped.state.m,
-      v: stepped.state.v,
-      loss,
-      gradNorm: stepped.gradNorm,
-      stateCheck,
-    };
+    const { loss, gradNorm, stateCheck } = u;
+    return { trainable: trainableOf(u.params), m: u.opt.m, v: u.opt.v, loss, gradNorm, stateCheck };
   };
   const given: StepInputs = {
     trainable: trainableOf(run.params),

@@ -100,11 +100,6 @@ class SizeClasses {
     return [...this.lists.values()].flatMap((list) => list.filter(keep));
   }
 
-  /** Whether `entry` is in these lists. */
-  has(entry: PoolEntry): boolean {
-    return this.indexOf(entry) >= 0;
-  }
-
   /** Remove `entry` if it is here; whether it was. */
   take(entry: PoolEntry): boolean {
     const at = this.indexOf(entry);
@@ -191,31 +186,25 @@ export class BufferPool {
     let entry = forUpload ? undefined : this.pending.pop(size);
     if (entry) this.reusedInBatch.add(entry.buffer);
     else entry = this.idle.pop(size);
-    if (!entry) {
-      entry = { buffer: this.create(size), size, serial: this.created++, lastUse: 0, holds: 0, heldFree: false };
-      this.entries.set(entry.buffer, entry);
-    }
-    entry.lastUse = this.epoch;
-    this.live++;
-    this.liveBytes += size;
-    this.peakLiveBytes = Math.max(this.peakLiveBytes, this.liveBytes);
-    return entry.buffer;
+    return this.handOut(entry ?? this.newEntry(size));
   }
 
   /** A new buffer of at least `bytes`, never one freed before (a recorded step's upload: no command names it yet). */
   acquireNew(bytes: number): GPUBuffer {
-    const size = BufferPool.sizeClass(bytes);
-    const entry = {
-      buffer: this.create(size),
-      size,
-      serial: this.created++,
-      lastUse: this.epoch,
-      holds: 0,
-      heldFree: false,
-    };
+    return this.handOut(this.newEntry(BufferPool.sizeClass(bytes)));
+  }
+
+  private newEntry(size: number): PoolEntry {
+    const entry = { buffer: this.create(size), size, serial: this.created++, lastUse: 0, holds: 0, heldFree: false };
     this.entries.set(entry.buffer, entry);
+    return entry;
+  }
+
+  /** `entry` to a tensor: live from now on. */
+  private handOut(entry: PoolEntry): GPUBuffer {
+    entry.lastUse = this.epoch;
     this.live++;
-    this.liveBytes += size;
+    this.liveBytes += entry.size;
     this.peakLiveBytes = Math.max(this.peakLiveBytes, this.liveBytes);
     return entry.buffer;
   }
@@ -250,10 +239,10 @@ export class BufferPool {
     if (this.pending.take(entry) || this.idle.take(entry)) entry.heldFree = true;
   }
 
-  /** Whether a tensor holds `buffer` now (for a held buffer: not released since it was last handed out). */
-  isLive(buffer: GPUBuffer): boolean {
+  /** Whether `buffer` is held (`hold`) and a tensor holds it too: handed out or lent, and not released since. */
+  heldAndLive(buffer: GPUBuffer): boolean {
     const entry = this.entries.get(buffer);
-    return entry !== undefined && !(entry.holds > 0 ? entry.heldFree : this.pending.has(entry) || this.idle.has(entry));
+    return entry !== undefined && entry.holds > 0 && !entry.heldFree;
   }
 
   /**
@@ -265,9 +254,7 @@ export class BufferPool {
     if (!entry || entry.holds === 0 || !entry.heldFree)
       throw new Error('internal: lending a buffer that is not held and free');
     entry.heldFree = false;
-    entry.lastUse = this.epoch;
-    this.live++;
-    this.liveBytes += entry.size;
+    this.handOut(entry);
   }
 
   /** The recorded step lets go (`hold`): a buffer no tensor holds goes back to the free lists (pending: the

@@ -61,9 +61,6 @@ export function recordStep<I extends PyTree, O extends PyTree>(
     return Tensor.fromStorage(backend, asStorage(slot), t.shape, t.dtype);
   });
   const slotBuffers = slots.map((t) => bufferOf(t.storageFor('recordStep')));
-  let recording: Recording;
-  let skeleton: O;
-  let outputs: (readonly [GPUBuffer, number, boolean])[];
   rt.beginRecording();
   try {
     const out = tidy(() => fn(treeMap(example, (_, i) => slots[i]!)));
@@ -72,17 +69,15 @@ export function recordStep<I extends PyTree, O extends PyTree>(
     // An output the function wrote into an input's own storage (AdamW with `donate`) lives in that input's slot:
     // it is lent, not copied (the first such output of each slot).
     const lendable = new Set(slotBuffers);
-    outputs = leaves.map((t) => {
+    const outputs = leaves.map((t) => {
       const buffer = bufferOf(t.storageFor('recordStep'));
       return [buffer, bytesOf(t), lendable.delete(buffer)] as const;
     });
-    recording = rt.endRecording([...slotBuffers, ...outputs.map(([b]) => b)]);
-    skeleton = treeMap(out, (t) => t);
-    // Shapes and dtypes for the copies handed out; the run's own tensors go (their buffers stay held).
-    const shapes = leaves.map((t) => [t.shape, t.dtype] as const);
+    const recording = rt.endRecording([...slotBuffers, ...outputs.map(([b]) => b)]);
+    // The run's own tensors go (their buffers stay held); `out` keeps the structure, shapes and dtypes.
     dispose(out);
     dispose(slots);
-    return makeStep(backend, recording, given, slotBuffers, outputs, skeleton, shapes);
+    return makeStep(backend, recording, given, slotBuffers, outputs, out);
   } catch (e) {
     if (rt.recording) rt.abortRecording();
     dispose(slots);
@@ -96,23 +91,23 @@ function makeStep<I extends PyTree, O extends PyTree>(
   given: readonly Tensor[],
   slots: readonly GPUBuffer[],
   outputs: readonly (readonly [GPUBuffer, number, boolean])[],
+  /** The recording run's outputs (disposed): the structure, shapes and dtypes of every run's. */
   skeleton: O,
-  shapes: readonly (readonly [Tensor['shape'], Tensor['dtype']])[],
 ): RecordedStep<I, O> {
   const rt = backend.runtime;
-  const want = given.map((t) => [t.shape, t.dtype] as const);
+  const want = given.length;
   return {
     dispatches: recording.dispatches,
     run(inputs: I): O {
       if (recording.dropped) throw new RecordingError('run after dispose');
       const leaves = treeLeaves(inputs);
-      if (leaves.length !== want.length)
-        throw new ArgumentError('recordStep run', `${leaves.length} input tensors, the recording has ${want.length}`);
+      if (leaves.length !== want)
+        throw new ArgumentError('recordStep run', `${leaves.length} input tensors, the recording has ${want}`);
       const copies: (readonly [GPUBuffer, GPUBuffer, number])[] = [];
       const takenBack = new Set<Tensor>();
       leaves.forEach((t, i) => {
-        const [shape, dtype] = want[i]!;
-        const name = `recordStep run: ${leafName(i, want.length)}`;
+        const { shape, dtype } = given[i]!;
+        const name = `recordStep run: ${leafName(i, want)}`;
         if (t.backend !== backend) throw new BackendMismatchError(name, [t.backend.name, backend.name]);
         if (t.shape.length !== shape.length || t.shape.some((d, k) => d !== shape[k]))
           throw new ShapeError(name, [t.shape, shape], 'not the shape it was recorded with');
@@ -124,16 +119,16 @@ function makeStep<I extends PyTree, O extends PyTree>(
             throw new RecordingError(`${name} was lent by the last run and is shared (a view or a tape holds it)`);
           takenBack.add(t);
         } else {
-          if (rt.pool.isLive(slots[i]!))
+          if (rt.pool.heldAndLive(slots[i]!))
             throw new RecordingError(
               `${name}: the tensor the last run lent in its place is still alive; pass it back here or dispose it`,
             );
-          copies.push([buffer, slots[i]!, Math.ceil(t.bytes / 4) * 4]);
+          copies.push([buffer, slots[i]!, bytesOf(t)]);
         }
       });
       for (const t of takenBack) t.consume('recordStep run');
       const out = rt.replay(recording, copies, outputs);
-      return treeMap(skeleton, (_, i) => Tensor.fromStorage(backend, asStorage(out[i]!), shapes[i]![0], shapes[i]![1]));
+      return treeMap(skeleton, (t, i) => Tensor.fromStorage(backend, asStorage(out[i]!), t.shape, t.dtype));
     },
     dispose(): void {
       rt.dropRecording(recording);
